@@ -1,0 +1,29 @@
+"""agentsched: decide, for every tool call of an AI workflow, whether it runs on the CPU, at once on
+the GPU (``gpu_now``) or in the serialized GPU queue (``gpu_queue``), for the lowest end-to-end
+latency under GPU contention and a VRAM budget (Lu & Reda, arXiv:2607.22242)."""
+
+from agentsched.errors import AgentschedError
+from agentsched.model import (
+    CardSet,
+    DecisionSpace,
+    Execution,
+    Mode,
+    Status,
+    TaskSpan,
+    ToolCard,
+    Workflow,
+    load_card_set,
+    load_workflow_file,
+    parse_mapping,
+)
+from agentsched.oracle import brute_force
+from agentsched.scenarios import list_scenarios, load_scenario, resolve_workflow
+from agentsched.testbeds import SimTestbed, Testbed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentschedError", "CardSet", "DecisionSpace", "Execution", "Mode", "SimTestbed", "Status",
+    "TaskSpan", "Testbed", "ToolCard", "Workflow", "brute_force", "list_scenarios",
+    "load_card_set", "load_scenario", "load_workflow_file", "parse_mapping", "resolve_workflow",
+]

@@ -1,0 +1,30 @@
+"""Error types. Every user-facing failure is an ``AgentschedError`` whose message is one line that
+names the problem; the CLI prints it without a traceback and exits non-zero."""
+
+from __future__ import annotations
+
+
+class AgentschedError(Exception):
+    """Base class of every error agentsched reports to a user as one line."""
+
+
+class CardError(AgentschedError):
+    """A tool card or card set is malformed, missing or unknown."""
+
+
+class WorkflowError(AgentschedError):
+    """A workflow file is malformed: YAML/JSON syntax, cycles, unknown tools or tasks, bad budget."""
+
+
+class MappingError(AgentschedError):
+    """A mapping misses a task, names an unknown task, or uses a mode outside the decision space."""
+
+
+class TestbedError(AgentschedError):
+    """A testbed cannot execute the request (e.g. GPU mode on a machine without CUDA)."""
+
+    __test__ = False  # not a pytest test class
+
+
+class PolicyError(AgentschedError):
+    """Unknown policy name or invalid policy option."""

@@ -1,0 +1,208 @@
+"""Tool cards: the offline profile of one tool, and card sets (one per machine).
+
+A card set is a JSON file ``{"name", "source", "machine", "cards": {tool: card}}``. Amplified tools
+``name_xK`` (K back-to-back calls of ``name``) need no card of their own: latency is K times the base
+card's, VRAM and load time are the base tool's. A card set may still give an amplified card explicitly
+(re-profiled), which then wins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentsched.errors import CardError
+
+_AMPLIFIED_RE = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
+
+# Simulator contention parameters by tag, used when a card gives none (see testbeds/contention.py).
+# sensitivity: how much a tool slows per unit of foreign GPU pressure; pressure: how much GPU
+# (SM/memory bandwidth) it takes from others. Ordered: the first tag of a card that matches wins.
+DEFAULT_CONTENTION_BY_TAG: dict[str, tuple[float, float]] = {
+    "memory-bound": (0.6, 0.8),
+    "compute-bound": (0.6, 0.5),
+    "compute-light": (0.3, 0.2),
+    "io-bound": (0.0, 0.0),
+}
+DEFAULT_CONTENTION: tuple[float, float] = (0.5, 0.5)
+
+
+class ToolCard(BaseModel):
+    """Offline profile of one tool on one machine. Frozen: cards are inputs, never mutated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)  # tool name, e.g. "clip" or "clip_x12"
+    workload: str = ""  # one-line description shown to schedulers in cold start
+    cpu_ms: float = Field(gt=0)  # median latency of one call on the CPU, isolated
+    gpu_ms: float | None = Field(default=None, gt=0)  # same on the GPU; None: no GPU implementation
+    load_ms: float | None = Field(default=None, ge=0)  # model load-in paid by gpu_queue admission
+    vram_mb: float | None = Field(default=None, ge=0)  # GPU memory held while on the GPU
+    tags: tuple[str, ...] = ()  # e.g. compute-bound, memory-bound, compute-light, io-bound, neutral
+    # Simulator-only contention parameters (None: default by tag); see testbeds/contention.py.
+    contention_sensitivity: float | None = Field(default=None, ge=0)
+    contention_pressure: float | None = Field(default=None, ge=0)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_tuple(cls, v: Any) -> Any:
+        return tuple(v) if isinstance(v, list) else v
+
+    @property
+    def has_gpu(self) -> bool:
+        """True when the tool has a GPU implementation (else a GPU placement runs host code)."""
+        return self.gpu_ms is not None
+
+    @property
+    def speedup(self) -> float | None:
+        """cpu_ms / gpu_ms, the paper's ratio; None without a GPU implementation."""
+        return None if self.gpu_ms is None else self.cpu_ms / self.gpu_ms
+
+    @property
+    def vram_needed_mb(self) -> float:
+        """VRAM a GPU placement holds (0 for tools without a GPU implementation)."""
+        return (self.vram_mb or 0.0) if self.has_gpu else 0.0
+
+    @property
+    def load_needed_ms(self) -> float:
+        """Load-in time a gpu_queue placement pays (0 without a GPU implementation)."""
+        return (self.load_ms or 0.0) if self.has_gpu else 0.0
+
+    def contention(self) -> tuple[float, float]:
+        """(sensitivity, pressure) for the simulator: the card's values, else defaults by tag."""
+        default = DEFAULT_CONTENTION
+        for tag in self.tags:
+            if tag in DEFAULT_CONTENTION_BY_TAG:
+                default = DEFAULT_CONTENTION_BY_TAG[tag]
+                break
+        s = self.contention_sensitivity if self.contention_sensitivity is not None else default[0]
+        p = self.contention_pressure if self.contention_pressure is not None else default[1]
+        return s, p
+
+    def amplified(self, k: int) -> ToolCard:
+        """Card of K back-to-back calls: latency x K; VRAM, load and contention unchanged."""
+        if k < 1:
+            raise CardError(f"repeat must be >= 1, got {k} for tool {self.name!r}")
+        if k == 1:
+            return self
+        return self.model_copy(
+            update={
+                "name": f"{self.name}_x{k}",
+                "cpu_ms": self.cpu_ms * k,
+                "gpu_ms": None if self.gpu_ms is None else self.gpu_ms * k,
+                "workload": f"{self.workload} (x{k})" if self.workload else f"x{k}",
+            }
+        )
+
+
+class CardSet(BaseModel):
+    """A named set of tool cards measured on one machine."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # e.g. "a5500", "h200", or a file stem
+    source: str = ""  # where the figures come from (paper table, profiler run)
+    machine: dict[str, Any] = Field(default_factory=dict)  # CPU/GPU/versions/load average
+    cards: dict[str, ToolCard]
+
+    @field_validator("cards", mode="before")
+    @classmethod
+    def _names_from_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            out = {}
+            for key, card in v.items():
+                if isinstance(card, dict) and "name" not in card:
+                    card = {**card, "name": key}
+                out[key] = card
+            return out
+        return v
+
+    def tool_names(self) -> list[str]:
+        return list(self.cards)
+
+    def has_tool(self, tool: str) -> bool:
+        try:
+            self.resolve(tool)
+        except CardError:
+            return False
+        return True
+
+    def resolve(self, tool: str, repeat: int = 1) -> ToolCard:
+        """Card for ``repeat`` calls of ``tool`` (which may itself be ``name_xK``)."""
+        if repeat < 1:
+            raise CardError(f"repeat must be >= 1, got {repeat} for tool {tool!r}")
+        base, k = tool, 1
+        if tool not in self.cards:
+            m = _AMPLIFIED_RE.match(tool)
+            if m is None or m.group("base") not in self.cards:
+                raise CardError(
+                    f"unknown tool {tool!r} in card set {self.name!r} "
+                    f"(known: {', '.join(sorted(self.cards))})"
+                )
+            base, k = m.group("base"), int(m.group("k"))
+        total_k = k * repeat
+        explicit = f"{base}_x{total_k}"
+        if total_k > 1 and explicit in self.cards:
+            return self.cards[explicit]
+        return self.cards[base].amplified(total_k)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=1)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+
+def _validation_summary(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
+
+
+def parse_card_set(data: Any, name: str) -> CardSet:
+    """Validate a decoded card-set document; raise CardError with a one-line reason."""
+    if not isinstance(data, dict) or "cards" not in data:
+        raise CardError(f"card set {name!r}: expected an object with a 'cards' mapping")
+    data = {"name": name, **data}
+    try:
+        return CardSet.model_validate(data)
+    except ValidationError as e:
+        raise CardError(f"card set {name!r}: {_validation_summary(e)}") from None
+
+
+def builtin_card_sets() -> list[str]:
+    """Names of the card sets shipped in the package (``agentsched/data/cards/*.json``)."""
+    root = resources.files("agentsched.data") / "cards"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
+
+
+@lru_cache(maxsize=32)
+def _load_builtin(name: str) -> CardSet:
+    text = (resources.files("agentsched.data") / "cards" / f"{name}.json").read_text()
+    return parse_card_set(json.loads(text), name)
+
+
+def load_card_set(name_or_path: str | Path) -> CardSet:
+    """A built-in card set by name (e.g. ``a5500``) or a JSON file path."""
+    s = str(name_or_path)
+    if s in builtin_card_sets():
+        return _load_builtin(s)
+    path = Path(s)
+    if not path.exists():
+        raise CardError(
+            f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CardError(f"card file {s}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except OSError as e:
+        raise CardError(f"card file {s}: {e.strerror}") from None
+    return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem)

@@ -1,0 +1,242 @@
+"""Workflows: a DAG of tool calls, the decision space a scheduler picks from, and a VRAM budget.
+
+File format (YAML or JSON), the same one the built-in scenarios use::
+
+    name: S13
+    cards: a5500              # built-in card set, or a path relative to this file
+    decision_space: three_way # binary (cpu/gpu, gpu == gpu_now) or three_way
+    vram_budget_mb: 1100      # optional
+    tasks:
+      A: {tool: clip, repeat: 12}
+    edges: []                 # list of [from, to]
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentsched.errors import AgentschedError, WorkflowError
+from agentsched.model.cards import CardSet, ToolCard, load_card_set
+
+
+class Mode(str, enum.Enum):
+    """Where one task runs."""
+
+    CPU = "cpu"  # on the host CPU
+    GPU_NOW = "gpu_now"  # on the GPU at once, holding its VRAM while it runs
+    GPU_QUEUE = "gpu_queue"  # serialized GPU queue: no VRAM while waiting, pays load_ms when admitted
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DecisionSpace(str, enum.Enum):
+    """Which modes a scheduler may use."""
+
+    BINARY = "binary"  # cpu / gpu (gpu means gpu_now)
+    THREE_WAY = "three_way"  # cpu / gpu_now / gpu_queue
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        if self is DecisionSpace.BINARY:
+            return (Mode.CPU, Mode.GPU_NOW)
+        return (Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE)
+
+    def label(self, mode: Mode) -> str:
+        """How a mode is written in this space (binary prints gpu_now as 'gpu')."""
+        if self is DecisionSpace.BINARY and mode is Mode.GPU_NOW:
+            return "gpu"
+        return mode.value
+
+
+class Task(BaseModel):
+    """One node of the DAG: ``repeat`` back-to-back calls of ``tool``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
+    repeat: int = Field(default=1, ge=1)  # amplification K
+
+    @property
+    def tool_label(self) -> str:
+        return self.tool if self.repeat == 1 else f"{self.tool}_x{self.repeat}"
+
+
+class Workflow(BaseModel):
+    """A validated workflow. Task order (file order) is the canonical order of mappings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    name: str = Field(min_length=1)
+    cards: str = "a5500"  # card set name or path (resolved against the file's folder)
+    decision_space: DecisionSpace = DecisionSpace.BINARY
+    vram_budget_mb: float | None = None  # None: no budget (the GPU's own memory is assumed enough)
+    description: str = ""
+    tasks: dict[str, Task]
+    edges: tuple[tuple[str, str], ...] = ()
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _short_tasks(cls, v: Any) -> Any:
+        # "A: clip" is shorthand for "A: {tool: clip}"
+        if isinstance(v, dict):
+            return {str(k): ({"tool": t} if isinstance(t, str) else t) for k, t in v.items()}
+        return v
+
+    @field_validator("edges", mode="before")
+    @classmethod
+    def _edges_tuples(cls, v: Any) -> Any:
+        if v is None:
+            return ()
+        if isinstance(v, list):
+            out = []
+            for e in v:
+                if not isinstance(e, (list, tuple)) or len(e) != 2:
+                    raise ValueError(f"edge {e!r} is not a [from, to] pair")
+                out.append((str(e[0]), str(e[1])))
+            return tuple(out)
+        return v
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.tasks:
+            raise WorkflowError(f"workflow {self.name!r} has no tasks")
+        for a, b in self.edges:
+            for t in (a, b):
+                if t not in self.tasks:
+                    raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] names unknown task {t!r}")
+            if a == b:
+                raise WorkflowError(f"workflow {self.name!r}: self-loop on task {a!r}")
+        g = self.graph
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+            raise WorkflowError(f"workflow {self.name!r} has a cycle: {path}")
+        if self.vram_budget_mb is not None and self.vram_budget_mb < 0:
+            raise WorkflowError(f"workflow {self.name!r}: negative vram_budget_mb {self.vram_budget_mb:g}")
+
+    # ---- structure -------------------------------------------------------------------------
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        g.add_nodes_from(self.tasks)
+        g.add_edges_from(self.edges)
+        return g
+
+    @property
+    def task_ids(self) -> list[str]:
+        return list(self.tasks)
+
+    @cached_property
+    def preds(self) -> dict[str, tuple[str, ...]]:
+        return {t: tuple(p for p, c in self.edges if c == t) for t in self.tasks}
+
+    @cached_property
+    def succs(self) -> dict[str, tuple[str, ...]]:
+        return {t: tuple(c for p, c in self.edges if p == t) for t in self.tasks}
+
+    @property
+    def sinks(self) -> list[str]:
+        return [t for t in self.tasks if not self.succs[t]]
+
+    @cached_property
+    def topo_order(self) -> list[str]:
+        # lexicographic by file order so that ties are deterministic
+        index = {t: i for i, t in enumerate(self.tasks)}
+        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+
+    # ---- cards -----------------------------------------------------------------------------
+    @cached_property
+    def card_set(self) -> CardSet:
+        return load_card_set(self.cards)
+
+    @cached_property
+    def task_cards(self) -> dict[str, ToolCard]:
+        """Card per task (tool x repeat), resolved in the workflow's card set."""
+        cs = self.card_set
+        return {tid: cs.resolve(t.tool, t.repeat) for tid, t in self.tasks.items()}
+
+    def with_cards(self, cards: str | CardSet) -> Workflow:
+        """The same DAG against another card set (name, path, or an in-memory CardSet)."""
+        if isinstance(cards, CardSet):
+            wf = self.model_copy(update={"cards": cards.name})
+            wf.__dict__["card_set"] = cards
+            wf.__dict__.pop("task_cards", None)
+            wf.validate_against_cards()
+            return wf
+        wf = Workflow.model_validate({**self.model_dump(), "cards": str(cards)})
+        wf.validate_against_cards()
+        return wf
+
+    def validate_against_cards(self) -> None:
+        """Raise a one-line error for unknown tools or a budget no GPU placement can meet."""
+        cards = self.task_cards  # raises CardError naming an unknown tool
+        if self.vram_budget_mb is not None:
+            gpu = [c.vram_needed_mb for c in cards.values() if c.has_gpu]
+            if gpu and self.vram_budget_mb < min(gpu):
+                raise WorkflowError(
+                    f"workflow {self.name!r}: vram_budget_mb {self.vram_budget_mb:g} is below every "
+                    f"tool's VRAM (smallest {min(gpu):g} MB): no GPU placement can ever fit"
+                )
+
+    @property
+    def total_vram_mb(self) -> float:
+        return sum(c.vram_needed_mb for c in self.task_cards.values())
+
+
+def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
+    """Validate a decoded workflow document (and its tools against its card set)."""
+    if not isinstance(data, dict):
+        raise WorkflowError(f"{source}: expected a mapping at the top level")
+    data = dict(data)
+    data.setdefault("name", Path(source).stem)
+    cards = data.get("cards")
+    if base_dir is not None and isinstance(cards, str):
+        candidate = base_dir / cards
+        if candidate.exists():
+            data["cards"] = str(candidate)
+    try:
+        wf = Workflow.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
+        msg = first["msg"].removeprefix("Value error, ")
+        raise WorkflowError(f"{source}: {loc}: {msg}") from None
+    except AgentschedError:
+        raise
+    try:
+        wf.validate_against_cards()
+    except AgentschedError as e:
+        raise WorkflowError(f"{source}: {e}") from None
+    return wf
+
+
+def load_workflow_file(path: str | Path) -> Workflow:
+    """Load a workflow from a .yaml/.yml/.json file."""
+    p = Path(path)
+    if not p.exists():
+        raise WorkflowError(f"workflow file not found: {p}")
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise WorkflowError(f"cannot read workflow file {p}: {e.strerror}") from None
+    try:
+        if p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
+    return parse_workflow(data, str(p), p.parent)

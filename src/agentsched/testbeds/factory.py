@@ -1,0 +1,36 @@
+"""Testbeds by name: one enum, one factory that raises on unknown names."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from agentsched.errors import TestbedError
+from agentsched.testbeds.base import Testbed
+
+
+class TestbedKind(str, enum.Enum):
+    __test__ = False
+    SIM = "sim"  # discrete-event simulator (default; no hardware needed)
+    LOCAL = "local"  # real tools on this machine's CPU, and CUDA when present
+
+
+def make_testbed(name: str | TestbedKind = TestbedKind.SIM, **options: Any) -> Testbed:
+    """Build a testbed. ``local`` imports torch lazily (needs the ``[tools]`` extra)."""
+    try:
+        kind = TestbedKind(str(getattr(name, "value", name)).lower())
+    except ValueError:
+        raise TestbedError(
+            f"unknown testbed {name!r} (valid: {', '.join(k.value for k in TestbedKind)})"
+        ) from None
+    if kind is TestbedKind.SIM:
+        from agentsched.testbeds.sim import SimTestbed
+
+        return SimTestbed(**options)
+    try:
+        from agentsched.testbeds.local import LocalTestbed
+    except ImportError as e:  # torch/transformers missing
+        raise TestbedError(
+            f"the local testbed needs the tools extra (pip install 'agentsched[tools]'): {e}"
+        ) from None
+    return LocalTestbed(**options)

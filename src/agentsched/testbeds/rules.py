@@ -1,0 +1,157 @@
+"""The start rules: when may a task start? One piece of code shared by every testbed.
+
+The simulated testbed and the local (real) testbed both drive a ``Dispatcher``: they report
+finishes, ask ``poll()`` which tasks start now, and start exactly those. So both obey the same
+semantics:
+
+* a task is ready when all its predecessors finished; ready tasks are served in ready order
+  (ties: workflow file order);
+* ``cpu``: starts when ready (at most ``cpu_slots`` at once when a cap is set);
+* ``gpu_now``: starts when ready and holds its VRAM until it ends; if starting it would exceed
+  the VRAM budget the execution is infeasible (``oom``), as in the paper;
+* ``gpu_queue``: a strict FIFO queue that runs one task at a time; the head is admitted when the
+  queue is idle and its VRAM fits beside what is held, then pays its load time before running.
+  A queued task holds no VRAM while waiting. A head larger than the whole budget is ``oom``.
+* tools without a GPU implementation hold no VRAM and pay no load on a GPU placement.
+
+Within one instant: finishes first, then cpu/gpu_now starts in ready order, then queue admission.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentsched.model.cards import ToolCard
+from agentsched.model.workflow import Mode, Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A task that starts now."""
+
+    task: str
+    mode: Mode
+    vram_mb: float  # VRAM it holds from now until it ends
+    load_ms: float  # load-in it pays first (gpu_queue only)
+
+
+@dataclass(frozen=True, slots=True)
+class Infeasible:
+    """A start that cannot happen: the execution ends as oom."""
+
+    task: str
+    needed_mb: float  # VRAM in use plus what the task needs
+    budget_mb: float
+    message: str
+
+
+class Dispatcher:
+    """Admission state of one execution. Not thread-safe: callers serialise calls."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        cards: Mapping[str, ToolCard] | None = None,
+        *,
+        vram_budget_mb: float | None = None,
+        cpu_slots: int | None = None,
+    ) -> None:
+        cards = cards if cards is not None else workflow.task_cards
+        self.mapping = dict(mapping)
+        self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
+        self.cpu_slots = cpu_slots
+        self._succs = workflow.succs
+        self._order = {t: i for i, t in enumerate(workflow.task_ids)}
+        self._vram = {t: (c.vram_needed_mb if mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
+        self._load = {t: (c.load_needed_ms if mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
+        self._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}
+        # Invariant: a task is in exactly one of {pending, ready, queue, running, done}.
+        self.ready: list[str] = []  # cpu/gpu_now tasks ready but not started (ready order)
+        self.queue: deque[str] = deque()  # gpu_queue tasks ready, FIFO
+        self.running: set[str] = set()
+        self.done: set[str] = set()
+        self.queue_busy: str | None = None  # the one queued task admitted (loading or running)
+        self.vram_in_use_mb = 0.0
+        self.cpu_running = 0
+        self._mark_ready([t for t in workflow.task_ids if self._waiting_preds[t] == 0])
+
+    def _mark_ready(self, tasks: list[str]) -> list[str]:
+        tasks = sorted(tasks, key=self._order.__getitem__)
+        for t in tasks:
+            (self.queue if self.mapping[t] is Mode.GPU_QUEUE else self.ready).append(t)
+        return tasks
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) == len(self.mapping)
+
+    def vram_of(self, task: str) -> float:
+        return self._vram[task]
+
+    def finish(self, task: str) -> list[str]:
+        """Record that ``task`` ended; release its resources; return the tasks that became ready."""
+        if task not in self.running:
+            raise RuntimeError(f"finish({task!r}) but it is not running")
+        self.running.discard(task)
+        self.done.add(task)
+        self.vram_in_use_mb -= self._vram[task]
+        if self.vram_in_use_mb < 1e-9:
+            self.vram_in_use_mb = 0.0
+        mode = self.mapping[task]
+        if mode is Mode.CPU:
+            self.cpu_running -= 1
+        elif mode is Mode.GPU_QUEUE:
+            self.queue_busy = None
+        newly = []
+        for s in self._succs[task]:
+            self._waiting_preds[s] -= 1
+            if self._waiting_preds[s] == 0:
+                newly.append(s)
+        return self._mark_ready(newly)
+
+    def _fits(self, need_mb: float) -> bool:
+        return self.budget_mb is None or self.vram_in_use_mb + need_mb <= self.budget_mb + 1e-9
+
+    def poll(self) -> list[Start] | Infeasible:
+        """The tasks that start now (possibly none), or the start that makes the run infeasible."""
+        starts: list[Start] = []
+        still: list[str] = []
+        for t in self.ready:
+            mode = self.mapping[t]
+            if mode is Mode.CPU:
+                if self.cpu_slots is not None and self.cpu_running >= self.cpu_slots:
+                    still.append(t)
+                    continue
+                self.cpu_running += 1
+            else:  # gpu_now
+                need = self._vram[t]
+                if not self._fits(need):
+                    assert self.budget_mb is not None
+                    total = self.vram_in_use_mb + need
+                    return Infeasible(
+                        t, total, self.budget_mb,
+                        f"gpu_now task {t} needs {need:g} MB with {self.vram_in_use_mb:g} MB held: "
+                        f"{total:g} > budget {self.budget_mb:g} MB",
+                    )
+                self.vram_in_use_mb += need
+            self.running.add(t)
+            starts.append(Start(t, mode, self._vram[t], 0.0))
+        self.ready = still
+        if self.queue_busy is None and self.queue:
+            head = self.queue[0]
+            need = self._vram[head]
+            if self.budget_mb is not None and need > self.budget_mb + 1e-9:
+                return Infeasible(
+                    head, need, self.budget_mb,
+                    f"gpu_queue task {head} needs {need:g} MB, more than the whole budget {self.budget_mb:g} MB",
+                )
+            if self._fits(need):
+                self.queue.popleft()
+                self.queue_busy = head
+                self.vram_in_use_mb += need
+                self.running.add(head)
+                starts.append(Start(head, Mode.GPU_QUEUE, need, self._load[head]))
+        return starts
