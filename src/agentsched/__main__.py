@@ -1,0 +1,3 @@
+from agentsched.cli.main import main
+
+main()

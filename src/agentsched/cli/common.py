@@ -1,0 +1,51 @@
+"""Helpers shared by the CLI command modules: workflow/testbed options and output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from agentsched.errors import AgentschedError
+from agentsched.model.workflow import Workflow
+from agentsched.scenarios import resolve_workflow
+from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.factory import make_testbed
+
+# wide tables when piped (docs, CI logs); the terminal width when interactive
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True)
+
+TESTBED_HELP = "sim (simulated, default) or local (real tools on this machine)"
+SIZE_HELP = "local testbed model size: small (tiny configs) or paper"
+
+
+def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
+    """A scenario name or workflow file, optionally re-bound to another card set."""
+    wf = resolve_workflow(name_or_path)
+    return wf.with_cards(cards) if cards else wf
+
+
+def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
+                  cpu_slots: int | None = None) -> Testbed:
+    """The testbed a command asked for."""
+    if kind == "sim":
+        opts: dict[str, Any] = {"seed": seed, "cpu_slots": cpu_slots}
+        if noise is not None:
+            opts["noise_sigma"] = noise
+        return make_testbed("sim", **opts)
+    if kind == "local":
+        return make_testbed("local", size=size)
+    return make_testbed(kind)  # raises the one-line error listing valid testbeds
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+def positive(name: str, value: int) -> int:
+    if value < 1:
+        raise AgentschedError(f"{name} must be >= 1, got {value}")
+    return value

@@ -1,0 +1,92 @@
+"""The policy interface: propose a mapping for the next round, observe the round's result.
+
+A policy sees the workflow (DAG, decision space, budget), the tool cards, its own history and an
+injected random generator. It never sees the oracle. Extra executions (monitor probes) go through
+``PolicyContext.probe`` so the runner counts them.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsched.model.cards import ToolCard
+from agentsched.model.execution import Execution, Status
+from agentsched.model.workflow import Mode, Workflow
+
+MappingT = dict[str, Mode]
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy may know before round 0."""
+
+    workflow: Workflow  # DAG, decision space, VRAM budget
+    cards: dict[str, ToolCard]  # task id -> profile card (cold-start policies use names/tags only)
+    rng: random.Random  # the only source of randomness a policy may use
+    probe: Callable[[MappingT], Execution]  # one extra testbed execution, counted by the runner
+    rounds: int  # rounds the runner will ask for
+    repeats: int  # executions per round (the round's E2E is their median)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One round as the runner measured it."""
+
+    round: int  # 0-based round index
+    mapping: MappingT  # what the policy proposed
+    status: Status  # ok when every run of the round finished, else the first failure
+    e2e_ms: float | None  # median E2E over the round's runs; None when infeasible
+    elapsed_ms: float  # median time the runs took (the cost of an infeasible round)
+    peak_vram_mb: float  # max over the round's runs (for oom: what the failing start needed)
+    executions: tuple[Execution, ...]  # the round's runs, in order
+    executions_total: int  # executions so far in this run, probes included, this round's too
+    message: str = ""  # why the round failed ("" when ok)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def median_execution(self) -> Execution:
+        """The run closest to the round's median (for per-task latencies and Gantt charts)."""
+        if self.e2e_ms is None:
+            return self.executions[0]
+        return min(self.executions, key=lambda x: abs((x.e2e_ms or 0.0) - self.e2e_ms))
+
+
+@dataclass
+class Proposal:
+    """A mapping and, optionally, what the policy wants recorded with it (evidence, prompts)."""
+
+    mapping: MappingT  # task id -> mode, complete and inside the decision space
+    info: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable audit data
+
+
+class Policy(ABC):
+    """Base class of every placement policy (one module per policy under ``policies/``)."""
+
+    #: registry name, e.g. "heft"
+    name: str = "policy"
+    #: False for offline references (the oracle), which are labelled so in reports
+    online: bool = True
+
+    def reset(self, ctx: PolicyContext) -> None:
+        """Start a new run. Subclasses call super().reset(ctx) and clear their state."""
+        self.ctx = ctx
+
+    @abstractmethod
+    def propose(self, round_index: int) -> Proposal | MappingT:
+        """The mapping for round ``round_index`` (a Proposal, or a bare mapping)."""
+
+    def observe(self, result: RoundResult) -> dict[str, Any] | None:
+        """Learn from the round. May probe through ``ctx.probe``; may return evidence to record."""
+        return None
+
+    @property
+    def label(self) -> str:
+        """Name shown in reports."""
+        return self.name
