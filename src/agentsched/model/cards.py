@@ -24,13 +24,14 @@ _AMPLIFIED_RE = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
 # Simulator contention parameters by tag, used when a card gives none (see testbeds/contention.py).
 # sensitivity: how much a tool slows per unit of foreign GPU pressure; pressure: how much GPU
 # (SM/memory bandwidth) it takes from others. Ordered: the first tag of a card that matches wins.
+# The defaults are about the medians of the a5500 fit by tag (scripts/fit_contention.py).
 DEFAULT_CONTENTION_BY_TAG: dict[str, tuple[float, float]] = {
-    "memory-bound": (0.6, 0.8),
-    "compute-bound": (0.6, 0.5),
+    "memory-bound": (0.75, 0.45),
+    "compute-bound": (0.3, 0.3),
     "compute-light": (0.3, 0.2),
     "io-bound": (0.0, 0.0),
 }
-DEFAULT_CONTENTION: tuple[float, float] = (0.5, 0.5)
+DEFAULT_CONTENTION: tuple[float, float] = (0.4, 0.3)
 
 
 class ToolCard(BaseModel):
