@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from agentsched.model.cards import CardSet
-from agentsched.model.mapping import format_mapping
+from agentsched.model.mapping import format_mapping_short
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario
@@ -47,8 +47,8 @@ class ScenarioCheck:
     """One scenario of the Table 3 comparison."""
 
     scenario: str
-    paper_mapping: str  # the paper's oracle mapping, formatted
-    sim_best_mapping: str  # the simulator's best mapping
+    paper_mapping: str  # the paper's oracle mapping, one letter per task A..D (C/G/Q)
+    sim_best_mapping: str  # the simulator's best mapping, same letters
     sim_best_e2e_ms: float  # its noise-free E2E
     paper_mapping_e2e_ms: float | None  # the paper's mapping in the simulator (None: infeasible)
     ratio: float | None  # paper mapping E2E / simulator best
@@ -117,8 +117,8 @@ def check_scenario(name: str, cards: CardSet | None = None) -> ScenarioCheck:
         paper_e2e = float(paper_tables()["table5_three_way_S11_S13"]["rows"][name][3].split()[0])
     return ScenarioCheck(
         scenario=name,
-        paper_mapping=format_mapping(wf, pm),
-        sim_best_mapping=format_mapping(wf, best.mapping),
+        paper_mapping=format_mapping_short(wf, pm),
+        sim_best_mapping=format_mapping_short(wf, best.mapping),
         sim_best_e2e_ms=round(best.e2e_ms, 3),  # type: ignore[arg-type]
         paper_mapping_e2e_ms=None if pe is None else round(pe, 3),
         ratio=None if ratio is None else round(ratio, 4),
@@ -173,6 +173,7 @@ def render_calibration(rep: CalibrationReport, console) -> None:  # noqa: ANN001
                   "yes" if s.exact else "no",
                   "-" if s.paper_oracle_e2e_ms is None else f"{s.paper_oracle_e2e_ms:g}")
     console.print(t)
+    console.print("mappings: one letter per task A, B, C, D: C = cpu, G = gpu / gpu_now, Q = gpu_queue")
     console.print(f"reproduced {rep.reproduced}/{len(rep.scenarios)} within 2%, "
                   f"exact {rep.exact}/{len(rep.scenarios)}")
     t2 = Table(title="Table 2 (S5) per-tool latency under contention: simulator vs paper")

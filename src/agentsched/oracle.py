@@ -74,9 +74,14 @@ def brute_force(
     *,
     repeats: int = 5,
     rng: random.Random | None = None,
+    use_expected: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> OracleResult:
-    """Exhaustive search over the decision space of ``workflow`` on ``testbed``."""
+    """Exhaustive search over the decision space of ``workflow`` on ``testbed``.
+
+    ``use_expected``: take the testbed's noise-free execution when it has one (the simulator), so
+    one run per mapping is exact; False measures the median of ``repeats`` noisy runs instead.
+    """
     n = len(workflow.tasks)
     if n > MAX_ORACLE_TASKS:
         raise ValueError(f"brute force over {n} tasks is too large (limit {MAX_ORACLE_TASKS})")
@@ -86,7 +91,7 @@ def brute_force(
     runs = 0
     total = len(workflow.decision_space.modes) ** n
     for i, mapping in enumerate(enumerate_mappings(workflow)):
-        exact = testbed.expected(workflow, mapping)
+        exact = testbed.expected(workflow, mapping) if use_expected else None
         if exact is not None:
             execs = [exact]
         else:

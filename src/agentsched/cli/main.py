@@ -41,7 +41,20 @@ def main(argv: list[str] | None = None) -> None:
     from agentsched.errors import AgentschedError
 
     try:
-        app(args=argv, prog_name="agentsched", standalone_mode=True)
+        app(args=argv, prog_name="agentsched", standalone_mode=False)
+    except typer.Exit as e:  # --help and friends
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as e:  # usage errors (typer's click): one line like every other error
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `agentsched`: help was printed
+            sys.exit(0)
+        ctx = getattr(e, "ctx", None)
+        cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        print(f"error: {message} (see 'agentsched{cmd} --help')", file=sys.stderr)
+        sys.exit(getattr(e, "exit_code", 2))
     except AgentschedError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -80,6 +80,14 @@ def format_mapping(workflow: Workflow, mapping: Mapping[str, Mode]) -> str:
     return ",".join(f"{t}={sp.label(mapping[t])}" for t in workflow.task_ids)
 
 
+_SHORT = {Mode.CPU: "C", Mode.GPU_NOW: "G", Mode.GPU_QUEUE: "Q"}
+
+
+def format_mapping_short(workflow: Workflow, mapping: Mapping[str, Mode]) -> str:
+    """One letter per task in task order: C = cpu, G = gpu / gpu_now, Q = gpu_queue (e.g. GQGC)."""
+    return "".join(_SHORT[mapping[t]] for t in workflow.task_ids)
+
+
 def mapping_key(workflow: Workflow, mapping: Mapping[str, Mode]) -> tuple[Mode, ...]:
     """Hashable form in task order."""
     return tuple(mapping[t] for t in workflow.task_ids)

@@ -25,6 +25,14 @@ from agentsched.testbeds.rules import Dispatcher, Infeasible
 _EPS = 1e-9
 
 
+def _vram_point(timeline: list[tuple[float, float]], now: float, vram_mb: float) -> None:
+    """Append (now, vram_mb) to a step curve: one point per instant, none when unchanged."""
+    if timeline and timeline[-1][0] == now:
+        timeline.pop()
+    if not timeline or timeline[-1][1] != vram_mb:
+        timeline.append((now, vram_mb))
+
+
 class SimTestbed(Testbed):
     """Simulated host: many CPU cores, one GPU with a VRAM budget and contention."""
 
@@ -67,7 +75,7 @@ class SimTestbed(Testbed):
         loads: dict[str, float] = {}
         vram_of: dict[str, float] = {}
         order: list[str] = []
-        vram_timeline: list[tuple[float, float]] = [(0.0, 0.0)]
+        vram_timeline: list[tuple[float, float]] = [(0.0, 0.0)]  # step curve of VRAM in use
         peak = 0.0
         now = 0.0
 
@@ -99,8 +107,7 @@ class SimTestbed(Testbed):
                 if load <= 0:
                     state[st.task][0], state[st.task][1] = state[st.task][5], 1
             if decision:
-                if disp.vram_in_use_mb != vram_timeline[-1][1]:
-                    vram_timeline.append((now, disp.vram_in_use_mb))
+                _vram_point(vram_timeline, now, disp.vram_in_use_mb)
                 peak = max(peak, disp.vram_in_use_mb)
             if not state:
                 break
@@ -131,8 +138,8 @@ class SimTestbed(Testbed):
                 ends_at[t] = now
                 for nt in disp.finish(t):
                     ready_at[nt] = now
-            if finished and disp.vram_in_use_mb != vram_timeline[-1][1]:
-                vram_timeline.append((now, disp.vram_in_use_mb))
+            if finished:
+                _vram_point(vram_timeline, now, disp.vram_in_use_mb)
 
         spans = self._spans(workflow, mapping, order, ready_at, starts_at, ends_at, loads, vram_of)
         e2e = max(ends_at[t] for t in workflow.sinks)
