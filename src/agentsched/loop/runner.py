@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsched.errors import AgentschedError
+from agentsched.errors import AgentschedError, MappingError, PolicyError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
+from agentsched.oracle import OracleResult, brute_force
 from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
 from agentsched.testbeds.base import Testbed
 
@@ -25,21 +26,24 @@ class RoundRecord:
     """A round plus what the policy said about it."""
 
     result: RoundResult  # the measured round
-    probes: tuple[Execution, ...]  # probe executions the policy ran after observing it
+    # probe executions the policy ran for this round: while proposing it (before its runs; for
+    # round 0 also during reset) and while observing it (after its runs)
+    probes: tuple[Execution, ...]
     proposal_info: dict[str, Any]  # what the policy recorded with its proposal (prompts, reasons)
     evidence: dict[str, Any] | None  # what observe() returned (monitor evidence)
+    executions_after: int = 0  # executions so far once the round is observed (its probes included)
 
 
 @dataclass
 class LoopRun:
     """A whole run of one policy on one workflow."""
 
-    workflow: Workflow
+    workflow: Workflow  # what ran
     policy: str  # policy label
     online: bool  # False for offline references
-    seed: int
-    repeats: int
-    records: list[RoundRecord] = field(default_factory=list)
+    seed: int  # seed of the noise and policy generators
+    repeats: int  # executions per round
+    records: list[RoundRecord] = field(default_factory=list)  # one per round, in order
 
     @property
     def rounds(self) -> list[RoundResult]:
@@ -47,10 +51,15 @@ class LoopRun:
 
     @property
     def executions_total(self) -> int:
-        return self.records[-1].result.executions_total + len(self.records[-1].probes) if self.records else 0
+        """Every execution of the run: round runs and probes."""
+        return self.records[-1].executions_after if self.records else 0
+
+    @property
+    def probes_total(self) -> int:
+        return sum(len(r.probes) for r in self.records)
 
     def all_executions(self) -> list[Execution]:
-        """Every execution in the order it happened (round runs, then that round's probes)."""
+        """Every execution of the run, round runs and probes (each round's runs, then its probes)."""
         out: list[Execution] = []
         for r in self.records:
             out.extend(r.result.executions)
@@ -114,15 +123,41 @@ def run_loop(
         proposal = policy.propose(i)
         if not isinstance(proposal, Proposal):
             proposal = Proposal(dict(proposal))
-        mapping: dict[str, Mode] = validate_mapping(workflow, proposal.mapping)
+        try:
+            mapping: dict[str, Mode] = validate_mapping(workflow, proposal.mapping)
+        except MappingError as e:
+            raise PolicyError(f"policy {policy.label} proposed an invalid mapping in round {i}: {e}") from None
         execs = [testbed.run(workflow, mapping, rng=noise_rng) for _ in range(repeats)]
         counter["n"] += len(execs)
         result = summarize_runs(workflow, mapping, execs, i, counter["n"])
-        pending_probes.clear()
         evidence = policy.observe(result)
-        record = RoundRecord(result, tuple(pending_probes), dict(proposal.info), evidence)
+        # probes from reset/propose (before the runs) and from observe (after) all belong here
+        record = RoundRecord(result, tuple(pending_probes), dict(proposal.info), evidence, counter["n"])
         pending_probes.clear()
         run.records.append(record)
         if on_round is not None:
             on_round(record)
     return run
+
+
+def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
+                     cache: dict[tuple[str, str], OracleResult] | None = None) -> OracleResult:
+    """The oracle the metrics compare against: exhaustive search on the noise-free version of the
+    testbed when it has one (the simulator: one exact run per mapping), else on the testbed itself
+    with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
+    card set in ``cache`` when given. Raises ``AgentschedError`` when the workflow is too large to
+    enumerate or has no feasible mapping."""
+    key = (workflow.name, workflow.card_set.name)
+    if cache is not None and key in cache:
+        return cache[key]
+    noise_free = getattr(testbed, "noise_free", None)
+    target = noise_free() if callable(noise_free) else testbed
+    try:
+        res = brute_force(workflow, target, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
+    except ValueError as e:
+        raise AgentschedError(f"no oracle for {workflow.name}: {e}") from None
+    if not res.feasible:
+        raise AgentschedError(f"no oracle for {workflow.name}: no feasible mapping")
+    if cache is not None:
+        cache[key] = res
+    return res

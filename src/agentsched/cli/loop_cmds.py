@@ -1,0 +1,298 @@
+"""Commands: run (one policy in the closed loop), bench (scenarios x policies x seeds + report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from agentsched.cli.common import SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.errors import AgentschedError
+from agentsched.model.mapping import format_mapping
+
+START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
+_LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
+              "temperature": "--llm-temperature", "timeout_s": "--llm-timeout"}
+
+
+def _check_start(start: str | None) -> str | None:
+    if start is not None and start not in ("warm", "cold"):
+        raise AgentschedError(f"--start must be warm or cold, got {start!r}")
+    return start
+
+
+def _check_noise(noise: float | None) -> float | None:
+    if noise is not None and noise < 0:
+        raise AgentschedError(f"--noise must be >= 0, got {noise:g}")
+    return noise
+
+
+def _llm_options(**given: Any) -> dict[str, Any]:
+    """The LLM options that were given, keyed as the agent expects (only given keys)."""
+    llm = {k: v for k, v in given.items() if v is not None}
+    if "temperature" in llm and llm["temperature"] < 0:
+        raise AgentschedError(f"--llm-temperature must be >= 0, got {llm['temperature']:g}")
+    if "timeout_s" in llm and llm["timeout_s"] <= 0:
+        raise AgentschedError(f"--llm-timeout must be > 0, got {llm['timeout_s']:g}")
+    return llm
+
+
+def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict[str, Any]:
+    """make_policy keyword options for ``policy`` from the command line."""
+    opts: dict[str, Any] = {}
+    if start is not None:
+        opts["start"] = start  # make_policy rejects it in one line for policies without a start
+    if llm:
+        if policy != "agent-llm":
+            flags = ", ".join(_LLM_FLAGS[k] for k in llm)
+            raise AgentschedError(f"{flags} only apply to --policy agent-llm (got {policy})")
+        opts["llm"] = llm
+    return opts
+
+
+def _fmt_ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    try:
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as e:
+        raise AgentschedError(f"cannot write {path}: {e.strerror}") from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+        policy: str = typer.Option(..., "--policy", "-p", help="policy name (see `agentsched policies`)"),
+        rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
+        repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
+        seed: int = typer.Option(0, help="seed of the testbed noise and the policy's randomness"),
+        json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
+        start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
+        cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
+        testbed: str = typer.Option("sim", help=TESTBED_HELP),
+        size: str = typer.Option("small", help=SIZE_HELP),
+        noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
+        oracle: bool = typer.Option(True, "--oracle/--no-oracle",
+                                    help="compare with the brute-force oracle (noise-free on sim)"),
+        llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL"),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help="agent-llm: model name"),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="agent-llm: API key"),
+        llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="agent-llm: temperature"),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)"),
+    ) -> None:
+        """Run one policy in the closed loop and compare its best mapping with the oracle."""
+        from agentsched.loop.metrics import oracle_view, run_metrics
+        from agentsched.loop.runner import reference_oracle, run_loop
+        from agentsched.policies.registry import get_spec, make_policy
+        from agentsched.report.bench import round_dicts
+
+        positive("--rounds", rounds)
+        positive("--repeats", repeats)
+        _check_noise(noise)
+        spec = get_spec(policy)
+        llm = _llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                           temperature=llm_temperature, timeout_s=llm_timeout)
+        opts = _policy_options(spec.name.value, _check_start(start), llm)
+        pol = make_policy(spec.name.value, **opts)
+        wf = load_workflow(workflow, cards)
+        if json_file is not None and not json_file.parent.is_dir():
+            raise AgentschedError(f"--json: folder {json_file.parent} does not exist")
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size)
+        sp = wf.decision_space
+        try:
+            res = None
+            if oracle or spec.name.value == "oracle":
+                try:
+                    res = reference_oracle(wf, tb, repeats=repeats)
+                except AgentschedError as e:
+                    if spec.name.value == "oracle":
+                        raise
+                    console.print(f"note: {e}; running without it", highlight=False, markup=False)
+            if res is not None and spec.name.value == "oracle":
+                pol = make_policy("oracle", oracle=res)
+            width = len(format_mapping(wf, {t: sp.modes[-1] for t in wf.task_ids}))
+
+            def show(rec: Any) -> None:
+                r = rec.result
+                status = r.status.value + (f" ({r.message})" if r.message else "")
+                console.print(f"R{r.round:<3d} {format_mapping(wf, r.mapping):<{width}s}"
+                              f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
+                              f"  {status}  executions {rec.executions_after}"
+                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
+                summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
+                for line in summary or []:
+                    console.print(f"      {line}", highlight=False, markup=False)
+
+            console.print(f"{wf.name} ({sp.value}, budget "
+                          f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
+                          f"{pol.label}{'' if pol.online else ' (offline reference)'}, {rounds} rounds x "
+                          f"{repeats} executions, seed {seed}", highlight=False, markup=False)
+            run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
+        finally:
+            tb.close()
+        view = oracle_view(wf, res) if res is not None else None
+        metrics = run_metrics(run, view) if view is not None else None
+        best = run.best_round()
+        if best is None:
+            console.print("best: no feasible round", highlight=False)
+        else:
+            ratio = f", {metrics.best_ratio:.3f}x oracle" if metrics and metrics.best_ratio else ""
+            console.print(f"best:   R{best.round} {format_mapping(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
+                          f"{ratio}", highlight=False, markup=False)
+        if view is not None and metrics is not None:
+            console.print(f"oracle: {format_mapping(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
+                          f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
+            first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
+            console.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
+                          f"executions {metrics.executions} ({metrics.probes} probes, "
+                          f"{metrics.infeasible_executions} infeasible), regret {metrics.regret:.3f}",
+                          highlight=False, markup=False)
+        if json_file is not None:
+            rounds_out = round_dicts(run, view)
+            for d, rec in zip(rounds_out, run.records, strict=True):
+                d["evidence"] = rec.evidence
+                for key in ("prompt", "response"):
+                    if key in rec.proposal_info:
+                        d[key] = rec.proposal_info[key]
+            doc = {
+                "workflow": wf.name, "policy": spec.name.value, "online": pol.online, "seed": seed,
+                "rounds": rounds_out,
+                "best": None if best is None else {
+                    "round": best.round, "mapping": {t: m.value for t, m in best.mapping.items()},
+                    "e2e_ms": round(best.e2e_ms or 0.0, 3)},
+                "oracle": None if view is None else {
+                    "mapping": {t: m.value for t, m in view.best.items()}, "e2e_ms": round(view.e2e_ms, 3)},
+                "metrics": None if metrics is None else metrics.to_dict(),
+            }
+            _write_json(json_file, doc)
+            console.print(f"rounds written to {json_file}", highlight=False, markup=False)
+
+    @app.command("policies")
+    def policies_cmd() -> None:
+        """List the registered policies."""
+        from agentsched.policies.registry import REGISTRY, is_available
+
+        t = Table(title="Policies")
+        for col in ("name", "kind", "options", "description"):
+            t.add_column(col)
+        for name, spec in REGISTRY.items():
+            kind = "offline reference" if not spec.online else ("baseline" if spec.baseline else "agent")
+            if not spec.baseline and spec.online and not is_available(name):
+                kind += " (not installed)"
+            t.add_row(name, kind, ", ".join(sorted(spec.options)) or "-", spec.summary)
+        console.print(t)
+
+    @app.command("bench")
+    def bench_cmd(
+        scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios or workflow files "
+                                                           "(default: all 13)"),
+        policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, "
+                                                          "oracle, and agent-rules when installed)"),
+        rounds: int = typer.Option(20, help="rounds per run"),
+        repeats: int = typer.Option(5, help="executions per round (median)"),
+        seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
+        out: Path = typer.Option(Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
+        start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
+        cards: Optional[str] = typer.Option(None, help="rebind every scenario to this card set"),
+        noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
+        ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
+                                                help="the agent's S13 ablation (default: on when agent-rules runs)"),
+        gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
+                                                                   "(default: S5 when it runs)"),
+        llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL"),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help="agent-llm: model name"),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="agent-llm: API key"),
+        llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="agent-llm: temperature"),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)"),
+    ) -> None:
+        """Run scenarios x policies x seeds on the simulator; write results.json, report.md and plots."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.scenarios import list_scenarios, resolve_workflow
+
+        positive("--rounds", rounds)
+        positive("--repeats", repeats)
+        positive("--seeds", seeds)
+        _check_noise(noise)
+        _check_start(start)
+        notes: list[str] = []
+        if policies is None:
+            pols = baseline_policies() + ["oracle"]
+            if is_available("agent-rules"):
+                pols.append("agent-rules")
+            else:
+                notes.append("agent-rules skipped: agentsched.agent.policy is not importable")
+        else:
+            pols = [get_spec(p).name.value for p in (x.strip() for x in policies.split(",")) if p]
+            if not pols:
+                raise AgentschedError("--policies is empty")
+            dup = sorted({p for p in pols if pols.count(p) > 1})
+            if dup:
+                raise AgentschedError(f"--policies names {', '.join(dup)} twice")
+        names = list_scenarios() if scenarios is None else [s.strip() for s in scenarios.split(",") if s.strip()]
+        if not names:
+            raise AgentschedError("--scenarios is empty")
+        for n in names:
+            resolve_workflow(n)  # one-line error for an unknown scenario or bad file, before any run
+        llm = _llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                           temperature=llm_temperature, timeout_s=llm_timeout)
+        if llm and "agent-llm" not in pols:
+            flags = ", ".join(_LLM_FLAGS[k] for k in llm)
+            raise AgentschedError(f"{flags} only apply when agent-llm is among --policies")
+        options: dict[str, dict[str, Any]] = {}
+        if start is not None:
+            takers = [p for p in pols if accepts(p, "start")]
+            if not takers:
+                raise AgentschedError(f"--start {start}: none of the chosen policies has a start option "
+                                      "(agent-rules, agent-llm do)")
+            for p in takers:
+                options.setdefault(p, {})["start"] = start
+        if llm:
+            options.setdefault("agent-llm", {})["llm"] = llm
+        if cards:
+            load_workflow(names[0], cards)  # validate the card set once, up front
+        ran = [resolve_workflow(n).name for n in names]
+        if gantt is not None and gantt.upper() not in [r.upper() for r in ran]:
+            raise AgentschedError(f"--gantt {gantt} is not among the benched scenarios ({', '.join(ran)})")
+        gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
+        want_ablation = ("agent-rules" in pols) if ablation is None else ablation
+        config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
+                             seeds=tuple(range(seeds)), noise_sigma=0.03 if noise is None else noise,
+                             cards=cards, policy_options=options, ablation=want_ablation,
+                             gantt_scenario=gantt_name)
+        total = len(names) * len(pols) * seeds
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("bench", total=total)
+            result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label))
+        result.notes[:0] = notes
+        paths = write_outputs(result, out)
+        _print_summary(result)
+        for n in result.notes:
+            console.print(f"note: {n}", highlight=False, markup=False)
+        console.print(f"{len(result.records)} runs in {result.wall_s:.1f} s; wrote "
+                      + ", ".join(str(p) for p in paths), highlight=False, markup=False)
+
+
+def _print_summary(result: Any) -> None:
+    t = Table(title="Bench summary (mean/median over seeds; ratios against the oracle)")
+    for col in ("scenario", "policy", "match", "full seeds", "best/oracle", "final/oracle", "first eq. round",
+                "executions", "regret"):
+        t.add_column(col, justify="left" if col in ("scenario", "policy") else "right")
+    for s in result.summary():
+        first = "never" if s.first_equivalent_median is None else \
+            f"R{s.first_equivalent_median} ({s.first_equivalent_reached}/{s.seeds})"
+        t.add_row(s.scenario, s.policy + ("" if s.online else " (ref)"),
+                  f"{s.best_match_median}/{s.tasks}", f"{s.full_match_seeds}/{s.seeds}",
+                  "OOM" if s.best_ratio_mean is None else f"{s.best_ratio_mean:.3f}",
+                  "OOM" if s.final_ratio_mean is None else f"{s.final_ratio_mean:.3f}", first,
+                  f"{s.executions_mean:g}", f"{s.regret_mean:.3f}")
+    console.print(t)

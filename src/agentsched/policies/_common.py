@@ -1,0 +1,121 @@
+"""Helpers shared by the classical baselines: which tasks may run at the same time, a VRAM guard
+that keeps static placements feasible under any timing, a card-based lower bound on E2E, and a
+card-based test for mappings that must run out of memory.
+
+Only cards and the DAG are used here, never a testbed or the oracle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import networkx as nx
+
+from agentsched.model.cards import ToolCard
+from agentsched.model.workflow import Mode, Workflow
+
+_EPS = 1e-9
+
+
+def independent_pairs(workflow: Workflow) -> frozenset[tuple[str, str]]:
+    """Ordered pairs (a, b) with no dependency path between a and b: some timing runs them together."""
+    g = workflow.graph
+    desc = {t: nx.descendants(g, t) for t in workflow.task_ids}
+    out = set()
+    for a in workflow.task_ids:
+        for b in workflow.task_ids:
+            if a != b and b not in desc[a] and a not in desc[b]:
+                out.add((a, b))
+    return frozenset(out)
+
+
+class VramGuard:
+    """Admits GPU placements one by one so that no timing can exceed the budget.
+
+    A placement of ``t`` is admitted when its VRAM plus that of every admitted task that may run
+    beside it fits the budget. Any set of tasks running together is an antichain of the DAG, and
+    its last-admitted member was checked against all the others, so an ``ok`` is guaranteed for
+    ``gpu_now`` placements whatever the durations turn out to be. Conservative on purpose: static
+    schedulers cannot predict the real timeline under contention.
+    """
+
+    def __init__(self, workflow: Workflow, cards: Mapping[str, ToolCard]) -> None:
+        self.workflow = workflow
+        self.cards = cards
+        self.budget_mb = workflow.vram_budget_mb  # None: no budget, everything fits
+        self.admitted: list[str] = []  # tasks placed on the GPU so far
+        self._independent = independent_pairs(workflow)
+
+    def fits(self, task: str) -> bool:
+        if self.budget_mb is None:
+            return True
+        need = self.cards[task].vram_needed_mb
+        beside = sum(self.cards[u].vram_needed_mb for u in self.admitted
+                     if (task, u) in self._independent)
+        return need + beside <= self.budget_mb + _EPS
+
+    def admit(self, task: str) -> None:
+        self.admitted.append(task)
+
+
+def critical_path_ms(workflow: Workflow, cost_ms: Mapping[str, float]) -> float:
+    """Longest path through the DAG with the given per-task costs (communication is free)."""
+    finish: dict[str, float] = {}
+    for t in workflow.topo_order:
+        start = max((finish[p] for p in workflow.preds[t]), default=0.0)
+        finish[t] = start + cost_ms[t]
+    return max(finish.values())
+
+
+def lower_bound_ms(workflow: Workflow, cards: Mapping[str, ToolCard]) -> float:
+    """No mapping can beat this E2E: each task at its faster isolated device, no load, no contention."""
+    return critical_path_ms(
+        workflow, {t: min(c.cpu_ms, c.gpu_ms if c.gpu_ms is not None else c.cpu_ms) for t, c in cards.items()}
+    )
+
+
+def certainly_infeasible(workflow: Workflow, cards: Mapping[str, ToolCard], mapping: Mapping[str, Mode]) -> bool:
+    """True when the cards alone prove the mapping runs out of memory, whatever the timing.
+
+    Two cases are certain under the start rules: a GPU task larger than the whole budget, and
+    ``gpu_now`` source tasks (all ready at t=0, started together before any queue admission) whose
+    VRAM sum exceeds the budget. Anything else depends on timing and must be tried.
+    """
+    budget = workflow.vram_budget_mb
+    if budget is None:
+        return False
+    for t, m in mapping.items():
+        if m is not Mode.CPU and cards[t].vram_needed_mb > budget + _EPS:
+            return True
+    at_zero = sum(cards[t].vram_needed_mb for t in workflow.task_ids
+                  if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW)
+    return at_zero > budget + _EPS
+
+
+class CpuCores:
+    """CPU cores of a list scheduler, each running one task at a time, with insertion into gaps
+    (Topcuoglu et al.'s insertion-based policy): a task may start in an idle gap between two
+    already-scheduled tasks when it fits there."""
+
+    def __init__(self, cores: int) -> None:
+        if cores < 1:
+            raise ValueError(f"cpu cores must be >= 1, got {cores}")
+        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(cores)]  # per core: sorted (start, end)
+
+    def earliest(self, ready_ms: float, cost_ms: float) -> tuple[float, int]:
+        """(start_ms, core) of the earliest finish for a task ready at ``ready_ms``; lowest core on ties."""
+        best: tuple[float, int] | None = None
+        for core, slots in enumerate(self.busy):
+            start = ready_ms
+            for s, e in slots:
+                if start + cost_ms <= s + _EPS:
+                    break  # fits in the gap before this slot
+                start = max(start, e)
+            if best is None or start < best[0] - _EPS:
+                best = (start, core)
+        assert best is not None
+        return best
+
+    def book(self, core: int, start_ms: float, end_ms: float) -> None:
+        self.busy[core].append((start_ms, end_ms))
+        self.busy[core].sort()

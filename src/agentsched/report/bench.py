@@ -1,0 +1,359 @@
+"""The benchmark harness: scenarios x policies x seeds through the closed loop on the simulated
+testbed, metrics against the brute-force oracle, and the outputs (results.json, report.md, PNGs).
+
+It drives only the public API: ``resolve_workflow``, ``make_policy``, ``run_loop``,
+``reference_oracle`` and the metrics. The oracle is computed once per workflow (noise-free
+simulator) and handed to the ``oracle`` reference policy; online policies never see it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import AgentschedError
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics, oracle_view, run_metrics
+from agentsched.loop.runner import LoopRun, reference_oracle, run_loop
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.oracle import OracleResult
+from agentsched.policies.registry import get_spec, make_policy
+from agentsched.scenarios import resolve_workflow
+from agentsched.testbeds.sim import SimTestbed
+
+SCHEMA_VERSION = 1
+DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to run."""
+
+    scenarios: tuple[str, ...]  # built-in scenario names or workflow files
+    policies: tuple[str, ...]  # registry names
+    rounds: int = 20  # rounds per run
+    repeats: int = 5  # executions per round (median)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # one run per seed
+    noise_sigma: float = 0.03  # simulator noise (log-normal sigma per task)
+    cpu_slots: int | None = None  # simulator CPU cap (None: many-core host)
+    cards: str | None = None  # rebind every workflow to this card set (name or file)
+    policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> make_policy kwargs
+    ablation: bool = False  # run the agent's S13 ablation too
+    gantt_scenario: str = DEFAULT_GANTT_SCENARIO  # scenario of the all-GPU vs oracle Gantt chart
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenarios": list(self.scenarios), "policies": list(self.policies), "rounds": self.rounds,
+            "repeats": self.repeats, "seeds": list(self.seeds),
+            "testbed": {"name": "sim", "noise_sigma": self.noise_sigma, "cpu_slots": self.cpu_slots},
+            "cards": self.cards,
+            "policy_options": {p: _jsonable(o) for p, o in self.policy_options.items()},
+            "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
+            "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
+        }
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One (scenario, policy, seed) run and its metrics."""
+
+    scenario: str  # workflow name
+    policy: str  # registry name
+    online: bool  # False for the oracle reference
+    seed: int  # run_loop seed
+    run: LoopRun  # every round, with its executions
+    metrics: RunMetrics  # the run against the oracle
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One (scenario, policy) over its seeds."""
+
+    scenario: str  # workflow name
+    policy: str  # registry name
+    online: bool  # False for the oracle reference
+    seeds: int  # runs aggregated
+    tasks: int  # n of the match
+    best_match_median: int  # median over seeds of the best oracle match (lower median)
+    best_match_min: int  # lowest over seeds
+    best_match_max: int  # highest over seeds
+    full_match_seeds: int  # seeds whose best match is n/n
+    best_match_exact_median: int  # median over seeds of the match against exactly tied mappings only
+    best_ratio_mean: float | None  # mean over seeds with a feasible round; None: never feasible
+    final_ratio_mean: float | None  # mean over seeds whose last round was feasible
+    best_e2e_ms_median: float | None  # median over seeds of the best measured E2E
+    first_equivalent_median: int | None  # median round over the seeds that reached equivalence
+    first_equivalent_reached: int  # seeds that reached an oracle-equivalent mapping
+    executions_mean: float  # executions per run, probes included
+    probes_mean: float  # probe executions per run
+    infeasible_executions_mean: float  # failed executions per run
+    regret_mean: float  # cumulative regret fraction, mean over seeds
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None, nd: int = 4) -> float | None:
+            return None if x is None else round(x, nd)
+
+        return {
+            "scenario": self.scenario, "policy": self.policy, "online": self.online, "seeds": self.seeds,
+            "tasks": self.tasks,
+            "best_match": {"median": self.best_match_median, "min": self.best_match_min,
+                           "max": self.best_match_max},
+            "full_match_seeds": self.full_match_seeds, "best_match_exact_median": self.best_match_exact_median,
+            "best_ratio_mean": r(self.best_ratio_mean),
+            "final_ratio_mean": r(self.final_ratio_mean), "best_e2e_ms_median": r(self.best_e2e_ms_median, 3),
+            "first_equivalent_round_median": self.first_equivalent_median,
+            "first_equivalent_reached": self.first_equivalent_reached,
+            "executions_mean": r(self.executions_mean, 2), "probes_mean": r(self.probes_mean, 2),
+            "infeasible_executions_mean": r(self.infeasible_executions_mean, 2),
+            "regret_mean": r(self.regret_mean, 6),
+        }
+
+
+@dataclass
+class BenchResult:
+    """Everything one bench produced."""
+
+    config: BenchConfig  # what was asked for
+    workflows: dict[str, Workflow]  # scenario -> workflow (after --cards)
+    oracles: dict[str, OracleResult]  # scenario -> exhaustive search (noise-free simulator)
+    views: dict[str, OracleView]  # scenario -> metrics index of the oracle
+    records: list[BenchRecord]  # every run, in scenario, policy, seed order
+    notes: list[str]  # skipped parts and why
+    ablation: Any = None  # the agent's ablation result (has to_dict/to_markdown), if run
+    wall_s: float = 0.0  # time the runs took (outputs excluded)
+
+    def summary(self) -> list[SummaryRow]:
+        rows = []
+        for sc in self.workflows:
+            for pol in self.config.policies:
+                recs = [r for r in self.records if r.scenario == sc and r.policy == pol]
+                if recs:
+                    rows.append(summarize(recs))
+        return rows
+
+
+def _median_low(xs: Sequence[float]) -> float:
+    return statistics.median_low(xs)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
+    """Aggregate the seeds of one (scenario, policy)."""
+    ms = [r.metrics for r in recs]
+    matches = [m.best_match for m in ms]
+    firsts = [m.first_equivalent_round for m in ms if m.first_equivalent_round is not None]
+    best_e2e = [m.best_e2e_ms for m in ms if m.best_e2e_ms is not None]
+    n = ms[0].tasks
+    return SummaryRow(
+        scenario=recs[0].scenario, policy=recs[0].policy, online=recs[0].online, seeds=len(recs), tasks=n,
+        best_match_median=int(_median_low(matches)), best_match_min=min(matches),
+        best_match_max=max(matches), full_match_seeds=sum(1 for x in matches if x == n),
+        best_match_exact_median=int(_median_low([m.best_match_exact for m in ms])),
+        best_ratio_mean=_mean([m.best_ratio for m in ms if m.best_ratio is not None]),
+        final_ratio_mean=_mean([m.final_ratio for m in ms if m.final_ratio is not None]),
+        best_e2e_ms_median=statistics.median(best_e2e) if best_e2e else None,
+        first_equivalent_median=int(_median_low(firsts)) if firsts else None,
+        first_equivalent_reached=len(firsts),
+        executions_mean=sum(m.executions for m in ms) / len(ms),
+        probes_mean=sum(m.probes for m in ms) / len(ms),
+        infeasible_executions_mean=sum(m.infeasible_executions for m in ms) / len(ms),
+        regret_mean=sum(m.regret for m in ms) / len(ms),
+    )
+
+
+def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None) -> BenchResult:
+    """Run every (scenario, policy, seed); ``progress(label)`` is called after each run."""
+    for p in config.policies:
+        get_spec(p)  # unknown names fail before any work
+    workflows: dict[str, Workflow] = {}
+    for sc in config.scenarios:
+        wf = resolve_workflow(sc)
+        workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
+    t0 = time.perf_counter()
+    tb = SimTestbed(noise_sigma=config.noise_sigma, seed=0, cpu_slots=config.cpu_slots)
+    cache: dict[tuple[str, str], OracleResult] = {}
+    oracles = {name: reference_oracle(wf, tb, cache=cache) for name, wf in workflows.items()}
+    views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
+    records: list[BenchRecord] = []
+    for name, wf in workflows.items():
+        for pol in config.policies:
+            opts = dict(config.policy_options.get(pol, {}))
+            if pol == "oracle":
+                opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
+            for seed in config.seeds:
+                policy = make_policy(pol, **opts)
+                run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
+                records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
+                if progress is not None:
+                    progress(f"{name} {pol} seed {seed}")
+    notes: list[str] = []
+    ablation = None
+    if config.ablation:
+        ablation = _run_ablation(config, notes)
+    return BenchResult(config, workflows, oracles, views, records, notes, ablation,
+                       wall_s=time.perf_counter() - t0)
+
+
+def _run_ablation(config: BenchConfig, notes: list[str]) -> Any:
+    try:
+        from agentsched.agent.ablation import run_ablation
+    except ImportError as e:
+        notes.append(f"ablation skipped: cannot import agentsched.agent.ablation ({e})")
+        return None
+    wf = resolve_workflow("S13")
+    if config.cards:
+        wf = wf.with_cards(config.cards)
+    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds))
+
+
+# ---- results.json ---------------------------------------------------------------------------------
+
+
+def _jsonable(obj: Any) -> Any:
+    """Options as JSON (an OracleResult or other object becomes its type name)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return f"<{type(obj).__name__}>"
+
+
+def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
+    return {t: getattr(m, "value", str(m)) for t, m in mapping.items()}
+
+
+def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
+    """Per-round records as results.json and ``run --json`` write them."""
+    out = []
+    for rec in run.records:
+        r = rec.result
+        ref = view.reference(r.mapping) if view is not None else None
+        out.append({
+            "round": r.round, "mapping": _modes(r.mapping),
+            "e2e_ms": None if r.e2e_ms is None else round(r.e2e_ms, 3), "status": r.status.value,
+            "executions": rec.executions_after, "probes": len(rec.probes),
+            "peak_vram_mb": round(r.peak_vram_mb, 3), "message": r.message,
+            "reference_e2e_ms": None if ref is None else round(ref, 3),
+        })
+    return out
+
+
+def paper_mapping_reference_ms(wf: Workflow, view: OracleView) -> float | None:
+    """Our reference E2E of the paper's oracle mapping (None: not a paper scenario, or infeasible here)."""
+    paper = paper_oracle(wf.name)
+    if paper is None or set(paper["mapping"]) != set(wf.task_ids):
+        return None
+    mapping = {t: Mode(m) for t, m in paper["mapping"].items()}
+    if any(m not in wf.decision_space.modes for m in mapping.values()):
+        return None
+    return view.reference(mapping)
+
+
+def oracle_dict(wf: Workflow, res: OracleResult, view: OracleView) -> dict[str, Any]:
+    paper = paper_oracle(wf.name)
+    paper_ref = paper_mapping_reference_ms(wf, view)
+    return {
+        "workflow": wf.name, "decision_space": wf.decision_space.value,
+        "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": round(wf.total_vram_mb, 3),
+        "card_set": wf.card_set.name, "mapping": _modes(view.best), "e2e_ms": round(view.e2e_ms, 3),
+        "tied_mappings": [_modes(m) for m in view.best_mappings],
+        "equivalent_mappings": [_modes(m) for m in view.equivalent_mappings],
+        "mappings_total": view.mappings_total, "feasible": view.feasible_total,
+        "executions": res.executions,
+        "paper_mapping": None if paper is None else paper["mapping"],
+        "paper_e2e_ms": None if paper is None else paper["e2e_ms"],
+        "paper_mapping_e2e_ms": None if paper_ref is None else round(paper_ref, 3),
+    }
+
+
+def results_dict(result: BenchResult) -> dict[str, Any]:
+    """The results.json document (schema: agentsched/data/results.schema.json)."""
+    from agentsched import __version__
+
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "generator": f"agentsched {__version__}",
+        "config": result.config.to_dict(),
+        "wall_s": round(result.wall_s, 3),
+        "notes": list(result.notes),
+        "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n]) for n, wf in result.workflows.items()},
+        "records": [
+            {"scenario": r.scenario, "policy": r.policy, "online": r.online, "seed": r.seed,
+             "rounds": round_dicts(r.run, result.views[r.scenario]), "metrics": r.metrics.to_dict()}
+            for r in result.records
+        ],
+        "summary": [s.to_dict() for s in result.summary()],
+    }
+    if result.ablation is not None:
+        doc["ablation"] = result.ablation.to_dict()
+    return doc
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of results.json shipped with the package."""
+    return json.loads((resources.files("agentsched.data") / "results.schema.json").read_text())
+
+
+# ---- the paper's figures --------------------------------------------------------------------------
+
+_PAPER: dict[str, Any] | None = None
+
+
+def paper_tables() -> dict[str, Any]:
+    """The paper's Tables 1-6 as shipped in agentsched/data/paper_tables.json."""
+    global _PAPER
+    if _PAPER is None:
+        _PAPER = json.loads((resources.files("agentsched.data") / "paper_tables.json").read_text())
+    return _PAPER
+
+
+_PAPER_MODE = {"gpu": "gpu_now", "gpu_now": "gpu_now", "cpu": "cpu", "gpu_queue": "gpu_queue"}
+
+
+def paper_oracle(scenario: str) -> dict[str, Any] | None:
+    """The paper's oracle mapping (Table 3) and E2E (Figure 5 / Table 5) for a built-in scenario."""
+    t3 = paper_tables()["table3_scenarios"]
+    row = t3["rows"].get(scenario)
+    if row is None:
+        return None
+    mapping = {t: _PAPER_MODE[m] for t, m in zip("ABCD", row[-1], strict=True)}
+    e2e = t3.get("oracle_e2e_ms_figure5", {}).get(scenario)
+    t5 = paper_tables()["table5_three_way_S11_S13"]["rows"].get(scenario)
+    if e2e is None and t5 is not None:
+        e2e = float(str(t5[3]).split()[0])  # "1715 +- 24 (n=15)"
+    return {"mapping": mapping, "e2e_ms": e2e}
+
+
+# ---- outputs ----------------------------------------------------------------------------------------
+
+
+def write_outputs(result: BenchResult, out_dir: str | Path) -> list[Path]:
+    """Write results.json, report.md and the PNG plots into ``out_dir``; return the paths."""
+    from agentsched.report import markdown, plots
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AgentschedError(f"cannot create output folder {out}: {e.strerror}") from None
+    paths = []
+    doc = results_dict(result)
+    p = out / "results.json"
+    p.write_text(json.dumps(doc, indent=1) + "\n")
+    paths.append(p)
+    images = plots.write_plots(result, out)
+    paths.extend(images)
+    p = out / "report.md"
+    p.write_text(markdown.render_report(result, [i.name for i in images]))
+    paths.append(p)
+    return paths

@@ -1,0 +1,123 @@
+"""The runner's accounting: executions (probes included) and regret, exact on tiny cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsched.errors import PolicyError
+from agentsched.loop import oracle_view, reference_oracle, run_loop, run_metrics
+from agentsched.loop.metrics import regret_fraction, regret_ms
+from agentsched.model import Mode, Status
+from agentsched.policies.base import Policy, Proposal
+from agentsched.testbeds import SimTestbed
+
+G, C = Mode.GPU_NOW, Mode.CPU
+
+
+class Scripted(Policy):
+    """Proposes a fixed list of mappings; probes the given mappings while proposing/observing."""
+
+    name = "scripted"
+
+    def __init__(self, mappings, probe_on_propose=(), probe_on_observe=()):
+        self.mappings = mappings
+        self.on_propose = probe_on_propose
+        self.on_observe = probe_on_observe
+
+    def propose(self, round_index):
+        for m in self.on_propose:
+            self.ctx.probe(m)
+        return Proposal(self.mappings[round_index], {"i": round_index})
+
+    def observe(self, result):
+        for m in self.on_observe:
+            self.ctx.probe(m)
+        return {"summary": [f"saw {result.e2e_ms}"]}
+
+
+def one_task(make_workflow):
+    # GPU 10 ms, CPU 30 ms: the oracle is 10 ms on the GPU
+    return make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}}, {"A": "a"})
+
+
+def test_executions_and_regret_with_probes(make_workflow):
+    wf = one_task(make_workflow)
+    tb = SimTestbed(noise_sigma=0.0)
+    pol = Scripted([{"A": C}, {"A": G}], probe_on_observe=[{"A": G}])
+    run = run_loop(wf, pol, tb, rounds=2, repeats=3)
+    # R0: 3 runs (3) + 1 probe (4); R1: 3 runs (7) + 1 probe (8)
+    assert [r.result.executions_total for r in run.records] == [3, 7]
+    assert [r.executions_after for r in run.records] == [4, 8]
+    assert [len(r.probes) for r in run.records] == [1, 1]
+    assert run.executions_total == 8 == len(run.all_executions())
+    assert run.records[0].evidence == {"summary": ["saw 30.0"]}
+    assert run.records[1].proposal_info == {"i": 1}
+    view = oracle_view(wf, reference_oracle(wf, tb))
+    m = run_metrics(run, view)
+    # regret: R0 3 x (30 - 10) = 60, probes and R1 on the GPU add 0 -> 60 / (10 x 8)
+    assert (m.regret_ms, m.regret) == (60.0, 0.75)
+    assert (m.executions, m.probes) == (8, 2)
+    assert (m.best_round, m.best_e2e_ms, m.best_ratio) == (1, 10.0, 1.0)
+    assert (m.first_equivalent_round, m.best_match, m.final_ratio) == (1, 1, 1.0)
+
+
+def test_probes_while_proposing_belong_to_that_round(make_workflow):
+    wf = one_task(make_workflow)
+    pol = Scripted([{"A": G}, {"A": G}], probe_on_propose=[{"A": C}, {"A": C}])
+    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    # R0: 2 probes, then 1 run -> 3; R1: 2 more probes, 1 run -> 6
+    assert [r.result.executions_total for r in run.records] == [3, 6]
+    assert [len(r.probes) for r in run.records] == [2, 2]
+    assert run.executions_total == 6
+    assert regret_ms(run.all_executions(), 10.0) == 4 * 20.0
+
+
+def oom_workflow(make_workflow):
+    """A (GPU 100 ms, 600 MB) || C (CPU 20 ms) -> B (GPU 10 ms, 600 MB), budget 1000 MB.
+    A and B both on the GPU: B becomes ready at t=20 beside A and runs out of memory then."""
+    return make_workflow({"a": {"cpu_ms": 400, "gpu_ms": 100, "vram_mb": 600},
+                          "b": {"cpu_ms": 30, "gpu_ms": 10, "vram_mb": 600},
+                          "c": {"cpu_ms": 20}},
+                         {"A": "a", "B": "b", "C": "c"}, edges=[("C", "B")], budget=1000)
+
+
+def test_infeasible_executions_are_charged_the_time_they_ran(make_workflow):
+    wf = oom_workflow(make_workflow)
+    tb = SimTestbed(noise_sigma=0.0)
+    view = oracle_view(wf, reference_oracle(wf, tb))
+    assert view.e2e_ms == 100.0  # A on the GPU, B on the CPU: max(100, 20 + 30)
+    run = run_loop(wf, Scripted([{"A": G, "B": G, "C": C}] * 2), tb, rounds=2, repeats=2)
+    assert [r.status for r in run.rounds] == [Status.OOM, Status.OOM]
+    assert all(x.elapsed_ms == 20.0 for x in run.all_executions())
+    m = run_metrics(run, view)
+    # 4 executions x 20 ms wasted, nothing delivered: 80 / (100 x 4)
+    assert (m.regret_ms, m.regret) == (80.0, 0.2)
+    assert (m.infeasible_executions, m.infeasible_rounds) == (4, 2)
+    assert (m.best_match, m.best_round, m.best_ratio, m.final_ratio) == (0, None, None, None)
+    assert m.first_equivalent_round is None
+
+
+def test_mixed_feasible_and_infeasible_regret(make_workflow):
+    wf = oom_workflow(make_workflow)
+    tb = SimTestbed(noise_sigma=0.0)
+    run = run_loop(wf, Scripted([{"A": G, "B": G, "C": C}, {"A": C, "B": C, "C": C}]), tb, rounds=2, repeats=1)
+    # OOM at 20 ms (+20), then all-CPU E2E 400 (+300): 320 / (100 x 2)
+    assert regret_ms(run.all_executions(), 100.0) == 320.0
+    assert regret_fraction(run.all_executions(), 100.0) == 1.6
+
+
+def test_invalid_proposal_is_a_one_line_policy_error(make_workflow):
+    wf = one_task(make_workflow)
+    with pytest.raises(PolicyError) as e:
+        run_loop(wf, Scripted([{"A": Mode.GPU_QUEUE}]), SimTestbed(noise_sigma=0.0), rounds=1, repeats=1)
+    assert str(e.value) == ("policy scripted proposed an invalid mapping in round 0: task A: mode gpu_queue "
+                            "is outside the binary decision space")
+
+
+def test_same_seed_same_run(make_workflow):
+    wf = one_task(make_workflow)
+    tb = SimTestbed(noise_sigma=0.1)
+    a = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=7)
+    b = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=7)
+    c = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=8)
+    assert [r.e2e_ms for r in a.rounds] == [r.e2e_ms for r in b.rounds] != [r.e2e_ms for r in c.rounds]

@@ -1,0 +1,99 @@
+"""The policy registry: names, options, lazy imports, one-line errors."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from agentsched.errors import PolicyError
+from agentsched.policies import registry
+from agentsched.policies.registry import (
+    accepts,
+    baseline_policies,
+    is_available,
+    list_policies,
+    make_policy,
+)
+
+VALID = "all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, oracle, agent-rules, agent-llm"
+
+
+def test_names_in_report_order():
+    assert ", ".join(list_policies()) == VALID
+    assert baseline_policies() == ["all-gpu", "heft", "heft-cf", "ucb1", "starpu", "mem-greedy"]
+
+
+@pytest.mark.parametrize("name,cls", [
+    ("all-gpu", "AllGpuPolicy"), ("heft", "HeftPolicy"), ("heft-cf", "HeftCfPolicy"), ("ucb1", "Ucb1Policy"),
+    ("starpu", "StarpuPolicy"), ("mem-greedy", "MemGreedyPolicy"), ("oracle", "OracleRefPolicy"),
+])
+def test_each_baseline_builds_with_its_name(name, cls):
+    p = make_policy(name)
+    assert type(p).__name__ == cls
+    assert p.name == name
+    assert p.online is (name != "oracle")
+
+
+def test_names_are_case_insensitive():
+    assert make_policy("HEFT-CF").name == "heft-cf"
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(PolicyError) as e:
+        make_policy("hefty")
+    assert str(e.value) == f"unknown policy 'hefty' (valid: {VALID})"
+
+
+def test_start_on_a_baseline_is_refused():
+    with pytest.raises(PolicyError) as e:
+        make_policy("heft", start="cold")
+    assert str(e.value) == "policy heft has no cold start (--start is for agent-rules, agent-llm)"
+
+
+def test_llm_options_on_a_baseline_are_refused():
+    with pytest.raises(PolicyError, match=r"^policy ucb1 takes no LLM options \(they are for agent-llm\)$"):
+        make_policy("ucb1", llm={"model": "x"})
+
+
+def test_unknown_option_names_the_accepted_ones():
+    with pytest.raises(PolicyError) as e:
+        make_policy("heft-cf", factor=2)
+    assert str(e.value) == "policy heft-cf takes no option 'factor' (options: contention_factor, cpu_cores)"
+    with pytest.raises(PolicyError, match=r"\(options: none\)$"):
+        make_policy("all-gpu", cpu_cores=2)
+
+
+def test_options_reach_the_constructor():
+    assert make_policy("heft-cf", contention_factor=1.25).contention_factor == 1.25
+    assert make_policy("heft", cpu_cores=3).cpu_cores == 3
+
+
+def test_agent_entries_accept_their_options():
+    assert accepts("agent-rules", "start") and accepts("agent-rules", "monitor")
+    assert not accepts("agent-rules", "llm")
+    assert accepts("agent-llm", "llm")
+
+
+def test_unimportable_agent_fails_only_when_chosen(monkeypatch):
+    monkeypatch.setitem(sys.modules, "agentsched.agent.policy", None)  # import now raises ImportError
+    assert "agent-rules" in list_policies()
+    assert not is_available("agent-rules")
+    with pytest.raises(PolicyError) as e:
+        make_policy("agent-rules", start="cold")
+    msg = str(e.value)
+    assert msg.startswith("policy agent-rules is unavailable: cannot import agentsched.agent.policy:AgentPolicy (")
+    assert "\n" not in msg
+    assert make_policy("heft").name == "heft"  # the others are unaffected
+
+
+def test_agent_entries_pass_the_reasoner(monkeypatch):
+    seen = {}
+
+    class FakeAgent:
+        def __init__(self, **kw):
+            seen.update(kw)
+
+    monkeypatch.setattr(registry, "_load_class", lambda spec: FakeAgent)
+    make_policy("agent-llm", start="warm", llm={"model": "m"})
+    assert seen == {"reasoner": "llm", "start": "warm", "llm": {"model": "m"}}

@@ -1,0 +1,71 @@
+"""UCB1: tries every arm once before repeating, then follows the UCB1 index."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsched.errors import PolicyError
+from agentsched.loop import run_loop
+from agentsched.model import Mode
+from agentsched.model.mapping import mapping_key
+from agentsched.policies import make_policy
+from agentsched.testbeds import SimTestbed
+
+G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
+
+# A is GPU-preferred, B CPU-preferred, no contention: E2E of (A, B) placements:
+# (gpu, cpu) = 10, every other mapping = 100. Lower bound = 10, so rewards are 1.0 and 0.1.
+CARDS = {"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}}
+
+
+def test_explores_every_arm_before_repeating_then_follows_the_index(make_workflow):
+    wf = make_workflow(CARDS, {"A": "a", "B": "b"})
+    run = run_loop(wf, make_policy("ucb1"), SimTestbed(noise_sigma=0.0), rounds=8, repeats=1, seed=3)
+    keys = [mapping_key(wf, r.mapping) for r in run.rounds]
+    assert len(set(keys[:4])) == 4  # the 4 arms, each once
+    best = (G, C)
+    # Round 4 (t=4, every arm played once, equal bonus): the best mean wins.
+    # Round 5: best 1 + sqrt(2 ln 5 / 2) = 2.269 > others 0.1 + sqrt(2 ln 5) = 1.894.
+    # Round 6: best 1 + sqrt(2 ln 6 / 3) = 2.093 > 0.1 + sqrt(2 ln 6) = 1.993.
+    # Round 7: best 1 + sqrt(2 ln 7 / 4) = 1.986 < 0.1 + sqrt(2 ln 7) = 2.073: back to exploring.
+    assert keys[4:7] == [best, best, best]
+    assert keys[7] != best
+    assert [r.proposal_info["phase"] for r in run.records] == ["explore"] * 4 + ["ucb"] * 4
+
+
+def test_reward_is_lower_bound_over_e2e_and_zero_when_infeasible(make_workflow):
+    wf = make_workflow(CARDS, {"A": "a", "B": "b"})
+    run = run_loop(wf, make_policy("ucb1"), SimTestbed(noise_sigma=0.0), rounds=4, repeats=1)
+    p_rewards = sorted(r.proposal_info["mean_reward"] for r in run.records)
+    assert p_rewards == [0.0] * 4  # nothing was played before each proposal
+    pol = make_policy("ucb1")
+    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=4, repeats=1)
+    assert sorted(pol.reward_sum) == [0.1, 0.1, 0.1, 1.0]
+
+
+def test_arms_exclude_certainly_infeasible_mappings(make_workflow):
+    # three-way, A and B 600 MB each, budget 1000: only (gpu_now, gpu_now) must run out of memory
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
+                       space="three_way", budget=1000)
+    pol = make_policy("ucb1")
+    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=8, repeats=1)
+    assert len(pol.arms) == 8
+    assert {"A": G, "B": G} not in pol.arms
+    assert len({mapping_key(wf, r.mapping) for r in run.rounds}) == 8
+
+
+def test_exploration_order_comes_from_the_seed(make_workflow):
+    wf = make_workflow(CARDS, {"A": "a", "B": "b"})
+    tb = SimTestbed(noise_sigma=0.0)
+    first = {seed: [mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4,
+                                                                   repeats=1, seed=seed).rounds]
+             for seed in range(6)}
+    assert len({tuple(v) for v in first.values()}) > 1  # different seeds, different orders
+    again = [mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4, repeats=1,
+                                                          seed=2).rounds]
+    assert again == first[2]  # same seed, same order
+
+
+def test_bad_exploration_option():
+    with pytest.raises(PolicyError, match=r"^policy ucb1: exploration must be >= 0, got -1$"):
+        make_policy("ucb1", exploration=-1)
