@@ -1,0 +1,112 @@
+"""The four evidence streams a scheduler agent reads, as one frozen view per round.
+
+1. DAG topology and execution semantics (the workflow);
+2. tools: full profile cards in warm start, only names, tags and one-line workload descriptions in
+   cold start;
+3. execution history (per round: mapping, feasibility, E2E, peak VRAM) and the best-ever mapping;
+4. the monitor's what-if data (running averages, reprobes, swaps, hints).
+
+Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder renders it as text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from agentsched.model.cards import ToolCard
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
+
+MappingT = dict[str, Mode]
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """What the agent knows about one task's tool."""
+
+    task: str  # task id
+    tool: str  # tool label, e.g. clip_x12
+    workload: str  # one-line description
+    tags: tuple[str, ...]  # semantic tags (compute-bound, memory-bound, io-bound, ...)
+    card: ToolCard | None  # the isolated profile (warm start); None in cold start
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One mapping the agent has evidence about (a round or a monitor probe)."""
+
+    mapping: MappingT  # the complete mapping
+    mean_e2e_ms: float | None  # mean E2E over its feasible runs; None when some run was infeasible
+    samples: int  # feasible runs pooled
+    was_round: bool  # True when it was proposed as a round (else only probed)
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """Everything one proposal may use. Never contains the oracle."""
+
+    workflow: Workflow  # DAG, decision space, VRAM budget
+    start: str  # "warm" or "cold"
+    tools: dict[str, ToolView]  # task id -> tool view
+    round: int  # the round to propose for (0-based)
+    rounds: int  # rounds in the run
+    history: tuple[HistoryEntry, ...]  # rounds so far
+    best: BestMapping | None  # best feasible round mapping so far
+    evidence: Evidence | None  # the monitor's evidence after the last round (None before round 1)
+    measured: tuple[Measured, ...]  # every mapping measured so far (rounds and probes)
+    observed_vram_mb: dict[str, float]  # task -> VRAM seen held on the GPU
+    monitor_enabled: bool  # False in the "no monitor" ablation: streams 4 is empty
+    stability: float  # adopt a what-if only if it beats the best by more than this fraction
+
+    @property
+    def hints(self) -> tuple[Hint, ...]:
+        return () if self.evidence is None else self.evidence.hints
+
+    @property
+    def warm(self) -> bool:
+        return self.start == "warm"
+
+    @cached_property
+    def concurrent(self) -> dict[str, frozenset[str]]:
+        """Tasks that may overlap each task in time (neither its ancestor nor its descendant)."""
+        g = self.workflow.graph
+        ids = self.workflow.task_ids
+        out = {}
+        for t in ids:
+            related = nx.ancestors(g, t) | nx.descendants(g, t) | {t}
+            out[t] = frozenset(u for u in ids if u not in related)
+        return out
+
+    def vram_mb(self, task: str) -> float | None:
+        """VRAM the task holds on the GPU: its card (warm), else what was observed, else unknown."""
+        tv = self.tools[task]
+        if tv.card is not None:
+            return tv.card.vram_needed_mb
+        return self.observed_vram_mb.get(task)
+
+    def measured_for(self, mapping: MappingT) -> Measured | None:
+        for m in self.measured:
+            if m.mapping == mapping:
+                return m
+        return None
+
+    def known_infeasible(self, mapping: MappingT) -> bool:
+        m = self.measured_for(mapping)
+        return m is not None and m.mean_e2e_ms is None
+
+    def was_round(self, mapping: MappingT) -> bool:
+        return any(h.mapping == mapping for h in self.history)
+
+    @property
+    def topology(self) -> str:
+        wf = self.workflow
+        if not wf.edges:
+            return "fan-out"
+        ids = wf.task_ids
+        if (len(ids) == 4 and set(wf.edges) == {(ids[0], ids[1]), (ids[0], ids[2]), (ids[1], ids[3]),
+                                                   (ids[2], ids[3])}):
+            return "diamond"
+        return "DAG"

@@ -1,0 +1,136 @@
+"""Commands of the agentic scheduler: ablation (Table 6), agent-check (oracle-equivalence of
+agent-rules on the built-in scenarios), prompt (print a round-0 prompt), llm-serve (a local GGUF
+model behind an OpenAI-compatible endpoint)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentsched.cli.common import console, load_workflow, positive
+from agentsched.errors import AgentschedError
+
+START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
+
+
+def _start(value: str) -> str:
+    if value not in ("warm", "cold"):
+        raise AgentschedError(f"--start must be warm or cold, got {value!r}")
+    return value
+
+
+def _write_json(path: str, obj: object) -> None:
+    try:
+        Path(path).write_text(json.dumps(obj, indent=2) + "\n")
+    except OSError as e:
+        raise AgentschedError(f"cannot write {path}: {e.strerror}") from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ablation")
+    def ablation_cmd(
+        workflow: str = typer.Argument("S13", help="scenario name or workflow file (the paper uses S13)"),
+        rounds: int = typer.Option(20, help="rounds per run"),
+        repeats: int = typer.Option(5, help="executions per round (median)"),
+        seeds: int = typer.Option(5, help="runs per variant, seeds 0..N-1"),
+        start: str = typer.Option("warm", "--start", help=START_HELP),
+        initial: Optional[str] = typer.Option(None, "--initial",
+                                              help="round 0: rules (the written rules) or all-gpu (no prior: "
+                                                   "what the monitor alone recovers); default: both tables"),
+        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+    ) -> None:
+        """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
+        from agentsched.agent.ablation import run_ablation
+
+        positive("--rounds", rounds)
+        positive("--repeats", repeats)
+        positive("--seeds", seeds)
+        if initial not in (None, "rules", "all-gpu"):
+            raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
+        wf = load_workflow(workflow, cards)
+        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=_start(start),
+                           initial=("rules", "all-gpu") if initial is None else initial)
+        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_out:
+            _write_json(json_out, res.to_dict())
+            console.print(f"written {json_out}")
+
+    @app.command("agent-check")
+    def agent_check_cmd(
+        scenarios: Optional[list[str]] = typer.Argument(None, help="scenarios or workflow files (default: S1..S13)"),
+        rounds: int = typer.Option(20, help="rounds per run"),
+        repeats: int = typer.Option(5, help="executions per round (median)"),
+        seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
+        start: Optional[str] = typer.Option(None, "--start", help="warm or cold (default: both)"),
+        baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
+        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+    ) -> None:
+        """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
+        from agentsched.agent.check import run_check
+        from agentsched.scenarios import list_scenarios
+
+        positive("--rounds", rounds)
+        positive("--repeats", repeats)
+        positive("--seeds", seeds)
+        starts = ("warm", "cold") if start is None else (_start(start),)
+        wfs = [load_workflow(s) for s in (scenarios or list_scenarios())]
+        res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
+                        baselines=tuple(b for b in baseline if b and b != "none"))
+        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_out:
+            _write_json(json_out, res.to_dict())
+            console.print(f"written {json_out}")
+        if not res.all_reached:
+            raise typer.Exit(1)
+
+    @app.command("prompt")
+    def prompt_cmd(
+        workflow: str = typer.Argument(..., help="scenario name or workflow file"),
+        start: str = typer.Option("warm", "--start", help=START_HELP),
+        rounds: int = typer.Option(20, help="rounds the prompt announces"),
+        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    ) -> None:
+        """Print the round-0 prompt the llm reasoner would send (system and user messages)."""
+        import random
+
+        from agentsched.agent.policy import AgentPolicy
+        from agentsched.agent.prompt import build_prompt
+        from agentsched.policies.base import PolicyContext
+
+        positive("--rounds", rounds)
+        wf = load_workflow(workflow, cards)
+
+        def no_probe(_mapping: object) -> object:
+            raise AgentschedError("printing a prompt executes nothing")
+
+        policy = AgentPolicy("rules", start=_start(start))
+        policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
+                                   rounds=rounds, repeats=1))
+        typer.echo(build_prompt(policy.view(0)).text())
+
+    @app.command("llm-serve")
+    def llm_serve_cmd(
+        model: str = typer.Argument(..., help="path to a GGUF model file"),
+        port: int = typer.Option(8080, help="port on 127.0.0.1"),
+        n_ctx: int = typer.Option(8192, "--n-ctx", help="context length"),
+        n_gpu_layers: int = typer.Option(0, "--n-gpu-layers", help="layers offloaded to a GPU (0: CPU only)"),
+        chat_format: Optional[str] = typer.Option(None, "--chat-format", help="llama.cpp chat format override"),
+    ) -> None:
+        """Serve a local GGUF model (llama-cpp-python, the local-llm extra) as an OpenAI-compatible endpoint."""
+        import threading
+
+        from agentsched.agent.local_llm import serve_gguf
+
+        server = serve_gguf(model, port=port, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, chat_format=chat_format)
+        console.print(f"serving {server.model} at {server.base_url} (Ctrl-C to stop); use "
+                      f"--llm-base-url {server.base_url} --llm-model {server.model}", markup=False)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()

@@ -1,0 +1,204 @@
+"""The llm reasoner against an in-process OpenAI-compatible HTTP server on 127.0.0.1 (port 0).
+
+Each scripted reply is handled as specified, never with a traceback, and the run's history stays
+intact. No real network: the server is loopback only; the refused-connection case points at a port
+that was bound and closed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+
+import pytest
+from scripted_testbed import ScriptedTestbed, mapping, workflow
+
+from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
+from agentsched.agent.local_llm import ChatServer, completion, error_body
+from agentsched.agent.policy import AgentPolicy
+from agentsched.errors import AgentschedError, PolicyError
+from agentsched.loop.runner import run_loop
+from agentsched.model.workflow import Mode
+
+GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
+GOOD_MAP = mapping("gpu gpu cpu gpu")
+
+
+class Script:
+    """A backend replying from a list: strings are message contents, callables get the request body."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.calls = 0
+        self.server: ChatServer | None = None
+
+    def __call__(self, body):
+        r = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        if callable(r):
+            return r(body, self)
+        return 200, completion(r, "scripted")
+
+
+def slow(body, script):
+    script.server.stopping.wait(3.0)  # past the client's 0.5 s timeout; cut short at shutdown
+    return 200, completion(GOOD, "scripted")
+
+
+def reject_json_mode(body, script):
+    if "response_format" in body:
+        return 400, error_body("response_format is not supported by this server")
+    return 200, completion(GOOD, "scripted")
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*replies):
+        script = Script(*replies)
+        server = ChatServer(script, model="scripted").start()
+        script.server = server
+        servers.append(server)
+        return server, script
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def run(wf, base_url, rounds=3, **llm):
+    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 0.5,
+                                     "max_retries": 2, **llm})
+    return policy, run_loop(wf, policy, ScriptedTestbed(), rounds=rounds, repeats=1)
+
+
+def binary():
+    return workflow("binary", None)
+
+
+def test_valid_json_is_used_and_audited(serve):
+    server, script = serve(GOOD)
+    policy, r = run(binary(), server.base_url, rounds=2)
+    assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]
+    info = r.records[0].proposal_info
+    assert info["fallback"] is None and info["reason"] == "ratios"
+    assert [a["content"] for a in info["response"]] == [GOOD] and "## 1. DAG topology" in info["prompt"]
+    assert policy.label == "agent-llm:scripted"
+    body = server.requests[0]
+    assert body["model"] == "scripted" and body["response_format"] == {"type": "json_object"}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    json.dumps(r.records[0].proposal_info)  # the audit record is JSON
+
+
+def test_json_in_prose_and_think_blocks(serve):
+    decoy = '{"mapping": {"A": "cpu", "B": "cpu", "C": "cpu", "D": "cpu"}}'
+    text = f"<think>Maybe {decoy}? No: ratios say otherwise.</think>\nHere is my answer:\n```json\n{GOOD}\n```\nDone."
+    server, _ = serve(text)
+    _, r = run(binary(), server.base_url, rounds=1)
+    assert r.rounds[0].mapping == GOOD_MAP
+    assert r.records[0].proposal_info["fallback"] is None
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("this is not JSON at all {oops", "no JSON object"),
+    ('{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu"}}', "misses task(s) D"),
+    ('{"mapping": {"A": "gpu", "B": "gpu_queue", "C": "cpu", "D": "gpu"}}', "outside the binary decision space"),
+])
+def test_invalid_answer_is_retried_with_the_error(serve, bad, needle):
+    server, script = serve(bad, GOOD)
+    _, r = run(binary(), server.base_url, rounds=1)
+    assert r.rounds[0].mapping == GOOD_MAP
+    info = r.records[0].proposal_info
+    assert info["fallback"] is None and [a["content"] for a in info["response"]] == [bad, GOOD]
+    assert needle in info["response"][0]["error"]
+    retry = server.requests[1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": bad}
+    assert retry[-1]["role"] == "user" and needle in retry[-1]["content"]
+
+
+def test_still_invalid_falls_back_to_the_best_mapping(serve, caplog):
+    server, script = serve(GOOD, "no json", "no json")
+    caplog.set_level(logging.WARNING, logger="agentsched.agent")
+    _, r = run(binary(), server.base_url, rounds=2, max_retries=1)
+    assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]  # round 1 fell back to the best (round 0)
+    info = r.records[1].proposal_info
+    assert [a.get("content") for a in info["response"]] == ["no json", "no json", None]
+    assert info["fallback"].startswith("invalid answer after 2 attempt(s)") and "best-ever" in info["fallback"]
+    assert info["response"][-1] == {"fallback": info["fallback"], "mapping": "A=gpu,B=gpu,C=cpu,D=gpu"}
+    assert any("falling back" in rec.getMessage() and rec.exc_info is None for rec in caplog.records)
+
+
+def test_slow_response_times_out_and_falls_back(serve):
+    server, script = serve(GOOD, slow)
+    _, r = run(binary(), server.base_url, rounds=3)
+    assert len(r.records) == 3 and all(x.mapping == GOOD_MAP for x in r.rounds)
+    info = r.records[1].proposal_info
+    assert info["fallback"].startswith("endpoint timed out after 0.5 s")
+    # a timeout is not retried: one failed request, then the fallback record
+    assert len(info["response"]) == 2 and "content" not in info["response"][0]
+    assert info["response"][0]["error"] == "endpoint timed out after 0.5 s"
+
+
+def test_refused_connection_falls_back_without_traceback(caplog):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    caplog.set_level(logging.WARNING, logger="agentsched.agent")
+    wf = workflow(budget_mb=800)
+    _, r = run(wf, f"http://127.0.0.1:{port}/v1", rounds=3)
+    assert len(r.records) == 3 and all(x.ok for x in r.rounds)
+    first = r.records[0].proposal_info
+    # round 0 has no best yet: the rules reasoner's choice; later rounds: the best-ever mapping
+    assert "endpoint unreachable" in first["fallback"] and "rules reasoner" in first["fallback"]
+    assert "best-ever" in r.records[1].proposal_info["fallback"]
+    assert all(rec.exc_info is None for rec in caplog.records)
+    # the monitor still ran: probes and evidence are intact
+    assert r.records[0].evidence["summary"] and r.probes_total > 0
+
+
+def test_server_without_structured_output_gets_plain_requests(serve):
+    server, _ = serve(reject_json_mode)
+    policy, r = run(binary(), server.base_url, rounds=2)
+    assert all(x.mapping == GOOD_MAP for x in r.rounds)
+    assert "response_format" in server.requests[0] and "response_format" not in server.requests[1]
+    assert "response_format" not in server.requests[2]  # remembered: no rejected request in round 1
+    assert "json_mode_rejected" in r.records[0].proposal_info["response"][0]
+
+
+def test_http_error_falls_back(serve):
+    server, _ = serve(GOOD, lambda body, s: (500, error_body("boom", "server_error")))
+    _, r = run(binary(), server.base_url, rounds=2)
+    assert "HTTP 500" in r.records[1].proposal_info["fallback"]
+
+
+def test_parse_answer_rules():
+    wf = workflow()
+    m, reason = parse_answer('{"mapping": {"A": "gpu_now", "B": "queue", "C": "cpu", "D": "GPU"}, "reason": "x"}', wf)
+    assert m == {"A": Mode.GPU_NOW, "B": Mode.GPU_QUEUE, "C": Mode.CPU, "D": Mode.GPU_NOW} and reason == "x"
+    assert parse_answer('{"A": "cpu", "B": "cpu", "C": "cpu", "D": "cpu"}', wf)[0] == mapping("cpu cpu cpu cpu")
+    with pytest.raises(AgentschedError, match="names unknown task"):
+        parse_answer('{"mapping": {"A": "cpu", "B": "cpu", "C": "cpu", "D": "cpu", "E": "cpu"}}', wf)
+    with pytest.raises(AgentschedError, match="must be a string"):
+        parse_answer('{"mapping": {"A": 1, "B": "cpu", "C": "cpu", "D": "cpu"}}', wf)
+    assert strip_reasoning("abc</think>{}") == "{}"  # servers that drop the opening tag
+    assert strip_reasoning("{} <think>unfinished") == "{} "
+
+
+def test_config_from_options_and_environment():
+    env = {"AGENTSCHED_LLM_BASE_URL": "http://127.0.0.1:9/v1/", "AGENTSCHED_LLM_MODEL": "m",
+           "AGENTSCHED_LLM_API_KEY": "k", "AGENTSCHED_LLM_TIMEOUT_S": "3"}
+    c = LLMConfig.from_options({"temperature": 0.0, "model": None}, env)
+    assert (c.base_url, c.model, c.api_key, c.timeout_s, c.temperature) == ("http://127.0.0.1:9/v1", "m", "k", 3.0, 0.0)
+    assert LLMConfig.from_options({"model": "x"}, env).model == "x"  # options win
+    assert "api_key" not in c.to_dict()
+    with pytest.raises(PolicyError, match="needs an endpoint"):
+        LLMConfig.from_options({}, {})
+    with pytest.raises(PolicyError, match="needs a model"):
+        LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1"}, {})
+    with pytest.raises(PolicyError, match="unknown llm option"):
+        LLMConfig.from_options({"base_url": "u", "model": "m", "url": "x"}, {})
+    with pytest.raises(PolicyError, match="timeout_s"):
+        LLMConfig.from_options({"base_url": "u", "model": "m", "timeout_s": 0}, {})

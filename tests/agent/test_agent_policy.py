@@ -1,0 +1,108 @@
+"""The agent as a loop policy: registry construction, labels, evidence, the ablation and the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from scripted_testbed import ScriptedTestbed, workflow
+
+from agentsched.agent.ablation import VARIANTS, run_ablation
+from agentsched.agent.local_llm import require_llama_cpp
+from agentsched.agent.policy import AgentPolicy
+from agentsched.cli.main import main
+from agentsched.errors import AgentschedError, PolicyError
+from agentsched.loop.runner import run_loop
+from agentsched.scenarios import load_scenario
+
+
+def run_cli(capsys, *argv):
+    code = 0
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_registry_builds_the_agent_with_options():
+    from agentsched.policies.registry import make_policy
+
+    p = make_policy("agent-rules", start="cold", monitor={"hints": False, "probe_budget": 10})
+    assert isinstance(p, AgentPolicy) and p.start == "cold"
+    assert p.label == "agent-rules-cold[no-hints]"
+    assert make_policy("agent-rules").label == "agent-rules"
+    assert make_policy("agent-rules", monitor={"enabled": False}).label == "agent-rules[no-monitor]"
+    p = make_policy("agent-llm", llm={"base_url": "http://127.0.0.1:9/v1", "model": "qwen"}, start="cold")
+    assert p.label == "agent-llm:qwen-cold"
+
+
+def test_unknown_options_are_one_line_policy_errors():
+    with pytest.raises(PolicyError, match="unknown option"):
+        AgentPolicy("rules", temperature=0.1)
+    with pytest.raises(PolicyError, match="unknown agent reasoner"):
+        AgentPolicy("magic")
+    with pytest.raises(PolicyError, match="warm or cold"):
+        AgentPolicy("rules", start="hot")
+    with pytest.raises(PolicyError, match="unknown monitor option"):
+        AgentPolicy("rules", monitor={"swap": False})
+    with pytest.raises(PolicyError, match="only valid with the llm reasoner"):
+        AgentPolicy("rules", llm={"model": "x"})
+
+
+def test_observe_returns_json_evidence_with_summary_and_counts_probes():
+    wf = workflow(budget_mb=800)
+    tb = ScriptedTestbed(slowdown=1.5)
+    run = run_loop(wf, AgentPolicy("rules"), tb, rounds=5, repeats=2)
+    for rec in run.records:
+        ev = json.loads(json.dumps(rec.evidence))
+        assert isinstance(ev["summary"], list) and all(isinstance(s, str) for s in ev["summary"])
+        assert rec.proposal_info["reasoner"] == "rules" and rec.proposal_info["reason"]
+        assert len(rec.probes) == ev["probes"]  # every probe went through ctx.probe
+    # every execution (rounds and probes) is one testbed call, and the runner counted them all
+    assert run.executions_total == len(tb.calls) == 5 * 2 + run.probes_total
+    assert run.probes_total > 0
+
+
+def test_ablation_table_has_the_papers_rows():
+    res = run_ablation(load_scenario("S13"), rounds=4, repeats=1, seeds=(0,), start="cold")
+    assert [t.initial for t in res.tables] == ["rules", "all-gpu"]
+    assert [v.variant.key for v in res.tables[1].variants] == [v.key for v in VARIANTS]
+    md = res.to_markdown()
+    for label, paper in (("full system", "1529"), ("w/o swap reprobe", "2174"), ("reasoner only, no monitor", "OOM")):
+        row = next(line for line in md.splitlines() if line.startswith(f"| {label} |"))
+        assert row.rstrip(" |").endswith(paper)
+    d = json.loads(json.dumps(res.to_dict()))
+    rows = d["tables"][1]["variants"]
+    assert rows[4]["policy"] == "agent-rules-cold[no-monitor,r0=all-gpu]"
+    assert rows[4]["runs"][0]["probes"] == 0  # no monitor: no probes
+    assert rows[0]["runs"][0]["probes"] > 0
+
+
+def test_cli_ablation_writes_json(capsys, tmp_path):
+    out = tmp_path / "abl.json"
+    code, text, err = run_cli(capsys, "ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
+                              "--json", str(out))
+    assert code == 0, err
+    assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
+    code, _, err = run_cli(capsys, "ablation", "S13", "--start", "hot")
+    assert code == 2 and err.strip() == "error: --start must be warm or cold, got 'hot'"
+
+
+def test_cli_prompt_and_agent_check(capsys):
+    code, text, _ = run_cli(capsys, "prompt", "S5", "--start", "cold")
+    assert code == 0 and "[system]" in text and "Tools (cold start: no profiles)" in text
+    code, text, err = run_cli(capsys, "agent-check", "S1", "--seeds", "1", "--rounds", "3", "--baseline", "none")
+    assert code == 0, err
+    assert "| S1 | 1/1 (1/1) | R0 |" in text
+
+
+def test_local_llm_extra_absence_is_one_line():
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("llama-cpp-python is installed")
+    with pytest.raises(AgentschedError, match=r"pip install 'agentsched\[local-llm\]'"):
+        require_llama_cpp()
+    with pytest.raises(AgentschedError, match="local-llm extra"):
+        AgentPolicy("llm", llm={"base_url": "gguf:/models/tiny.gguf"})
