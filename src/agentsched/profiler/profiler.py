@@ -1,0 +1,334 @@
+"""The offline profiler: measure each real tool on this machine and write a card set.
+
+Per tool and device: load time (``load()``, model to device), the median of ``runs`` call
+latencies after ``warmup`` calls (the paper uses 30 runs), and on a GPU the peak memory the tool
+allocated (``torch.cuda.max_memory_allocated`` above the baseline before its load). The result is
+a card set in the schema of ``data/cards/a5500.json`` (workload strings and tags copied from it)
+with the machine (CPU, GPU, versions) and the load average recorded in ``machine``.
+
+A busy host distorts everything (a loaded 2-core machine inflates latencies 3x to 300x), so
+before each tool the profiler samples how much CPU *other* processes use and warns, or waits for
+the machine to calm down (``busy="wait"``), and records the figure per tool.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentsched.errors import AgentschedError
+from agentsched.model.cards import CardSet, ToolCard, load_card_set
+
+BUSY_POLICIES = ("warn", "wait", "ignore")
+
+
+class ProfileError(AgentschedError):
+    """The profiler cannot run as asked (unknown tool/device, GPU missing, nothing to merge)."""
+
+
+@dataclass
+class Measurement:
+    """One tool profiled on one device."""
+
+    tool: str  # tool name as profiled (base or name_xK)
+    device: str  # "cpu" or "cuda"
+    size: str  # "paper" or "small"
+    load_ms: float  # wall time of load(): build/read the model, move it and the inputs to the device
+    call_ms: float  # median call latency over the timed runs
+    calls_ms: list[float] = field(default_factory=list)  # every timed call, in order
+    vram_mb: float | None = None  # peak GPU memory the tool allocated (None on the CPU)
+    busy_pct: float = 0.0  # CPU use by other processes sampled just before (0-100)
+    loadavg_1m: float = 0.0  # 1-minute load average at the start
+
+    @property
+    def spread(self) -> float:
+        """max / min of the timed calls: > 3 means the measurement was disturbed."""
+        lo = min(self.calls_ms) if self.calls_ms else 0.0
+        return max(self.calls_ms) / lo if lo > 0 else 1.0
+
+
+# ---- machine -----------------------------------------------------------------------------------
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} elsewhere)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                k, _, v = line.partition(":")
+                fields[k.strip()] = v.strip()
+    except OSError:
+        pass
+    return fields
+
+
+def cpu_model() -> str:
+    """e.g. 'AMD EPYC (family 25 model 17)': virtual machines often hide the exact part name."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in info and "model" in info:
+        name += f" (family {info['cpu family']} model {info['model']})"
+    return name
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, GPU, memory, library versions and the load average, for the card file."""
+    info: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    try:
+        import psutil
+
+        info["ram_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = props.name
+            info["gpu_mem_mb"] = round(props.total_memory / 2**20)
+            info["cuda"] = torch.version.cuda
+        else:
+            info["gpu"] = None
+    except ImportError:
+        pass
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    info["loadavg"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return info
+
+
+def others_cpu_pct(interval_s: float = 0.5) -> float:
+    """System-wide CPU use (0-100) over ``interval_s`` while this process sleeps: the others' load."""
+    try:
+        import psutil
+    except ImportError:  # fall back on the load average per core
+        return min(100.0, 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1))
+    return float(psutil.cpu_percent(interval=interval_s))
+
+
+# ---- measuring ---------------------------------------------------------------------------------
+def _warm_imports() -> None:
+    """Import the heavy libraries and the shared tokenizer once, outside every timed load."""
+    import importlib
+
+    for mod in ("torch", "transformers"):
+        importlib.import_module(mod)
+    try:
+        from agentsched.tools.text import bert_tokenizer
+
+        bert_tokenizer()
+    except ImportError:
+        pass
+
+
+def measure(
+    name: str, device: str, size: str, *, runs: int, warmup: int, seed: int = 0,
+    busy_pct: float = 0.0,
+) -> Measurement:
+    """Load ``name`` on ``device``, time ``warmup`` + ``runs`` calls, unload. Holds one tool at a time."""
+    import torch
+
+    from agentsched.tools import get_tool
+
+    tool = get_tool(name, size, seed=seed)
+    cuda = tool.run_device(device).startswith("cuda")
+    base_mem = 0
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base_mem = torch.cuda.memory_allocated()
+    la = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    try:
+        t0 = time.perf_counter()
+        tool.load(device)
+        tool.sync()
+        load_ms = (time.perf_counter() - t0) * 1000
+        for _ in range(warmup):
+            tool.call()
+            tool.sync()
+        calls = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            tool.call()
+            tool.sync()
+            calls.append(max((time.perf_counter() - t0) * 1000, 1e-3))
+        vram = (torch.cuda.max_memory_allocated() - base_mem) / 2**20 if cuda else None
+    finally:
+        tool.unload()
+        del tool
+        gc.collect()
+    return Measurement(tool=name, device="cuda" if cuda else "cpu", size=size, load_ms=load_ms,
+                       call_ms=statistics.median(calls), calls_ms=calls, vram_mb=vram,
+                       busy_pct=busy_pct, loadavg_1m=la)
+
+
+def wait_until_quiet(max_busy_pct: float, policy: str, max_wait_s: float,
+                     say: Callable[[str], None]) -> float:
+    """Sample others' CPU use; under ``wait`` poll until it drops (or time runs out). Returns it."""
+    if policy == "ignore":
+        return 0.0
+    busy = others_cpu_pct()
+    if busy <= max_busy_pct:
+        return busy
+    if policy == "wait":
+        deadline = time.monotonic() + max_wait_s
+        say(f"machine busy ({busy:.0f}% CPU used by others): waiting up to {max_wait_s:.0f} s")
+        while busy > max_busy_pct and time.monotonic() < deadline:
+            time.sleep(2.0)
+            busy = others_cpu_pct(1.0)
+        if busy <= max_busy_pct:
+            return busy
+    say(f"warning: machine busy ({busy:.0f}% CPU used by other processes): latencies will be inflated")
+    return busy
+
+
+def resolve_tools(spec: str | list[str]) -> list[str]:
+    """'all' or 'a,b,c' (base or name_xK) -> validated names."""
+    from agentsched.tools import parse_tool_name, tool_names
+
+    if isinstance(spec, str):
+        items = tool_names() if spec.strip().lower() in ("", "all") else [s.strip() for s in spec.split(",") if s.strip()]
+    else:
+        items = list(spec)
+    for n in items:
+        try:
+            parse_tool_name(n)
+        except AgentschedError as e:
+            raise ProfileError(str(e)) from None
+    return items
+
+
+def resolve_devices(spec: str) -> list[str]:
+    """'cpu' | 'gpu' | 'all' -> device list; GPU requires CUDA."""
+    s = spec.strip().lower()
+    if s not in ("cpu", "gpu", "cuda", "all"):
+        raise ProfileError(f"unknown --device {spec!r} (valid: cpu, gpu, all)")
+    devices = ["cpu"] if s == "cpu" else ["cuda"] if s in ("gpu", "cuda") else ["cpu", "cuda"]
+    if "cuda" in devices:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ProfileError(f"--device {spec}: this machine has no CUDA GPU (profile with --device cpu)")
+    return devices
+
+
+@dataclass
+class ProfileRun:
+    """Everything one profiler run measured."""
+
+    measurements: list[Measurement]  # per (tool, device), in run order
+    machine: dict[str, Any]  # machine_info() at the start
+    loadavg_end: list[float] | None  # load average at the end
+    settings: dict[str, Any]  # size, runs, warmup, seed, devices, busy policy
+
+
+def profile(
+    tools: str | list[str] = "all", devices: str = "cpu", *, size: str = "small", runs: int = 30,
+    warmup: int = 2, seed: int = 0, busy: str = "warn", max_busy_pct: float = 30.0,
+    max_wait_s: float = 120.0, on_step: Callable[[str, int, int], None] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProfileRun:
+    """Measure every (tool, device). ``on_step(label, done, total)`` reports progress."""
+    from agentsched.tools import parse_size, tools_installed
+
+    if not tools_installed():
+        raise ProfileError("the profiler needs the tools extra: pip install 'agentsched[tools]'")
+    if runs < 1 or warmup < 0:
+        raise ProfileError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    if busy not in BUSY_POLICIES:
+        raise ProfileError(f"unknown busy policy {busy!r} (valid: {', '.join(BUSY_POLICIES)})")
+    size = parse_size(size).value
+    names = resolve_tools(tools)
+    devs = resolve_devices(devices)
+    say = say or (lambda msg: None)
+    from agentsched.tools import get_tool
+
+    jobs = [(n, d) for n in names for d in devs
+            if d == "cpu" or get_tool(n, size).has_gpu]  # host-only tools have no GPU figure
+    machine = machine_info()
+    _warm_imports()
+    out: list[Measurement] = []
+    for i, (n, d) in enumerate(jobs):
+        if on_step:
+            on_step(f"{n} on {d}", i, len(jobs))
+        busy_pct = wait_until_quiet(max_busy_pct, busy, max_wait_s, say)
+        out.append(measure(n, d, size, runs=runs, warmup=warmup, seed=seed, busy_pct=busy_pct))
+        if out[-1].spread > 3.0:
+            say(f"warning: {n} on {d}: calls varied {out[-1].spread:.1f}x (disturbed measurement?)")
+    if on_step:
+        on_step("done", len(jobs), len(jobs))
+    return ProfileRun(
+        measurements=out, machine=machine,
+        loadavg_end=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        settings={"size": size, "runs": runs, "warmup": warmup, "seed": seed, "devices": devs,
+                  "busy_policy": busy, "max_busy_pct": max_busy_pct},
+    )
+
+
+# ---- cards -------------------------------------------------------------------------------------
+def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
+                   reference: str = "a5500") -> CardSet:
+    """Cards from a run: cpu_ms from the CPU; gpu_ms, load_ms, vram_mb from the GPU.
+
+    ``base`` (an earlier card file of this machine) supplies what this run did not measure, e.g.
+    cpu_ms when only the GPU was profiled. Workload strings and tags come from ``reference``.
+    """
+    ref = load_card_set(reference)
+    by_tool: dict[str, dict[str, Measurement]] = {}
+    for m in run.measurements:
+        by_tool.setdefault(m.tool, {})[m.device] = m
+    cards: dict[str, ToolCard] = dict(base.cards) if base is not None else {}
+    for tool, ms in by_tool.items():
+        old = cards.get(tool)
+        fields: dict[str, Any] = old.model_dump() if old is not None else {"name": tool}
+        if old is None:
+            try:
+                r = ref.resolve(tool)
+                fields.update(workload=r.workload, tags=r.tags)
+            except AgentschedError:
+                pass
+        if "cpu" in ms:
+            fields["cpu_ms"] = round(ms["cpu"].call_ms, 4)
+        if "cuda" in ms:
+            g = ms["cuda"]
+            fields.update(gpu_ms=round(g.call_ms, 4), load_ms=round(g.load_ms, 3),
+                          vram_mb=round(g.vram_mb or 0.0, 2))
+        if "cpu_ms" not in fields:
+            raise ProfileError(f"{tool}: no CPU latency (profile with --device all, or merge into a card "
+                               "file that has it)")
+        cards[tool] = ToolCard.model_validate(fields)
+    machine = dict(run.machine)
+    machine["loadavg_end"] = run.loadavg_end
+    machine["profile"] = {
+        **run.settings,
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "measurements": [
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(m).items() if k != "calls_ms"}
+            | {"spread": round(m.spread, 3)}
+            for m in run.measurements
+        ],
+    }
+    src = (f"agentsched profile --size {run.settings['size']} --runs {run.settings['runs']} "
+           f"on {machine.get('cpu')}" + (f" + {machine['gpu']}" if machine.get("gpu") else ""))
+    return CardSet(name=name, source=src, machine=machine, cards=cards)
