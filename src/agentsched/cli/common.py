@@ -20,6 +20,7 @@ err_console = Console(stderr=True)
 
 TESTBED_HELP = "sim (simulated, default) or local (real tools on this machine)"
 SIZE_HELP = "local testbed model size: small (tiny configs) or paper"
+CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
 
 
 def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
@@ -31,13 +32,15 @@ def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
 def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
                   cpu_slots: int | None = None) -> Testbed:
     """The testbed a command asked for."""
+    if cpu_slots is not None and cpu_slots < 1:
+        raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
     if kind == "sim":
         opts: dict[str, Any] = {"seed": seed, "cpu_slots": cpu_slots}
         if noise is not None:
             opts["noise_sigma"] = noise
         return make_testbed("sim", **opts)
-    if kind == "local":
-        return make_testbed("local", size=size)
+    if kind == "local":  # --cpu-slots is the local testbed's CPU worker pool size
+        return make_testbed("local", size=size, **({"cpu_workers": cpu_slots} if cpu_slots else {}))
     return make_testbed(kind)  # raises the one-line error listing valid testbeds
 
 

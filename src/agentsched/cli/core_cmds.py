@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import (
-    SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
+    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
 )
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
@@ -98,13 +98,14 @@ def register(app: typer.Typer) -> None:
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
+        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
     ) -> None:
         """Execute one mapping once and print its timeline."""
         wf = load_workflow(workflow, cards)
         m = parse_mapping(wf, mapping)
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         try:
             ex = tb.run(wf, m)
         finally:
@@ -129,6 +130,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
         seed: int = typer.Option(0),
+        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
         """Brute-force every mapping and rank the feasible ones by E2E."""
@@ -137,7 +139,8 @@ def register(app: typer.Typer) -> None:
         positive("--top", top)
         positive("--repeats", repeats)
         wf = load_workflow(workflow, cards)
-        tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size)
+        tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
+                           cpu_slots=cpu_slots)
         try:
             res = brute_force(wf, tb, repeats=repeats)
         finally:

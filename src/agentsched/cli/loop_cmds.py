@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import format_mapping
 
@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
+        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL"),
@@ -103,7 +104,7 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow, cards)
         if json_file is not None and not json_file.parent.is_dir():
             raise AgentschedError(f"--json: folder {json_file.parent} does not exist")
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         sp = wf.decision_space
         try:
             res = None
@@ -201,6 +202,7 @@ def register(app: typer.Typer) -> None:
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="rebind every scenario to this card set"),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
+        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
@@ -266,6 +268,7 @@ def register(app: typer.Typer) -> None:
         want_ablation = ("agent-rules" in pols) if ablation is None else ablation
         config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                              seeds=tuple(range(seeds)), noise_sigma=0.03 if noise is None else noise,
+                             cpu_slots=positive("--cpu-slots", cpu_slots) if cpu_slots is not None else None,
                              cards=cards, policy_options=options, ablation=want_ablation,
                              gantt_scenario=gantt_name)
         total = len(names) * len(pols) * seeds

@@ -211,7 +211,8 @@ def _run_ablation(config: BenchConfig, notes: list[str]) -> Any:
     wf = resolve_workflow("S13")
     if config.cards:
         wf = wf.with_cards(config.cards)
-    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds))
+    start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
+    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start)
 
 
 # ---- results.json ---------------------------------------------------------------------------------

@@ -116,7 +116,11 @@ class Dispatcher:
         return self.budget_mb is None or self.vram_in_use_mb + need_mb <= self.budget_mb + 1e-9
 
     def poll(self) -> list[Start] | Infeasible:
-        """The tasks that start now (possibly none), or the start that makes the run infeasible."""
+        """The tasks that start now (possibly none), or the start that makes the run infeasible.
+
+        An ``Infeasible`` answer ends the execution: tasks this same poll had already admitted
+        before the failing one are counted as running but not returned (they never start).
+        """
         starts: list[Start] = []
         still: list[str] = []
         for t in self.ready:
