@@ -193,8 +193,8 @@ def test_bench_runs_the_agent_ablation_on_s13(capsys, tmp_path, monkeypatch):
         def to_dict(self):
             return {"variants": {"full": "4/4"}}
 
-    def run_ablation(workflow, *, rounds, repeats, seeds):
-        calls.append((workflow.name, rounds, repeats, seeds))
+    def run_ablation(workflow, *, rounds, repeats, seeds, start):
+        calls.append((workflow.name, rounds, repeats, seeds, start))
         return Result()
 
     fake = types.ModuleType("agentsched.agent.ablation")
@@ -203,7 +203,7 @@ def test_bench_runs_the_agent_ablation_on_s13(capsys, tmp_path, monkeypatch):
     code, out, err = cli(["bench", "--scenarios", TINY, "--policies", "heft", "--rounds", "2", "--repeats", "1",
                           "--seeds", "2", "--ablation", "--out", str(tmp_path)], capsys)
     assert code == 0, err
-    assert calls == [("S13", 2, 1, [0, 1])]
+    assert calls == [("S13", 2, 1, [0, 1], "warm")]
     assert "## S13 ablation (agent)\n\n| variant | best |" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "results.json").read_text())["ablation"] == {"variants": {"full": "4/4"}}
 
