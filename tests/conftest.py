@@ -1,5 +1,10 @@
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
+from agentsched.cli.main import main
+from agentsched.model import Workflow
 from agentsched.model.cards import CardSet, ToolCard
 
 
@@ -16,3 +21,43 @@ def tiny_cards() -> CardSet:
             "z": ToolCard(name="z", cpu_ms=40, tags=("io-bound",)),
         },
     )
+
+
+# Hand-made workflows for the loop and baseline tests: cards in memory, no contention unless given,
+# so each decision can be worked out by hand (and does not move when the shipped cards are re-fitted).
+def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edges: tuple = (),
+                   space: str = "binary", budget: float | None = None, name: str = "hand") -> Workflow:
+    """A workflow over an in-memory card set; contention parameters default to 0 (none)."""
+    full = {}
+    for tool, c in cards.items():
+        c = dict(c)
+        if c.get("gpu_ms") is not None:
+            c.setdefault("contention_sensitivity", 0.0)
+            c.setdefault("contention_pressure", 0.0)
+            c.setdefault("vram_mb", 100.0)
+            c.setdefault("load_ms", 0.0)
+        full[tool] = c
+    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space,
+                  vram_budget_mb=budget)
+    return wf.with_cards(CardSet(name=f"{name}-cards", cards=full))
+
+
+@pytest.fixture
+def make_workflow() -> Callable[..., Workflow]:
+    return build_workflow
+
+
+@pytest.fixture
+def cli(capsys) -> Callable[..., tuple[int, str, str]]:
+    """Run the agentsched CLI in-process: ``cli("run", "S5", ...)`` -> (exit code, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = 0
+        try:
+            main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -11,20 +11,11 @@ from scripted_testbed import ScriptedTestbed, workflow
 from agentsched.agent.ablation import VARIANTS, run_ablation
 from agentsched.agent.local_llm import require_llama_cpp
 from agentsched.agent.policy import AgentPolicy
-from agentsched.cli.main import main
 from agentsched.errors import AgentschedError, PolicyError
 from agentsched.loop.runner import run_loop
 from agentsched.scenarios import load_scenario
 
 
-def run_cli(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_registry_builds_the_agent_with_options():
@@ -81,20 +72,20 @@ def test_ablation_table_has_the_papers_rows():
     assert rows[0]["runs"][0]["probes"] > 0
 
 
-def test_cli_ablation_writes_json(capsys, tmp_path):
+def test_cli_ablation_writes_json(cli, tmp_path):
     out = tmp_path / "abl.json"
-    code, text, err = run_cli(capsys, "ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
+    code, text, err = cli("ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
                               "--json", str(out))
     assert code == 0, err
     assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
-    code, _, err = run_cli(capsys, "ablation", "S13", "--start", "hot")
+    code, _, err = cli("ablation", "S13", "--start", "hot")
     assert code == 2 and err.strip() == "error: --start must be warm or cold, got 'hot'"
 
 
-def test_cli_prompt_and_agent_check(capsys):
-    code, text, _ = run_cli(capsys, "prompt", "S5", "--start", "cold")
+def test_cli_prompt_and_agent_check(cli):
+    code, text, _ = cli("prompt", "S5", "--start", "cold")
     assert code == 0 and "[system]" in text and "Tools (cold start: no profiles)" in text
-    code, text, err = run_cli(capsys, "agent-check", "S1", "--seeds", "1", "--rounds", "3", "--baseline", "none")
+    code, text, err = cli("agent-check", "S1", "--seeds", "1", "--rounds", "3", "--baseline", "none")
     assert code == 0, err
     assert "| S1 | 1/1 (1/1) | R0 |" in text
 

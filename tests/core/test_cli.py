@@ -4,34 +4,25 @@ import json
 
 import pytest
 
-from agentsched.cli.main import main
 
 
-def run_cli(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def test_scenarios_json(capsys):
-    code, out, _ = run_cli(capsys, "scenarios", "--json")
+def test_scenarios_json(cli):
+    code, out, _ = cli("scenarios", "--json")
     rows = json.loads(out)
     assert code == 0 and [r["name"] for r in rows][:3] == ["S1", "S2", "S3"]
     assert rows[12]["tools"] == ["clip_x12", "bert_base_x12", "whisper_base_x4", "groupby_x60"]
 
 
-def test_show_lists_cards_and_budget(capsys):
-    code, out, _ = run_cli(capsys, "show", "S13")
+def test_show_lists_cards_and_budget(cli):
+    code, out, _ = cli("show", "S13")
     assert code == 0
     assert "1100 MB" in out and "1645 MB" in out and "bert_base_x12" in out
 
 
-def test_simulate_json_is_stable(capsys):
-    code, out, _ = run_cli(capsys, "simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
+def test_simulate_json_is_stable(cli):
+    code, out, _ = cli("simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
                            "--noise", "0", "--json")
     d = json.loads(out)
     assert code == 0
@@ -42,21 +33,21 @@ def test_simulate_json_is_stable(capsys):
     assert b["load_ms"] == 481 and b["start_ms"] > 0  # waited for VRAM, then loaded
 
 
-def test_simulate_oom_json(capsys):
-    code, out, _ = run_cli(capsys, "simulate", "S13", "-m", "A=gpu_now,B=gpu_now,C=gpu_now,D=cpu", "--json")
+def test_simulate_oom_json(cli):
+    code, out, _ = cli("simulate", "S13", "-m", "A=gpu_now,B=gpu_now,C=gpu_now,D=cpu", "--json")
     d = json.loads(out)
     assert code == 0 and d["status"] == "oom" and d["e2e_ms"] is None and d["peak_vram_mb"] > 1100
 
 
-def test_simulate_gantt(capsys, tmp_path):
+def test_simulate_gantt(cli, tmp_path):
     png = tmp_path / "g.png"
-    code, out, _ = run_cli(capsys, "simulate", "S13", "-m", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
+    code, out, _ = cli("simulate", "S13", "-m", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
                            "--gantt", str(png))
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_oracle_json(capsys):
-    code, out, _ = run_cli(capsys, "oracle", "S13", "--json", "--top", "3")
+def test_oracle_json(cli):
+    code, out, _ = cli("oracle", "S13", "--json", "--top", "3")
     d = json.loads(out)
     assert code == 0 and d["mappings_total"] == 81 and len(d["top"]) == 3
     top = d["top"]
@@ -65,8 +56,8 @@ def test_oracle_json(capsys):
     assert top[0]["mapping"] == {"A": "gpu_now", "B": "gpu_queue", "C": "gpu_now", "D": "cpu"}
 
 
-def test_calibrate_json(capsys):
-    code, out, _ = run_cli(capsys, "calibrate", "--json")
+def test_calibrate_json(cli):
+    code, out, _ = cli("calibrate", "--json")
     d = json.loads(out)
     assert code == 0 and d["reproduced"] == 13 and d["s5_latency_mape"] < 0.2
 
@@ -93,8 +84,8 @@ BAD = [
 
 
 @pytest.mark.parametrize("argv,needle", BAD)
-def test_bad_input_gives_one_line_error(capsys, argv, needle):
-    code, out, err = run_cli(capsys, *argv)
+def test_bad_input_gives_one_line_error(cli, argv, needle):
+    code, out, err = cli(*argv)
     assert code != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
@@ -112,7 +103,7 @@ BAD_FILES = [
 
 
 @pytest.mark.parametrize("text,needle", BAD_FILES)
-def test_bad_workflow_file_gives_one_line_error(capsys, tmp_path, text, needle):
-    code, _, err = run_cli(capsys, "show", _wf(tmp_path, text))
+def test_bad_workflow_file_gives_one_line_error(cli, tmp_path, text, needle):
+    code, _, err = cli("show", _wf(tmp_path, text))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0], err

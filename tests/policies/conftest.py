@@ -1,36 +1,10 @@
-"""Hand-made workflows for the baseline tests: cards in memory, no contention unless given, so each
-decision can be worked out by hand (and does not move when the shipped cards are re-fitted)."""
+"""A PolicyContext for calling a baseline directly (the hand-made workflows are in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
-from agentsched.model import CardSet, Workflow
-
-
-def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edges: tuple = (),
-                   space: str = "binary", budget: float | None = None, name: str = "hand") -> Workflow:
-    """A workflow over an in-memory card set; contention parameters default to 0 (none)."""
-    full = {}
-    for tool, c in cards.items():
-        c = dict(c)
-        if c.get("gpu_ms") is not None:
-            c.setdefault("contention_sensitivity", 0.0)
-            c.setdefault("contention_pressure", 0.0)
-            c.setdefault("vram_mb", 100.0)
-            c.setdefault("load_ms", 0.0)
-        full[tool] = c
-    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space,
-                  vram_budget_mb=budget)
-    return wf.with_cards(CardSet(name=f"{name}-cards", cards=full))
-
-
-@pytest.fixture
-def make_workflow() -> Callable[..., Workflow]:
-    return build_workflow
+from agentsched.model import Workflow
 
 
 def context(wf: Workflow, seed: int = 0, rounds: int = 20, repeats: int = 5):
