@@ -79,7 +79,7 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, capsys, monkeyp
 
 @pytest.mark.parametrize("args,message", [
     (["--policy", "nope"], "error: unknown policy 'nope' (valid: all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, "
-                           "oracle, agent-rules, agent-llm)"),
+                           "oracle, agent-rules, agent-rules-cold, agent-llm)"),
     (["--policy", "heft", "--rounds", "0"], "error: --rounds must be >= 1, got 0"),
     (["--policy", "heft", "--repeats", "0"], "error: --repeats must be >= 1, got 0"),
     (["--policy", "heft", "--start", "lukewarm"], "error: --start must be warm or cold, got 'lukewarm'"),
@@ -119,7 +119,7 @@ def test_run_unknown_cards(capsys):
     (["--repeats", "0"], "error: --repeats must be >= 1, got 0"),
     (["--noise", "-0.5"], "error: --noise must be >= 0, got -0.5"),
     (["--policies", "heft,bogus"], "error: unknown policy 'bogus' (valid: all-gpu, heft, heft-cf, ucb1, starpu, "
-                                   "mem-greedy, oracle, agent-rules, agent-llm)"),
+                                   "mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm)"),
     (["--policies", "heft,heft"], "error: --policies names heft twice"),
     (["--policies", ","], "error: --policies is empty"),
     (["--scenarios", ","], "error: --scenarios is empty"),

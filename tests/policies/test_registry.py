@@ -16,7 +16,7 @@ from agentsched.policies.registry import (
     make_policy,
 )
 
-VALID = "all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, oracle, agent-rules, agent-llm"
+VALID = "all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm"
 
 
 def test_names_in_report_order():

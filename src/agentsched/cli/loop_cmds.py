@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios or workflow files "
                                                            "(default: all 13)"),
         policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, "
-                                                          "oracle, and agent-rules when installed)"),
+                                                          "oracle, agent-rules and agent-rules-cold)"),
         rounds: int = typer.Option(20, help="rounds per run"),
         repeats: int = typer.Option(5, help="executions per round (median)"),
         seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
@@ -229,7 +229,7 @@ def register(app: typer.Typer) -> None:
         if policies is None:
             pols = baseline_policies() + ["oracle"]
             if is_available("agent-rules"):
-                pols.append("agent-rules")
+                pols += ["agent-rules", "agent-rules-cold"]
             else:
                 notes.append("agent-rules skipped: agentsched.agent.policy is not importable")
         else:

@@ -28,6 +28,7 @@ class PolicyName(str, enum.Enum):
     MEM_GREEDY = "mem-greedy"
     ORACLE = "oracle"
     AGENT_RULES = "agent-rules"
+    AGENT_RULES_COLD = "agent-rules-cold"  # agent-rules with --start cold, as its own row in reports
     AGENT_LLM = "agent-llm"
 
     def __str__(self) -> str:
@@ -68,6 +69,9 @@ REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
                baseline=False),
     PolicySpec(PolicyName.AGENT_RULES, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS,
                "agentic scheduler, rule-based reasoner", fixed={"reasoner": "rules"}, baseline=False),
+    PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy", frozenset({"monitor"}),
+               "agent-rules in cold start (tool names, tags and workload lines; no cards)",
+               fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
     PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm"},
                "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
 )}

@@ -17,7 +17,7 @@ from agentsched.report.bench import (
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
-AGENTS = ("agent-rules", "agent-llm")
+AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm")
 TABLE4 = tuple(f"S{i}" for i in range(1, 11))
 TABLE5 = ("S11", "S12", "S13")
 PAPER_FIRST_MATCH = {"S11": 2, "S12": 1, "S13": 3}  # Table 5, LLM first full-match round
