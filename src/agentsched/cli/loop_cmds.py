@@ -297,5 +297,7 @@ def _print_summary(result: Any) -> None:
                   f"{s.best_match_median}/{s.tasks}", f"{s.full_match_seeds}/{s.seeds}",
                   "OOM" if s.best_ratio_mean is None else f"{s.best_ratio_mean:.3f}",
                   "OOM" if s.final_ratio_mean is None else f"{s.final_ratio_mean:.3f}", first,
-                  f"{s.executions_mean:g}", f"{s.regret_mean:.3f}")
+                  f"{s.executions_mean:g}",
+                  # an execution that fails at once costs ~0 ms: a never-feasible policy's regret means nothing
+                  "n/a (oom)" if s.best_ratio_mean is None else f"{s.regret_mean:.3f}")
     console.print(t)
