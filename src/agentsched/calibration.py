@@ -14,12 +14,10 @@ This module reads the paper's oracle mappings; no policy may (policies never imp
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from agentsched.data import paper_tables
 from agentsched.model.cards import CardSet
 from agentsched.model.mapping import format_mapping_short
 from agentsched.model.workflow import Mode, Workflow
@@ -29,12 +27,6 @@ from agentsched.testbeds.sim import SimTestbed
 
 EQUIVALENCE_TOL = 0.02  # paper mapping counts as reproduced within 2% of the best E2E
 _MODE = {"gpu": Mode.GPU_NOW, "gpu_now": Mode.GPU_NOW, "gpu_queue": Mode.GPU_QUEUE, "cpu": Mode.CPU}
-
-
-@lru_cache(maxsize=1)
-def paper_tables() -> dict[str, Any]:
-    """The paper's figures as shipped in the package (a copy of shared/reference/paper_tables.json)."""
-    return json.loads((resources.files("agentsched.data") / "paper_tables.json").read_text())
 
 
 def paper_oracle_mapping(workflow: Workflow, scenario: str) -> dict[str, Mode]:
