@@ -6,7 +6,7 @@ per-scenario tuning (one (s, p) per tool, shared by every scenario):
     simulator's best (the check allows 2%; the margin keeps noise from flipping it),
   * a smaller penalty when it is not the strict best,
   * plus the S5 per-tool latency MAPE against Table 2.
-Needs scipy (a development-only dependency): pip install scipy.
+Needs scipy: pip install -e '.[fit]'.
 
     python scripts/fit_contention.py [--iters 400] [--seed 0] [--write]
 """

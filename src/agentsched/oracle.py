@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentsched.errors import AgentschedError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
@@ -53,7 +54,7 @@ class OracleResult:
     def best(self) -> OracleEntry:
         feas = self.feasible
         if not feas:
-            raise ValueError(f"workflow {self.workflow}: no feasible mapping")
+            raise AgentschedError(f"workflow {self.workflow}: no feasible mapping (every one runs out of VRAM)")
         return feas[0]
 
     def entry(self, mapping: dict[str, Mode]) -> OracleEntry:
@@ -84,9 +85,12 @@ def brute_force(
     """
     n = len(workflow.tasks)
     if n > MAX_ORACLE_TASKS:
-        raise ValueError(f"brute force over {n} tasks is too large (limit {MAX_ORACLE_TASKS})")
+        raise AgentschedError(
+            f"brute force over {n} tasks is too large ({len(workflow.decision_space.modes)}^{n} mappings; "
+            f"limit {MAX_ORACLE_TASKS} tasks)"
+        )
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+        raise AgentschedError(f"repeats must be >= 1, got {repeats}")
     entries: list[OracleEntry] = []
     runs = 0
     total = len(workflow.decision_space.modes) ** n

@@ -6,10 +6,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from agentsched.errors import WorkflowError
-from agentsched.model.workflow import Workflow, load_workflow_file, parse_workflow
+from agentsched.model.workflow import Workflow, load_workflow_file, load_yaml, parse_workflow
 
 
 def list_scenarios() -> list[str]:
@@ -26,7 +24,7 @@ def load_scenario(name: str) -> Workflow:
     if key not in list_scenarios():
         raise WorkflowError(f"unknown scenario {name!r} (built-in: {', '.join(list_scenarios())})")
     text = (resources.files("agentsched.data") / "scenarios" / f"{key}.yaml").read_text()
-    return parse_workflow(yaml.safe_load(text), key)
+    return parse_workflow(load_yaml(text), key)
 
 
 def resolve_workflow(name_or_path: str | Path) -> Workflow:

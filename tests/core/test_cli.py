@@ -80,6 +80,10 @@ BAD = [
     (["simulate", "S5"], "Missing option '--mapping'"),
     (["oracle", "S5", "--top", "x"], "Invalid value for '--top'"),
     (["nosuch"], "No such command 'nosuch'"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "x.txt"], "unsupported format"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "/nonexistent/x.png"], "does not exist"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "--noise must be a finite number"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "--cpu-slots must be >= 1"),
 ]
 
 
@@ -107,3 +111,14 @@ def test_bad_workflow_file_gives_one_line_error(cli, tmp_path, text, needle):
     code, _, err = cli("show", _wf(tmp_path, text))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_oracle_over_the_task_limit_is_one_line(cli, tmp_path):
+    tasks = "\n".join(f"  T{i}: {{tool: groupby}}" for i in range(13))
+    code, _, err = cli("oracle", _wf(tmp_path, f"decision_space: three_way\ntasks:\n{tasks}"))
+    assert code == 2 and err.strip() == "error: brute force over 13 tasks is too large (3^13 mappings; limit 12 tasks)"
+
+
+def test_gantt_to_a_folder_is_refused_before_running(cli, tmp_path):
+    code, out, err = cli("simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", str(tmp_path))
+    assert code == 2 and out == "" and "is a folder" in err

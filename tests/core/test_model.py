@@ -109,6 +109,9 @@ def _write(tmp_path, text, name="w.yaml"):
     ("tasks: [A: {tool: clip]", "invalid YAML"),
     ("- 1\n- 2", "expected a mapping"),
     ("tasks: {A: {tool: clip}}\nedges: [[A]]", "not a [from, to] pair"),
+    ("tasks:\n  A: {tool: clip}\n  A: {tool: ocr}", "duplicate key 'A'"),
+    ("tasks: {A: {tool: clip, repeat: .nan}}", "repeat"),
+    ("tasks: {A: {tool: clip}}\nvram_budget_mb: .nan", "vram_budget_mb"),
 ])
 def test_bad_workflow_files(tmp_path, text, needle):
     with pytest.raises(WorkflowError, match=needle.replace("[", r"\[").replace("]", r"\]")):

@@ -107,3 +107,13 @@ def test_cpu_slots_cap_parallel_cpu_tasks(tiny_cards):
     w = wf(tiny_cards, {"A": "x", "B": "z"})
     ex = SimTestbed(noise_sigma=0, cpu_slots=1).run(w, {"A": C, "B": C})
     assert timeline(ex) == {"A": (0, 100), "B": (100, 140)}
+
+
+def test_host_only_tool_on_a_gpu_mode_is_a_cpu_task(tiny_cards):
+    # z has no GPU implementation: on gpu_queue it must not hold the queue, and it takes a CPU slot
+    w = wf(tiny_cards, {"A": "z", "B": "x"})
+    ex = SimTestbed(noise_sigma=0).run(w, {"A": Q, "B": Q})
+    assert timeline(ex) == {"A": (0, 40), "B": (0, 60)}
+    assert ex.span("A").mode is Q and ex.span("A").load_ms == 0 and ex.span("A").vram_mb == 0
+    capped = SimTestbed(noise_sigma=0, cpu_slots=1)
+    assert capped.run(w, {"A": N, "B": C}).e2e_ms == capped.run(w, {"A": C, "B": C}).e2e_ms == 140

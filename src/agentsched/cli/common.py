@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -32,6 +33,8 @@ def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
 def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
                   cpu_slots: int | None = None) -> Testbed:
     """The testbed a command asked for."""
+    if noise is not None and not (math.isfinite(noise) and noise >= 0):
+        raise AgentschedError(f"--noise must be a finite number >= 0, got {noise}")
     if cpu_slots is not None and cpu_slots < 1:
         raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
     if kind == "sim":

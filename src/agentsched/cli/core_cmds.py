@@ -103,6 +103,9 @@ def register(app: typer.Typer) -> None:
         gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
     ) -> None:
         """Execute one mapping once and print its timeline."""
+        from agentsched.report.gantt import check_gantt_path, save_gantt
+
+        gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
         wf = load_workflow(workflow, cards)
         m = parse_mapping(wf, mapping)
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
@@ -110,16 +113,14 @@ def register(app: typer.Typer) -> None:
             ex = tb.run(wf, m)
         finally:
             tb.close()
-        if gantt:
-            from agentsched.report.gantt import save_gantt
-
-            save_gantt(wf, [(format_mapping(wf, m), ex)], gantt)
+        if gantt_path is not None:
+            gantt_path = save_gantt(wf, [(format_mapping(wf, m), ex)], gantt_path)
         if json_out:
             print_json(ex.to_dict())
             return
         console.print(timeline_table(wf, ex))
-        if gantt:
-            console.print(f"Gantt chart written to {gantt}")
+        if gantt_path is not None:
+            console.print(f"Gantt chart written to {gantt_path}")
 
     @app.command("oracle")
     def oracle_cmd(

@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> None:
     except AgentschedError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # e.g. stdout on a full disk, an unwritable output file
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)

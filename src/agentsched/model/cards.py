@@ -37,7 +37,7 @@ DEFAULT_CONTENTION: tuple[float, float] = (0.4, 0.3)
 class ToolCard(BaseModel):
     """Offline profile of one tool on one machine. Frozen: cards are inputs, never mutated."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1)  # tool name, e.g. "clip" or "clip_x12"
     workload: str = ""  # one-line description shown to schedulers in cold start
@@ -105,7 +105,7 @@ class ToolCard(BaseModel):
 class CardSet(BaseModel):
     """A named set of tool cards measured on one machine."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str  # e.g. "a5500", "h200", or a file stem
     source: str = ""  # where the figures come from (paper table, profiler run)

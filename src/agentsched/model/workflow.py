@@ -60,7 +60,7 @@ class DecisionSpace(str, enum.Enum):
 class Task(BaseModel):
     """One node of the DAG: ``repeat`` back-to-back calls of ``tool``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
     repeat: int = Field(default=1, ge=1)  # amplification K
@@ -73,7 +73,7 @@ class Task(BaseModel):
 class Workflow(BaseModel):
     """A validated workflow. Task order (file order) is the canonical order of mappings."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=True)
 
     name: str = Field(min_length=1)
     cards: str = "a5500"  # card set name or path (resolved against the file's folder)
@@ -191,6 +191,25 @@ class Workflow(BaseModel):
         return sum(c.vram_needed_mb for c in self.task_cards.values())
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML safely, refusing duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
     """Validate a decoded workflow document (and its tools against its card set)."""
     if not isinstance(data, dict):
@@ -231,7 +250,7 @@ def load_workflow_file(path: str | Path) -> Workflow:
         if p.suffix == ".json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
     except yaml.YAMLError as e:

@@ -9,6 +9,23 @@ from pathlib import Path
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import Mode, Workflow
 
+GANTT_FORMATS = (".png", ".svg", ".pdf")  # what the chart can be written as
+
+
+def check_gantt_path(path: str | Path) -> Path:
+    """Validate an output path before any work: a known suffix, in an existing folder, not a folder."""
+    from agentsched.errors import AgentschedError
+
+    p = Path(path)
+    if p.is_dir():
+        raise AgentschedError(f"--gantt {path}: is a folder; give a file name such as {p / 'gantt.png'}")
+    if p.suffix.lower() not in GANTT_FORMATS:
+        raise AgentschedError(f"--gantt {path}: unsupported format (use {', '.join(GANTT_FORMATS)})")
+    if not p.parent.is_dir():
+        raise AgentschedError(f"--gantt {path}: folder {p.parent} does not exist")
+    return p
+
+
 _COLORS = {Mode.CPU: "#4C72B0", Mode.GPU_NOW: "#55A868", Mode.GPU_QUEUE: "#C44E52"}
 
 
@@ -60,6 +77,12 @@ def save_gantt(workflow: Workflow, runs: Sequence[tuple[str, Execution]], path: 
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as e:
+        from agentsched.errors import AgentschedError
+
+        raise AgentschedError(f"cannot write {out}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return out

@@ -12,7 +12,9 @@ semantics:
 * ``gpu_queue``: a strict FIFO queue that runs one task at a time; the head is admitted when the
   queue is idle and its VRAM fits beside what is held, then pays its load time before running.
   A queued task holds no VRAM while waiting. A head larger than the whole budget is ``oom``.
-* tools without a GPU implementation hold no VRAM and pay no load on a GPU placement.
+* a tool without a GPU implementation placed on ``gpu_now`` or ``gpu_queue`` runs its host code as a
+  ``cpu`` task (same latency, a CPU slot, no VRAM, no load, not through the queue), so both
+  placements are the same run; ``Start.mode`` says where a task really runs.
 
 Within one instant: finishes first, then cpu/gpu_now starts in ready order, then queue admission.
 """
@@ -32,7 +34,7 @@ class Start:
     """A task that starts now."""
 
     task: str
-    mode: Mode
+    mode: Mode  # where it runs (cpu for a host-only tool placed on the GPU)
     vram_mb: float  # VRAM it holds from now until it ends
     load_ms: float  # load-in it pays first (gpu_queue only)
 
@@ -60,13 +62,15 @@ class Dispatcher:
         cpu_slots: int | None = None,
     ) -> None:
         cards = cards if cards is not None else workflow.task_cards
-        self.mapping = dict(mapping)
+        # where each task really runs: a GPU placement of a host-only tool is a CPU task
+        self.mapping = {t: (Mode.CPU if m is not Mode.CPU and not cards[t].has_gpu else m)
+                        for t, m in mapping.items()}
         self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
         self.cpu_slots = cpu_slots
         self._succs = workflow.succs
         self._order = {t: i for i, t in enumerate(workflow.task_ids)}
-        self._vram = {t: (c.vram_needed_mb if mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
-        self._load = {t: (c.load_needed_ms if mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
+        self._vram = {t: (c.vram_needed_mb if self.mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
+        self._load = {t: (c.load_needed_ms if self.mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
         self._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}
         # Invariant: a task is in exactly one of {pending, ready, queue, running, done}.
         self.ready: list[str] = []  # cpu/gpu_now tasks ready but not started (ready order)
