@@ -202,3 +202,80 @@ def test_config_from_options_and_environment():
         LLMConfig.from_options({"base_url": "u", "model": "m", "url": "x"}, {})
     with pytest.raises(PolicyError, match="timeout_s"):
         LLMConfig.from_options({"base_url": "u", "model": "m", "timeout_s": 0}, {})
+
+
+def _refused_url():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_circuit_breaker_stops_calling_a_blackholed_endpoint(serve, caplog):
+    server, script = serve(slow)  # every request times out (0.5 s)
+    caplog.set_level(logging.WARNING, logger="agentsched.agent")
+    wf = workflow(budget_mb=800)
+    policy, r = run(wf, server.base_url, rounds=5)
+    assert script.calls == 2  # rounds 0 and 1 tried; rounds 2-4 did not call the endpoint
+    assert len(r.records) == 5 and policy.llm.circuit_open
+    r1 = r.records[1].proposal_info
+    assert r1["circuit_open"] == ("circuit open after 2 consecutive rounds without reaching the endpoint "
+                                  "(last: endpoint timed out after 0.5 s); no more requests this run")
+    for rec in r.records[2:]:
+        info = rec.proposal_info
+        assert info["fallback"].startswith("endpoint not called: circuit open after 2 consecutive rounds")
+        assert "best-ever" in info["fallback"]
+        assert info["circuit_open"] == r1["circuit_open"]
+        assert info["response"] == [{"fallback": info["fallback"], "mapping": info["mapping"]}]  # no request
+    best = r.best_round()
+    assert all(x.mapping == best.mapping for x in r.rounds[2:])  # the best-ever mapping, every later round
+    tripped = [rec for rec in caplog.records if "circuit open" in rec.getMessage()]
+    assert len(tripped) == 1 and tripped[0].exc_info is None  # logged once, when it trips
+
+
+def test_circuit_breaker_on_a_refused_port_and_a_new_run_closes_it():
+    url = _refused_url()
+    wf = workflow(budget_mb=800)
+    policy, r = run(wf, url, rounds=4)
+    assert [("circuit_open" in rec.proposal_info) for rec in r.records] == [False, True, True, True]
+    assert [len(rec.proposal_info["response"]) for rec in r.records] == [2, 2, 1, 1]  # request + fallback / fallback
+    assert "endpoint unreachable" in r.records[1].proposal_info["circuit_open"]
+    r2 = run_loop(wf, policy, ScriptedTestbed(), rounds=1, repeats=1)  # reset: the endpoint gets another chance
+    assert "circuit_open" not in r2.records[0].proposal_info
+    assert "endpoint unreachable" in r2.records[0].proposal_info["fallback"]
+
+
+def test_circuit_breaker_resets_on_an_answer_and_can_be_disabled(serve):
+    server, script = serve(slow, GOOD, slow, GOOD)  # unreachable rounds never follow each other
+    _, r = run(binary(), server.base_url, rounds=4)
+    assert script.calls == 4 and not any("circuit_open" in rec.proposal_info for rec in r.records)
+    url = _refused_url()
+    policy, r = run(workflow(budget_mb=800), url, rounds=4, breaker_rounds=0)
+    assert not policy.llm.circuit_open
+    assert all("endpoint unreachable" in rec.proposal_info["fallback"] for rec in r.records)
+
+
+@pytest.mark.parametrize("options, env, message", [
+    ({"temperature": float("nan")}, {}, "llm temperature must be a finite number >= 0, got nan"),
+    ({"temperature": -1}, {}, "llm temperature must be a finite number >= 0, got -1"),
+    ({}, {"AGENTSCHED_LLM_TEMPERATURE": "nan"},
+     "AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"),
+    ({}, {"AGENTSCHED_LLM_TEMPERATURE": "warm"}, "AGENTSCHED_LLM_TEMPERATURE must be a number, got 'warm'"),
+    ({"timeout_s": float("inf")}, {}, "llm timeout_s must be a finite number > 0, got inf"),
+    ({}, {"AGENTSCHED_LLM_TIMEOUT_S": "nan"}, "AGENTSCHED_LLM_TIMEOUT_S must be a finite number > 0, got nan"),
+    ({"breaker_rounds": -1}, {}, "llm breaker_rounds must be >= 0, got -1"),
+    ({"max_retries": "x"}, {}, "llm max_retries must be an integer, got 'x'"),
+])
+def test_config_rejects_non_finite_and_bad_values(options, env, message):
+    with pytest.raises(PolicyError) as e:
+        LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1", "model": "m", **options}, env)
+    assert str(e.value) == message
+
+
+def test_cli_env_temperature_nan_is_one_line(cli, monkeypatch):
+    monkeypatch.setenv("AGENTSCHED_LLM_TEMPERATURE", "nan")
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", "http://127.0.0.1:9/v1",
+                         "--llm-model", "m", "--rounds", "1", "--repeats", "1")
+    assert code != 0 and out == ""
+    assert err.splitlines() == ["error: AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from scripted_testbed import ScriptedTestbed, workflow
@@ -97,3 +98,36 @@ def test_local_llm_extra_absence_is_one_line():
         require_llama_cpp()
     with pytest.raises(AgentschedError, match="local-llm extra"):
         AgentPolicy("llm", llm={"base_url": "gguf:/models/tiny.gguf"})
+
+
+def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
+    out = tmp_path / "abl.json"
+    code, text, err = cli("ablation", "S1", "--rounds", "2", "--seeds", "1", "--repeats", "1", "--initial", "rules",
+                          "--json", str(out))
+    assert code == 0, err
+    head = next(line for line in text.splitlines() if line.startswith("| variant |"))
+    assert "paper" not in head and "| executions (mean) |" in head
+    assert "1529" not in text and "Paper: Table 6 ablates S13 only; no paper figures for S1." in text
+    assert json.loads(out.read_text())["paper"] == {}
+    code, text, err = cli("ablation", "S13", "--rounds", "2", "--seeds", "1", "--repeats", "1", "--initial", "rules")
+    assert code == 0, err
+    head = next(line for line in text.splitlines() if line.startswith("| variant |"))
+    assert head.endswith("| paper best match | paper best E2E ms |")
+
+
+def test_ablation_json_path_is_checked_before_the_work(cli, monkeypatch, tmp_path):
+    import agentsched.agent.ablation as ablation
+
+    def no_work(*a, **k):
+        raise AssertionError("the ablation ran before its --json path was checked")
+
+    monkeypatch.setattr(ablation, "run_ablation", no_work)
+    code, out, err = cli("ablation", "S13", "--json", str(tmp_path / "missing" / "a.json"))
+    assert code != 0 and out == ""
+    assert err.splitlines() == [f"error: --json: folder {tmp_path / 'missing'} does not exist"]
+    if Path("/proc").is_dir():
+        code, out, err = cli("ablation", "S13", "--json", "/proc/x.json")
+        assert code != 0 and out == ""
+        assert len(err.splitlines()) == 1 and err.startswith("error: --json: cannot write /proc/x.json: ")
+    code, out, err = cli("agent-check", "S1", "--json", str(tmp_path))
+    assert code != 0 and err.splitlines() == [f"error: --json: {tmp_path} is a folder"]

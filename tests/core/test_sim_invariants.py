@@ -32,7 +32,7 @@ def cases(draw):
     return wf, mapping, draw(st.integers(0, 2**31)), draw(st.sampled_from([0.0, 0.05]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)  # reproducible in CI
 @given(cases())
 def test_invariants(case):
     wf, mapping, seed, sigma = case

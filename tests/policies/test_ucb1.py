@@ -67,5 +67,48 @@ def test_exploration_order_comes_from_the_seed(make_workflow):
 
 
 def test_bad_exploration_option():
-    with pytest.raises(PolicyError, match=r"^policy ucb1: exploration must be >= 0, got -1$"):
+    with pytest.raises(PolicyError, match=r"^policy ucb1: exploration must be a finite number >= 0, got -1$"):
         make_policy("ucb1", exploration=-1)
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), True])
+def test_bad_exploration_value(value):
+    with pytest.raises(PolicyError, match=r"^policy ucb1: exploration must be a finite number >= 0, got "):
+        make_policy("ucb1", exploration=value)
+
+
+def test_arm_cap_refuses_a_large_workflow_before_enumerating(make_workflow, make_context, monkeypatch):
+    from agentsched.policies import ucb1
+
+    def no_enumeration(wf):
+        raise AssertionError("mappings enumerated before the arm count was checked")
+
+    monkeypatch.setattr(ucb1, "enumerate_mappings", no_enumeration)
+    tasks = {f"T{i:02d}": "a" for i in range(16)}
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}}, tasks, space="three_way", name="wide")
+    with pytest.raises(PolicyError) as e:
+        make_policy("ucb1").reset(make_context(wf))
+    assert str(e.value) == ("policy ucb1: wide has 43046721 mappings (3^16), over the arm cap of 4096; "
+                            "use a policy that does not enumerate mappings")
+
+
+def test_arm_cap_admits_exactly_max_arms(make_workflow, make_context):
+    from agentsched.policies.ucb1 import MAX_ARMS
+
+    tasks = {f"T{i:02d}": "a" for i in range(12)}  # 2^12 = 4096 = the cap
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}}, tasks)
+    pol = make_policy("ucb1")
+    pol.reset(make_context(wf))
+    assert len(pol.arms) == MAX_ARMS == 4096
+
+
+def test_run_ucb1_over_the_arm_cap_is_one_line(cli, tmp_path):
+    import yaml
+
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump({"name": "big", "cards": "a5500", "decision_space": "three_way", "edges": [],
+                                   "tasks": {f"T{i:02d}": "groupby" for i in range(16)}}))
+    code, out, err = cli("run", str(big), "-p", "ucb1", "--rounds", "1", "--repeats", "1", "--no-oracle")
+    assert code != 0
+    assert err.splitlines() == ["error: policy ucb1: big has 43046721 mappings (3^16), over the arm cap of 4096; "
+                                "use a policy that does not enumerate mappings"]

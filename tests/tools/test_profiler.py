@@ -143,3 +143,40 @@ def test_main_cli_has_profile():
 
     names = {c.name for c in app.registered_commands}
     assert "profile" in names
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("measured before the arguments were checked")
+
+    monkeypatch.setattr(prof, "run_plan", boom)
+    monkeypatch.setattr(prof, "measure", boom)
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="needs /proc")
+def test_profile_out_unwritable_is_the_only_stderr_line(cli, no_measuring):
+    code, out, err = cli("profile", "--out", "/proc/x.json", "--tools", "groupby", "--runs", "1")
+    assert code != 0 and out == ""
+    assert err.splitlines() == ["error: --out: cannot write /proc/x.json: No such file or directory"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tools", "nope"], "error: unknown tool 'nope' (known: "),
+    (["--device", "tpu"], "error: unknown --device 'tpu' (valid: cpu, gpu, all)"),
+    (["--max-busy-pct", "nan"], "error: max busy percent must be a number in [0, 100], got nan"),
+    (["--max-wait-s", "inf"], "error: max wait must be a finite number of seconds >= 0, got inf"),
+])
+def test_profile_bad_arguments_print_no_progress_bar(cli, no_measuring, tmp_path, args, message):
+    code, out, err = cli("profile", "--out", str(tmp_path / "c.json"), *args)
+    assert code != 0 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(message)
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_profile_creates_the_out_folder(cli, monkeypatch, tmp_path):
+    out = tmp_path / "new" / "c.json"
+    code, text, err = cli("profile", "--out", str(out), "--tools", "log_analyzer", "--runs", "1", "--warmup", "0",
+                          "--busy", "ignore")
+    assert code == 0, err
+    assert set(load_card_set(str(out)).cards) == {"log_analyzer"}

@@ -6,13 +6,12 @@ noise-free brute-force oracle is computed here for scoring only; it is never giv
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from agentsched.agent.policy import AgentPolicy
+from agentsched.data import paper_tables
 from agentsched.errors import AgentschedError
 from agentsched.loop.metrics import RunMetrics, oracle_view, run_metrics
 from agentsched.loop.runner import run_loop
@@ -94,10 +93,12 @@ class VariantResult:
         }
 
 
+PAPER_SCENARIO = "S13"  # the only workflow the paper's Table 6 ablates
+
+
 def paper_table6() -> dict[str, list[Any]]:
-    """The paper's Table 6 rows (best match, best E2E ms), for display beside ours."""
-    data = json.loads((resources.files("agentsched.data") / "paper_tables.json").read_text())
-    return dict(data["table6_S13_ablation"]["rows"])
+    """The paper's Table 6 rows (best match, best E2E ms), for display beside ours (S13 only)."""
+    return dict(paper_tables()["table6_S13_ablation"]["rows"])
 
 
 INITIALS = ("rules", "all-gpu")  # round-0 choices an ablation can run from
@@ -127,7 +128,7 @@ class AblationResult:
     oracle_mapping: str  # noise-free brute-force best (scoring only)
     oracle_e2e_ms: float  # its E2E
     tables: tuple[AblationTable, ...]  # one per round-0 rule, in the order asked
-    paper: dict[str, list[Any]]  # paper rows by variant key
+    paper: dict[str, list[Any]]  # paper rows by variant key; empty unless the workflow is S13
 
     @property
     def variants(self) -> tuple[VariantResult, ...]:
@@ -150,29 +151,34 @@ class AblationResult:
             f"{self.repeats} runs, {n} seeds; oracle {self.oracle_mapping} at {self.oracle_e2e_ms:.0f} ms, "
             "noise-free, scoring only)",
         ]
+        with_paper = bool(self.paper)  # the paper's figures are for S13 only
+        head = ["variant", "best match", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
+                "seeds oracle-equiv.", "best E2E ms (mean)", "first equiv. round (median)", "executions (mean)"]
+        if with_paper:
+            head += ["paper best match", "paper best E2E ms"]
         for table in self.tables:
             lines += [
                 "",
                 "Round 0 by the written rules:" if table.initial == "rules" else
                 "Round 0 without a prior (every task on gpu_now), so the evidence alone must find the mapping:",
                 "",
-                "| variant | best match | seeds at 4/4 | seeds oracle-equiv. | best E2E ms (mean) | first equiv. "
-                "round (median) | executions (mean) | paper best match | paper best E2E ms |",
-                "|---|---|---|---|---|---|---|---|---|",
+                "| " + " | ".join(head) + " |",
+                "|" + "|".join("---" for _ in head) + "|",
             ]
             for v in table.variants:
-                paper = self.paper.get(v.variant.key, ["-", "-"])
                 e2e = v.best_e2e_ms
                 first = v.first_round_median
-                lines.append(
-                    f"| {v.variant.label} | {v.best_match_min}/{v.tasks} | {v.full_match_seeds}/{n} | "
-                    f"{v.equivalent_seeds}/{n} | {'OOM' if e2e is None else f'{e2e:.0f}'} | "
-                    f"{'never' if first is None else f'R{first:g}'} | {v.executions_mean:.0f} | {paper[0]} | "
-                    f"{paper[1]} |"
-                )
+                cells = [v.variant.label, f"{v.best_match_min}/{v.tasks}", f"{v.full_match_seeds}/{n}",
+                         f"{v.equivalent_seeds}/{n}", "OOM" if e2e is None else f"{e2e:.0f}",
+                         "never" if first is None else f"R{first:g}", f"{v.executions_mean:.0f}"]
+                if with_paper:
+                    cells += [str(x) for x in self.paper.get(v.variant.key, ["-", "-"])]
+                lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        paper_note = ("Paper: Table 6 (its LLM reasoner)." if with_paper else
+                      f"Paper: Table 6 ablates {PAPER_SCENARIO} only; no paper figures for {self.workflow}.")
         lines.append("best match: the fewest tasks placed as in the oracle by any seed's best feasible round "
-                     "(0 when no round was feasible). Paper: Table 6 (its LLM reasoner).")
+                     f"(0 when no round was feasible). {paper_note}")
         return "\n".join(lines) + "\n"
 
 
@@ -220,5 +226,5 @@ def run_ablation(
     return AblationResult(
         workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
         oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6(),
+        tables=tuple(tables), paper=paper_table6() if workflow.name == PAPER_SCENARIO else {},
     )

@@ -5,10 +5,8 @@ noise-free brute-force oracle. The oracle is computed here for scoring only; no 
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from agentsched.agent.policy import AgentPolicy
@@ -78,10 +76,9 @@ class CheckRow:
 
 def paper_first_rounds() -> dict[str, int]:
     """The paper's first full-match rounds (Table 5: S11 R2, S12 R1, S13 R3)."""
-    data = json.loads((resources.files("agentsched.data") / "paper_tables.json").read_text())
-    t5 = data["table5_three_way_S11_S13"]
-    col = t5["columns"].index("first_full_match_round")
-    return {s: row[col] for s, row in t5["rows"].items()}
+    from agentsched.report.bench import paper_first_match_rounds
+
+    return paper_first_match_rounds()
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,19 @@ the decision space) and, when invalid, ask again with the validation error in th
 (bounded). When the endpoint fails (refused, timeout, HTTP error) or the answer is still invalid,
 fall back to the best-ever mapping and record why. Every prompt and raw response goes into the
 proposal's ``info`` so a user can audit each decision.
+
+Circuit breaker: a blackholed endpoint would cost ``timeout_s`` in every round of the run. After
+``breaker_rounds`` (default 2) consecutive rounds in which the endpoint could not be reached (the
+connection was refused or timed out), the reasoner stops calling it for the rest of the run: every
+later round falls back to the best-ever mapping at once, and its audit trail says why. Any answer
+(even an HTTP error or an invalid one) proves the endpoint reachable and resets the count.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -56,6 +63,7 @@ class LLMConfig:
     max_retries: int = 2  # re-asks after an invalid answer (the error goes back into the conversation)
     max_tokens: int | None = None  # completion cap; None: the server's default
     json_mode: bool = True  # ask for response_format json_object (dropped when the server rejects it)
+    breaker_rounds: int = 2  # stop calling after this many consecutive unreachable rounds (0: never stop)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> LLMConfig:
@@ -65,10 +73,12 @@ class LLMConfig:
         unknown = sorted(set(opts) - set(known))
         if unknown:
             raise PolicyError(f"unknown llm option(s) {', '.join(unknown)} (valid: {', '.join(known)})")
+        source = {k: f"llm {k}" for k in known}  # where each value came from, for error messages
         for key, var in (("base_url", ENV_BASE_URL), ("model", ENV_MODEL), ("api_key", ENV_API_KEY),
                          ("temperature", ENV_TEMPERATURE), ("timeout_s", ENV_TIMEOUT)):
             if key not in opts and env.get(var):
                 opts[key] = env[var]
+                source[key] = var
         if not opts.get("base_url"):
             raise PolicyError(f"agent-llm needs an endpoint: --llm-base-url or {ENV_BASE_URL} "
                               "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama)")
@@ -78,18 +88,23 @@ class LLMConfig:
             opts.setdefault("model", Path(str(opts["base_url"])[len(GGUF_SCHEME):]).stem)
         if not opts.get("model"):
             raise PolicyError(f"agent-llm needs a model name: --llm-model or {ENV_MODEL}")
-        try:
-            for key, conv in (("temperature", float), ("timeout_s", float), ("max_retries", int)):
-                if key in opts:
+        for key, conv in (("temperature", float), ("timeout_s", float), ("max_retries", int),
+                          ("max_tokens", int), ("breaker_rounds", int)):
+            if key in opts:
+                try:
                     opts[key] = conv(opts[key])
-            if "max_tokens" in opts:
-                opts["max_tokens"] = int(opts["max_tokens"])
-        except (TypeError, ValueError) as e:
-            raise PolicyError(f"invalid llm option: {e}") from None
-        if opts.get("timeout_s", 1.0) <= 0:
-            raise PolicyError(f"llm timeout_s must be > 0, got {opts['timeout_s']}")
-        if opts.get("max_retries", 0) < 0:
-            raise PolicyError(f"llm max_retries must be >= 0, got {opts['max_retries']}")
+                except (TypeError, ValueError, OverflowError):
+                    kind = "a number" if conv is float else "an integer"
+                    raise PolicyError(f"{source[key]} must be {kind}, got {opts[key]!r}") from None
+        t = opts.get("temperature")
+        if t is not None and not (math.isfinite(t) and t >= 0):
+            raise PolicyError(f"{source['temperature']} must be a finite number >= 0, got {t:g}")
+        s = opts.get("timeout_s")
+        if s is not None and not (math.isfinite(s) and s > 0):
+            raise PolicyError(f"{source['timeout_s']} must be a finite number > 0, got {s:g}")
+        for key, low in (("max_retries", 0), ("breaker_rounds", 0), ("max_tokens", 1)):
+            if key in opts and opts[key] < low:
+                raise PolicyError(f"llm {key} must be >= {low}, got {opts[key]}")
         if not local:
             opts["base_url"] = str(opts["base_url"]).rstrip("/")
         return cls(**opts)
@@ -171,6 +186,18 @@ class LLMReasoner:
         self._client: Any = None
         self._json_mode = config.json_mode  # switched off for good once the server rejects it
         self._local: ChatServer | None = None  # the local GGUF server behind a gguf: base URL
+        self._unreachable_rounds = 0  # consecutive rounds whose requests could not reach the endpoint
+        self._open: str | None = None  # why the circuit is open (no more requests this run), or None
+
+    def reset(self) -> None:
+        """A new run: close the circuit (the endpoint gets another chance)."""
+        self._unreachable_rounds = 0
+        self._open = None
+
+    @property
+    def circuit_open(self) -> bool:
+        """True once the endpoint was unreachable in ``breaker_rounds`` consecutive rounds of this run."""
+        return self._open is not None
 
     def client(self) -> Any:
         if self._client is None:
@@ -229,7 +256,11 @@ class LLMReasoner:
         attempts: list[dict[str, Any]] = []
         info: dict[str, Any] = {"reasoner": "llm", "model": self.config.model, "prompt_version": prompt.version,
                                 "prompt": prompt.text(), "response": attempts, "fallback": None}
+        if self._open is not None:  # the circuit is open: no request, straight to the fallback
+            info["circuit_open"] = self._open
+            return self._fall_back(view, fallback, info, f"endpoint not called: {self._open}", quiet=True)
         why = ""
+        unreachable = False  # the round's requests all failed to connect or timed out
         for n in range(1 + self.config.max_retries):
             attempt: dict[str, Any] = {"attempt": n + 1}
             attempts.append(attempt)
@@ -238,10 +269,12 @@ class LLMReasoner:
             except openai.APITimeoutError:
                 why = f"endpoint timed out after {self.config.timeout_s:g} s"
                 attempt["error"] = why
+                unreachable = True
                 break
             except openai.APIConnectionError as e:
                 why = f"endpoint unreachable at {self.config.base_url}: {_one_line(e)}"
                 attempt["error"] = why
+                unreachable = True
                 break
             except openai.APIStatusError as e:
                 why = f"endpoint answered HTTP {e.status_code}: {_one_line(e)}"
@@ -266,12 +299,26 @@ class LLMReasoner:
                                 f"{', '.join(sp.label(m) for m in sp.modes)}.")}]
                 continue
             attempt["ok"] = True
+            self._unreachable_rounds = 0
             info.update(reason=reason, mapping=format_mapping(wf, mapping))
             return mapping, info
+        self._unreachable_rounds = self._unreachable_rounds + 1 if unreachable else 0
+        limit = self.config.breaker_rounds
+        if unreachable and limit and self._unreachable_rounds >= limit:
+            self._open = (f"circuit open after {self._unreachable_rounds} consecutive rounds without reaching "
+                          f"the endpoint (last: {why}); no more requests this run")
+            info["circuit_open"] = self._open
+            log.warning("agent-llm round %d: %s", view.round, self._open)
+        return self._fall_back(view, fallback, info, why)
+
+    def _fall_back(self, view: AgentView, fallback: Decision, info: dict[str, Any], why: str,
+                   quiet: bool = False) -> tuple[MappingT, dict[str, Any]]:
+        """Use ``fallback`` for this round and record why in the audit trail."""
+        wf = view.workflow
         info["fallback"] = f"{why}; falling back to {fallback.reason}"
-        attempts.append({"fallback": info["fallback"], "mapping": format_mapping(wf, fallback.mapping)})
+        info["response"].append({"fallback": info["fallback"], "mapping": format_mapping(wf, fallback.mapping)})
         info.update(reason=info["fallback"], mapping=format_mapping(wf, fallback.mapping))
-        log.warning("agent-llm round %d: %s", view.round, info["fallback"])
+        (log.info if quiet else log.warning)("agent-llm round %d: %s", view.round, info["fallback"])
         return dict(fallback.mapping), info
 
 

@@ -90,6 +90,8 @@ class AgentPolicy(Policy):
         cards = ctx.cards if self.start == "warm" else None
         self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards)
         self.rules.reset()
+        if self.llm is not None:
+            self.llm.reset()  # the circuit breaker counts per run
         self._evidence = None
 
     def view(self, round_index: int) -> AgentView:

@@ -4,13 +4,12 @@ model behind an OpenAI-compatible endpoint)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 from agentsched.cli.common import console, load_workflow, positive
+from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
 
 START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
@@ -20,13 +19,6 @@ def _start(value: str) -> str:
     if value not in ("warm", "cold"):
         raise AgentschedError(f"--start must be warm or cold, got {value!r}")
     return value
-
-
-def _write_json(path: str, obj: object) -> None:
-    try:
-        Path(path).write_text(json.dumps(obj, indent=2) + "\n")
-    except OSError as e:
-        raise AgentschedError(f"cannot write {path}: {e.strerror}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -52,11 +44,14 @@ def register(app: typer.Typer) -> None:
         if initial not in (None, "rules", "all-gpu"):
             raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
         wf = load_workflow(workflow, cards)
-        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=_start(start),
+        start = _start(start)
+        if json_out:
+            check_output_file(json_out, "--json")  # before the work, not after it
+        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
                            initial=("rules", "all-gpu") if initial is None else initial)
         typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            _write_json(json_out, res.to_dict())
+            write_json(json_out, res.to_dict(), indent=2)
             console.print(f"written {json_out}")
 
     @app.command("agent-check")
@@ -78,11 +73,13 @@ def register(app: typer.Typer) -> None:
         positive("--seeds", seeds)
         starts = ("warm", "cold") if start is None else (_start(start),)
         wfs = [load_workflow(s) for s in (scenarios or list_scenarios())]
+        if json_out:
+            check_output_file(json_out, "--json")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
                         baselines=tuple(b for b in baseline if b and b != "none"))
         typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            _write_json(json_out, res.to_dict())
+            write_json(json_out, res.to_dict(), indent=2)
             console.print(f"written {json_out}")
         if not res.all_reached:
             raise typer.Exit(1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,12 +10,22 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
-from agentsched.errors import AgentschedError
+from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
+from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.workflow import Workflow
+from agentsched.testbeds.base import Testbed
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
               "temperature": "--llm-temperature", "timeout_s": "--llm-timeout"}
+
+# The --llm-* options of run and bench, declared once (typer reads these as the parameters' defaults).
+LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
+LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
+LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
+LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: temperature")
+LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
 
 
 def _check_start(start: str | None) -> str | None:
@@ -25,19 +35,30 @@ def _check_start(start: str | None) -> str | None:
 
 
 def _check_noise(noise: float | None) -> float | None:
-    if noise is not None and noise < 0:
-        raise AgentschedError(f"--noise must be >= 0, got {noise:g}")
+    if noise is not None and not (math.isfinite(noise) and noise >= 0):
+        raise AgentschedError(f"--noise must be a finite number >= 0, got {noise:g}")
     return noise
 
 
-def _llm_options(**given: Any) -> dict[str, Any]:
-    """The LLM options that were given, keyed as the agent expects (only given keys)."""
+def llm_options(*, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                temperature: float | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+    """The --llm-* values that were given, validated and keyed as the agent expects (given keys only)."""
+    given = {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature,
+             "timeout_s": timeout_s}
     llm = {k: v for k, v in given.items() if v is not None}
-    if "temperature" in llm and llm["temperature"] < 0:
-        raise AgentschedError(f"--llm-temperature must be >= 0, got {llm['temperature']:g}")
-    if "timeout_s" in llm and llm["timeout_s"] <= 0:
-        raise AgentschedError(f"--llm-timeout must be > 0, got {llm['timeout_s']:g}")
+    t = llm.get("temperature")
+    if t is not None and not (math.isfinite(t) and t >= 0):
+        raise AgentschedError(f"--llm-temperature must be a finite number >= 0, got {t:g}")
+    s = llm.get("timeout_s")
+    if s is not None and not (math.isfinite(s) and s > 0):
+        raise AgentschedError(f"--llm-timeout must be a finite number > 0, got {s:g}")
     return llm
+
+
+def flags_apply(llm: dict[str, Any]) -> str:
+    """'--llm-model applies' / '--llm-model, --llm-timeout apply' for the given LLM options."""
+    flags = [_LLM_FLAGS[k] for k in llm]
+    return f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'}"
 
 
 def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict[str, Any]:
@@ -47,21 +68,22 @@ def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict
         opts["start"] = start  # make_policy rejects it in one line for policies without a start
     if llm:
         if policy != "agent-llm":
-            flags = ", ".join(_LLM_FLAGS[k] for k in llm)
-            raise AgentschedError(f"{flags} only apply to --policy agent-llm (got {policy})")
+            raise AgentschedError(f"{flags_apply(llm)} only to --policy agent-llm (got {policy})")
         opts["llm"] = llm
     return opts
 
 
+def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
+    """Fail before any run when ``testbed`` cannot run these workflows at all (the local testbed on a
+    machine without CUDA: every policy and the oracle place tasks on the GPU). One-line TestbedError."""
+    check = getattr(testbed, "preflight", None)
+    if callable(check):
+        for wf in workflows:
+            check(wf)
+
+
 def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    try:
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-    except OSError as e:
-        raise AgentschedError(f"cannot write {path}: {e.strerror}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -81,11 +103,11 @@ def register(app: typer.Typer) -> None:
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
-        llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL"),
-        llm_model: Optional[str] = typer.Option(None, "--llm-model", help="agent-llm: model name"),
-        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="agent-llm: API key"),
-        llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="agent-llm: temperature"),
-        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)"),
+        llm_base_url: Optional[str] = LLM_BASE_URL,
+        llm_model: Optional[str] = LLM_MODEL,
+        llm_api_key: Optional[str] = LLM_API_KEY,
+        llm_temperature: Optional[float] = LLM_TEMPERATURE,
+        llm_timeout: Optional[float] = LLM_TIMEOUT,
     ) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
@@ -97,20 +119,23 @@ def register(app: typer.Typer) -> None:
         positive("--repeats", repeats)
         _check_noise(noise)
         spec = get_spec(policy)
-        llm = _llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                           temperature=llm_temperature, timeout_s=llm_timeout)
+        llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                          temperature=llm_temperature, timeout_s=llm_timeout)
         opts = _policy_options(spec.name.value, _check_start(start), llm)
         pol = make_policy(spec.name.value, **opts)
         wf = load_workflow(workflow, cards)
-        if json_file is not None and not json_file.parent.is_dir():
-            raise AgentschedError(f"--json: folder {json_file.parent} does not exist")
+        if json_file is not None:
+            check_output_file(json_file, "--json")  # before the work, not after it
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         sp = wf.decision_space
         try:
+            preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
             res = None
             if oracle or spec.name.value == "oracle":
                 try:
                     res = reference_oracle(wf, tb, repeats=repeats)
+                except TestbedError:
+                    raise  # the testbed cannot run this: the loop could not either
                 except AgentschedError as e:
                     if spec.name.value == "oracle":
                         raise
@@ -150,9 +175,11 @@ def register(app: typer.Typer) -> None:
             console.print(f"oracle: {format_mapping(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
+            # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
+            regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{metrics.regret:.3f}"
             console.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
                           f"executions {metrics.executions} ({metrics.probes} probes, "
-                          f"{metrics.infeasible_executions} infeasible), regret {metrics.regret:.3f}",
+                          f"{metrics.infeasible_executions} infeasible), regret {regret}",
                           highlight=False, markup=False)
         if json_file is not None:
             rounds_out = round_dicts(run, view)
@@ -171,7 +198,7 @@ def register(app: typer.Typer) -> None:
                     "mapping": {t: m.value for t, m in view.best.items()}, "e2e_ms": round(view.e2e_ms, 3)},
                 "metrics": None if metrics is None else metrics.to_dict(),
             }
-            _write_json(json_file, doc)
+            write_json(json_file, doc)
             console.print(f"rounds written to {json_file}", highlight=False, markup=False)
 
     @app.command("policies")
@@ -201,19 +228,22 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="rebind every scenario to this card set"),
+        testbed: str = typer.Option("sim", help=TESTBED_HELP),
+        size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
                                                                    "(default: S5 when it runs)"),
-        llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL"),
-        llm_model: Optional[str] = typer.Option(None, "--llm-model", help="agent-llm: model name"),
-        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help="agent-llm: API key"),
-        llm_temperature: Optional[float] = typer.Option(None, "--llm-temperature", help="agent-llm: temperature"),
-        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)"),
+        llm_base_url: Optional[str] = LLM_BASE_URL,
+        llm_model: Optional[str] = LLM_MODEL,
+        llm_api_key: Optional[str] = LLM_API_KEY,
+        llm_temperature: Optional[float] = LLM_TEMPERATURE,
+        llm_timeout: Optional[float] = LLM_TIMEOUT,
     ) -> None:
-        """Run scenarios x policies x seeds on the simulator; write results.json, report.md and plots."""
+        """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
+        report.md and plots."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
@@ -225,6 +255,8 @@ def register(app: typer.Typer) -> None:
         positive("--seeds", seeds)
         _check_noise(noise)
         _check_start(start)
+        llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                          temperature=llm_temperature, timeout_s=llm_timeout)
         notes: list[str] = []
         if policies is None:
             pols = baseline_policies() + ["oracle"]
@@ -244,11 +276,8 @@ def register(app: typer.Typer) -> None:
             raise AgentschedError("--scenarios is empty")
         for n in names:
             resolve_workflow(n)  # one-line error for an unknown scenario or bad file, before any run
-        llm = _llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                           temperature=llm_temperature, timeout_s=llm_timeout)
         if llm and "agent-llm" not in pols:
-            flags = ", ".join(_LLM_FLAGS[k] for k in llm)
-            raise AgentschedError(f"{flags} only apply when agent-llm is among --policies")
+            raise AgentschedError(f"{flags_apply(llm)} only when agent-llm is among --policies")
         options: dict[str, dict[str, Any]] = {}
         if start is not None:
             takers = [p for p in pols if accepts(p, "start")]
@@ -259,23 +288,34 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
-        if cards:
-            load_workflow(names[0], cards)  # validate the card set once, up front
-        ran = [resolve_workflow(n).name for n in names]
+        wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
+        ran = [wf.name for wf in wfs]
         if gantt is not None and gantt.upper() not in [r.upper() for r in ran]:
             raise AgentschedError(f"--gantt {gantt} is not among the benched scenarios ({', '.join(ran)})")
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
-        want_ablation = ("agent-rules" in pols) if ablation is None else ablation
-        config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
-                             seeds=tuple(range(seeds)), noise_sigma=0.03 if noise is None else noise,
-                             cpu_slots=positive("--cpu-slots", cpu_slots) if cpu_slots is not None else None,
-                             cards=cards, policy_options=options, ablation=want_ablation,
-                             gantt_scenario=gantt_name)
-        total = len(names) * len(pols) * seeds
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task("bench", total=total)
-            result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label))
+        if cpu_slots is not None:
+            positive("--cpu-slots", cpu_slots)
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
+        try:
+            preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
+            prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
+            local = tb.name != "sim"
+            # the ablation runs on the simulator: on by default only when the bench does too
+            want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
+            config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
+                                 seeds=tuple(range(seeds)), testbed=tb.name,
+                                 noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
+                                 cpu_slots=cpu_slots, cards=cards, policy_options=options,
+                                 ablation=want_ablation, gantt_scenario=gantt_name)
+            total = len(names) * len(pols) * seeds
+            # the bar starts after every check: an error above is the only line on stderr
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=True) as bar:
+                task = bar.add_task("bench", total=total)
+                result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label),
+                                   testbed=tb)
+        finally:
+            tb.close()
         result.notes[:0] = notes
         paths = write_outputs(result, out)
         _print_summary(result)

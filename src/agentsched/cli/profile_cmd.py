@@ -28,13 +28,16 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
+        from agentsched.cli.output import check_output_file
         from agentsched.model.cards import load_card_set
-        from agentsched.profiler.profiler import ProfileError, build_card_set, profile
+        from agentsched.profiler.profiler import ProfileError, build_card_set, plan_profile, run_plan
 
         console = Console(stderr=True)
-        base = None
-        if merge and out.exists():
-            base = load_card_set(out)
+        # every check before the progress bar and the measurements: an error is the only stderr line
+        plan = plan_profile(tools, device, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
+                            max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
+        check_output_file(out, "--out", create_parent=True)
+        base = load_card_set(out) if merge and out.exists() else None
         with Progress(TextColumn("[bold]profile[/bold] {task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                       console=console, transient=False) as bar:
@@ -43,18 +46,15 @@ def register(app: typer.Typer) -> None:
             def on_step(label: str, done: int, total: int) -> None:
                 bar.update(task, description=label, completed=done, total=total)
 
-            run = profile(tools, device, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
-                          max_busy_pct=max_busy_pct, max_wait_s=max_wait_s, on_step=on_step,
-                          say=lambda msg: bar.console.print(msg))
+            run = run_plan(plan, on_step=on_step, say=lambda msg: bar.console.print(msg))
         cards = build_card_set(run, name or out.stem, base=base)
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
             cards.save(out)
         except OSError as e:
             raise ProfileError(f"cannot write {out}: {e.strerror}") from None
         t = Table(title=f"{cards.name}: {run.machine.get('cpu')}"
                         + (f" + {run.machine['gpu']}" if run.machine.get("gpu") else "")
-                        + f", size {size}, {runs} runs")
+                        + f", size {plan.size}, {runs} runs")
         for col in ("tool", "device", "load ms", "median ms", "VRAM MB", "spread", "busy %"):
             t.add_column(col, justify="left" if col in ("tool", "device") else "right")
         for m in run.measurements:

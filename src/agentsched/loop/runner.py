@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsched.errors import AgentschedError, MappingError, PolicyError
+from agentsched.errors import AgentschedError, MappingError, PolicyError, TestbedError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
@@ -145,8 +145,9 @@ def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
     """The oracle the metrics compare against: exhaustive search on the noise-free version of the
     testbed when it has one (the simulator: one exact run per mapping), else on the testbed itself
     with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
-    card set in ``cache`` when given. Raises ``AgentschedError`` when the workflow is too large to
-    enumerate or has no feasible mapping."""
+    card set in ``cache`` when given. Raises a one-line ``AgentschedError`` ("no oracle for NAME: ...")
+    when the workflow is too large to enumerate or has no feasible mapping; a ``TestbedError`` (the
+    testbed cannot run a mapping at all, e.g. a GPU placement without CUDA) passes through as is."""
     key = (workflow.name, workflow.card_set.name)
     if cache is not None and key in cache:
         return cache[key]
@@ -154,7 +155,9 @@ def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
     target = noise_free() if callable(noise_free) else testbed
     try:
         res = brute_force(workflow, target, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
-    except ValueError as e:
+    except TestbedError:
+        raise
+    except (AgentschedError, ValueError) as e:
         raise AgentschedError(f"no oracle for {workflow.name}: {e}") from None
     if not res.feasible:
         raise AgentschedError(f"no oracle for {workflow.name}: no feasible mapping")

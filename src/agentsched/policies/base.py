@@ -50,13 +50,6 @@ class RoundResult:
     def ok(self) -> bool:
         return self.status is Status.OK
 
-    @property
-    def median_execution(self) -> Execution:
-        """The run closest to the round's median (for per-task latencies and Gantt charts)."""
-        if self.e2e_ms is None:
-            return self.executions[0]
-        return min(self.executions, key=lambda x: abs((x.e2e_ms or 0.0) - self.e2e_ms))
-
 
 @dataclass
 class Proposal:

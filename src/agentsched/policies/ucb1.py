@@ -15,6 +15,11 @@ is not biased by enumeration order), then the arm maximising
 ``mean reward + sqrt(exploration * ln(plays) / arm plays)`` (UCB1 has exploration = 2); ties are
 broken with ``ctx.rng``. With 16 arms and 20 rounds it explores for 16 rounds and exploits for 4;
 with 81 arms it never leaves the first phase: exploration cost is the point of this baseline.
+
+Arm cap: the arms are held in memory, so a workflow whose decision space has more than
+``MAX_ARMS`` (4096) mappings (e.g. 3^8 = 6561, or 3^16 for a 16-task three-way workflow) is
+refused in ``reset`` with a one-line ``PolicyError`` naming the count and the cap. The count
+(modes^tasks) is checked before anything is enumerated.
 """
 
 from __future__ import annotations
@@ -27,19 +32,28 @@ from agentsched.policies._common import certainly_infeasible, lower_bound_ms
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 
 
+MAX_ARMS = 4096  # most mappings UCB1 holds as arms (2^12 binary, 3^7 = 2187 three-way)
+
+
 class Ucb1Policy(Policy):
     """UCB1 (Auer et al. 2002) with complete feasible mappings as arms."""
 
     name = "ucb1"
 
     def __init__(self, *, exploration: float = 2.0) -> None:
-        if not isinstance(exploration, (int, float)) or exploration < 0:
-            raise PolicyError(f"policy {self.name}: exploration must be >= 0, got {exploration!r}")
+        if (isinstance(exploration, bool) or not isinstance(exploration, (int, float))
+                or not math.isfinite(exploration) or exploration < 0):
+            raise PolicyError(f"policy {self.name}: exploration must be a finite number >= 0, got {exploration!r}")
         self.exploration = float(exploration)  # the constant under the square root (2 in UCB1)
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         wf = ctx.workflow
+        k, n = len(wf.decision_space.modes), len(wf.task_ids)
+        count = k ** n
+        if count > MAX_ARMS:
+            raise PolicyError(f"policy ucb1: {wf.name} has {count} mappings ({k}^{n}), over the arm cap of "
+                              f"{MAX_ARMS}; use a policy that does not enumerate mappings")
         self.arms = [m for m in enumerate_mappings(wf) if not certainly_infeasible(wf, ctx.cards, m)]
         if not self.arms:
             raise PolicyError(f"policy ucb1: every mapping of {wf.name} is certainly infeasible")

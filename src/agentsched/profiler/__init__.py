@@ -3,11 +3,15 @@
 from agentsched.profiler.profiler import (
     Measurement,
     ProfileError,
+    ProfilePlan,
     ProfileRun,
     build_card_set,
     machine_info,
     measure,
+    plan_profile,
     profile,
+    run_plan,
 )
 
-__all__ = ["Measurement", "ProfileError", "ProfileRun", "build_card_set", "machine_info", "measure", "profile"]
+__all__ = ["Measurement", "ProfileError", "ProfilePlan", "ProfileRun", "build_card_set", "machine_info", "measure",
+           "plan_profile", "profile", "run_plan"]

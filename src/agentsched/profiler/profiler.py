@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import math
 import os
 import platform
 import statistics
@@ -233,6 +234,47 @@ def resolve_devices(spec: str) -> list[str]:
     return devices
 
 
+@dataclass(frozen=True)
+class ProfilePlan:
+    """A validated profiler request: what ``run_plan`` will measure, and how."""
+
+    jobs: tuple[tuple[str, str], ...]  # (tool, device) in run order; host-only tools skip the GPU
+    size: str  # "small" or "paper"
+    devices: tuple[str, ...]  # "cpu" and/or "cuda"
+    runs: int  # timed calls per job (median)
+    warmup: int  # untimed calls first
+    seed: int  # seed of weights and inputs
+    busy: str  # busy policy: warn, wait, ignore
+    max_busy_pct: float  # CPU use by others counted as busy (0-100)
+    max_wait_s: float  # with busy="wait": longest wait per tool
+
+
+def plan_profile(
+    tools: str | list[str] = "all", devices: str = "cpu", *, size: str = "small", runs: int = 30,
+    warmup: int = 2, seed: int = 0, busy: str = "warn", max_busy_pct: float = 30.0, max_wait_s: float = 120.0,
+) -> ProfilePlan:
+    """Validate a profiler request without measuring anything (one-line ProfileError otherwise)."""
+    from agentsched.tools import get_tool, parse_size, tools_installed
+
+    if not tools_installed():
+        raise ProfileError("the profiler needs the tools extra: pip install 'agentsched[tools]'")
+    if runs < 1 or warmup < 0:
+        raise ProfileError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    if busy not in BUSY_POLICIES:
+        raise ProfileError(f"unknown busy policy {busy!r} (valid: {', '.join(BUSY_POLICIES)})")
+    if not (math.isfinite(max_busy_pct) and 0 <= max_busy_pct <= 100):
+        raise ProfileError(f"max busy percent must be a number in [0, 100], got {max_busy_pct:g}")
+    if not (math.isfinite(max_wait_s) and max_wait_s >= 0):
+        raise ProfileError(f"max wait must be a finite number of seconds >= 0, got {max_wait_s:g}")
+    size = parse_size(size).value
+    names = resolve_tools(tools)
+    devs = resolve_devices(devices)
+    jobs = tuple((n, d) for n in names for d in devs
+                 if d == "cpu" or get_tool(n, size).has_gpu)  # host-only tools have no GPU figure
+    return ProfilePlan(jobs=jobs, size=size, devices=tuple(devs), runs=runs, warmup=warmup, seed=seed, busy=busy,
+                       max_busy_pct=float(max_busy_pct), max_wait_s=float(max_wait_s))
+
+
 @dataclass
 class ProfileRun:
     """Everything one profiler run measured."""
@@ -250,22 +292,17 @@ def profile(
     say: Callable[[str], None] | None = None,
 ) -> ProfileRun:
     """Measure every (tool, device). ``on_step(label, done, total)`` reports progress."""
-    from agentsched.tools import parse_size, tools_installed
+    plan = plan_profile(tools, devices, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
+                        max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
+    return run_plan(plan, on_step=on_step, say=say)
 
-    if not tools_installed():
-        raise ProfileError("the profiler needs the tools extra: pip install 'agentsched[tools]'")
-    if runs < 1 or warmup < 0:
-        raise ProfileError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
-    if busy not in BUSY_POLICIES:
-        raise ProfileError(f"unknown busy policy {busy!r} (valid: {', '.join(BUSY_POLICIES)})")
-    size = parse_size(size).value
-    names = resolve_tools(tools)
-    devs = resolve_devices(devices)
+
+def run_plan(plan: ProfilePlan, *, on_step: Callable[[str, int, int], None] | None = None,
+             say: Callable[[str], None] | None = None) -> ProfileRun:
+    """Measure a validated plan. ``on_step(label, done, total)`` reports progress."""
     say = say or (lambda msg: None)
-    from agentsched.tools import get_tool
-
-    jobs = [(n, d) for n in names for d in devs
-            if d == "cpu" or get_tool(n, size).has_gpu]  # host-only tools have no GPU figure
+    jobs, size, runs, warmup, seed = plan.jobs, plan.size, plan.runs, plan.warmup, plan.seed
+    busy, max_busy_pct, max_wait_s = plan.busy, plan.max_busy_pct, plan.max_wait_s
     machine = machine_info()
     _warm_imports()
     out: list[Measurement] = []
@@ -281,7 +318,7 @@ def profile(
     return ProfileRun(
         measurements=out, machine=machine,
         loadavg_end=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        settings={"size": size, "runs": runs, "warmup": warmup, "seed": seed, "devices": devs,
+        settings={"size": size, "runs": runs, "warmup": warmup, "seed": seed, "devices": list(plan.devices),
                   "busy_policy": busy, "max_busy_pct": max_busy_pct},
     )
 

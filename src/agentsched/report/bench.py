@@ -1,9 +1,12 @@
-"""The benchmark harness: scenarios x policies x seeds through the closed loop on the simulated
-testbed, metrics against the brute-force oracle, and the outputs (results.json, report.md, PNGs).
+"""The benchmark harness: scenarios x policies x seeds through the closed loop on a testbed (the
+simulator by default, or ``local``: the real tools on this machine), metrics against the brute-force
+oracle, and the outputs (results.json, report.md, PNGs).
 
-It drives only the public API: ``resolve_workflow``, ``make_policy``, ``run_loop``,
-``reference_oracle`` and the metrics. The oracle is computed once per workflow (noise-free
-simulator) and handed to the ``oracle`` reference policy; online policies never see it.
+It drives only the public API: ``resolve_workflow``, ``make_policy``, ``make_testbed``,
+``run_loop``, ``reference_oracle`` and the metrics. The oracle is computed once per workflow (on the
+noise-free simulator; on a testbed without a noise-free version, by exhaustive search there with
+``repeats`` runs per mapping, median) and handed to the ``oracle`` reference policy; online policies
+never see it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentsched.data import paper_tables
 from agentsched.errors import AgentschedError
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics, oracle_view, run_metrics
 from agentsched.loop.runner import LoopRun, reference_oracle, run_loop
@@ -24,7 +28,8 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
 from agentsched.policies.registry import get_spec, make_policy
 from agentsched.scenarios import resolve_workflow
-from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.factory import make_testbed
 
 SCHEMA_VERSION = 1
 DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
@@ -39,18 +44,38 @@ class BenchConfig:
     rounds: int = 20  # rounds per run
     repeats: int = 5  # executions per round (median)
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # one run per seed
-    noise_sigma: float = 0.03  # simulator noise (log-normal sigma per task)
-    cpu_slots: int | None = None  # simulator CPU cap (None: many-core host)
+    testbed: str = "sim"  # "sim" (simulator) or "local" (the real tools on this machine)
+    noise_sigma: float = 0.03  # simulator noise (log-normal sigma per task); unused by local
+    size: str = "small"  # local testbed tool size (small or paper); unused by sim
+    cpu_slots: int | None = None  # sim: CPU cap (None: many-core host); local: CPU workers (None: cores)
     cards: str | None = None  # rebind every workflow to this card set (name or file)
     policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> make_policy kwargs
     ablation: bool = False  # run the agent's S13 ablation too
     gantt_scenario: str = DEFAULT_GANTT_SCENARIO  # scenario of the all-GPU vs oracle Gantt chart
 
+    @property
+    def simulated(self) -> bool:
+        return self.testbed == "sim"
+
+    def testbed_dict(self) -> dict[str, Any]:
+        """results.json ``config.testbed``: the fields that do not apply to the testbed are null."""
+        return {"name": self.testbed, "noise_sigma": self.noise_sigma if self.simulated else None,
+                "size": None if self.simulated else self.size, "cpu_slots": self.cpu_slots}
+
+    def make_testbed(self) -> Testbed:
+        """The testbed this config names (seed 0: each run's noise is seeded by run_loop)."""
+        if self.simulated:
+            return make_testbed("sim", noise_sigma=self.noise_sigma, seed=0, cpu_slots=self.cpu_slots)
+        opts: dict[str, Any] = {"size": self.size}
+        if self.cpu_slots is not None:
+            opts["cpu_workers"] = self.cpu_slots
+        return make_testbed(self.testbed, **opts)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenarios": list(self.scenarios), "policies": list(self.policies), "rounds": self.rounds,
             "repeats": self.repeats, "seeds": list(self.seeds),
-            "testbed": {"name": "sim", "noise_sigma": self.noise_sigma, "cpu_slots": self.cpu_slots},
+            "testbed": self.testbed_dict(),
             "cards": self.cards,
             "policy_options": {p: _jsonable(o) for p, o in self.policy_options.items()},
             "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
@@ -169,8 +194,12 @@ def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
     )
 
 
-def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None) -> BenchResult:
-    """Run every (scenario, policy, seed); ``progress(label)`` is called after each run."""
+def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
+              testbed: Testbed | None = None) -> BenchResult:
+    """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
+    and closes it at the end."""
     for p in config.policies:
         get_spec(p)  # unknown names fail before any work
     workflows: dict[str, Workflow] = {}
@@ -178,22 +207,27 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         wf = resolve_workflow(sc)
         workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
     t0 = time.perf_counter()
-    tb = SimTestbed(noise_sigma=config.noise_sigma, seed=0, cpu_slots=config.cpu_slots)
-    cache: dict[tuple[str, str], OracleResult] = {}
-    oracles = {name: reference_oracle(wf, tb, cache=cache) for name, wf in workflows.items()}
-    views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
-    records: list[BenchRecord] = []
-    for name, wf in workflows.items():
-        for pol in config.policies:
-            opts = dict(config.policy_options.get(pol, {}))
-            if pol == "oracle":
-                opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
-            for seed in config.seeds:
-                policy = make_policy(pol, **opts)
-                run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
-                records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
-                if progress is not None:
-                    progress(f"{name} {pol} seed {seed}")
+    tb = testbed if testbed is not None else config.make_testbed()
+    try:
+        cache: dict[tuple[str, str], OracleResult] = {}
+        oracles = {name: reference_oracle(wf, tb, repeats=config.repeats, cache=cache)
+                   for name, wf in workflows.items()}
+        views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
+        records: list[BenchRecord] = []
+        for name, wf in workflows.items():
+            for pol in config.policies:
+                opts = dict(config.policy_options.get(pol, {}))
+                if pol == "oracle":
+                    opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
+                for seed in config.seeds:
+                    policy = make_policy(pol, **opts)
+                    run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
+                    records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
+                    if progress is not None:
+                        progress(f"{name} {pol} seed {seed}")
+    finally:
+        if testbed is None:
+            tb.close()
     notes: list[str] = []
     ablation = None
     if config.ablation:
@@ -211,6 +245,8 @@ def _run_ablation(config: BenchConfig, notes: list[str]) -> Any:
     wf = resolve_workflow("S13")
     if config.cards:
         wf = wf.with_cards(config.cards)
+    if not config.simulated:
+        notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start)
 
@@ -305,17 +341,14 @@ def results_schema() -> dict[str, Any]:
     return json.loads((resources.files("agentsched.data") / "results.schema.json").read_text())
 
 
-# ---- the paper's figures --------------------------------------------------------------------------
-
-_PAPER: dict[str, Any] | None = None
+# ---- the paper's figures (agentsched.data.paper_tables) --------------------------------------------
 
 
-def paper_tables() -> dict[str, Any]:
-    """The paper's Tables 1-6 as shipped in agentsched/data/paper_tables.json."""
-    global _PAPER
-    if _PAPER is None:
-        _PAPER = json.loads((resources.files("agentsched.data") / "paper_tables.json").read_text())
-    return _PAPER
+def paper_first_match_rounds() -> dict[str, int]:
+    """The paper's first full-match round of its LLM agent per scenario (Table 5: S11 R2, S12 R1, S13 R3)."""
+    t5 = paper_tables()["table5_three_way_S11_S13"]
+    col = t5["columns"].index("first_full_match_round")
+    return {s: row[col] for s, row in t5["rows"].items()}
 
 
 _PAPER_MODE = {"gpu": "gpu_now", "gpu_now": "gpu_now", "cpu": "cpu", "gpu_queue": "gpu_queue"}
@@ -347,14 +380,17 @@ def write_outputs(result: BenchResult, out_dir: str | Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise AgentschedError(f"cannot create output folder {out}: {e.strerror}") from None
-    paths = []
-    doc = results_dict(result)
-    p = out / "results.json"
-    p.write_text(json.dumps(doc, indent=1) + "\n")
-    paths.append(p)
-    images = plots.write_plots(result, out)
-    paths.extend(images)
-    p = out / "report.md"
-    p.write_text(markdown.render_report(result, [i.name for i in images]))
-    paths.append(p)
+    try:
+        paths = []
+        doc = results_dict(result)
+        p = out / "results.json"
+        p.write_text(json.dumps(doc, indent=1) + "\n")
+        paths.append(p)
+        images = plots.write_plots(result, out)
+        paths.extend(images)
+        p = out / "report.md"
+        p.write_text(markdown.render_report(result, [i.name for i in images]))
+        paths.append(p)
+    except OSError as e:
+        raise AgentschedError(f"cannot write the outputs in {out}: {e.strerror or type(e).__name__}") from None
     return paths

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
 from agentsched.report.bench import (
     BenchResult,
     SummaryRow,
+    paper_first_match_rounds,
     paper_mapping_reference_ms,
     paper_oracle,
-    paper_tables,
 )
 
 # our policy -> the paper's row name in Tables 4/5
@@ -20,7 +21,6 @@ PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-ru
 AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm")
 TABLE4 = tuple(f"S{i}" for i in range(1, 11))
 TABLE5 = ("S11", "S12", "S13")
-PAPER_FIRST_MATCH = {"S11": 2, "S12": 1, "S13": 3}  # Table 5, LLM first full-match round
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -71,11 +71,17 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     t5 = [s for s in scen if s in TABLE5]
     other = [s for s in scen if s not in TABLE4 and s not in TABLE5]
     paper = paper_tables()
+    paper_first = paper_first_match_rounds()  # Table 5, LLM first full-match round
     parts: list[str] = []
 
     parts.append("# agentsched benchmark report\n")
+    if cfg.simulated:
+        bed = f"Simulated testbed (noise sigma {cfg.noise_sigma:g})"
+    else:
+        bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
+               + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")
     parts.append(
-        f"Simulated testbed (noise sigma {cfg.noise_sigma:g}), {cfg.rounds} rounds x {cfg.repeats} executions "
+        f"{bed}, {cfg.rounds} rounds x {cfg.repeats} executions "
         f"(round E2E = median), seeds {', '.join(map(str, cfg.seeds))}; cards: "
         f"{cfg.cards or 'each workflow’s own'}. Runs took {result.wall_s:.1f} s. "
         "Cells show ours / the paper's (Lu & Reda, arXiv:2607.22242) where the paper has a figure; "
@@ -84,7 +90,8 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         parts.append("\n".join(f"- Note: {n}" for n in result.notes) + "\n")
 
     # ---- oracles ------------------------------------------------------------------------------------
-    parts.append("\n## Oracles: ours (noise-free simulator) vs the paper (Table 3, Figure 5, Table 5)\n")
+    where = "noise-free simulator" if cfg.simulated else f"{cfg.testbed} testbed, median of {cfg.repeats} runs"
+    parts.append(f"\n## Oracles: ours ({where}) vs the paper (Table 3, Figure 5, Table 5)\n")
     parts.append("Every other table is relative to *our* oracle. 'paper map here' is the E2E of the paper's "
                  "oracle mapping in our simulator over our oracle's; 'equivalent' counts the mappings within "
                  f"{EQUIVALENCE_TOLERANCE:.0%} of our oracle, against which placement matches are counted "
@@ -140,7 +147,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     if t5:
         parts.append("\n## Table 5: three-way decision space with a VRAM budget, S11-S13\n")
         parts.append("E2E in ms: mem-greedy and agent = median over seeds of the best round's measured "
-                     "median; oracle = noise-free. First round = first oracle-equivalent round (within "
+                     f"median; oracle = {'noise-free' if cfg.simulated else 'its search median'}. First round = first oracle-equivalent round (within "
                      f"{EQUIVALENCE_TOLERANCE:.0%}; the paper counts its first 4/4 match), median over the "
                      "seeds that reached it, 0-based like the paper's R0.\n\n")
         agents = [a for a in AGENTS if a in policies]
@@ -188,7 +195,8 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
 
     # ---- E2E / oracle (Figure 5 numbers) -------------------------------------------------------------
     parts.append("\n## E2E / oracle (Figure 5 layout)\n")
-    parts.append("Reference (noise-free) E2E of the best round's mapping over the oracle's, mean over seeds; "
+    parts.append(f"Reference ({'noise-free' if cfg.simulated else 'oracle search'}) E2E of the best round's "
+                 "mapping over the oracle's, mean over seeds; "
                  "in brackets the last round's. OOM: no feasible round.\n\n")
     trows = []
     for s in scen:
@@ -215,7 +223,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
             first = "never" if sr.first_equivalent_median is None else \
                 f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
             cells.append(f"{first}, {sr.executions_mean:g} ex")
-        pf = PAPER_FIRST_MATCH.get(s)
+        pf = paper_first.get(s)
         trows.append([s] + cells + ["-" if pf is None else f"R{pf}"])
     parts.append(_table(["scenario"] + policies + ["paper LLM first match"], trows))
 

@@ -134,6 +134,12 @@ class LocalTestbed(Testbed):
                 f"has no CUDA GPU: use --testbed sim, or map every task to cpu"
             )
 
+    def preflight(self, workflow: Workflow) -> None:
+        """Fail before any run when GPU placements cannot run here: every decision space offers
+        gpu_now, and the oracle search and the policies place tasks there. Raises the one-line
+        TestbedError that ``run`` would raise for the first GPU placement."""
+        self._check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
+
     # ---- tools -------------------------------------------------------------------------------
     def _base_and_k(self, workflow: Workflow, task: str) -> tuple[str, int]:
         from agentsched.tools import parse_tool_name

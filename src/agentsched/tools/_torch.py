@@ -11,10 +11,6 @@ import torch
 from agentsched.errors import TestbedError
 
 
-def cuda_available() -> bool:
-    return torch.cuda.is_available()
-
-
 def require_cuda() -> None:
     if not torch.cuda.is_available():
         raise TestbedError(

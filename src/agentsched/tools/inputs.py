@@ -7,7 +7,6 @@ seed gives the same bytes on every machine. Generators that plant something a te
 
 from __future__ import annotations
 
-import io
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -195,7 +194,3 @@ def search_corpus(n_docs: int, seed: int) -> list[dict[str, str]]:
 def search_queries(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [f"{rng.choice(_ADJS)} {rng.choice(_OBJECTS)}" for _ in range(n)]
-
-
-def to_bytes_io(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)

@@ -1,0 +1,73 @@
+"""Output files and folders of the CLI commands: checked before the work, written after it.
+
+A command that writes a file (``run --json``, ``ablation --json``, ``profile --out``) or a folder
+(``bench --out``) calls ``check_output_file`` / ``prepare_output_dir`` before it runs anything,
+so an unwritable destination costs one line on stderr, not a finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import AgentschedError
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def check_output_file(path: str | Path, flag: str, *, create_parent: bool = False) -> Path:
+    """Fail in one line unless ``path`` can be written: its folder exists (``create_parent``: is
+    created now), it is not a folder, and a file can be created (or appended to) there. Leaves no
+    file behind; an existing file is untouched."""
+    p = Path(path)
+    parent = p.parent
+    if create_parent and not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise AgentschedError(f"{flag}: cannot create folder {parent}: {_reason(e)}") from None
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise AgentschedError(f"{flag}: folder {parent} {what}")
+    if p.is_dir():
+        raise AgentschedError(f"{flag}: {p} is a folder")
+    try:
+        if p.exists():
+            with open(p, "a"):  # opening for append writes nothing
+                pass
+        else:
+            with open(p, "x"):
+                pass
+            p.unlink()
+    except OSError as e:
+        raise AgentschedError(f"{flag}: cannot write {p}: {_reason(e)}") from None
+    return p
+
+
+def prepare_output_dir(path: str | Path) -> Path:
+    """Create output folder ``path`` (and its parents) and check that files can be written in it."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AgentschedError(f"cannot create output folder {out}: {_reason(e)}") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".agentsched-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise AgentschedError(f"cannot write in output folder {out}: {_reason(e)}") from None
+    return out
+
+
+def write_json(path: str | Path, doc: Any, indent: int = 1) -> None:
+    """Write ``doc`` as JSON (one-line error when the write fails after all)."""
+    try:
+        Path(path).write_text(json.dumps(doc, indent=indent) + "\n")
+    except OSError as e:
+        raise AgentschedError(f"cannot write {path}: {_reason(e)}") from None
