@@ -274,3 +274,11 @@ def test_a_tool_that_cannot_load_is_an_error_execution():
     tb = LocalTestbed(size="small", tool_factory=lambda name, size, seed=0: Broken(name, []))
     ex = tb.run(wf({"A": "groupby"}), dict(A=C))
     assert ex.status is Status.ERROR and ex.message == "task A (groupby) failed to load: OSError: weights missing"
+
+
+def test_host_only_tool_on_a_gpu_mode_runs_on_the_cpu_without_cuda():
+    # log_analyzer has no GPU implementation: a gpu placement is a CPU task, so no CUDA is needed
+    f = FakeFactory(log_analyzer={"has_gpu": False})
+    tb = LocalTestbed(size="small", device="cpu", tool_factory=f)
+    ex = tb.run(wf({"A": "log_analyzer", "B": "groupby"}, [("A", "B")]), {"A": N, "B": C})
+    assert ex.ok and ex.span("A").mode is N and ex.span("A").vram_mb == 0

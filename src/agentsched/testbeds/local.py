@@ -126,7 +126,9 @@ class LocalTestbed(Testbed):
         return self.device != "cpu" and self._real_cuda()
 
     def _check_gpu(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
-        on_gpu = [t for t in workflow.task_ids if mapping[t] is not Mode.CPU]
+        # host-only tools on a GPU mode run as CPU tasks (rules.Dispatcher), so they need no CUDA
+        cards = workflow.task_cards
+        on_gpu = [t for t in workflow.task_ids if mapping[t] is not Mode.CPU and cards[t].has_gpu]
         if on_gpu and not self._cuda_available():
             t = on_gpu[0]
             raise TestbedError(
