@@ -3,7 +3,7 @@ figures beside ours, the oracles side by side, E2E/oracle, convergence and regre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentsched.data import paper_tables
@@ -43,6 +43,12 @@ def _vs(ours: str, paper: Any) -> str:
         return ours
     p = str(paper)
     return f"{ours} / {p}" if ours == p else f"**{ours}** / {p}"
+
+
+def _grid(scenarios: Sequence[str], policies: Sequence[str], rows: dict[tuple[str, str], SummaryRow],
+          cell: Callable[[SummaryRow], str]) -> list[list[str]]:
+    """One table row per scenario, one ``cell(summary)`` per policy ("-" where it did not run)."""
+    return [[s] + ["-" if rows.get((s, p)) is None else cell(rows[(s, p)]) for p in policies] for s in scenarios]
 
 
 def _match_cell(s: SummaryRow) -> str:
@@ -198,13 +204,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     parts.append(f"Reference ({'noise-free' if cfg.simulated else 'oracle search'}) E2E of the best round's "
                  "mapping over the oracle's, mean over seeds; "
                  "in brackets the last round's. OOM: no feasible round.\n\n")
-    trows = []
-    for s in scen:
-        cells = []
-        for p in policies:
-            sr = rows.get((s, p))
-            cells.append("-" if sr is None else f"{_ratio(sr.best_ratio_mean)} ({_ratio(sr.final_ratio_mean)})")
-        trows.append([s] + cells)
+    trows = _grid(scen, policies, rows, lambda sr: f"{_ratio(sr.best_ratio_mean)} ({_ratio(sr.final_ratio_mean)})")
     parts.append(_table(["scenario"] + policies, trows))
 
     # ---- convergence ---------------------------------------------------------------------------------
@@ -212,41 +212,26 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     parts.append("First oracle-equivalent round (median over the seeds that reached it; seeds reaching it) "
                  "and executions per run including probes. The paper reports first full-match rounds only "
                  "for its LLM agent on S11-S13.\n\n")
-    trows = []
-    for s in scen:
-        cells = []
-        for p in policies:
-            sr = rows.get((s, p))
-            if sr is None:
-                cells.append("-")
-                continue
-            first = "never" if sr.first_equivalent_median is None else \
-                f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
-            cells.append(f"{first}, {sr.executions_mean:g} ex")
-        pf = paper_first.get(s)
-        trows.append([s] + cells + ["-" if pf is None else f"R{pf}"])
+    def convergence(sr: SummaryRow) -> str:
+        first = "never" if sr.first_equivalent_median is None else \
+            f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
+        return f"{first}, {sr.executions_mean:g} ex"
+
+    trows = [row + ["-" if paper_first.get(row[0]) is None else f"R{paper_first[row[0]]}"]
+             for row in _grid(scen, policies, rows, convergence)]
     parts.append(_table(["scenario"] + policies + ["paper LLM first match"], trows))
 
     parts.append("\n## Cumulative regret\n")
     parts.append("Sum over every execution (probes included) of E2E minus the oracle's E2E, over oracle E2E "
                  "x executions; mean over seeds. An infeasible execution is charged the whole time it ran "
                  "before failing; 'oom k' = infeasible executions per run.\n\n")
-    trows = []
-    for s in scen:
-        cells = []
-        for p in policies:
-            sr = rows.get((s, p))
-            if sr is None:
-                cells.append("-")
-                continue
-            cell = f"{sr.regret_mean:.3f}"
-            if sr.infeasible_executions_mean:
-                cell += f" (oom {sr.infeasible_executions_mean:g})"
-            if sr.best_ratio_mean is None:
-                cell = f"n/a, never feasible (oom {sr.infeasible_executions_mean:g})"
-            cells.append(cell)
-        trows.append([s] + cells)
-    parts.append(_table(["scenario"] + policies, trows))
+    def regret(sr: SummaryRow) -> str:
+        if sr.best_ratio_mean is None:
+            return f"n/a, never feasible (oom {sr.infeasible_executions_mean:g})"
+        oom = f" (oom {sr.infeasible_executions_mean:g})" if sr.infeasible_executions_mean else ""
+        return f"{sr.regret_mean:.3f}{oom}"
+
+    parts.append(_table(["scenario"] + policies, _grid(scen, policies, rows, regret)))
 
     if images:
         parts.append("\n## Plots\n\n" + "\n".join(f"![{i}]({i})" for i in images) + "\n")
