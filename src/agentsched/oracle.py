@@ -18,7 +18,7 @@ from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 
-MAX_ORACLE_TASKS = 12
+MAX_ORACLE_MAPPINGS = 60_000  # 3^10 = 59,049: about 10 s on the simulator; 3^12 took ~2 min
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +84,11 @@ def brute_force(
     one run per mapping is exact; False measures the median of ``repeats`` noisy runs instead.
     """
     n = len(workflow.tasks)
-    if n > MAX_ORACLE_TASKS:
+    k = len(workflow.decision_space.modes)
+    if k**n > MAX_ORACLE_MAPPINGS:
         raise AgentschedError(
-            f"brute force over {n} tasks is too large ({len(workflow.decision_space.modes)}^{n} mappings; "
-            f"limit {MAX_ORACLE_TASKS} tasks)"
+            f"brute force over {n} tasks is too large ({k}^{n} = {k**n:,} mappings; "
+            f"limit {MAX_ORACLE_MAPPINGS:,})"
         )
     if repeats < 1:
         raise AgentschedError(f"repeats must be >= 1, got {repeats}")

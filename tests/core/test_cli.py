@@ -82,7 +82,8 @@ BAD = [
     (["nosuch"], "No such command 'nosuch'"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "x.txt"], "unsupported format"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "/nonexistent/x.png"], "does not exist"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "--noise must be a finite number"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "--noise must be a number in [0, 1]"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "400"], "--noise must be a number in [0, 1]"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "--cpu-slots must be >= 1"),
 ]
 
@@ -113,12 +114,34 @@ def test_bad_workflow_file_gives_one_line_error(cli, tmp_path, text, needle):
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
 
 
-def test_oracle_over_the_task_limit_is_one_line(cli, tmp_path):
-    tasks = "\n".join(f"  T{i}: {{tool: groupby}}" for i in range(13))
+def test_oracle_over_the_mapping_limit_is_one_line(cli, tmp_path):
+    tasks = "\n".join(f"  T{i}: {{tool: groupby}}" for i in range(11))
     code, _, err = cli("oracle", _wf(tmp_path, f"decision_space: three_way\ntasks:\n{tasks}"))
-    assert code == 2 and err.strip() == "error: brute force over 13 tasks is too large (3^13 mappings; limit 12 tasks)"
+    assert code == 2
+    assert err.strip() == "error: brute force over 11 tasks is too large (3^11 = 177,147 mappings; limit 60,000)"
 
 
 def test_gantt_to_a_folder_is_refused_before_running(cli, tmp_path):
     code, out, err = cli("simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", str(tmp_path))
     assert code == 2 and out == "" and "is a folder" in err
+
+
+@pytest.mark.parametrize("name", ["[bold", "[/]", "[red]A[/red]"])
+def test_markup_like_names_print_as_themselves(cli, tmp_path, name):
+    code, out, err = cli("show", _wf(tmp_path, f"name: '{name}'\ntasks: {{'{name}': {{tool: clip}}}}"))
+    assert code == 0 and name in out, err
+
+
+def test_non_regular_and_binary_input_files(cli, tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    code, _, err = cli("show", str(fifo))
+    assert code == 2 and "not a regular file" in err
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    code, _, err = cli("show", str(binary))
+    assert code == 2 and "not UTF-8 text" in err
+    code, _, err = cli("show", "S13", "--cards", "/dev/zero")
+    assert code == 2 and err.strip() == "error: card file /dev/zero: not a regular file"

@@ -110,6 +110,11 @@ def _write(tmp_path, text, name="w.yaml"):
     ("- 1\n- 2", "expected a mapping"),
     ("tasks: {A: {tool: clip}}\nedges: [[A]]", "not a [from, to] pair"),
     ("tasks:\n  A: {tool: clip}\n  A: {tool: ocr}", "duplicate key 'A'"),
+    ("tasks:\n  ? [a, b]\n  : clip", "a mapping key must be a plain value"),
+    ("tasks: {A: {tool: clip, repeat: 10000000}}", "repeat"),
+    ("tasks: {A: {tool: clip_x1000000, repeat: 2}}", "exceeds 1,000,000"),
+    ("tasks: {A: {tool: clip}}\nedges: [[A, [B]]]", "endpoints must be task ids"),
+    ("tasks: {A: " + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
     ("tasks: {A: {tool: clip, repeat: .nan}}", "repeat"),
     ("tasks: {A: {tool: clip}}\nvram_budget_mb: .nan", "vram_budget_mb"),
 ])
@@ -156,3 +161,15 @@ def test_oracle_on_noisy_testbed_uses_median_of_repeats():
     exact = brute_force(wf, SimTestbed(noise_sigma=0.03))
     assert exact.executions == 16  # the simulator's expected values: one exact run per mapping
     assert exact.best.mapping == res.best.mapping
+
+
+def test_yaml_merge_keys_still_work(tmp_path):
+    wf = resolve_workflow(_write(tmp_path, "tasks:\n  A: &b {tool: clip}\n  B: {<<: *b, repeat: 3}\n"))
+    assert wf.task_cards["B"].name == "clip_x3"
+
+
+def test_card_bounds(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('{"cards": {"x": {"cpu_ms": 1e300}}}')
+    with pytest.raises(CardError, match="cpu_ms"):
+        load_card_set(p)

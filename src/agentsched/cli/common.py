@@ -13,11 +13,13 @@ from agentsched.errors import AgentschedError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.sim import MAX_NOISE_SIGMA
 from agentsched.testbeds.factory import make_testbed
 
 # wide tables when piped (docs, CI logs); the terminal width when interactive
-console = Console(width=None if sys.stdout.isatty() else 150)
-err_console = Console(stderr=True)
+# markup off: task ids, names and messages are user text ("[bold" must print as itself, not crash)
+console = Console(width=None if sys.stdout.isatty() else 150, markup=False)
+err_console = Console(stderr=True, markup=False)
 
 TESTBED_HELP = "sim (simulated, default) or local (real tools on this machine)"
 SIZE_HELP = "local testbed model size: small (tiny configs) or paper"
@@ -33,8 +35,8 @@ def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
 def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
                   cpu_slots: int | None = None) -> Testbed:
     """The testbed a command asked for."""
-    if noise is not None and not (math.isfinite(noise) and noise >= 0):
-        raise AgentschedError(f"--noise must be a finite number >= 0, got {noise}")
+    if noise is not None and not (math.isfinite(noise) and 0 <= noise <= MAX_NOISE_SIGMA):
+        raise AgentschedError(f"--noise must be a number in [0, {MAX_NOISE_SIGMA:g}], got {noise}")
     if cpu_slots is not None and cpu_slots < 1:
         raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
     if kind == "sim":

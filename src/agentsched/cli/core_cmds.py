@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from agentsched.cli.common import (
     CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
                 "tasks": {t: tc[t].model_dump(mode="json") for t in wf.task_ids},
             })
             return
-        console.print(f"[bold]{wf.name}[/bold] {wf.description}")
+        console.print(Text.assemble((wf.name, "bold"), f" {wf.description}"))
         console.print(f"decision space: {wf.decision_space.value}; VRAM budget: "
                       f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
                       f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
@@ -142,6 +143,9 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow, cards)
         tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
                            cpu_slots=cpu_slots)
+        preflight = getattr(tb, "preflight", None)  # the local testbed: no CUDA -> one line, before any run
+        if preflight is not None:
+            preflight(wf)
         try:
             res = brute_force(wf, tb, repeats=repeats)
         finally:

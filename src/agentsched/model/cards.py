@@ -19,6 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentsched.errors import CardError
 
+# Sanity bounds: beyond them a card is a typo, and float time would overflow in the simulator.
+MAX_MS = 1e9  # ~11.6 days for one call
+MAX_VRAM_MB = 1e9
+MAX_CONTENTION = 1e3
+MAX_REPEAT = 1_000_000  # amplification K of name_xK times a task's repeat
+
 _AMPLIFIED_RE = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
 
 # Simulator contention parameters by tag, used when a card gives none (see testbeds/contention.py).
@@ -41,14 +47,14 @@ class ToolCard(BaseModel):
 
     name: str = Field(min_length=1)  # tool name, e.g. "clip" or "clip_x12"
     workload: str = ""  # one-line description shown to schedulers in cold start
-    cpu_ms: float = Field(gt=0)  # median latency of one call on the CPU, isolated
-    gpu_ms: float | None = Field(default=None, gt=0)  # same on the GPU; None: no GPU implementation
-    load_ms: float | None = Field(default=None, ge=0)  # model load-in paid by gpu_queue admission
-    vram_mb: float | None = Field(default=None, ge=0)  # GPU memory held while on the GPU
+    cpu_ms: float = Field(gt=0, le=MAX_MS)  # median latency of one call on the CPU, isolated
+    gpu_ms: float | None = Field(default=None, gt=0, le=MAX_MS)  # same on the GPU; None: no GPU implementation
+    load_ms: float | None = Field(default=None, ge=0, le=MAX_MS)  # model load-in paid by gpu_queue admission
+    vram_mb: float | None = Field(default=None, ge=0, le=MAX_VRAM_MB)  # GPU memory held while on the GPU
     tags: tuple[str, ...] = ()  # e.g. compute-bound, memory-bound, compute-light, io-bound, neutral
     # Simulator-only contention parameters (None: default by tag); see testbeds/contention.py.
-    contention_sensitivity: float | None = Field(default=None, ge=0)
-    contention_pressure: float | None = Field(default=None, ge=0)
+    contention_sensitivity: float | None = Field(default=None, ge=0, le=MAX_CONTENTION)
+    contention_pressure: float | None = Field(default=None, ge=0, le=MAX_CONTENTION)
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -148,6 +154,8 @@ class CardSet(BaseModel):
                 )
             base, k = m.group("base"), int(m.group("k"))
         total_k = k * repeat
+        if total_k > MAX_REPEAT:
+            raise CardError(f"tool {tool!r} x {repeat}: amplification {total_k} exceeds {MAX_REPEAT:,}")
         explicit = f"{base}_x{total_k}"
         if total_k > 1 and explicit in self.cards:
             return self.cards[explicit]
@@ -158,6 +166,23 @@ class CardSet(BaseModel):
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
+
+
+MAX_INPUT_BYTES = 16 * 1024 * 1024  # workflow and card files are small; refuse devices and huge files
+
+
+def read_small_text(path: Path, kind: str) -> str:
+    """A regular, UTF-8 file of at most MAX_INPUT_BYTES; ValueError with a one-line reason otherwise."""
+    try:
+        if not path.is_file():
+            raise ValueError(f"{kind} {path}: not a regular file")
+        if path.stat().st_size > MAX_INPUT_BYTES:
+            raise ValueError(f"{kind} {path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{kind} {path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ValueError(f"{kind} {path}: {e.strerror}") from None
 
 
 def _validation_summary(err: ValidationError) -> str:
@@ -201,9 +226,11 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
             f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
         )
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_small_text(path, "card file"))
     except json.JSONDecodeError as e:
         raise CardError(f"card file {s}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except OSError as e:
-        raise CardError(f"card file {s}: {e.strerror}") from None
+    except RecursionError:
+        raise CardError(f"card file {s}: nested too deeply") from None
+    except ValueError as e:  # read_small_text: not a regular file, too large, not UTF-8
+        raise CardError(str(e)) from None
     return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem)

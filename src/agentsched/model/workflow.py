@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.model.cards import CardSet, ToolCard, load_card_set
+from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set, read_small_text
 
 
 class Mode(str, enum.Enum):
@@ -63,7 +63,7 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
-    repeat: int = Field(default=1, ge=1)  # amplification K
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)  # amplification K
 
     @property
     def tool_label(self) -> str:
@@ -98,9 +98,11 @@ class Workflow(BaseModel):
             return ()
         if isinstance(v, list):
             out = []
-            for e in v:
+            for i, e in enumerate(v):  # never str() an edge: YAML aliases can make it huge
                 if not isinstance(e, (list, tuple)) or len(e) != 2:
-                    raise ValueError(f"edge {e!r} is not a [from, to] pair")
+                    raise ValueError(f"edge #{i + 1} is not a [from, to] pair")
+                if not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in e):
+                    raise ValueError(f"edge #{i + 1}: endpoints must be task ids")
                 out.append((str(e[0]), str(e[1])))
             return tuple(out)
         return v
@@ -195,9 +197,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        self.flatten_mapping(node)  # resolve merge keys (<<: *anchor) first, as SafeLoader does
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -243,9 +249,9 @@ def load_workflow_file(path: str | Path) -> Workflow:
     if not p.exists():
         raise WorkflowError(f"workflow file not found: {p}")
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise WorkflowError(f"cannot read workflow file {p}: {e.strerror}") from None
+        text = read_small_text(p, "workflow file")
+    except ValueError as e:
+        raise WorkflowError(str(e)) from None
     try:
         if p.suffix == ".json":
             data = json.loads(text)
@@ -253,6 +259,8 @@ def load_workflow_file(path: str | Path) -> Workflow:
             data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except RecursionError:
+        raise WorkflowError(f"{p}: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

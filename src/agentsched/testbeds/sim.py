@@ -16,6 +16,7 @@ import math
 import random
 from collections.abc import Mapping
 
+from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
@@ -23,6 +24,7 @@ from agentsched.testbeds.contention import gpu_rates
 from agentsched.testbeds.rules import Dispatcher, Infeasible
 
 _EPS = 1e-9
+MAX_NOISE_SIGMA = 1.0  # log-normal sigma; 1.0 already spreads latencies by e^+-1 (one sigma)
 
 
 def _vram_point(timeline: list[tuple[float, float]], now: float, vram_mb: float) -> None:
@@ -41,10 +43,10 @@ class SimTestbed(Testbed):
     def __init__(
         self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None
     ) -> None:
-        if noise_sigma < 0:
-            raise ValueError(f"noise_sigma must be >= 0, got {noise_sigma}")
+        if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
+            raise TestbedError(f"noise_sigma must be in [0, {MAX_NOISE_SIGMA:g}], got {noise_sigma}")
         if cpu_slots is not None and cpu_slots < 1:
-            raise ValueError(f"cpu_slots must be >= 1, got {cpu_slots}")
+            raise TestbedError(f"cpu_slots must be >= 1, got {cpu_slots}")
         self.noise_sigma = noise_sigma  # log-normal sigma of per-task multiplicative noise
         self.cpu_slots = cpu_slots  # cap on concurrent CPU tasks (None: unbounded many-core host)
         self.rng = random.Random(seed)  # default generator when run() gets none
@@ -122,6 +124,8 @@ class SimTestbed(Testbed):
                 ):
                     rates[t] = r
             dt = min(s[0] / rates[t] for t, s in state.items())
+            if not math.isfinite(dt) or not math.isfinite(now + dt):  # card values beyond float range
+                raise TestbedError(f"{workflow.name}: simulated time overflowed (card latencies too large)")
             now += dt
             finished: list[str] = []
             for t, s in state.items():
