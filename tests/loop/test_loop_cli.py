@@ -228,14 +228,15 @@ def test_run_without_an_oracle_for_a_large_workflow(tmp_path, cli):
 
     big = tmp_path / "big.yaml"
     big.write_text(yaml.safe_dump({"name": "big", "cards": "a5500", "edges": [],
-                                   "tasks": {f"T{i:02d}": "web_search" for i in range(13)}}))
+                                   "tasks": {f"T{i:02d}": "web_search" for i in range(17)}}))
     code, out, err = cli("run", str(big), "-p", "heft", "--rounds", "1", "--repeats", "1")
     assert code == 0, err
-    assert out.splitlines()[0] == ("note: no oracle for big: brute force over 13 tasks is too large "
-                                   "(2^13 mappings; limit 12 tasks); running without it")
+    assert out.splitlines()[0] == ("note: no oracle for big: brute force over 17 tasks is too large "
+                                   "(2^17 = 131,072 mappings; limit 60,000); running without it")
     code, out, err = cli("run", str(big), "-p", "oracle", "--rounds", "1", "--repeats", "1")
     assert code != 0
-    assert err.strip() == "error: no oracle for big: brute force over 13 tasks is too large (2^13 mappings; limit 12 tasks)"
+    assert err.strip() == ("error: no oracle for big: brute force over 17 tasks is too large "
+                           "(2^17 = 131,072 mappings; limit 60,000)")
 
 
 # ---- output paths are checked before the work ---------------------------------------------------
