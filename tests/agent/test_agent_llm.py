@@ -279,3 +279,96 @@ def test_cli_env_temperature_nan_is_one_line(cli, monkeypatch):
                          "--llm-model", "m", "--rounds", "1", "--repeats", "1")
     assert code != 0 and out == ""
     assert err.splitlines() == ["error: AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"]
+
+
+# ---- preflight, permanent errors, the bench's shared breaker ---------------------------------------
+def test_cli_run_and_bench_preflight_a_refused_endpoint_in_one_line(cli):
+    url = _refused_url()
+    for argv in (("run", "S1", "-p", "agent-llm"), ("bench", "--scenarios", "S1", "--policies", "agent-llm")):
+        code, out, err = cli(*argv, "--llm-base-url", url, "--llm-model", "m", "--llm-timeout", "1",
+                             "--rounds", "1", "--repeats", "1")
+        assert code != 0 and out == ""
+        assert err.splitlines() == [f"error: LLM endpoint {url} is not usable: connection refused"]
+
+
+def test_cli_run_preflight_http_error_and_not_a_completion(cli, serve):
+    for reply, reason in (((401, error_body("bad key", "authentication_error")), "HTTP 401: "),
+                          ((200, {"hello": "world"}), "the answer is not a chat completion")):
+        server, script = serve(lambda body, s, r=reply: r)
+        code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
+                             "scripted", "--llm-timeout", "1", "--rounds", "1", "--repeats", "1")
+        assert code != 0 and out == "" and script.calls == 1  # one request, no run
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: LLM endpoint {server.base_url} is not usable: {reason}")
+
+
+def test_preflight_is_one_cheap_request_and_the_run_goes_on(cli, serve):
+    server, _ = serve(GOOD)
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
+                         "scripted", "--rounds", "1", "--repeats", "1", "--no-oracle")
+    assert code == 0, err
+    assert server.requests[0]["max_tokens"] == 1 and len(server.requests) >= 2
+
+
+@pytest.mark.parametrize("reply", [
+    lambda body, s: (404, error_body("model scripted does not exist", "not_found_error")),
+    lambda body, s: (401, error_body("bad key", "authentication_error")),
+    lambda body, s: (200, {"object": "list", "data": []}),  # not a chat completion
+])
+def test_permanent_errors_open_the_circuit_at_once(serve, caplog, reply):
+    server, script = serve(reply)
+    caplog.set_level(logging.WARNING, logger="agentsched.agent")
+    policy, r = run(workflow(budget_mb=800), server.base_url, rounds=4)
+    assert script.calls == 1 and policy.llm.circuit_open  # round 0 asked once; rounds 1-3 did not
+    assert r.records[0].proposal_info["circuit_open"].startswith("circuit open after a permanent error")
+    assert all(rec.proposal_info["fallback"].startswith("endpoint not called") for rec in r.records[1:])
+    assert len([x for x in caplog.records if "circuit open" in x.getMessage()]) == 1  # logged once
+
+
+def test_bench_shares_the_breaker_across_runs(serve):
+    from agentsched.report.bench import BenchConfig, run_bench
+
+    server, script = serve(lambda body, s: (403, error_body("forbidden", "permission_error")))
+    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=3, repeats=1, seeds=(0, 1, 2),
+                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "scripted",
+                                                               "timeout_s": 0.5}}})
+    res = run_bench(config)
+    assert len(res.records) == 3 and script.calls == 1  # seeds 1 and 2 never called the endpoint
+    assert any(n.startswith("agent-llm: the LLM endpoint failed in S1 seed 0") for n in res.notes)
+
+
+# ---- answers that break the parser; endpoint URLs --------------------------------------------------
+def test_deeply_nested_json_is_an_invalid_answer(serve):
+    deep = '{"mapping": ' + "[" * 100000
+    with pytest.raises(AgentschedError, match="nested too deeply"):
+        parse_answer(deep, workflow())
+    server, script = serve(deep, deep, deep, GOOD)
+    _, r = run(binary(), server.base_url, rounds=2)
+    first = r.records[0].proposal_info
+    assert "nested too deeply" in first["fallback"] and len(first["response"]) == 4  # 3 attempts + fallback
+    assert r.rounds[1].mapping == GOOD_MAP
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://[::1", "llm base_url is not a valid URL: 'http://[::1' (Invalid IPv6 URL)"),
+    ("http://h:99999/v1", "llm base_url is not a valid URL: 'http://h:99999/v1' (Port out of range 0-65535)"),
+    ("ftp://host/v1", "llm base_url must be an http:// or https:// URL with a host "
+                      "(or gguf:/path/to/model.gguf), got 'ftp://host/v1'"),
+    ("localhost:8000", "llm base_url must be an http:// or https:// URL with a host "
+                       "(or gguf:/path/to/model.gguf), got 'localhost:8000'"),
+    ("http:///v1", "llm base_url must be an http:// or https:// URL with a host "
+                   "(or gguf:/path/to/model.gguf), got 'http:///v1'"),
+])
+def test_config_rejects_bad_urls(url, message):
+    with pytest.raises(PolicyError) as e:
+        LLMConfig.from_options({"base_url": url, "model": "m"}, {})
+    assert str(e.value) == message
+    assert LLMConfig.from_options({"base_url": "HTTPS://api.example.com/v1/", "model": "m"}, {}).base_url == \
+        "HTTPS://api.example.com/v1"
+
+
+def test_cli_env_base_url_is_checked_in_one_line(cli, monkeypatch):
+    monkeypatch.setenv("AGENTSCHED_LLM_BASE_URL", "http://[::1")
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-model", "m", "--rounds", "1", "--repeats", "1")
+    assert code != 0 and out == ""
+    assert err.splitlines() == ["error: AGENTSCHED_LLM_BASE_URL is not a valid URL: 'http://[::1' (Invalid IPv6 URL)"]

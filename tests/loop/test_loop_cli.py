@@ -197,7 +197,7 @@ def test_bench_runs_the_agent_ablation_on_s13(cli, tmp_path, monkeypatch):
         def to_dict(self):
             return {"variants": {"full": "4/4"}}
 
-    def run_ablation(workflow, *, rounds, repeats, seeds, start):
+    def run_ablation(workflow, *, rounds, repeats, seeds, start, **_):
         calls.append((workflow.name, rounds, repeats, seeds, start))
         return Result()
 

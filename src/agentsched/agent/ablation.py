@@ -191,12 +191,17 @@ def run_ablation(
     start: str = "warm",
     initial: str | tuple[str, ...] = INITIALS,
     variants: tuple[Variant, ...] = VARIANTS,
+    paper: bool | None = None,
 ) -> AblationResult:
     """Run every variant for every seed on the simulated testbed with default noise, from each
     round-0 rule in ``initial`` (by default both: with the rules' prior, and without one)."""
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
+    if paper is None:  # the paper's Table 6 columns: only for the built-in S13 itself
+        from agentsched.report.bench import is_paper_scenario
+
+        paper = workflow.name == PAPER_SCENARIO and is_paper_scenario(workflow)
     initials = (initial,) if isinstance(initial, str) else tuple(initial)
     bad = [i for i in initials if i not in INITIALS]
     if bad or not initials:
@@ -226,5 +231,5 @@ def run_ablation(
     return AblationResult(
         workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
         oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6() if workflow.name == PAPER_SCENARIO else {},
+        tables=tuple(tables), paper=paper_table6() if paper else {},
     )

@@ -13,7 +13,13 @@ Circuit breaker: a blackholed endpoint would cost ``timeout_s`` in every round o
 ``breaker_rounds`` (default 2) consecutive rounds in which the endpoint could not be reached (the
 connection was refused or timed out), the reasoner stops calling it for the rest of the run: every
 later round falls back to the best-ever mapping at once, and its audit trail says why. Any answer
-(even an HTTP error or an invalid one) proves the endpoint reachable and resets the count.
+(even an HTTP error or an invalid one) proves the endpoint reachable and resets the count. A
+permanent error (HTTP 401/403/404/405/501, or a response that is not a chat completion) opens the
+circuit at once: asking again cannot help. ``hold_open`` keeps the circuit open across runs (the
+bench does this once an endpoint failed, so a dead endpoint costs one run, not every run).
+
+``preflight`` makes one cheap request (a one-token chat completion) before any run, so that the
+commands fail in one line on an unusable endpoint instead of falling back in every round.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -45,6 +52,11 @@ ENV_TEMPERATURE = "AGENTSCHED_LLM_TEMPERATURE"
 ENV_TIMEOUT = "AGENTSCHED_LLM_TIMEOUT_S"
 
 _REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
+# HTTP statuses that no retry can fix: bad key, forbidden, no such route or model, method, not implemented
+PERMANENT_STATUSES = frozenset({401, 403, 404, 405, 501})
+# statuses that still prove a usable chat endpoint in the preflight: a rejected parameter (the one-token
+# request itself) or a rate limit
+_PREFLIGHT_OK_STATUSES = frozenset({400, 422, 429})
 
 
 class AnswerError(AgentschedError):
@@ -106,12 +118,26 @@ class LLMConfig:
             if key in opts and opts[key] < low:
                 raise PolicyError(f"llm {key} must be >= {low}, got {opts[key]}")
         if not local:
+            _check_url(str(opts["base_url"]), source["base_url"])
             opts["base_url"] = str(opts["base_url"]).rstrip("/")
         return cls(**opts)
 
     def to_dict(self) -> dict[str, Any]:
         """For reports: everything but the key."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "api_key"}
+
+
+def _check_url(url: str, where: str) -> None:
+    """An http(s) URL with a host, or a one-line PolicyError."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as e:
+        raise PolicyError(f"{where} is not a valid URL: {url!r} ({_one_line(e)})") from None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise PolicyError(f"{where} must be an http:// or https:// URL with a host "
+                          f"(or {GGUF_SCHEME}/path/to/model.gguf), got {url!r}")
 
 
 # ---- answer parsing ------------------------------------------------------------------------------
@@ -144,6 +170,8 @@ def json_objects(text: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             i = j + 1
             continue
+        except RecursionError:  # e.g. '{"mapping":' + '[' * 100000: an invalid answer, not a crash
+            raise AnswerError("the answer's JSON is nested too deeply") from None
         if isinstance(obj, dict):
             out.append(obj)
         i = end
@@ -152,7 +180,12 @@ def json_objects(text: str) -> list[dict[str, Any]]:
 def parse_answer(text: str, workflow: Workflow) -> tuple[MappingT, str]:
     """The mapping (and the model's reason) in an answer; AnswerError with a one-line reason."""
     body = strip_reasoning(text or "")
-    objs = json_objects(body)
+    try:
+        objs = json_objects(body)
+    except AnswerError:
+        raise
+    except (RecursionError, ValueError, MemoryError) as e:
+        raise AnswerError(f"the answer cannot be parsed: {_one_line(e)}") from None
     if not objs:
         raise AnswerError("no JSON object found in the answer")
     tasks = set(workflow.task_ids)
@@ -188,16 +221,57 @@ class LLMReasoner:
         self._local: ChatServer | None = None  # the local GGUF server behind a gguf: base URL
         self._unreachable_rounds = 0  # consecutive rounds whose requests could not reach the endpoint
         self._open: str | None = None  # why the circuit is open (no more requests this run), or None
+        self._held: str | None = None  # why the circuit stays open across runs (hold_open), or None
 
     def reset(self) -> None:
-        """A new run: close the circuit (the endpoint gets another chance)."""
+        """A new run: close the circuit (the endpoint gets another chance), unless it is held open."""
         self._unreachable_rounds = 0
-        self._open = None
+        self._open = self._held
 
     @property
     def circuit_open(self) -> bool:
-        """True once the endpoint was unreachable in ``breaker_rounds`` consecutive rounds of this run."""
+        """True once the endpoint was unreachable in ``breaker_rounds`` consecutive rounds of this run,
+        answered a permanent error, or the circuit is held open."""
         return self._open is not None
+
+    @property
+    def open_reason(self) -> str | None:
+        """Why the circuit is open, or None."""
+        return self._open
+
+    def hold_open(self, reason: str) -> None:
+        """Keep the circuit open for this run and every later one (no request at all)."""
+        self._held = reason
+        self._open = reason
+
+    def preflight(self) -> None:
+        """One cheap request (a one-token chat completion, the configured timeout, no retry); a
+        one-line PolicyError ``LLM endpoint <url> is not usable: <reason>`` when it fails."""
+        import openai
+
+        url = self.config.base_url
+
+        def unusable(reason: str) -> PolicyError:
+            return PolicyError(f"LLM endpoint {url} is not usable: {reason}")
+
+        try:
+            resp = self.client().chat.completions.create(
+                model=self.config.model, messages=[{"role": "user", "content": "Reply with OK."}],
+                max_tokens=1, temperature=0)
+        except openai.APITimeoutError:
+            raise unusable(f"no answer within {self.config.timeout_s:g} s") from None
+        except openai.APIConnectionError as e:
+            raise unusable(_connection_reason(e)) from None
+        except openai.APIStatusError as e:
+            if e.status_code in _PREFLIGHT_OK_STATUSES:
+                return  # the chat route answered; it only disliked the one-token request, or is busy
+            raise unusable(f"HTTP {e.status_code}: {_one_line(e)}") from None
+        except openai.OpenAIError as e:
+            raise unusable(f"the answer is not a chat completion ({_one_line(e)})") from None
+        except AgentschedError as e:  # e.g. a gguf: model that cannot be served
+            raise unusable(_one_line(e)) from None
+        if not isinstance(getattr(resp, "choices", None), list):
+            raise unusable("the answer is not a chat completion")
 
     def client(self) -> Any:
         if self._client is None:
@@ -261,6 +335,7 @@ class LLMReasoner:
             return self._fall_back(view, fallback, info, f"endpoint not called: {self._open}", quiet=True)
         why = ""
         unreachable = False  # the round's requests all failed to connect or timed out
+        permanent = False  # an error that no later request can fix
         for n in range(1 + self.config.max_retries):
             attempt: dict[str, Any] = {"attempt": n + 1}
             attempts.append(attempt)
@@ -279,15 +354,19 @@ class LLMReasoner:
             except openai.APIStatusError as e:
                 why = f"endpoint answered HTTP {e.status_code}: {_one_line(e)}"
                 attempt["error"] = why
+                permanent = e.status_code in PERMANENT_STATUSES
                 break
             except (openai.OpenAIError, AnswerError) as e:
                 why = f"unusable response: {_one_line(e)}"
                 attempt["error"] = why
+                permanent = True  # not a chat completion: asking again gets the same
                 break
             attempt["content"] = text
             try:
                 mapping, reason = parse_answer(text, wf)
-            except AnswerError as e:
+            except Exception as e:  # noqa: BLE001 - whatever the parser raises, the answer is invalid
+                if not isinstance(e, AnswerError):
+                    e = AnswerError(f"the answer cannot be parsed: {type(e).__name__}: {_one_line(e)}")
                 why = f"invalid answer after {n + 1} attempt(s): {e}"
                 attempt["error"] = str(e)
                 sp = wf.decision_space
@@ -304,7 +383,11 @@ class LLMReasoner:
             return mapping, info
         self._unreachable_rounds = self._unreachable_rounds + 1 if unreachable else 0
         limit = self.config.breaker_rounds
-        if unreachable and limit and self._unreachable_rounds >= limit:
+        if permanent and limit:
+            self._open = f"circuit open after a permanent error ({why}); no more requests this run"
+            info["circuit_open"] = self._open
+            log.warning("agent-llm round %d: %s", view.round, self._open)
+        elif unreachable and limit and self._unreachable_rounds >= limit:
             self._open = (f"circuit open after {self._unreachable_rounds} consecutive rounds without reaching "
                           f"the endpoint (last: {why}); no more requests this run")
             info["circuit_open"] = self._open
@@ -320,6 +403,19 @@ class LLMReasoner:
         info.update(reason=info["fallback"], mapping=format_mapping(wf, fallback.mapping))
         (log.info if quiet else log.warning)("agent-llm round %d: %s", view.round, info["fallback"])
         return dict(fallback.mapping), info
+
+
+def _connection_reason(e: BaseException) -> str:
+    """'connection refused' and the like, from the error chain of an openai connection error."""
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        nxt = cause.__cause__ or cause.__context__
+        if nxt is None:
+            break
+        cause = nxt
+    return _one_line(cause if cause is not None and str(cause).strip() else e)
 
 
 def _one_line(e: BaseException) -> str:

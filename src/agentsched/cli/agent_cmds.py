@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import console, load_workflow, positive
+from agentsched.cli.common import console, load_workflow
+from agentsched.cli.loop_cmds import loop_counts
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
 
@@ -19,6 +20,25 @@ def _start(value: str) -> str:
     if value not in ("warm", "cold"):
         raise AgentschedError(f"--start must be warm or cold, got {value!r}")
     return value
+
+
+def _baselines(values: list[str]) -> tuple[str, ...]:
+    """The --baseline values as registry names ("none" drops them all); one-line error for a name
+    that is not a baseline policy."""
+    from agentsched.policies.registry import baseline_policies, get_spec
+
+    valid = baseline_policies()
+    out: list[str] = []
+    for value in values:
+        name = value.strip()
+        if not name or name == "none":
+            continue
+        if name.lower() not in valid:
+            raise AgentschedError(f"--baseline {name} is not a baseline policy (valid: {', '.join(valid)}, none)")
+        name = get_spec(name).name.value
+        if name not in out:
+            out.append(name)
+    return tuple(out)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,17 +58,18 @@ def register(app: typer.Typer) -> None:
         """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
         from agentsched.agent.ablation import run_ablation
 
-        positive("--rounds", rounds)
-        positive("--repeats", repeats)
-        positive("--seeds", seeds)
+        loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         if initial not in (None, "rules", "all-gpu"):
             raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
         wf = load_workflow(workflow, cards)
         start = _start(start)
         if json_out:
             check_output_file(json_out, "--json")  # before the work, not after it
+        from agentsched.report.bench import is_paper_scenario
+
         res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
-                           initial=("rules", "all-gpu") if initial is None else initial)
+                           initial=("rules", "all-gpu") if initial is None else initial,
+                           paper=wf.name == "S13" and is_paper_scenario(wf, cards))
         typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
             write_json(json_out, res.to_dict(), indent=2)
@@ -68,15 +89,14 @@ def register(app: typer.Typer) -> None:
         from agentsched.agent.check import run_check
         from agentsched.scenarios import list_scenarios
 
-        positive("--rounds", rounds)
-        positive("--repeats", repeats)
-        positive("--seeds", seeds)
+        loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         starts = ("warm", "cold") if start is None else (_start(start),)
+        baselines = _baselines(baseline)
         wfs = [load_workflow(s) for s in (scenarios or list_scenarios())]
         if json_out:
             check_output_file(json_out, "--json")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
-                        baselines=tuple(b for b in baseline if b and b != "none"))
+                        baselines=baselines)
         typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
             write_json(json_out, res.to_dict(), indent=2)
@@ -98,7 +118,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.agent.prompt import build_prompt
         from agentsched.policies.base import PolicyContext
 
-        positive("--rounds", rounds)
+        loop_counts(rounds=rounds)
         wf = load_workflow(workflow, cards)
 
         def no_probe(_mapping: object) -> object:

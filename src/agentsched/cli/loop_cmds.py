@@ -28,6 +28,23 @@ LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: tempe
 LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
 
 
+# upper bounds of the loop options: far above any sensible run, far below what overflows or never ends
+MAX_ROUNDS = 10_000
+MAX_REPEATS = 1_000
+MAX_SEEDS = 10_000
+
+
+def loop_counts(*, rounds: int | None = None, repeats: int | None = None, seeds: int | None = None) -> None:
+    """--rounds, --repeats, --seeds: >= 1 and at most MAX_*; one-line AgentschedError otherwise."""
+    for flag, value, limit in (("--rounds", rounds, MAX_ROUNDS), ("--repeats", repeats, MAX_REPEATS),
+                               ("--seeds", seeds, MAX_SEEDS)):
+        if value is None:
+            continue
+        positive(flag, value)
+        if value > limit:
+            raise AgentschedError(f"{flag} must be <= {limit:,}, got {value}")
+
+
 def _check_start(start: str | None) -> str | None:
     if start is not None and start not in ("warm", "cold"):
         raise AgentschedError(f"--start must be warm or cold, got {start!r}")
@@ -82,6 +99,14 @@ def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
             check(wf)
 
 
+def llm_preflight(policy: Any) -> None:
+    """One cheap request to an agent-llm policy's endpoint before any run: a one-line error
+    (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
+    llm = getattr(policy, "llm", None)
+    if llm is not None:
+        llm.preflight()
+
+
 def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
@@ -115,8 +140,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.policies.registry import get_spec, make_policy
         from agentsched.report.bench import round_dicts
 
-        positive("--rounds", rounds)
-        positive("--repeats", repeats)
+        loop_counts(rounds=rounds, repeats=repeats)
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
@@ -126,6 +150,7 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow, cards)
         if json_file is not None:
             check_output_file(json_file, "--json")  # before the work, not after it
+        llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         sp = wf.decision_space
         try:
@@ -250,9 +275,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.report.bench import BenchConfig, run_bench, write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
-        positive("--rounds", rounds)
-        positive("--repeats", repeats)
-        positive("--seeds", seeds)
+        loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         _check_noise(noise)
         _check_start(start)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
@@ -290,11 +313,24 @@ def register(app: typer.Typer) -> None:
             options.setdefault("agent-llm", {})["llm"] = llm
         wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
         ran = [wf.name for wf in wfs]
+        for wf_name in ran:
+            if ran.count(wf_name) > 1:  # one would silently replace the other
+                given = [n for n, w in zip(names, wfs, strict=True) if w.name == wf_name]
+                raise AgentschedError(f"--scenarios names workflow {wf_name} twice ({', '.join(given)})")
         if gantt is not None and gantt.upper() not in [r.upper() for r in ran]:
             raise AgentschedError(f"--gantt {gantt} is not among the benched scenarios ({', '.join(ran)})")
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
+        if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
+            from agentsched.policies.registry import make_policy
+
+            probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
+            try:
+                llm_preflight(probe_policy)
+            finally:
+                if getattr(probe_policy, "llm", None) is not None:
+                    probe_policy.llm.close()
         tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run

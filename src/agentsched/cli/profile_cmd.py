@@ -36,8 +36,10 @@ def register(app: typer.Typer) -> None:
         # every check before the progress bar and the measurements: an error is the only stderr line
         plan = plan_profile(tools, device, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
                             max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
+        if out.exists() and not out.is_file() and not out.is_dir():  # e.g. /dev/full: merging would read it without end
+            raise ProfileError(f"--out: {out} is not a regular file")
         check_output_file(out, "--out", create_parent=True)
-        base = load_card_set(out) if merge and out.exists() else None
+        base = load_card_set(out) if merge and out.is_file() else None
         with Progress(TextColumn("[bold]profile[/bold] {task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                       console=console, transient=False) as bar:

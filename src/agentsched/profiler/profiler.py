@@ -211,7 +211,10 @@ def resolve_tools(spec: str | list[str]) -> list[str]:
     if isinstance(spec, str):
         items = tool_names() if spec.strip().lower() in ("", "all") else [s.strip() for s in spec.split(",") if s.strip()]
     else:
-        items = list(spec)
+        items = [str(s).strip() for s in spec if str(s).strip()]
+    if not items:
+        raise ProfileError(f"--tools {spec if isinstance(spec, str) else ','.join(map(str, spec))!r} selects no "
+                           "tools (give 'all' or a comma list, e.g. clip,groupby)")
     for n in items:
         try:
             parse_tool_name(n)

@@ -152,6 +152,10 @@ class BenchResult:
     ablation: Any = None  # the agent's ablation result (has to_dict/to_markdown), if run
     wall_s: float = 0.0  # time the runs took (outputs excluded)
 
+    def paper_scenarios(self) -> set[str]:
+        """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""
+        return {n for n, wf in self.workflows.items() if is_paper_scenario(wf, self.config.cards)}
+
     def summary(self) -> list[SummaryRow]:
         rows = []
         for sc in self.workflows:
@@ -194,6 +198,34 @@ def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
     )
 
 
+def is_paper_scenario(wf: Workflow, cards: str | None = None) -> bool:
+    """True when ``wf`` IS the built-in scenario of its name (the same tasks, edges, budget, decision
+    space and card set; ``cards``: the bench's --cards rebinding of the built-in), so the paper's
+    figures apply to it; a workflow file that merely calls itself S13 gets none."""
+    from agentsched.scenarios import list_scenarios, load_scenario
+
+    if wf.name not in list_scenarios():
+        return False
+    try:
+        ref = load_scenario(wf.name)
+        if cards:
+            ref = ref.with_cards(cards)
+    except AgentschedError:
+        return False
+    return (wf.tasks == ref.tasks and tuple(map(tuple, wf.edges)) == tuple(map(tuple, ref.edges))
+            and wf.vram_budget_mb == ref.vram_budget_mb and wf.decision_space == ref.decision_space
+            and wf.card_set == ref.card_set)
+
+
+def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
+    """The S13 workflow of the bench's ablation under ``cards``, or (None, why it cannot run)."""
+    try:
+        wf = resolve_workflow("S13")
+        return (wf.with_cards(cards) if cards else wf), None
+    except AgentschedError as e:
+        return None, f"the S13 ablation skipped: S13 does not resolve under --cards {cards} ({e})"
+
+
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
               testbed: Testbed | None = None) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
@@ -205,7 +237,10 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     workflows: dict[str, Workflow] = {}
     for sc in config.scenarios:
         wf = resolve_workflow(sc)
+        if wf.name in workflows:  # one would silently replace the other
+            raise AgentschedError(f"two scenarios are named {wf.name} ({', '.join(_named(config.scenarios, wf.name))})")
         workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
+    ablation_wf, ablation_note = ablation_workflow(config.cards) if config.ablation else (None, None)
     t0 = time.perf_counter()
     tb = testbed if testbed is not None else config.make_testbed()
     try:
@@ -214,6 +249,11 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                    for name, wf in workflows.items()}
         views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
         records: list[BenchRecord] = []
+        notes: list[str] = []
+        # one breaker for every LLM run: once an endpoint failed for good in a run (circuit open),
+        # later runs do not call it at all (each round falls back at once) instead of each paying
+        # breaker_rounds x timeout again
+        llm_down: str | None = None
         for name, wf in workflows.items():
             for pol in config.policies:
                 opts = dict(config.policy_options.get(pol, {}))
@@ -221,34 +261,56 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                     opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
                 for seed in config.seeds:
                     policy = make_policy(pol, **opts)
-                    run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
+                    llm = getattr(policy, "llm", None)
+                    if llm is not None and llm_down is not None:
+                        llm.hold_open(llm_down)
+                    try:
+                        run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
+                    finally:
+                        if llm is not None:
+                            llm.close()
+                    if llm is not None and llm_down is None and llm.circuit_open:
+                        llm_down = f"held open since {name} seed {seed}: {llm.open_reason}"
+                        notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                                     f"({llm.open_reason}); every later {pol} run fell back without calling it")
                     records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
                     if progress is not None:
                         progress(f"{name} {pol} seed {seed}")
     finally:
         if testbed is None:
             tb.close()
-    notes: list[str] = []
     ablation = None
-    if config.ablation:
-        ablation = _run_ablation(config, notes)
+    if ablation_note is not None:
+        notes.append(ablation_note)
+    elif ablation_wf is not None:
+        ablation = _run_ablation(config, notes, ablation_wf)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
                        wall_s=time.perf_counter() - t0)
 
 
-def _run_ablation(config: BenchConfig, notes: list[str]) -> Any:
+def _named(scenarios: Sequence[str], name: str) -> list[str]:
+    """The --scenarios entries whose workflow is named ``name``."""
+    out = []
+    for sc in scenarios:
+        try:
+            if resolve_workflow(sc).name == name:
+                out.append(sc)
+        except AgentschedError:
+            pass
+    return out
+
+
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
     try:
         from agentsched.agent.ablation import run_ablation
     except ImportError as e:
         notes.append(f"ablation skipped: cannot import agentsched.agent.ablation ({e})")
         return None
-    wf = resolve_workflow("S13")
-    if config.cards:
-        wf = wf.with_cards(config.cards)
     if not config.simulated:
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
-    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start)
+    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
+                        paper=True)  # the built-in S13 (under --cards) by construction
 
 
 # ---- results.json ---------------------------------------------------------------------------------
@@ -296,9 +358,10 @@ def paper_mapping_reference_ms(wf: Workflow, view: OracleView) -> float | None:
     return view.reference(mapping)
 
 
-def oracle_dict(wf: Workflow, res: OracleResult, view: OracleView) -> dict[str, Any]:
-    paper = paper_oracle(wf.name)
-    paper_ref = paper_mapping_reference_ms(wf, view)
+def oracle_dict(wf: Workflow, res: OracleResult, view: OracleView, paper_figures: bool = True) -> dict[str, Any]:
+    """``paper_figures``: False for a workflow that is not the built-in scenario of its name."""
+    paper = paper_oracle(wf.name) if paper_figures else None
+    paper_ref = paper_mapping_reference_ms(wf, view) if paper_figures else None
     return {
         "workflow": wf.name, "decision_space": wf.decision_space.value,
         "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": round(wf.total_vram_mb, 3),
@@ -323,7 +386,8 @@ def results_dict(result: BenchResult) -> dict[str, Any]:
         "config": result.config.to_dict(),
         "wall_s": round(result.wall_s, 3),
         "notes": list(result.notes),
-        "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n]) for n, wf in result.workflows.items()},
+        "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
+                    for n, wf in result.workflows.items()},
         "records": [
             {"scenario": r.scenario, "policy": r.policy, "online": r.online, "seed": r.seed,
              "rounds": round_dicts(r.run, result.views[r.scenario]), "metrics": r.metrics.to_dict()}

@@ -73,9 +73,10 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     rows = {(s.scenario, s.policy): s for s in summary}
     policies = list(cfg.policies)
     scen = list(result.workflows)
-    t4 = [s for s in scen if s in TABLE4]
-    t5 = [s for s in scen if s in TABLE5]
-    other = [s for s in scen if s not in TABLE4 and s not in TABLE5]
+    builtin = result.paper_scenarios()  # a file that merely calls itself S13 gets no paper figures
+    t4 = [s for s in scen if s in TABLE4 and s in builtin]
+    t5 = [s for s in scen if s in TABLE5 and s in builtin]
+    other = [s for s in scen if s not in t4 and s not in t5]
     paper = paper_tables()
     paper_first = paper_first_match_rounds()  # Table 5, LLM first full-match round
     parts: list[str] = []
@@ -107,7 +108,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         wf, view = result.workflows[s], result.views[s]
         binary = wf.decision_space.value == "binary"
         ours = {t: view.best[t].value for t in wf.task_ids}
-        pap = paper_oracle(s)
+        pap = paper_oracle(s) if s in builtin else None
         if pap is not None and set(pap["mapping"]) == set(wf.task_ids):
             ref = paper_mapping_reference_ms(wf, view)
             here = "infeasible" if ref is None else f"{ref / view.e2e_ms:.3f}x"
@@ -217,6 +218,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
             f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
         return f"{first}, {sr.executions_mean:g} ex"
 
+    paper_first = {k: v for k, v in paper_first.items() if k in builtin}
     trows = [row + ["-" if paper_first.get(row[0]) is None else f"R{paper_first[row[0]]}"]
              for row in _grid(scen, policies, rows, convergence)]
     parts.append(_table(["scenario"] + policies + ["paper LLM first match"], trows))

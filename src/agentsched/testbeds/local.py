@@ -23,11 +23,14 @@ workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are neve
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +73,29 @@ def _is_oom(exc: BaseException) -> bool:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Building and loading tools prints nothing: transformers' logging at error level (set before
+    it is first imported, through TRANSFORMERS_VERBOSITY, and after), Python warnings ignored, so
+    no warning precedes a command's one-line error or output."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    _set_transformers_quiet()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+    _set_transformers_quiet()
+
+
+def _set_transformers_quiet() -> None:
+    if "transformers" in sys.modules:  # never import it just for this (host-only tools do not need it)
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+        except Exception:  # noqa: BLE001 - a transformers without this API: nothing to silence
+            pass
 
 
 class LocalTestbed(Testbed):
@@ -151,7 +177,8 @@ class LocalTestbed(Testbed):
         return base, k * t.repeat
 
     def _new_tool(self, base: str) -> Any:
-        return self._factory(base, self.size, seed=self.seed)
+        with quiet_loading():
+            return self._factory(base, self.size, seed=self.seed)
 
     def _shared(self, base: str, device: str) -> Any:
         """A cached tool loaded on ``device`` ("cpu" or the GPU), loading it when needed."""
@@ -159,7 +186,8 @@ class LocalTestbed(Testbed):
         if key not in self._cache:
             self._cache[key] = self._new_tool(base)
         tool = self._cache[key]
-        tool.load(device)
+        with quiet_loading():
+            tool.load(device)
         return tool
 
     def _evict_unused(self, keep: set[tuple[str, str]]) -> None:
@@ -196,7 +224,8 @@ class LocalTestbed(Testbed):
                     tools[t] = self._shared(base, gpu)
                 elif mapping[t] is Mode.GPU_NOW:  # staged: own instance, host now, GPU while running
                     tools[t] = self._new_tool(base)
-                    tools[t].load("cpu")
+                    with quiet_loading():
+                        tools[t].load("cpu")
                 else:  # gpu_queue: own instance, loaded at admission
                     tools[t] = self._new_tool(base)
             except TestbedError:
