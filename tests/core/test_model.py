@@ -173,3 +173,14 @@ def test_card_bounds(tmp_path):
     p.write_text('{"cards": {"x": {"cpu_ms": 1e300}}}')
     with pytest.raises(CardError, match="cpu_ms"):
         load_card_set(p)
+
+
+def test_oracle_measures_host_only_placements_once():
+    import random
+
+    wf = load_scenario("S1")  # D is web_search: no GPU implementation
+    res = brute_force(wf, SimTestbed(noise_sigma=0.05), repeats=2, rng=random.Random(3), use_expected=False)
+    assert len(res.ranked) == 16 and res.executions == 8 * 2
+    for e in res.ranked:
+        twin = res.entry({**e.mapping, "D": Mode.GPU_NOW if e.mapping["D"] is Mode.CPU else Mode.CPU})
+        assert twin.e2e_ms == e.e2e_ms and twin.status is e.status
