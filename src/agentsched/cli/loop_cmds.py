@@ -137,8 +137,8 @@ def register(app: typer.Typer) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
         from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.policies.registry import get_spec, make_policy
-        from agentsched.report.bench import round_dicts
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
         _check_noise(noise)
@@ -229,7 +229,7 @@ def register(app: typer.Typer) -> None:
     @app.command("policies")
     def policies_cmd() -> None:
         """List the registered policies."""
-        from agentsched.policies.registry import REGISTRY, is_available
+        from agentsched.loop.registry import REGISTRY, is_available
 
         t = Table(title="Policies")
         for col in ("name", "kind", "options", "description"):
@@ -271,8 +271,9 @@ def register(app: typer.Typer) -> None:
         report.md and plots."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
-        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
@@ -323,7 +324,7 @@ def register(app: typer.Typer) -> None:
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
         if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
-            from agentsched.policies.registry import make_policy
+            from agentsched.loop.registry import make_policy
 
             probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
             try:
