@@ -12,7 +12,7 @@ import logging
 import socket
 
 import pytest
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
 from agentsched.agent.local_llm import ChatServer, completion, error_body

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_testbed import ScriptedTestbed, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 from agentsched.experiments.ablation import VARIANTS, run_ablation
 from agentsched.agent.local_llm import require_llama_cpp

@@ -10,7 +10,7 @@ import pytest
 from agentsched.loop import registry
 from agentsched.policies.base import Policy, Proposal
 
-TINY = str(Path(__file__).parent / "data" / "tiny.yaml")
+TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
 
 
 def test_run_prints_rounds_best_and_oracle_and_writes_json(tmp_path, cli):

@@ -11,7 +11,7 @@ import pytest
 from agentsched.experiments.bench import BenchConfig, results_dict, results_schema, run_bench
 from agentsched.report.outputs import write_outputs
 
-TINY = str(Path(__file__).parent / "data" / "tiny.yaml")
+TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
 
 
 @pytest.fixture(scope="module")
