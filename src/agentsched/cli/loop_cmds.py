@@ -9,7 +9,17 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.cli.common import (
+    CPU_SLOTS_HELP,
+    SEED_HELP,
+    SIZE_HELP,
+    TESTBED_HELP,
+    build_testbed,
+    console,
+    cpu_cores_option,
+    load_workflow,
+    positive,
+)
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
@@ -118,7 +128,7 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option(..., "--policy", "-p", help="policy name (see `agentsched policies`)"),
         rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
         repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
-        seed: int = typer.Option(0, help="seed of the testbed noise and the policy's randomness"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
@@ -145,7 +155,7 @@ def register(app: typer.Typer) -> None:
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
-        opts = _policy_options(spec.name.value, _check_start(start), llm)
+        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
         pol = make_policy(spec.name.value, **opts)
         wf = load_workflow(workflow, cards)
         if json_file is not None:
@@ -323,6 +333,9 @@ def register(app: typer.Typer) -> None:
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
+            for p in pols:  # static schedulers plan as many CPU cores as the testbed has
+                if accepts(p, "cpu_cores"):
+                    options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
         if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
             from agentsched.loop.registry import make_policy
 
