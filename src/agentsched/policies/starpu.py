@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentsched.errors import PolicyError
-from agentsched.model.workflow import Mode
+from agentsched.model.workflow import Mode, effective_mode
 from agentsched.policies._common import CpuCores, VramGuard
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 from agentsched.policies.heft import PlannedTask
