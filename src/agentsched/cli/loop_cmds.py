@@ -271,6 +271,8 @@ def register(app: typer.Typer) -> None:
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
                                                                    "(default: S5 when it runs)"),
+        resume: bool = typer.Option(False, "--resume", help="continue an interrupted bench in --out (its runs are "
+                                                            "recorded in OUT/journal.sqlite as they finish)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
         llm_model: Optional[str] = LLM_MODEL,
         llm_api_key: Optional[str] = LLM_API_KEY,
@@ -280,6 +282,8 @@ def register(app: typer.Typer) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
 
         from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
         from agentsched.experiments.bench import BenchConfig, run_bench
@@ -362,8 +366,14 @@ def register(app: typer.Typer) -> None:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("bench", total=total)
-                result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label),
-                                   testbed=tb)
+                journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+                try:
+                    result = run_bench(config, testbed=tb, journal=journal,
+                                       progress=lambda label: bar.update(task, advance=1, description=label))
+                finally:
+                    journal.close()
+            if journal.resumed:
+                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes

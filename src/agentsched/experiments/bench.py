@@ -22,6 +22,7 @@ from typing import Any
 
 from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal
 from agentsched.experiments.paper import is_paper_scenario, paper_oracle
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics
 from agentsched.loop.registry import get_spec, make_policy
@@ -212,8 +213,11 @@ def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
 
 
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
-              testbed: Testbed | None = None) -> BenchResult:
+              testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    ``journal``: record each finished run there as it completes, and take the runs it already holds
+    instead of running them again (``--resume``); the results equal an uninterrupted run's.
 
     ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
     and closes it at the end."""
@@ -245,6 +249,14 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 if pol == "oracle":
                     opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
                 for seed in config.seeds:
+                    key = f"bench|{name}|{pol}|{seed}"
+                    done = journal.get(key) if journal is not None else None
+                    if done is not None:  # --resume: this run finished before the interruption
+                        journal.resumed += 1
+                        records.append(done)
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed} (resumed)")
+                        continue
                     policy = make_policy(pol, **opts)
                     llm = getattr(policy, "llm", None)
                     if llm is not None and llm_down is not None:
@@ -260,6 +272,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                         notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
                                      f"({llm.open_reason}); every later {pol} run fell back without calling it")
                     records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                    if journal is not None:
+                        journal.put(key, records[-1])
                     if progress is not None:
                         progress(f"{name} {pol} seed {seed}")
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
@@ -271,7 +285,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     if ablation_note is not None:
         notes.append(ablation_note)
     elif ablation_wf is not None:
-        ablation = _run_ablation(config, notes, ablation_wf)
+        ablation = _run_ablation(config, notes, ablation_wf, journal)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
                        wall_s=time.perf_counter() - t0, gantt=gantt)
 
@@ -304,7 +318,7 @@ def _named(scenarios: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None) -> Any:
     try:
         from agentsched.experiments.ablation import run_ablation
     except ImportError as e:
@@ -314,7 +328,7 @@ def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True)  # the built-in S13 (under --cards) by construction
+                        paper=True, journal=journal)  # the built-in S13 (under --cards) by construction
 
 
 # ---- results.json ---------------------------------------------------------------------------------
