@@ -20,12 +20,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentsched.agent.secrets import redact_options
 from agentsched.data import paper_tables
 from agentsched.errors import AgentschedError
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics, oracle_view, run_metrics
 from agentsched.loop.runner import LoopRun, reference_oracle, run_loop
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
+from agentsched.policies.base import Policy
 from agentsched.policies.registry import get_spec, make_policy
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.base import Testbed
@@ -77,7 +79,7 @@ class BenchConfig:
             "repeats": self.repeats, "seeds": list(self.seeds),
             "testbed": self.testbed_dict(),
             "cards": self.cards,
-            "policy_options": {p: _jsonable(o) for p, o in self.policy_options.items()},
+            "policy_options": {p: redact_options(_jsonable(o)) for p, o in self.policy_options.items()},
             "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
             "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
         }
@@ -250,32 +252,35 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
         records: list[BenchRecord] = []
         notes: list[str] = []
-        # one breaker for every LLM run: once an endpoint failed for good in a run (circuit open),
-        # later runs do not call it at all (each round falls back at once) instead of each paying
-        # breaker_rounds x timeout again
-        llm_down: str | None = None
-        for name, wf in workflows.items():
-            for pol in config.policies:
-                opts = dict(config.policy_options.get(pol, {}))
-                if pol == "oracle":
-                    opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
-                for seed in config.seeds:
-                    policy = make_policy(pol, **opts)
-                    llm = getattr(policy, "llm", None)
-                    if llm is not None and llm_down is not None:
-                        llm.hold_open(llm_down)
-                    try:
+        # one policy object per policy name for the whole bench (reset() starts each run), so state a
+        # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
+        # circuit open) is not called again in later runs, instead of each paying breaker_rounds x timeout
+        policies: dict[str, Policy] = {}
+        down_noted: set[str] = set()
+        try:
+            for name, wf in workflows.items():
+                for pol in config.policies:
+                    opts = dict(config.policy_options.get(pol, {}))
+                    for seed in config.seeds:
+                        if pol == "oracle":  # the reference line reuses the search: its option is per scenario
+                            policy = make_policy(pol, **{"oracle": oracles[name], **opts})
+                        else:
+                            if pol not in policies:
+                                policies[pol] = make_policy(pol, **opts)
+                            policy = policies[pol]
                         run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
-                    finally:
-                        if llm is not None:
-                            llm.close()
-                    if llm is not None and llm_down is None and llm.circuit_open:
-                        llm_down = f"held open since {name} seed {seed}: {llm.open_reason}"
-                        notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
-                                     f"({llm.open_reason}); every later {pol} run fell back without calling it")
-                    records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
-                    if progress is not None:
-                        progress(f"{name} {pol} seed {seed}")
+                        down = _circuit_opened(run)
+                        if down is not None and pol not in down_noted:
+                            down_noted.add(pol)
+                            notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                                         f"({down}); every later {pol} run fell back without calling it")
+                        records.append(BenchRecord(name, pol, policy.online, seed, run,
+                                                   run_metrics(run, views[name])))
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed}")
+        finally:
+            for policy in policies.values():
+                policy.close()
     finally:
         if testbed is None:
             tb.close()
@@ -329,6 +334,15 @@ def _jsonable(obj: Any) -> Any:
 
 def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
     return {t: getattr(m, "value", str(m)) for t, m in mapping.items()}
+
+
+def _circuit_opened(run: LoopRun) -> str | None:
+    """Why an LLM reasoner's circuit opened in this run (its audit says so), or None."""
+    for rec in run.records:
+        why = rec.proposal_info.get("circuit_open")
+        if why:
+            return str(why)
+    return None
 
 
 def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
