@@ -9,6 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "monitor"))  # scripted_testbed
 
+import pytest  # noqa: E402
+
+from agentsched.agent.local_llm import ChatServer, completion  # noqa: E402
 from agentsched.agent.policy import AgentPolicy  # noqa: E402
 from agentsched.agent.view import AgentView  # noqa: E402
 from agentsched.model.workflow import Mode, Workflow  # noqa: E402
@@ -41,3 +44,37 @@ def complete_mappings(text: str, tasks: list[str]) -> list[dict[str, str]]:
 
 def as_labels(mapping: dict[str, Mode]) -> dict[str, str]:
     return {t: ("gpu" if m is Mode.GPU_NOW else m.value) for t, m in mapping.items()}
+
+
+# ---- a loopback OpenAI-compatible server that replies from a script (the only fake: an LLM endpoint) ----
+class Script:
+    """A backend replying from a list: strings are message contents, callables get the request body."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.calls = 0
+        self.server: ChatServer | None = None
+
+    def __call__(self, body):
+        r = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        if callable(r):
+            return r(body, self)
+        return 200, completion(r, "scripted")
+
+
+@pytest.fixture
+def serve():
+    """``serve(*replies)`` -> (started ChatServer, Script); every server is closed after the test."""
+    servers = []
+
+    def start(*replies):
+        script = Script(*replies)
+        server = ChatServer(script, model="scripted").start()
+        script.server = server
+        servers.append(server)
+        return server, script
+
+    yield start
+    for s in servers:
+        s.close()

@@ -15,7 +15,7 @@ import pytest
 from scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
-from agentsched.agent.local_llm import ChatServer, completion, error_body
+from agentsched.agent.local_llm import completion, error_body
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
 from agentsched.loop.runner import run_loop
@@ -23,22 +23,6 @@ from agentsched.model.workflow import Mode
 
 GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
 GOOD_MAP = mapping("gpu gpu cpu gpu")
-
-
-class Script:
-    """A backend replying from a list: strings are message contents, callables get the request body."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = 0
-        self.server: ChatServer | None = None
-
-    def __call__(self, body):
-        r = self.replies[min(self.calls, len(self.replies) - 1)]
-        self.calls += 1
-        if callable(r):
-            return r(body, self)
-        return 200, completion(r, "scripted")
 
 
 def slow(body, script):
@@ -50,22 +34,6 @@ def reject_json_mode(body, script):
     if "response_format" in body:
         return 400, error_body("response_format is not supported by this server")
     return 200, completion(GOOD, "scripted")
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(*replies):
-        script = Script(*replies)
-        server = ChatServer(script, model="scripted").start()
-        script.server = server
-        servers.append(server)
-        return server, script
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def run(wf, base_url, rounds=3, **llm):

@@ -351,20 +351,19 @@ class LLMReasoner(Reasoner):
 
     def _create(self, **kwargs: Any) -> Any:
         """One chat completion; a ``waiting for the LLM endpoint`` line when it is slow."""
+        client = self.client()  # first: importing the SDK or loading a local model is not the endpoint's wait
         after = self.config.notice_after_s
         timer = None
         if after > 0:
-            started = time.monotonic()
-
             def notice() -> None:
                 self._notify(f"waiting for the LLM endpoint {self.config.safe_url} (model {self.config.model}) "
-                             f"... ({time.monotonic() - started:.0f} s)")
+                             f"... ({after:g} s)")
 
             timer = threading.Timer(after, notice)
             timer.daemon = True
             timer.start()
         try:
-            return self.client().chat.completions.create(model=self.config.model, **kwargs)
+            return client.chat.completions.create(model=self.config.model, **kwargs)
         finally:
             if timer is not None:
                 timer.cancel()
