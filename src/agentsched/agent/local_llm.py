@@ -6,7 +6,7 @@ llama-cpp-python (the optional extra: ``pip install 'agentsched[local-llm]'``), 
 The llm reasoner also accepts ``--llm-base-url gguf:/path/model.gguf`` and starts one itself.
 
 Tiny models (under a few billion parameters) reason poorly about placements: they often break the
-JSON contract or ignore the evidence, and the reasoner then falls back to the best-ever mapping.
+JSON contract or ignore the evidence, and the rules reasoner then decides those rounds.
 Use them to exercise the pipeline offline, not to judge the method (docs/agent.md).
 """
 
