@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agentsched.errors import AgentschedError
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import enumerate_mappings
+from agentsched.model.mapping import EQUIVALENCE_TOLERANCE, enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 
@@ -63,7 +63,7 @@ class OracleResult:
                 return e
         raise KeyError(mapping)
 
-    def equivalent(self, mapping: dict[str, Mode], tol: float = 0.02) -> bool:
+    def equivalent(self, mapping: dict[str, Mode], tol: float = EQUIVALENCE_TOLERANCE) -> bool:
         """True when ``mapping`` is feasible with E2E within ``tol`` of the best."""
         e = self.entry(mapping)
         return e.e2e_ms is not None and e.e2e_ms <= self.best.e2e_ms * (1 + tol)

@@ -5,7 +5,7 @@ without a schema ({} and the template's placeholder) handled as invalid, then re
 from __future__ import annotations
 
 import pytest
-from scripted_testbed import ScriptedTestbed, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 from agentsched.agent.llm import LLMConfig, LLMReasoner, parse_answer, response_schema
 from agentsched.agent.local_llm import completion, error_body

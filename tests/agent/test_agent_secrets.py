@@ -135,7 +135,7 @@ def test_cli_error_line_and_run_json_hide_secrets(cli, serve, tmp_path, monkeypa
 
 
 def test_bench_results_json_hides_secrets(serve):
-    from agentsched.report.bench import BenchConfig
+    from agentsched.experiments.bench import BenchConfig
 
     config = BenchConfig(scenarios=("S1",), policies=("agent-llm",),
                          policy_options={"agent-llm": {"llm": {"base_url": "http://bob:" + PASSWORD + "@h/v1",

@@ -17,10 +17,11 @@ from functools import cached_property
 import networkx as nx
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
 
-MappingT = dict[str, Mode]
+
 
 
 @dataclass(frozen=True)

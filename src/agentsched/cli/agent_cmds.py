@@ -25,7 +25,7 @@ def _start(value: str) -> str:
 def _baselines(values: list[str]) -> tuple[str, ...]:
     """The --baseline values as registry names ("none" drops them all); one-line error for a name
     that is not a baseline policy."""
-    from agentsched.policies.registry import baseline_policies, get_spec
+    from agentsched.loop.registry import baseline_policies, get_spec
 
     valid = baseline_policies()
     out: list[str] = []
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
     ) -> None:
         """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
-        from agentsched.agent.ablation import run_ablation
+        from agentsched.experiments.ablation import run_ablation
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         if initial not in (None, "rules", "all-gpu"):
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         start = _start(start)
         if json_out:
             check_output_file(json_out, "--json")  # before the work, not after it
-        from agentsched.report.bench import is_paper_scenario
+        from agentsched.experiments.paper import is_paper_scenario
 
         res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
                            initial=("rules", "all-gpu") if initial is None else initial,
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
     ) -> None:
         """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
-        from agentsched.agent.check import run_check
+        from agentsched.experiments.check import run_check
         from agentsched.scenarios import list_scenarios
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)

@@ -173,7 +173,7 @@ def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate_cmd(json_out: bool = typer.Option(False, "--json")) -> None:
         """Compare the simulator (a5500 cards) with the paper: Table 3 oracles and Table 2 latencies."""
-        from agentsched.calibration import calibrate, render_calibration
+        from agentsched.experiments.calibration import calibrate, render_calibration
 
         rep = calibrate()
         if json_out:

@@ -137,8 +137,8 @@ def register(app: typer.Typer) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
         from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.policies.registry import get_spec, make_policy
-        from agentsched.report.bench import round_dicts
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
         _check_noise(noise)
@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
     @app.command("policies")
     def policies_cmd() -> None:
         """List the registered policies."""
-        from agentsched.policies.registry import REGISTRY, is_available
+        from agentsched.loop.registry import REGISTRY, is_available
 
         t = Table(title="Policies")
         for col in ("name", "kind", "options", "description"):
@@ -279,8 +279,9 @@ def register(app: typer.Typer) -> None:
         report.md and plots."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
-        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
@@ -330,7 +331,7 @@ def register(app: typer.Typer) -> None:
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
-        from agentsched.policies.registry import make_policy
+        from agentsched.loop.registry import make_policy
 
         for p in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
             if p == "oracle":

@@ -39,7 +39,8 @@ from agentsched.model.workflow import DecisionSpace, Mode, Workflow
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
 from agentsched.monitor.render import summary_lines
-from agentsched.policies.base import MappingT, RoundResult
+from agentsched.model.mapping import MappingT
+from agentsched.model.rounds import RoundResult
 
 ProbeFn = Callable[[MappingT], Execution]
 Key = tuple[Mode, ...]
