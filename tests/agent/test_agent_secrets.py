@@ -134,13 +134,17 @@ def test_cli_error_line_and_run_json_hide_secrets(cli, serve, tmp_path, monkeypa
     assert reasoner["fallback"]["name"] == "rules"
 
 
-def test_bench_results_json_hides_secrets(serve):
-    from agentsched.experiments.bench import BenchConfig
+def test_bench_results_json_hides_secrets_and_records_the_model(serve):
+    from agentsched.experiments.bench import BenchConfig, results_dict, run_bench
 
-    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",),
-                         policy_options={"agent-llm": {"llm": {"base_url": "http://bob:" + PASSWORD + "@h/v1",
-                                                               "model": "m", "api_key": KEY}}})
-    text = json.dumps(config.to_dict())
-    assert_clean(text)
-    llm = config.to_dict()["policy_options"]["agent-llm"]["llm"]
-    assert llm == {"base_url": "http://***@h/v1", "model": "m", "api_key": "***"}
+    server, _ = serve('{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}')
+    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=2, repeats=1, seeds=(0,),
+                         policy_options={"agent-llm": {"llm": {"base_url": with_credentials(server.base_url),
+                                                               "model": "tiny", "api_key": KEY}}})
+    doc = results_dict(run_bench(config))
+    assert_clean(json.dumps(doc))
+    masked = server.base_url.replace("http://", "http://***@")
+    assert doc["config"]["policy_options"]["agent-llm"]["llm"] == {"base_url": masked, "model": "tiny",
+                                                                   "api_key": "***"}
+    reasoner = doc["policy_info"]["agent-llm"]["reasoner"]
+    assert reasoner["model"] == "tiny" and reasoner["base_url"] == masked

@@ -157,6 +157,8 @@ class BenchResult:
     wall_s: float = 0.0  # time the runs took (outputs excluded)
     # noise-free timelines of the all-GPU and the oracle mapping of config.gantt_scenario (empty: not run)
     gantt: tuple[tuple[str, Execution], ...] = ()
+    # policy -> its settings (Policy.describe(): e.g. an LLM's model and redacted base URL, never a key)
+    policy_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def paper_scenarios(self) -> set[str]:
         """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""
@@ -266,6 +268,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         finally:
             for policy in policies.values():
                 policy.close()
+        policy_info = {pol: p.describe() for pol, p in policies.items()}
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.cpu_slots)
     finally:
@@ -277,7 +280,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     elif ablation_wf is not None:
         ablation = _run_ablation(config, notes, ablation_wf)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
-                       wall_s=time.perf_counter() - t0, gantt=gantt)
+                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info)
 
 
 def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
@@ -403,6 +406,7 @@ def results_dict(result: BenchResult) -> dict[str, Any]:
         "config": result.config.to_dict(),
         "wall_s": round(result.wall_s, 3),
         "notes": list(result.notes),
+        "policy_info": result.policy_info,
         "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
                     for n, wf in result.workflows.items()},
         "records": [
