@@ -13,6 +13,7 @@ from typing import Any
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal, journaled
 from agentsched.experiments.paper import ABLATION_SCENARIO as PAPER_SCENARIO
 from agentsched.experiments.paper import is_paper_scenario, paper_table6
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, RunMetrics
@@ -184,9 +185,11 @@ def run_ablation(
     initial: str | tuple[str, ...] = INITIALS,
     variants: tuple[Variant, ...] = VARIANTS,
     paper: bool | None = None,
+    journal: RunJournal | None = None,
 ) -> AblationResult:
     """Run every variant for every seed on the simulated testbed with default noise, from each
-    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one)."""
+    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one).
+    ``journal``: record each finished run as it completes and reuse the runs it holds (``--resume``)."""
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
@@ -207,14 +210,18 @@ def run_ablation(
             metrics, bests = [], []
             label = ""
             for seed in seeds:
-                policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                scored = run_scored(workflow, policy, SimTestbed(seed=seed), view, rounds=rounds, repeats=repeats,
-                                    seed=seed)
-                run, m = scored.run, scored.metrics
-                label = run.policy
+                def one(v: Variant = v, seed: int = seed, init: str = init) -> tuple[str, RunMetrics, str | None]:
+                    policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
+                    scored = run_scored(workflow, policy, SimTestbed(seed=seed), view, rounds=rounds,
+                                        repeats=repeats, seed=seed)
+                    m = scored.metrics
+                    best = scored.run.rounds[m.best_round].mapping if m.best_round is not None else None
+                    return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
+
+                key = f"ablation|{workflow.name}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
+                label, m, best_text = journaled(journal, key, one)
                 metrics.append(m)
-                best = run.rounds[m.best_round].mapping if m.best_round is not None else None
-                bests.append(None if best is None else format_mapping(workflow, best))
+                bests.append(best_text)
             results.append(VariantResult(v, label, tuple(metrics), tuple(bests)))
         tables.append(AblationTable(init, tuple(results)))
     best = oracle.best

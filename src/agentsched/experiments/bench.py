@@ -23,6 +23,7 @@ from typing import Any
 from agentsched.agent.secrets import redact_options
 from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal
 from agentsched.experiments.paper import is_paper_scenario, paper_oracle
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics
 from agentsched.loop.registry import get_spec, make_policy
@@ -216,8 +217,11 @@ def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
 
 
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
-              testbed: Testbed | None = None) -> BenchResult:
+              testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    ``journal``: record each finished run there as it completes, and take the runs it already holds
+    instead of running them again (``--resume``); the results equal an uninterrupted run's.
 
     ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
     and closes it at the end."""
@@ -249,6 +253,14 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 for pol in config.policies:
                     opts = dict(config.policy_options.get(pol, {}))
                     for seed in config.seeds:
+                        key = f"bench|{name}|{pol}|{seed}"
+                        done = journal.get(key) if journal is not None else None
+                        if done is not None:  # --resume: this run finished before the interruption
+                            journal.resumed += 1
+                            records.append(done)
+                            if progress is not None:
+                                progress(f"{name} {pol} seed {seed} (resumed)")
+                            continue
                         if pol == "oracle":  # the reference line reuses the search: its option is per scenario
                             policy = make_policy(pol, **{"oracle": oracles[name], **opts})
                         else:
@@ -263,12 +275,17 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                             notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
                                          f"({down}); every later {pol} run fell back without calling it")
                         records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                        if journal is not None:
+                            journal.put(key, records[-1])
                         if progress is not None:
                             progress(f"{name} {pol} seed {seed}")
+            for pol in config.policies:  # settings of every policy, also one whose runs were all resumed
+                if pol != "oracle" and pol not in policies:
+                    policies[pol] = make_policy(pol, **config.policy_options.get(pol, {}))
+            policy_info = {pol: p.describe() for pol, p in policies.items()}
         finally:
             for policy in policies.values():
                 policy.close()
-        policy_info = {pol: p.describe() for pol, p in policies.items()}
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.cpu_slots)
     finally:
@@ -278,7 +295,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     if ablation_note is not None:
         notes.append(ablation_note)
     elif ablation_wf is not None:
-        ablation = _run_ablation(config, notes, ablation_wf)
+        ablation = _run_ablation(config, notes, ablation_wf, journal)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
                        wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info)
 
@@ -311,7 +328,7 @@ def _named(scenarios: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None) -> Any:
     try:
         from agentsched.experiments.ablation import run_ablation
     except ImportError as e:
@@ -321,7 +338,7 @@ def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True)  # the built-in S13 (under --cards) by construction
+                        paper=True, journal=journal)  # the built-in S13 (under --cards) by construction
 
 
 # ---- results.json ---------------------------------------------------------------------------------
