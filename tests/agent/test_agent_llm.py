@@ -37,7 +37,8 @@ def reject_json_mode(body, script):
 
 
 def run(wf, base_url, rounds=3, **llm):
-    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 0.5,
+    # a generous timeout: a loaded test machine must not turn a scripted answer into a timeout
+    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 10.0,
                                      "max_retries": 2, **llm})
     return policy, run_loop(wf, policy, ScriptedTestbed(), rounds=rounds, repeats=1)
 
@@ -107,7 +108,7 @@ def test_still_invalid_falls_back_to_the_rules_reasoner(serve, caplog):
 
 def test_slow_response_times_out_and_falls_back(serve):
     server, script = serve(GOOD, slow)
-    _, r = run(binary(), server.base_url, rounds=3)
+    _, r = run(binary(), server.base_url, rounds=3, timeout_s=0.5)
     assert len(r.records) == 3 and all(x.mapping == GOOD_MAP for x in r.rounds)
     info = r.records[1].proposal_info
     assert info["fallback"].startswith("endpoint timed out after 0.5 s")
@@ -237,7 +238,7 @@ def test_circuit_breaker_stops_calling_a_blackholed_endpoint(serve, caplog):
     server, script = serve(slow)  # every request times out (0.5 s)
     caplog.set_level(logging.WARNING, logger="agentsched.agent")
     wf = workflow(budget_mb=800)
-    policy, r = run(wf, server.base_url, rounds=5)
+    policy, r = run(wf, server.base_url, rounds=5, timeout_s=0.5)
     assert script.calls == 2  # rounds 0 and 1 tried; rounds 2-4 did not call the endpoint
     assert len(r.records) == 5 and policy.reasoner.primary.circuit_open
     r1 = r.records[1].proposal_info
@@ -355,7 +356,7 @@ def test_bench_shares_the_breaker_across_runs(serve):
     server, script = serve(lambda body, s: (403, error_body("forbidden", "permission_error")))
     config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=3, repeats=1, seeds=(0, 1, 2),
                          policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "scripted",
-                                                               "timeout_s": 0.5}}})
+                                                               "timeout_s": 10.0}}})
     res = run_bench(config)
     assert len(res.records) == 3 and script.calls == 1  # seeds 1 and 2 never called the endpoint
     assert any(n.startswith("agent-llm: the LLM endpoint failed in S1 seed 0") for n in res.notes)
