@@ -19,6 +19,7 @@ from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.oracle import brute_force
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class AblationResult:
     oracle_e2e_ms: float  # its E2E
     tables: tuple[AblationTable, ...]  # one per round-0 rule, in the order asked
     paper: dict[str, list[Any]]  # paper rows by variant key; empty unless the workflow is S13
+    world: str = "a5500"  # the simulated world (GPU contention) the runs used
 
     @property
     def variants(self) -> tuple[VariantResult, ...]:
@@ -142,14 +144,15 @@ class AblationResult:
             "oracle": {"mapping": self.oracle_mapping, "e2e_ms": round(self.oracle_e2e_ms, 3)},
             "tables": [t.to_dict() for t in self.tables],
             "paper": self.paper,
+            "world": self.world,
         }
 
     def to_markdown(self) -> str:
         n = len(self.seeds)
         lines = [
             f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {self.rounds} rounds x "
-            f"{self.repeats} runs, {n} seeds; oracle {self.oracle_mapping} at {self.oracle_e2e_ms:.0f} ms, "
-            "noise-free, scoring only)",
+            f"{self.repeats} runs, {n} seeds, world {self.world}; oracle {self.oracle_mapping} at "
+            f"{self.oracle_e2e_ms:.0f} ms, noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only
         head = ["variant", "best match", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
@@ -192,9 +195,12 @@ def run_ablation(
     initial: str | tuple[str, ...] = INITIALS,
     variants: tuple[Variant, ...] = VARIANTS,
     paper: bool | None = None,
+    world: str | World | None = None,
 ) -> AblationResult:
     """Run every variant for every seed on the simulated testbed with default noise, from each
-    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one)."""
+    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one), in the
+    simulated ``world`` (default: the calibrated a5500)."""
+    world = load_world(world)
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
@@ -206,7 +212,7 @@ def run_ablation(
     bad = [i for i in initials if i not in INITIALS]
     if bad or not initials:
         raise AgentschedError(f"ablation initial must be among {', '.join(INITIALS)}, got {', '.join(bad) or 'none'}")
-    oracle = brute_force(workflow, SimTestbed(noise_sigma=0))  # scoring only: never given to the policy
+    oracle = brute_force(workflow, SimTestbed(noise_sigma=0, world=world))  # scoring only: never given to the policy
     if not oracle.feasible:
         raise AgentschedError(f"workflow {workflow.name}: no feasible mapping to score against")
     view = oracle_view(workflow, oracle)
@@ -218,7 +224,8 @@ def run_ablation(
             label = ""
             for seed in seeds:
                 policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                run = run_loop(workflow, policy, SimTestbed(seed=seed), rounds=rounds, repeats=repeats, seed=seed)
+                run = run_loop(workflow, policy, SimTestbed(seed=seed, world=world), rounds=rounds, repeats=repeats,
+                               seed=seed)
                 label = run.policy
                 m = run_metrics(run, view)
                 metrics.append(m)
@@ -231,5 +238,5 @@ def run_ablation(
     return AblationResult(
         workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
         oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6() if paper else {},
+        tables=tuple(tables), paper=paper_table6() if paper else {}, world=world.name,
     )

@@ -17,6 +17,7 @@ from agentsched.model.workflow import Workflow
 from agentsched.oracle import brute_force
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class CheckResult:
     seeds: tuple[int, ...]  # seeds run
     rows: tuple[CheckRow, ...]  # scenario-major
     notes: tuple[str, ...]  # e.g. a baseline that is not available
+    world: str = "a5500"  # the simulated world (GPU contention) the runs used
 
     @property
     def all_reached(self) -> bool:
@@ -96,7 +98,7 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "repeats": self.repeats, "seeds": list(self.seeds),
                 "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
-                "all_reached": self.all_reached}
+                "all_reached": self.all_reached, "world": self.world}
 
     def to_markdown(self) -> str:
         paper = paper_first_rounds()
@@ -109,7 +111,8 @@ class CheckResult:
             head += [f"{p} hit (ended on it)", f"{p} first round", f"{p} executions to first / total"]
         head.append("paper first round")
         lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {self.rounds} rounds x "
-                 f"{self.repeats} runs, {n} seeds (medians over seeds; executions include probes)", "",
+                 f"{self.repeats} runs, {n} seeds, world {self.world} (medians over seeds; executions include probes)",
+                 "",
                  "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         for s in scenarios:
             cells = [s]
@@ -150,13 +153,17 @@ def run_check(
     rounds: int = 20,
     repeats: int = 5,
     baselines: tuple[str, ...] = ("ucb1",),
+    world: str | World | None = None,
 ) -> CheckResult:
+    """Run agent-rules (each start) and the baselines on each workflow in the simulated ``world``
+    (default: the calibrated a5500), scored against its noise-free oracle."""
+    world = load_world(world)
     if not seeds:
         raise AgentschedError("the check needs at least one seed")
     rows: list[CheckRow] = []
     notes: list[str] = []
     for wf in workflows:
-        oracle = brute_force(wf, SimTestbed(noise_sigma=0))  # scoring only
+        oracle = brute_force(wf, SimTestbed(noise_sigma=0, world=world))  # scoring only
         view = oracle_view(wf, oracle)
         makers: list[tuple[str, Any]] = [(f"agent-{s}", lambda s=s: AgentPolicy("rules", start=s)) for s in starts]
         makers += [(b, lambda b=b: _baseline(b)) for b in baselines]
@@ -170,7 +177,7 @@ def run_check(
                     if note not in notes:
                         notes.append(note)
                     break
-                run = run_loop(wf, policy, SimTestbed(seed=seed), rounds=rounds, repeats=repeats, seed=seed)
+                run = run_loop(wf, policy, SimTestbed(seed=seed, world=world), rounds=rounds, repeats=repeats, seed=seed)
                 label = run.policy
                 m = run_metrics(run, view)
                 first = m.first_equivalent_round
@@ -182,4 +189,4 @@ def run_check(
                 ))
             if runs:
                 rows.append(CheckRow(wf.name, label, tuple(runs)))
-    return CheckResult(rounds, repeats, tuple(seeds), tuple(rows), tuple(notes))
+    return CheckResult(rounds, repeats, tuple(seeds), tuple(rows), tuple(notes), world=world.name)

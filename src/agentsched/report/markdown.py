@@ -8,6 +8,7 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
+from agentsched.testbeds.world import DEFAULT_WORLD
 from agentsched.report.bench import (
     BenchResult,
     SummaryRow,
@@ -83,7 +84,10 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
 
     parts.append("# agentsched benchmark report\n")
     if cfg.simulated:
-        bed = f"Simulated testbed (noise sigma {cfg.noise_sigma:g})"
+        world = cfg.world_name
+        bed = (f"Simulated testbed (noise sigma {cfg.noise_sigma:g}, world {world}"
+               + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
+               + ")")
     else:
         bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
                + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")
