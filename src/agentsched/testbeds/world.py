@@ -168,12 +168,13 @@ def load_world(ref: str | Path | World | None = None) -> World:
 
 
 def choose_world(given: str | Path | World | None, from_workflows: list[str | None]) -> str | Path | World:
-    """The world a command runs in: ``given`` (``--world``) when set; else the one world the
-    workflow files name (``world:`` keys; files naming none do not count); else the default.
-    One-line ``WorldError`` when the files name different worlds and none is given."""
+    """The world a command runs in: ``given`` (``--world``) when set; else the world the workflow
+    files name (``world:`` keys; a workflow naming none, e.g. a built-in scenario, is in the
+    default world). One-line ``WorldError`` when the workflows are in different worlds and none is
+    given: one run uses one world."""
     if given is not None:
         return given
-    named = list(dict.fromkeys(w for w in from_workflows if w is not None))
+    named = list(dict.fromkeys(DEFAULT_WORLD if w is None else w for w in from_workflows))
     if len(named) > 1:
         raise WorldError(f"the workflows name different worlds ({', '.join(named)}): choose one with --world")
     return named[0] if named else DEFAULT_WORLD
