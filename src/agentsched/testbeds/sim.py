@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsched.errors import TestbedError
+from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.contention import gpu_rates
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
@@ -49,6 +50,7 @@ class SimBackend(Backend):
         self.rng = random.Random(seed)  # default generator when a run gets none
         self.deterministic = noise_sigma == 0
         self.world = load_world(world)  # GPU contention of the simulated machine (default a5500)
+        self._params: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}  # world.params by tool
         # per run: the workflow, its cards, the noise generator (None: expected values), the clock,
         # and per running task [remaining_ms, phase(0 load, 1 run), on_gpu, sens, press, work_ms, start_ms, load_ms]
         self._wf: Workflow | None = None
@@ -86,13 +88,20 @@ class SimBackend(Backend):
         card = self._cards[start.task]
         on_gpu = start.mode is not Mode.CPU and card.has_gpu
         work = card.gpu_ms if on_gpu else card.cpu_ms
-        sens, press = self.world.params(card) if on_gpu else (0.0, 0.0)
+        sens, press = self._contention(card) if on_gpu else (0.0, 0.0)
         load = self._noisy(start.load_ms) if start.load_ms > 0 else 0.0
         # a queued task's run work is drawn now too, so the rng stream is mapping-stable
         s = [load, 0, on_gpu, sens, press, self._noisy(work), self._now, load]
         if load <= 0:
             s[0], s[1] = s[5], 1
         self._state[start.task] = s
+
+    def _contention(self, card: ToolCard) -> tuple[float, float]:
+        key = (card.name, card.tags)
+        hit = self._params.get(key)
+        if hit is None:  # looked up once per tool: this runs for every GPU start
+            hit = self._params[key] = self.world.params(card)
+        return hit
 
     def wait(self) -> list[Completion]:
         while True:  # a step may only end a load: advance until a task ends

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentsched.errors import WorldError
 from agentsched.model.cards import ToolCard, read_small_text, split_amplified
@@ -56,18 +56,14 @@ class World(BaseModel):
     contention: dict[str, Contention] = Field(default_factory=dict)  # tool -> its parameters
     defaults_by_tag: dict[str, Contention] = Field(default_factory=dict)  # tag -> parameters
     default: Contention  # a GPU tool with neither its own entry nor a tag entry
-    _cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = PrivateAttr(default_factory=dict)
 
     def params(self, card: ToolCard) -> tuple[float, float]:
         """(sensitivity, pressure) of the tool of ``card`` in this world."""
-        key = (card.name, card.tags)
-        hit = self._cache.get(key)
-        if hit is None:
-            c = self._lookup(card)
-            hit = self._cache[key] = (c.sensitivity, c.pressure)
-        return hit
+        c = self.lookup(card)
+        return c.sensitivity, c.pressure
 
-    def _lookup(self, card: ToolCard) -> Contention:
+    def lookup(self, card: ToolCard) -> Contention:
+        """The entry that applies to ``card``'s tool: its own, else its first known tag's, else the default."""
         own = self.contention.get(card.name) or self.contention.get(split_amplified(card.name)[0])
         if own is not None:
             return own
