@@ -24,7 +24,8 @@ def tiny_cards() -> CardSet:
 
 def make_world_doc(contention: dict[str, tuple[float, float]] | None = None, name: str = "hand") -> World:
     """A simulated world with the given per-tool (sensitivity, pressure) and no contention otherwise."""
-    return World(name=name, contention={t: {"sensitivity": s, "pressure": p} for t, (s, p) in (contention or {}).items()},
+    per_tool = {t: {"sensitivity": s, "pressure": p} for t, (s, p) in (contention or {}).items()}
+    return World(name=name, contention=per_tool,
                  default={"sensitivity": 0.0, "pressure": 0.0})
 
 

@@ -177,7 +177,8 @@ def run_check(
                     if note not in notes:
                         notes.append(note)
                     break
-                run = run_loop(wf, policy, SimTestbed(seed=seed, world=world), rounds=rounds, repeats=repeats, seed=seed)
+                run = run_loop(wf, policy, SimTestbed(seed=seed, world=world), rounds=rounds, repeats=repeats,
+                               seed=seed)
                 label = run.policy
                 m = run_metrics(run, view)
                 first = m.first_equivalent_round

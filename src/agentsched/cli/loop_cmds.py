@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import (
-    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, WORLD, build_testbed, console, load_workflow_and_world, pick_world, positive,
+    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, WORLD, build_testbed, console, load_workflow_and_world, pick_world,
+    positive,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError

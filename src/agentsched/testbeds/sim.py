@@ -130,7 +130,8 @@ class SimBackend(Backend):
         dt = min(s[0] / rates[t] for t, s in state.items())
         now = self._now
         if not math.isfinite(dt) or not math.isfinite(now + dt):  # card values beyond float range
-            raise TestbedError(f"{self._wf.name}: simulated time overflowed (card latencies too large)")  # type: ignore[union-attr]
+            name = self._wf.name  # type: ignore[union-attr]
+            raise TestbedError(f"{name}: simulated time overflowed (card latencies too large)")
         now += dt
         self._now = now
         finished: list[str] = []
