@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from agentsched.calibration import check_s5_latencies, check_scenario
+from agentsched.experiments.calibration import check_s5_latencies, check_scenario
 from agentsched.scenarios import list_scenarios
 from agentsched.testbeds.world import load_world
 

@@ -12,7 +12,7 @@ import pytest
 from agentsched.agent.local_llm import ChatServer, completion
 from agentsched.loop.runner import run_loop
 from agentsched.model.workflow import Mode
-from agentsched.policies.registry import REGISTRY, is_available, make_policy
+from agentsched.loop.registry import REGISTRY, is_available, make_policy
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world, parse_world

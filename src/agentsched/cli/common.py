@@ -57,6 +57,20 @@ def pick_world(testbed: str, world: str | None, from_workflows: list[str | None]
     return load_world(choose_world(world, from_workflows))
 
 
+SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two streams derived from S "
+             "('noise:S', 'policy:S'); same S, same result")
+
+
+def cpu_cores_option(policy: str, options: dict[str, Any], cpu_slots: int | None) -> dict[str, Any]:
+    """``options`` plus ``cpu_cores=cpu_slots`` for a policy that plans CPU cores (heft, heft-cf, starpu),
+    so its machine model has the cores the testbed has; unchanged otherwise."""
+    from agentsched.loop.registry import accepts
+
+    if cpu_slots is None or not accepts(policy, "cpu_cores"):
+        return options
+    return {**options, "cpu_cores": cpu_slots}
+
+
 def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
                   cpu_slots: int | None = None, world: World | None = None) -> Testbed:
     """The testbed a command asked for (``world``: the simulator's, see ``pick_world``)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-TINY = Path(__file__).parents[1] / "loop" / "data" / "tiny.yaml"  # world: no_contention_world.json
+TINY = Path(__file__).parents[1] / "data" / "workflows" / "tiny.yaml"  # world: no_contention_world.json
 
 
 def _e2e(cli, *args: str) -> float:

@@ -8,10 +8,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentsched.report.bench import BenchConfig, results_dict, results_schema, run_bench, write_outputs
+from agentsched.experiments.bench import BenchConfig, results_dict, results_schema, run_bench
+from agentsched.report.outputs import write_outputs
 
-TINY = str(Path(__file__).parent / "data" / "tiny.yaml")
-NO_CONTENTION = str(Path(__file__).parent / "data" / "no_contention_world.json")  # tiny.yaml's world
+TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
+NO_CONTENTION = str(Path(__file__).parent.parent / "data" / "workflows" / "no_contention_world.json")  # tiny.yaml's world
 
 
 @pytest.fixture(scope="module")
