@@ -288,9 +288,9 @@ def test_bench_out_unwritable_fails_before_the_work_in_one_line(no_loop, cli):
 # ---- --testbed local ----------------------------------------------------------------------------
 @pytest.fixture
 def no_cuda(monkeypatch):
-    from agentsched.testbeds.local import LocalTestbed
+    from agentsched.testbeds.local import LocalBackend
 
-    monkeypatch.setattr(LocalTestbed, "_real_cuda", staticmethod(lambda: False))
+    monkeypatch.setattr(LocalBackend, "_real_cuda", staticmethod(lambda: False))
 
 
 NO_CUDA_S1 = ("error: task A (whisper_base) is mapped to gpu_now but this machine has no CUDA GPU: use --testbed sim, "
@@ -355,12 +355,12 @@ def fake_local(monkeypatch, tmp_path):
     import yaml
 
     import agentsched.tools as tools
-    from agentsched.testbeds.local import LocalTestbed
+    from agentsched.testbeds.local import LocalBackend
 
     monkeypatch.setattr(tools, "get_tool", _FakeTool)
     monkeypatch.setattr(tools, "tools_installed", lambda: True)
-    monkeypatch.setattr(LocalTestbed, "_cuda_available", lambda self: True)
-    monkeypatch.setattr(LocalTestbed, "_real_cuda", staticmethod(lambda: False))
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: True)
+    monkeypatch.setattr(LocalBackend, "_real_cuda", staticmethod(lambda: False))
     wf = tmp_path / "duo.yaml"
     wf.write_text(yaml.safe_dump({"name": "duo", "cards": "a5500", "edges": [],
                                   "tasks": {"A": "groupby", "B": "minilm_l6"}}))
@@ -379,7 +379,8 @@ def test_bench_on_the_local_testbed_records_it(fake_local, cli, tmp_path):
     assert code == 0, err
     doc = json.loads((out / "results.json").read_text())
     jsonschema.validate(doc, results_schema())
-    assert doc["config"]["testbed"] == {"name": "local", "noise_sigma": None, "size": "small", "cpu_slots": 2}
+    assert doc["config"]["testbed"] == {"name": "local", "noise_sigma": None, "size": "small", "cpu_slots": 2,
+                                          "world": None}
     assert doc["oracles"]["duo"]["executions"] == 4 * 3  # searched on the testbed itself: 4 mappings x 3 runs
     assert doc["config"]["ablation"] is False
     md = (out / "report.md").read_text()
@@ -397,7 +398,8 @@ def test_bench_config_records_the_sim_testbed():
     from agentsched.experiments.bench import BenchConfig
 
     cfg = BenchConfig(scenarios=("S1",), policies=("heft",), noise_sigma=0.05, cpu_slots=4)
-    assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4}
+    assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4,
+                                        "world": "a5500"}
     tb = cfg.make_testbed()
     assert (tb.name, tb.noise_sigma, tb.cpu_slots) == ("sim", 0.05, 4)
 

@@ -14,10 +14,13 @@ from agentsched.cli.common import (
     SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
+    WORLD,
     build_testbed,
     console,
     cpu_cores_option,
     load_workflow,
+    load_workflow_and_world,
+    pick_world,
     positive,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
@@ -26,6 +29,7 @@ from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
+from agentsched.tools.base import parse_size
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
@@ -104,10 +108,16 @@ def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict
 def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
     """Fail before any run when ``testbed`` cannot run these workflows at all (the local testbed on a
     machine without CUDA: every policy and the oracle place tasks on the GPU). One-line TestbedError."""
-    check = getattr(testbed, "preflight", None)
-    if callable(check):
-        for wf in workflows:
-            check(wf)
+    for wf in workflows:
+        testbed.preflight(wf)
+
+
+def _world_ref(sim_world: Any, given: str | None, loaded: list[tuple[Any, str | None]]) -> str:
+    """How results.json's config names the bench's world so that it can be loaded again: the
+    --world value, else the workflow files' world: value (a name or a resolved path)."""
+    from agentsched.testbeds.world import choose_world
+
+    return str(choose_world(given, [w for _, w in loaded]))
 
 
 def policy_preflight(policy: Policy, workflows: list[Workflow]) -> None:
@@ -136,6 +146,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -157,7 +168,8 @@ def register(app: typer.Typer) -> None:
                           temperature=llm_temperature, timeout_s=llm_timeout)
         opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
         pol = make_policy(spec.name.value, **opts)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
+        sim_world = pick_world(testbed, world, [wf_world])
         if json_file is not None:
             check_output_file(json_file, "--json")  # before the work, not after it
         try:
@@ -165,7 +177,7 @@ def register(app: typer.Typer) -> None:
         except BaseException:
             pol.close()
             raise
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
         sp = wf.decision_space
         try:
             preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
@@ -275,6 +287,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
@@ -334,7 +347,9 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
-        wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
+        loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
+        wfs = [wf for wf, _ in loaded]
+        sim_world = pick_world(testbed, world, [w for _, w in loaded])
         ran = [wf.name for wf in wfs]
         for wf_name in ran:
             if ran.count(wf_name) > 1:  # one would silently replace the other
@@ -358,7 +373,7 @@ def register(app: typer.Typer) -> None:
                 policy_preflight(probe_policy, wfs)
             finally:
                 probe_policy.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
@@ -367,8 +382,10 @@ def register(app: typer.Typer) -> None:
             want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
             config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                                  seeds=tuple(range(seeds)), testbed=tb.name,
-                                 noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
+                                 noise_sigma=0.03 if noise is None else noise,
+                                 size=size if sim_world is not None else parse_size(size).value,
                                  cpu_slots=cpu_slots, cards=cards, policy_options=options,
+                                 world=None if sim_world is None else _world_ref(sim_world, world, loaded),
                                  ablation=want_ablation, gantt_scenario=gantt_name)
             total = len(names) * len(pols) * seeds
             # the bar starts after every check: an error above is the only line on stderr
