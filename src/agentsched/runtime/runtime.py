@@ -167,7 +167,7 @@ class Runtime:
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
-        if _no_gpu(self.testbed):
+        if _no_gpu(self.testbed, self.workflow):
             # every placement is the same host run here: cards without a GPU say so to the start
             # rules (the policy was chosen above, from the real cards)
             log.info("this machine has no CUDA GPU: every task runs on the CPU")
@@ -397,9 +397,13 @@ def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> T
     return make_testbed(testbed)
 
 
-def _no_gpu(testbed: Testbed) -> bool:
+def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:
+    """The local testbed on a machine without CUDA, for a workflow with a GPU-capable tool (torch is
+    imported only then)."""
     from agentsched.testbeds.local import LocalTestbed
 
+    if not any(c.has_gpu for c in wf.task_cards.values()):
+        return False
     return isinstance(testbed, LocalTestbed) and not testbed._cuda_available()
 
 
