@@ -384,7 +384,8 @@ def test_bench_on_the_local_testbed_records_it(fake_local, cli, tmp_path):
     assert code == 0, err
     doc = json.loads((out / "results.json").read_text())
     jsonschema.validate(doc, results_schema())
-    assert doc["config"]["testbed"] == {"name": "local", "noise_sigma": None, "size": "small", "cpu_slots": 2}
+    assert doc["config"]["testbed"] == {"name": "local", "noise_sigma": None, "size": "small", "cpu_slots": 2,
+                                          "world": None}
     assert doc["oracles"]["duo"]["executions"] == 4 * 3  # searched on the testbed itself: 4 mappings x 3 runs
     assert doc["config"]["ablation"] is False
     md = (out / "report.md").read_text()
@@ -402,7 +403,8 @@ def test_bench_config_records_the_sim_testbed():
     from agentsched.experiments.bench import BenchConfig
 
     cfg = BenchConfig(scenarios=("S1",), policies=("heft",), noise_sigma=0.05, cpu_slots=4)
-    assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4}
+    assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4,
+                                        "world": "a5500"}
     tb = cfg.make_testbed()
     assert (tb.name, tb.noise_sigma, tb.cpu_slots) == ("sim", 0.05, 4)
 

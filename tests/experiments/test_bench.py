@@ -12,13 +12,14 @@ from agentsched.experiments.bench import BenchConfig, results_dict, results_sche
 from agentsched.report.outputs import write_outputs
 
 TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
+NO_CONTENTION = str(Path(__file__).parent.parent / "data" / "workflows" / "no_contention_world.json")  # tiny.yaml's world
 
 
 @pytest.fixture(scope="module")
 def small_bench():
     cfg = BenchConfig(scenarios=(TINY, "S2", "S12"), policies=("all-gpu", "ucb1", "oracle"), rounds=4,
-                      repeats=2, seeds=(0, 1), noise_sigma=0.0, gantt_scenario="S12")
-    return run_bench(cfg)
+                      repeats=2, seeds=(0, 1), noise_sigma=0.0, gantt_scenario="S12", world=NO_CONTENTION)
+    return run_bench(cfg)  # one bench, one world: S2 and S12 run without contention here too
 
 
 def test_one_record_per_scenario_policy_seed(small_bench):

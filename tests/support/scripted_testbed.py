@@ -31,8 +31,7 @@ CARDS = {
 
 def card_set() -> CardSet:
     return CardSet(name="scripted", cards={
-        n: ToolCard(name=n, workload=f"{n} kernel", cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t,
-                    contention_sensitivity=0.0, contention_pressure=0.0)
+        n: ToolCard(name=n, workload=f"{n} kernel", cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t)
         for n, (c, g, ld, v, t) in CARDS.items()
     })
 

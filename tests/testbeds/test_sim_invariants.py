@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from agentsched import Mode, SimTestbed, Status, Workflow
 from agentsched.model.cards import CardSet, ToolCard
+from agentsched.testbeds.world import World
 
 MODES = [Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE]
 
@@ -14,14 +15,14 @@ MODES = [Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE]
 @st.composite
 def cases(draw):
     n = draw(st.integers(1, 7))
-    cards = {}
+    cards, contention = {}, {}
     for i in range(n):
         has_gpu = draw(st.booleans()) or i == 0
         cards[f"t{i}"] = ToolCard(
             name=f"t{i}", cpu_ms=draw(st.floats(1, 500)),
             gpu_ms=draw(st.floats(1, 200)) if has_gpu else None,
-            load_ms=draw(st.floats(0, 300)), vram_mb=draw(st.floats(10, 900)),
-            contention_sensitivity=draw(st.floats(0, 3)), contention_pressure=draw(st.floats(0, 3)))
+            load_ms=draw(st.floats(0, 300)), vram_mb=draw(st.floats(10, 900)))
+        contention[f"t{i}"] = {"sensitivity": draw(st.floats(0, 3)), "pressure": draw(st.floats(0, 3))}
     ids = [f"T{i}" for i in range(n)]
     edges = [[ids[a], ids[b]] for a in range(n) for b in range(a + 1, n) if draw(st.integers(0, 3)) == 0]
     budget = draw(st.one_of(st.none(), st.floats(900, 3000)))
@@ -29,14 +30,15 @@ def cases(draw):
                   tasks={t: {"tool": f"t{i}"} for i, t in enumerate(ids)}, edges=edges)
     wf = wf.with_cards(CardSet(name="rand", cards=cards))
     mapping = {t: draw(st.sampled_from(MODES)) for t in ids}
-    return wf, mapping, draw(st.integers(0, 2**31)), draw(st.sampled_from([0.0, 0.05]))
+    world = World(name="rand", contention=contention, default={"sensitivity": 0.0, "pressure": 0.0})
+    return wf, world, mapping, draw(st.integers(0, 2**31)), draw(st.sampled_from([0.0, 0.05]))
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)  # reproducible in CI
 @given(cases())
 def test_invariants(case):
-    wf, mapping, seed, sigma = case
-    ex = SimTestbed(noise_sigma=sigma).run(wf, mapping, rng=random.Random(seed))
+    wf, world, mapping, seed, sigma = case
+    ex = SimTestbed(noise_sigma=sigma, world=world).run(wf, mapping, rng=random.Random(seed))
     spans = {s.task: s for s in ex.spans}
     eps = 1e-6
     for s in ex.spans:  # dependencies respected

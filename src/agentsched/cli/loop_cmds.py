@@ -14,10 +14,13 @@ from agentsched.cli.common import (
     SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
+    WORLD,
     build_testbed,
     console,
     cpu_cores_option,
     load_workflow,
+    load_workflow_and_world,
+    pick_world,
     positive,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
@@ -25,6 +28,7 @@ from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.base import Testbed
+from agentsched.tools.base import parse_size
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
@@ -107,6 +111,14 @@ def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
         testbed.preflight(wf)
 
 
+def _world_ref(sim_world: Any, given: str | None, loaded: list[tuple[Any, str | None]]) -> str:
+    """How results.json's config names the bench's world so that it can be loaded again: the
+    --world value, else the workflow files' world: value (a name or a resolved path)."""
+    from agentsched.testbeds.world import choose_world
+
+    return str(choose_world(given, [w for _, w in loaded]))
+
+
 def llm_preflight(policy: Any) -> None:
     """One cheap request to an agent-llm policy's endpoint before any run: a one-line error
     (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
@@ -134,6 +146,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -155,11 +168,12 @@ def register(app: typer.Typer) -> None:
                           temperature=llm_temperature, timeout_s=llm_timeout)
         opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
         pol = make_policy(spec.name.value, **opts)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
+        sim_world = pick_world(testbed, world, [wf_world])
         if json_file is not None:
             check_output_file(json_file, "--json")  # before the work, not after it
         llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
         sp = wf.decision_space
         try:
             preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
@@ -265,6 +279,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
@@ -324,7 +339,9 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
-        wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
+        loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
+        wfs = [wf for wf, _ in loaded]
+        sim_world = pick_world(testbed, world, [w for _, w in loaded])
         ran = [wf.name for wf in wfs]
         for wf_name in ran:
             if ran.count(wf_name) > 1:  # one would silently replace the other
@@ -347,7 +364,7 @@ def register(app: typer.Typer) -> None:
             finally:
                 if getattr(probe_policy, "llm", None) is not None:
                     probe_policy.llm.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
@@ -356,8 +373,10 @@ def register(app: typer.Typer) -> None:
             want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
             config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                                  seeds=tuple(range(seeds)), testbed=tb.name,
-                                 noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
+                                 noise_sigma=0.03 if noise is None else noise,
+                                 size=size if sim_world is not None else parse_size(size).value,
                                  cpu_slots=cpu_slots, cards=cards, policy_options=options,
+                                 world=None if sim_world is None else _world_ref(sim_world, world, loaded),
                                  ablation=want_ablation, gantt_scenario=gantt_name)
             total = len(names) * len(pols) * seeds
             # the bar starts after every check: an error above is the only line on stderr

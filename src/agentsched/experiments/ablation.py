@@ -20,6 +20,7 @@ from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, RunMetrics
 from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class AblationResult:
     oracle_e2e_ms: float  # its E2E
     tables: tuple[AblationTable, ...]  # one per round-0 rule, in the order asked
     paper: dict[str, list[Any]]  # paper rows by variant key; empty unless the workflow is S13
+    world: str = "a5500"  # the simulated world (GPU contention) the runs used
 
     @property
     def variants(self) -> tuple[VariantResult, ...]:
@@ -135,14 +137,15 @@ class AblationResult:
             "oracle": {"mapping": self.oracle_mapping, "e2e_ms": round(self.oracle_e2e_ms, 3)},
             "tables": [t.to_dict() for t in self.tables],
             "paper": self.paper,
+            "world": self.world,
         }
 
     def to_markdown(self) -> str:
         n = len(self.seeds)
         lines = [
             f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {self.rounds} rounds x "
-            f"{self.repeats} runs, {n} seeds; oracle {self.oracle_mapping} at {self.oracle_e2e_ms:.0f} ms, "
-            "noise-free, scoring only)",
+            f"{self.repeats} runs, {n} seeds, world {self.world}; oracle {self.oracle_mapping} at "
+            f"{self.oracle_e2e_ms:.0f} ms, noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only
         head = ["variant", "best match", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
@@ -186,10 +189,13 @@ def run_ablation(
     variants: tuple[Variant, ...] = VARIANTS,
     paper: bool | None = None,
     journal: RunJournal | None = None,
+    world: str | World | None = None,
 ) -> AblationResult:
     """Run every variant for every seed on the simulated testbed with default noise, from each
-    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one).
+    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one), in the
+    simulated ``world`` (default: the calibrated a5500).
     ``journal``: record each finished run as it completes and reuse the runs it holds (``--resume``)."""
+    world = load_world(world)
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
@@ -200,7 +206,7 @@ def run_ablation(
     if bad or not initials:
         raise AgentschedError(f"ablation initial must be among {', '.join(INITIALS)}, got {', '.join(bad) or 'none'}")
     try:
-        oracle, view = scoring_view(workflow, SimTestbed())  # scoring only: never given to the policy
+        oracle, view = scoring_view(workflow, SimTestbed(world=world))  # scoring only: never given to the policy
     except AgentschedError as e:
         raise AgentschedError(f"workflow {workflow.name}: {e}") from None
     tables = []
@@ -212,13 +218,13 @@ def run_ablation(
             for seed in seeds:
                 def one(v: Variant = v, seed: int = seed, init: str = init) -> tuple[str, RunMetrics, str | None]:
                     policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                    scored = run_scored(workflow, policy, SimTestbed(seed=seed), view, rounds=rounds,
-                                        repeats=repeats, seed=seed)
+                    scored = run_scored(workflow, policy, SimTestbed(seed=seed, world=world), view,
+                                        rounds=rounds, repeats=repeats, seed=seed)
                     m = scored.metrics
                     best = scored.run.rounds[m.best_round].mapping if m.best_round is not None else None
                     return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
 
-                key = f"ablation|{workflow.name}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
+                key = f"ablation|{workflow.name}|{world.name}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
                 label, m, best_text = journaled(journal, key, one)
                 metrics.append(m)
                 bests.append(best_text)
@@ -229,5 +235,5 @@ def run_ablation(
     return AblationResult(
         workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
         oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6() if paper else {},
+        tables=tuple(tables), paper=paper_table6() if paper else {}, world=world.name,
     )

@@ -15,7 +15,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,10 @@ from agentsched.loop.runner import LoopRun
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
-from agentsched.scenarios import resolve_workflow
+from agentsched.scenarios import resolve_workflow, resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import make_testbed
+from agentsched.testbeds.world import choose_world, load_world
 
 SCHEMA_VERSION = 1
 DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
@@ -52,6 +53,9 @@ class BenchConfig:
     size: str = "small"  # local testbed tool size (small or paper); unused by sim
     cpu_slots: int | None = None  # sim: CPU cap (None: many-core host); local: CPU workers (None: cores)
     cards: str | None = None  # rebind every workflow to this card set (name or file)
+    # the simulated world (GPU contention): a built-in name, a file or perturbed:SEED; None: the one the
+    # workflow files' world: keys name, else a5500 (testbeds.world.choose_world). Unused by local.
+    world: str | None = None
     policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> make_policy kwargs
     ablation: bool = False  # run the agent's S13 ablation too
     gantt_scenario: str = DEFAULT_GANTT_SCENARIO  # scenario of the all-GPU vs oracle Gantt chart
@@ -63,12 +67,19 @@ class BenchConfig:
     def testbed_dict(self) -> dict[str, Any]:
         """results.json ``config.testbed``: the fields that do not apply to the testbed are null."""
         return {"name": self.testbed, "noise_sigma": self.noise_sigma if self.simulated else None,
-                "size": None if self.simulated else self.size, "cpu_slots": self.cpu_slots}
+                "size": None if self.simulated else self.size, "cpu_slots": self.cpu_slots,
+                "world": self.world_name if self.simulated else None}
+
+    @property
+    def world_name(self) -> str:
+        """The name of the simulated world the runs use (e.g. a5500, perturbed:1)."""
+        return load_world(self.world).name
 
     def make_testbed(self) -> Testbed:
         """The testbed this config names (seed 0: each run's noise is seeded by run_loop)."""
         if self.simulated:
-            return make_testbed("sim", noise_sigma=self.noise_sigma, seed=0, cpu_slots=self.cpu_slots)
+            return make_testbed("sim", noise_sigma=self.noise_sigma, seed=0, cpu_slots=self.cpu_slots,
+                                world=load_world(self.world))
         opts: dict[str, Any] = {"size": self.size}
         if self.cpu_slots is not None:
             opts["cpu_workers"] = self.cpu_slots
@@ -224,11 +235,15 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     for p in config.policies:
         get_spec(p)  # unknown names fail before any work
     workflows: dict[str, Workflow] = {}
+    worlds: list[str | None] = []  # what each workflow file's world: key names
     for sc in config.scenarios:
-        wf = resolve_workflow(sc)
+        wf, world = resolve_workflow_and_world(sc)
+        worlds.append(world)
         if wf.name in workflows:  # one would silently replace the other
             raise AgentschedError(f"two scenarios are named {wf.name} ({', '.join(_named(config.scenarios, wf.name))})")
         workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
+    if config.world is None and (config.simulated or config.ablation):  # record the world used, not "default"
+        config = replace(config, world=str(choose_world(None, worlds)))
     ablation_wf, ablation_note = ablation_workflow(config.cards) if config.ablation else (None, None)
     t0 = time.perf_counter()
     tb = testbed if testbed is not None else config.make_testbed()
@@ -328,7 +343,7 @@ def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: 
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True, journal=journal)  # the built-in S13 (under --cards) by construction
+                        paper=True, journal=journal, world=config.world)  # the built-in S13 (under --cards) by construction
 
 
 # ---- results.json ---------------------------------------------------------------------------------

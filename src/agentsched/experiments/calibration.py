@@ -1,6 +1,7 @@
 """Calibration of the simulated testbed against the paper (the external check).
 
-Two comparisons, with a card set (default ``a5500``) and no per-scenario tuning:
+Two comparisons, with a card set (default ``a5500``) and a simulated world (its GPU contention,
+default the built-in ``a5500`` world), and no per-scenario tuning:
 
 1. Table 3: the noise-free brute-force oracle of each scenario S1-S13 against the paper's oracle
    mapping. A scenario is *reproduced* when the paper's mapping is feasible and within 2% of the
@@ -26,6 +27,7 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class LatencyCheck:
 @dataclass(frozen=True)
 class CalibrationReport:
     card_set: str
+    world: str  # the simulated world (GPU contention) the simulator ran
     scenarios: list[ScenarioCheck] = field(default_factory=list)
     latencies: list[LatencyCheck] = field(default_factory=list)
 
@@ -80,6 +83,7 @@ class CalibrationReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "card_set": self.card_set,
+            "world": self.world,
             "reproduced": self.reproduced,
             "exact": self.exact,
             "scenarios": [s.__dict__ for s in self.scenarios],
@@ -88,11 +92,11 @@ class CalibrationReport:
         }
 
 
-def check_scenario(name: str, cards: CardSet | None = None) -> ScenarioCheck:
+def check_scenario(name: str, cards: CardSet | None = None, world: World | str | None = None) -> ScenarioCheck:
     wf = load_scenario(name)
     if cards is not None:
         wf = wf.with_cards(cards)
-    res = brute_force(wf, SimTestbed(noise_sigma=0.0))
+    res = brute_force(wf, SimTestbed(noise_sigma=0.0, world=world))
     best = res.best
     pm = paper_oracle_mapping(wf, name)
     pe = res.entry(pm).e2e_ms
@@ -114,12 +118,12 @@ def check_scenario(name: str, cards: CardSet | None = None) -> ScenarioCheck:
     )
 
 
-def check_s5_latencies(cards: CardSet | None = None) -> list[LatencyCheck]:
+def check_s5_latencies(cards: CardSet | None = None, world: World | str | None = None) -> list[LatencyCheck]:
     wf = load_scenario("S5")
     if cards is not None:
         wf = wf.with_cards(cards)
     t2 = paper_tables()["table2_S5_contention"]["rows"]
-    sim = SimTestbed(noise_sigma=0.0)
+    sim = SimTestbed(noise_sigma=0.0, world=world)
     out: list[LatencyCheck] = []
     oracle_map = paper_oracle_mapping(wf, "S5")
     for label, mapping, col in (
@@ -135,19 +139,22 @@ def check_s5_latencies(cards: CardSet | None = None) -> list[LatencyCheck]:
     return out
 
 
-def calibrate(cards: CardSet | None = None) -> CalibrationReport:
-    """Both comparisons for ``cards`` (default: each scenario's own card set, a5500)."""
+def calibrate(cards: CardSet | None = None, world: World | str | None = None) -> CalibrationReport:
+    """Both comparisons for ``cards`` (default: each scenario's own card set, a5500) in ``world``
+    (default: the built-in a5500 world)."""
+    w = load_world(world)
     return CalibrationReport(
         card_set=cards.name if cards is not None else "a5500",
-        scenarios=[check_scenario(s, cards) for s in list_scenarios()],
-        latencies=check_s5_latencies(cards),
+        world=w.name,
+        scenarios=[check_scenario(s, cards, w) for s in list_scenarios()],
+        latencies=check_s5_latencies(cards, w),
     )
 
 
 def render_calibration(rep: CalibrationReport, console) -> None:  # noqa: ANN001 - rich Console
     from rich.table import Table
 
-    t = Table(title=f"Table 3 oracle mappings: simulator ({rep.card_set} cards) vs paper")
+    t = Table(title=f"Table 3 oracle mappings: simulator ({rep.card_set} cards, {rep.world} world) vs paper")
     for col in ("scenario", "paper oracle", "paper map E2E ms", "sim best", "sim best E2E ms",
                 "ratio", "within 2%", "exact", "paper E2E ms"):
         t.add_column(col)

@@ -17,6 +17,7 @@ from agentsched.loop.registry import is_available, make_policy
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class CheckResult:
     seeds: tuple[int, ...]  # seeds run
     rows: tuple[CheckRow, ...]  # scenario-major
     notes: tuple[str, ...]  # e.g. a baseline that is not available
+    world: str = "a5500"  # the simulated world (GPU contention) the runs used
 
     @property
     def all_reached(self) -> bool:
@@ -89,7 +91,7 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "repeats": self.repeats, "seeds": list(self.seeds),
                 "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
-                "all_reached": self.all_reached}
+                "all_reached": self.all_reached, "world": self.world}
 
     def to_markdown(self) -> str:
         paper = paper_first_match_rounds()
@@ -102,7 +104,8 @@ class CheckResult:
             head += [f"{p} hit (ended on it)", f"{p} first round", f"{p} executions to first / total"]
         head.append("paper first round")
         lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {self.rounds} rounds x "
-                 f"{self.repeats} runs, {n} seeds (medians over seeds; executions include probes)", "",
+                 f"{self.repeats} runs, {n} seeds, world {self.world} (medians over seeds; executions include probes)",
+                 "",
                  "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         for s in scenarios:
             cells = [s]
@@ -139,13 +142,17 @@ def run_check(
     rounds: int = 20,
     repeats: int = 5,
     baselines: tuple[str, ...] = ("ucb1",),
+    world: str | World | None = None,
 ) -> CheckResult:
+    """Run agent-rules (each start) and the baselines on each workflow in the simulated ``world``
+    (default: the calibrated a5500), scored against its noise-free oracle."""
+    world = load_world(world)
     if not seeds:
         raise AgentschedError("the check needs at least one seed")
     rows: list[CheckRow] = []
     notes: list[str] = []
     for wf in workflows:
-        _, view = scoring_view(wf, SimTestbed())  # scoring only
+        _, view = scoring_view(wf, SimTestbed(world=world))  # scoring only
         makers: list[tuple[str, Any]] = [(f"agent-{s}", lambda s=s: AgentPolicy("rules", start=s)) for s in starts]
         makers += [(b, lambda b=b: _baseline(b)) for b in baselines]
         for key, make in makers:
@@ -158,7 +165,8 @@ def run_check(
                     if note not in notes:
                         notes.append(note)
                     break
-                scored = run_scored(wf, policy, SimTestbed(seed=seed), view, rounds=rounds, repeats=repeats, seed=seed)
+                scored = run_scored(wf, policy, SimTestbed(seed=seed, world=world), view, rounds=rounds,
+                                    repeats=repeats, seed=seed)
                 run, m = scored.run, scored.metrics
                 label = run.policy
                 first = m.first_equivalent_round
@@ -170,4 +178,4 @@ def run_check(
                 ))
             if runs:
                 rows.append(CheckRow(wf.name, label, tuple(runs)))
-    return CheckResult(rounds, repeats, tuple(seeds), tuple(rows), tuple(notes))
+    return CheckResult(rounds, repeats, tuple(seeds), tuple(rows), tuple(notes), world=world.name)

@@ -6,6 +6,9 @@ File format (YAML or JSON), the same one the built-in scenarios use::
     cards: a5500              # built-in card set, or a path relative to this file
     decision_space: three_way # binary (cpu/gpu, gpu == gpu_now) or three_way
     vram_budget_mb: 1100      # optional
+    world: a5500              # optional: the simulated world (GPU contention) to run in; a built-in
+                              # name or a path relative to this file. Read by the CLI for the
+                              # sim testbed only: the Workflow object never carries it.
     tasks:
       A: {tool: clip, repeat: 12}
     edges: []                 # list of [from, to]
@@ -270,11 +273,36 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
+WORLD_KEY = "world"  # optional workflow-file key naming the simulated world (not a Workflow field)
+
+
+def _take_world(data: dict[str, Any], source: str, base_dir: Path | None) -> str | None:
+    """Remove the optional ``world:`` key from a workflow document; return it, a path resolved
+    against ``base_dir`` when such a file exists (else as written: a built-in name)."""
+    world = data.pop(WORLD_KEY, None)
+    if world is None:
+        return None
+    if not isinstance(world, str) or not world.strip():
+        raise WorkflowError(f"{source}: world: must be a built-in world name or a path to a world file")
+    if base_dir is not None:
+        candidate = base_dir / world
+        if candidate.exists():
+            return str(candidate)
+    return world
+
+
 def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
-    """Validate a decoded workflow document (and its tools against its card set)."""
+    """Validate a decoded workflow document (and its tools against its card set). An optional
+    ``world:`` key is dropped: see ``parse_workflow_and_world``."""
+    return parse_workflow_and_world(data, source, base_dir)[0]
+
+
+def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = None) -> tuple[Workflow, str | None]:
+    """The workflow of a decoded document, and the world its ``world:`` key names (None: none)."""
     if not isinstance(data, dict):
         raise WorkflowError(f"{source}: expected a mapping at the top level")
     data = dict(data)
+    world = _take_world(data, source, base_dir)
     data.setdefault("name", Path(source).stem)
     cards = data.get("cards")
     if base_dir is not None and isinstance(cards, str):
@@ -294,11 +322,16 @@ def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Work
         wf.validate_against_cards()
     except AgentschedError as e:
         raise WorkflowError(f"{source}: {e}") from None
-    return wf
+    return wf, world
 
 
 def load_workflow_file(path: str | Path) -> Workflow:
-    """Load a workflow from a .yaml/.yml/.json file."""
+    """Load a workflow from a .yaml/.yml/.json file (its ``world:`` key, if any, is dropped)."""
+    return load_workflow_file_and_world(path)[0]
+
+
+def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None]:
+    """Load a workflow file, and the world its optional ``world:`` key names (None: none)."""
     p = Path(path)
     if not p.exists():
         raise WorkflowError(f"workflow file not found: {p}")
@@ -320,4 +353,4 @@ def load_workflow_file(path: str | Path) -> Workflow:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
-    return parse_workflow(data, str(p), p.parent)
+    return parse_workflow_and_world(data, str(p), p.parent)
