@@ -112,14 +112,13 @@ class _Tracked(Policy):
             self.in_policy = False
 
     def preflight(self, workflow: Workflow) -> None:
-        check = getattr(self.inner, "preflight", None)
-        if callable(check):
-            check(workflow)
+        self.inner.preflight(workflow)
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
+        self.inner.close()
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
 
 
 class _LiveTestbed(Testbed):
