@@ -17,6 +17,9 @@ admission from the workflow's cards (the Dispatcher) and by a ceiling on this pr
 (``torch.cuda.set_per_process_memory_fraction``); a real CUDA out-of-memory ends the run as ``oom``
 and the process keeps going. A tool that raises ends it as ``error`` with a one-line message.
 
+A task names a built-in tool (``clip``) or a user tool by import path (``package.module:Class``,
+see ``agentsched.Tool``); either is called through ``call_tool`` alone: the public ``Tool.run``.
+
 Loaded tools are cached across runs (the oracle and ``bench`` run many mappings); tools the next
 workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are never both kept.
 """
@@ -62,14 +65,16 @@ class _Done:
 def call_tool(tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None],
               stop: threading.Event) -> Any:
     """Run one task: ``k`` back-to-back calls of ``tool`` (amplification x repeat), each waited
-    for on the device; the last call's output. The ONE place the local backend invokes a tool.
-    ``inputs`` (the invocation's arguments, or ``{pred_task_id: pred_output}``) is not passed yet:
-    the library's tools build their own inputs at load time (``Tool.call()`` takes none)."""
+    for on the device; the last call's output. The ONE place the local backend invokes a tool:
+    the public ``Tool.run(inputs)``, with the invocation's arguments (a source task) or
+    ``{pred_task_id: pred_output}``. Built-in tools compute on their generated inputs unless an
+    argument they take is given (``tools.base.Tool.run``)."""
     out = None
+    args = dict(inputs)
     for _ in range(k):
         if stop.is_set():
             raise _Cancelled
-        out = tool.call()
+        out = tool.run(args)
         sync(tool)
     return out
 
@@ -174,14 +179,21 @@ class LocalBackend(Backend):
 
     # ---- tools -------------------------------------------------------------------------------
     def _base_and_k(self, workflow: Workflow, task: str) -> tuple[str, int]:
+        from agentsched.model.tool import is_tool_path
         from agentsched.tools import parse_tool_name
 
         t = workflow.tasks[task]
+        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+            return t.tool, t.repeat
         base, k = parse_tool_name(t.tool)
         return base, k * t.repeat
 
     def _new_tool(self, base: str) -> Any:
+        from agentsched.model.tool import is_tool_path, new_tool
+
         with quiet_loading():
+            if is_tool_path(base):  # a user tool (package.module:Class)
+                return new_tool(base)
             return self._factory(base, self.size, seed=self.seed)
 
     def _shared(self, base: str, device: str) -> Any:
@@ -241,7 +253,11 @@ class _LocalRun:
     def __init__(self, backend: LocalBackend, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
         self.b = backend
         self.workflow = workflow
-        self.mapping = mapping
+        # where each task really runs: a tool whose card has no GPU figure runs its host code
+        # wherever it is placed (as the Dispatcher starts it), so it is loaded on the host
+        cards = workflow.task_cards
+        self.mapping = {t: (m if cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
+        mapping = self.mapping
         self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
         self.bases = {t: backend._base_and_k(workflow, t) for t in workflow.task_ids}
         self.tools: dict[str, Any] = {}
@@ -335,7 +351,8 @@ class _LocalRun:
             finally:
                 if mode is Mode.GPU_QUEUE:
                     tool.unload()
-                elif mode is Mode.GPU_NOW and self.staged and tool.loaded:
+                # (a user tool has no "loaded": only the public load/run/unload are required)
+                elif mode is Mode.GPU_NOW and self.staged and getattr(tool, "loaded", True):
                     tool.move("cpu")
         return _Done(start, end, load_ms, output)
 
