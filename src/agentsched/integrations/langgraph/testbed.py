@@ -201,7 +201,9 @@ class LangGraphTestbed(Testbed):
         self.recursion_limit = recursion_limit  # LangGraph's step limit (None: its default)
         self._tools: dict[str, Tool] = {}  # task -> its tool instance (kept loaded across invocations)
         self._where: dict[str, str | None] = {}  # task -> device it is loaded on (None: unloaded)
-        self._local = threading.local()
+        # the final state of the last invocation (the runtime runs invocations one at a time, on
+        # its own thread: a thread-local would not reach the caller)
+        self._last_state: Any = None
 
     # ---- environment -------------------------------------------------------------------------
     @staticmethod
@@ -259,8 +261,8 @@ class LangGraphTestbed(Testbed):
 
     @property
     def last_state(self) -> Any:
-        """The final LangGraph state of this thread's last invocation (None when it failed)."""
-        return getattr(self._local, "state", None)
+        """The final LangGraph state of the last invocation (None when it failed)."""
+        return self._last_state
 
     # ---- run ---------------------------------------------------------------------------------
     def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
@@ -273,7 +275,7 @@ class LangGraphTestbed(Testbed):
         effective = self._effective(workflow, mapping)
         self._check_gpu(workflow, effective)
         staged = workflow.vram_budget_mb is not None
-        self._local.state = None
+        self._last_state = None
         for t in workflow.task_ids:  # warm models, before the clock starts
             mode = effective[t]
             want = ("cpu" if mode is Mode.CPU or (mode is Mode.GPU_NOW and staged)
@@ -322,7 +324,7 @@ class LangGraphTestbed(Testbed):
         common = dict(mapping=dict(inv.mapping), peak_vram_mb=inv.gate.peak_vram_mb, spans=spans,
                       vram_timeline=timeline, testbed=self.name)
         if error is None:
-            self._local.state = state
+            self._last_state = state
             e2e = ms(t_end)
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, **common, **_outputs(inv))
         status, message = self._failure(inv, timer, error)
