@@ -326,11 +326,11 @@ class LangGraphTestbed(Testbed):
         if error is None:
             self._last_state = state
             e2e = ms(t_end)
-            return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, **common, **_outputs(inv))
+            return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
         status, message = self._failure(inv, timer, error)
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
                          extra={**extra, "failed_task": message.split()[1] if message.startswith("node ") else None},
-                         **common, **_outputs(inv))
+                         outputs=dict(inv.outputs), **common)
 
     def _failure(self, inv: _Invocation, timer: _HostTimer, error: BaseException) -> tuple[Status, str]:
         if inv.failure is not None:
@@ -346,7 +346,3 @@ class LangGraphTestbed(Testbed):
             return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}"
         return Status.ERROR, f"graph failed: {_one_line(error)}"
 
-
-def _outputs(inv: _Invocation) -> dict[str, Any]:
-    """``Execution.outputs`` where the model has the field (the Testbed protocol's data flow)."""
-    return {"outputs": dict(inv.outputs)} if "outputs" in Execution.__dataclass_fields__ else {}
