@@ -204,6 +204,7 @@ class LangGraphTestbed(Testbed):
         # the final state of the last invocation (the runtime runs invocations one at a time, on
         # its own thread: a thread-local would not reach the caller)
         self._last_state: Any = None
+        self._last_execution: Execution | None = None
 
     # ---- environment -------------------------------------------------------------------------
     @staticmethod
@@ -259,6 +260,16 @@ class LangGraphTestbed(Testbed):
                 self._tools[task].unload()
                 self._where[task] = None
 
+    def forget(self) -> None:
+        """Drop the last invocation's state and execution (before the next one)."""
+        self._last_state = None
+        self._last_execution = None
+
+    @property
+    def last_execution(self) -> Execution | None:
+        """The ``Execution`` of the last invocation this testbed ran (None after ``forget``)."""
+        return self._last_execution
+
     @property
     def last_state(self) -> Any:
         """The final LangGraph state of the last invocation (None when it failed)."""
@@ -284,10 +295,18 @@ class LangGraphTestbed(Testbed):
                 self.place(t, want)
             except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
                 status = Status.OOM if _is_oom(exc) else Status.ERROR
-                return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
-                                 peak_vram_mb=0.0, spans=(), message=f"task {t} failed to load: {_one_line(exc)}",
-                                 testbed=self.name, extra={"failed_task": t})
+                tool = self.spec.nodes[t].tool_class().display_name()
+                self._last_execution = Execution(
+                    status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0, spans=(),
+                    message=f"node {t} ({tool}) failed to load: {_one_line(exc)}", testbed=self.name,
+                    extra={"failed_task": t})
+                return self._last_execution
         inv = _Invocation(self, workflow, mapping, effective, dict(inputs or {}), staged)
+        x = self._invoke(workflow, inv)
+        self._last_execution = x
+        return x
+
+    def _invoke(self, workflow: Workflow, inv: _Invocation) -> Execution:
         timer = _HostTimer()
         config: dict[str, Any] = {"configurable": {CONTEXT_KEY: inv}, "callbacks": [timer.handler]}
         if self.recursion_limit is not None:
@@ -295,7 +314,7 @@ class LangGraphTestbed(Testbed):
         t0 = time.perf_counter()
         error: BaseException | None = None
         try:
-            state = self.compiled.invoke(dict(inputs or {}), config=config)
+            state = self.compiled.invoke(dict(inv.inputs), config=config)
         except Exception as exc:  # noqa: BLE001 - any node's failure ends this invocation only
             error, state = exc, None
         t_end = time.perf_counter()
@@ -327,22 +346,24 @@ class LangGraphTestbed(Testbed):
             self._last_state = state
             e2e = ms(t_end)
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
-        status, message = self._failure(inv, timer, error)
+        status, message, node = self._failure(inv, timer, error)
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
-                         extra={**extra, "failed_task": message.split()[1] if message.startswith("node ") else None},
+                         extra={**extra, "failed_task": node},
                          outputs=dict(inv.outputs), **common)
 
-    def _failure(self, inv: _Invocation, timer: _HostTimer, error: BaseException) -> tuple[Status, str]:
+    def _failure(self, inv: _Invocation, timer: _HostTimer,
+                 error: BaseException) -> tuple[Status, str, str | None]:
+        """Status, one-line message and failing node of a failed invocation."""
         if inv.failure is not None:
             task, exc = inv.failure
             if isinstance(exc, Infeasible):
-                return Status.OOM, str(exc)
+                return Status.OOM, str(exc), task
             tool = inv.bed.spec.nodes[task].tool_class().display_name()
             if _is_oom(exc):
-                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {_one_line(exc)}"
-            return Status.ERROR, f"node {task} ({tool}) failed: {_one_line(exc)}"
+                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {_one_line(exc)}", task
+            return Status.ERROR, f"node {task} ({tool}) failed: {_one_line(exc)}", task
         if timer.failed:  # a host node raised
             node, exc = timer.failed[0]
-            return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}"
-        return Status.ERROR, f"graph failed: {_one_line(error)}"
+            return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}", node
+        return Status.ERROR, f"graph failed: {_one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
 
