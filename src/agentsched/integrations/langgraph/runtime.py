@@ -77,7 +77,7 @@ class GraphRuntime:
                                                                             cpu_workers=cpu_workers)
         wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
                                  cards=cards, spec=self.testbed.spec)
-        if not self.testbed._cuda_available():
+        if any(c.has_gpu for c in wf.task_cards.values()) and not self.testbed._cuda_available():
             # as the runtime does for its local testbed: every placement is the same host run here
             from agentsched.runtime.runtime import _host_only
 
