@@ -294,3 +294,45 @@ def test_gpu_placement_without_cuda_is_refused(wf) -> None:
         bed.run(wf, {"a": C, "b": N, "c": C, "d": C}, inputs={"q": "x"})
     with pytest.raises(TestbedError, match="^task a is mapped to gpu_now"):
         bed.preflight(wf)
+
+
+def test_send_fan_out_runs_one_task_several_times_on_its_placement(make_workflow) -> None:
+    import operator
+    from typing import Annotated
+
+    from langgraph.types import Send
+
+    class FanState(TypedDict, total=False):
+        q: str
+        parts: list
+        b: Annotated[list, operator.add]
+
+    class Part(Recording):
+        name = "b"
+
+        def run(self, inputs: dict[str, Any]) -> Any:
+            super().run(inputs)
+            return [inputs["part"] * 2]
+
+    class PartIn(TypedDict):
+        part: str
+
+    def split(state: FanState) -> dict:
+        return {"parts": state["q"].split()}
+
+    def fan(state: FanState) -> list:
+        return [Send("b", {"part": p}) for p in state["parts"]]
+
+    g = StateGraph(FanState)
+    g.add_node("split", split)
+    g.add_node("b", tool_node(Part, reads=["part"]), input_schema=PartIn)  # what each Send carries
+    g.add_edge(START, "split")
+    g.add_conditional_edges("split", fan, ["b"])
+    wf = make_workflow(CARDS, {"b": "b"}, space="three_way")
+    EVENTS.clear()
+    bed = FakeGpuTestbed(g)
+    ex = bed.run(wf, {"b": Q}, inputs={"q": "x y z"})
+    assert ex.ok, ex.message
+    assert sorted(bed.last_state["b"]) == ["xx", "yy", "zz"]
+    assert ex.extra["runs"] == {"b": 3} and len(ex.spans) == 1
+    assert [e for t, e, _ in EVENTS if t == "Part"] == ["load", "run", "unload"] * 3  # one at a time

@@ -77,6 +77,9 @@ class _Invocation:
         self.outputs: dict[str, Any] = {}
         self.failure: tuple[str, BaseException] | None = None  # first failing task and its error
         self._lock = threading.Lock()
+        # one run of a task at a time: a Send fan-out calls one node several times in one step, but
+        # it has one tool instance, one placement and one VRAM reservation
+        self._task_locks = {t: threading.Lock() for t in mapping}
 
     def task_inputs(self, task: str, state: Mapping[str, Any]) -> dict[str, Any]:
         node = self.bed.spec.nodes[task]
@@ -91,6 +94,10 @@ class _Invocation:
 
     def run_node(self, task: str, state: Mapping[str, Any]) -> Any:
         """Run placeable node ``task`` on its placement; called by the node from LangGraph's thread."""
+        with self._task_locks[task]:
+            return self._run_node(task, state)
+
+    def _run_node(self, task: str, state: Mapping[str, Any]) -> Any:
         node = self.bed.spec.nodes[task]
         tool = self.bed.tool_of(task)
         mode = self.effective[task]
