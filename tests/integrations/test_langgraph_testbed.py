@@ -336,3 +336,28 @@ def test_send_fan_out_runs_one_task_several_times_on_its_placement(make_workflow
     assert sorted(bed.last_state["b"]) == ["xx", "yy", "zz"]
     assert ex.extra["runs"] == {"b": 3} and len(ex.spans) == 1
     assert [e for t, e, _ in EVENTS if t == "Part"] == ["load", "run", "unload"] * 3  # one at a time
+
+
+def test_a_node_langgraph_retries_then_succeeds_is_ok(make_workflow) -> None:
+    from langgraph.types import RetryPolicy
+
+    class Flaky(Recording):
+        name = "a"
+        calls = 0
+
+        def run(self, inputs: dict[str, Any]) -> Any:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise ConnectionError("transient")
+            return super().run(inputs)
+
+    g = StateGraph(State)
+    g.add_node("a", tool_node(Flaky), retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01))
+    g.add_node("b", tool_node(B))
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way")
+    bed = LangGraphTestbed(g)
+    ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "x"})
+    assert ex.ok, ex.message
+    assert Flaky.calls == 2 and ex.extra["runs"] == {"a": 1, "b": 1}

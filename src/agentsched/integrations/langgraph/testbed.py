@@ -75,7 +75,7 @@ class _Invocation:
         self.spans: dict[str, _Span] = {}
         self.order: list[str] = []  # tasks in first-start order
         self.outputs: dict[str, Any] = {}
-        self.failure: tuple[str, BaseException] | None = None  # first failing task and its error
+        self.failures: list[tuple[str, BaseException]] = []  # failing runs (task, error), in order
         self._lock = threading.Lock()
         # one run of a task at a time: a Send fan-out calls one node several times in one step, but
         # it has one tool instance, one placement and one VRAM reservation
@@ -144,9 +144,18 @@ class _Invocation:
 
     def _fail(self, task: str, exc: BaseException) -> None:
         with self._lock:
-            if self.failure is None and not isinstance(exc, Aborted):
-                self.failure = (task, exc)
-        self.gate.abort()
+            if not isinstance(exc, Aborted):
+                self.failures.append((task, exc))
+        if isinstance(exc, Infeasible):  # no retry can make it fit: release the nodes still waiting
+            self.gate.abort()
+
+    def failure(self, error: BaseException) -> tuple[str, BaseException] | None:
+        """The placeable node's run that raised the graph's ``error`` (a node LangGraph retried may
+        have failed before), or None."""
+        for task, exc in self.failures:
+            if exc is error:
+                return task, exc
+        return None
 
 
 class _HostTimer:
@@ -361,16 +370,20 @@ class LangGraphTestbed(Testbed):
     def _failure(self, inv: _Invocation, timer: _HostTimer,
                  error: BaseException) -> tuple[Status, str, str | None]:
         """Status, one-line message and failing node of a failed invocation."""
-        if inv.failure is not None:
-            task, exc = inv.failure
+        failed = inv.failure(error)
+        if failed is None:  # a host node's error, or else the first failure seen
+            host = next((f for f in timer.failed if f[1] is error), None)
+            failed = host or (inv.failures[0] if inv.failures else None) or (timer.failed[0] if timer.failed else None)
+        if failed is not None and failed[0] in self.spec.nodes:
+            task, exc = failed
             if isinstance(exc, Infeasible):
                 return Status.OOM, str(exc), task
-            tool = inv.bed.spec.nodes[task].tool_class().display_name()
+            tool = self.spec.nodes[task].tool_class().display_name()
             if _is_oom(exc):
                 return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {_one_line(exc)}", task
             return Status.ERROR, f"node {task} ({tool}) failed: {_one_line(exc)}", task
-        if timer.failed:  # a host node raised
-            node, exc = timer.failed[0]
+        if failed is not None:
+            node, exc = failed
             return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}", node
         return Status.ERROR, f"graph failed: {_one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
 
