@@ -179,6 +179,12 @@ def test_missing_state_keys_refused() -> None:
     g.add_edge(START, "x")
     spec = inspect_graph(g)
     assert spec.inputs["x"].keys == (("q", "q"),) and not spec.inputs["x"].invocation
+    g = StateGraph(State)
+    g.add_node("a", tool_node(Echo))
+    g.add_node("b", tool_node(Echo, reads={"A": "a", "question": "q"}))  # input name -> state key
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    assert inspect_graph(g).inputs["b"].keys == (("A", "a"), ("question", "q"))
 
 
 def test_subgraph_with_placeable_nodes_refused_plain_subgraph_is_host() -> None:

@@ -206,11 +206,11 @@ def _inputs_of(task: str, node: PlaceableNode, placeable: Mapping[str, Placeable
             raise GraphError(f"node {task!r} writes its output to state key {out_key!r}, which the graph's "
                              "state does not have: add it to the state schema or pass tool_node(..., writes=KEY)")
         if node.reads is not None:
-            missing = [k for k in node.reads if k not in channels]
+            missing = [k for k in node.reads.values() if k not in channels]
             if missing:
                 raise GraphError(f"node {task!r} reads state key(s) {', '.join(missing)} the graph's state "
                                  "does not have")
-            return TaskInputs(invocation=False, keys=tuple((k, k) for k in node.reads))
+            return TaskInputs(invocation=False, keys=tuple(node.reads.items()))
     # Walk back through host nodes, as the DAG contracts them: the task gets its predecessor tasks'
     # outputs (as under ``agentsched invoke``), the output of each host node it passes that has a
     # state key of its own name (an LLM step writing ``rewrite``), and the invocation's arguments

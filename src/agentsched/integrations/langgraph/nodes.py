@@ -81,7 +81,7 @@ class PlaceableNode:
 class ToolNode(PlaceableNode):
     """An ``agentsched.Tool`` used as a LangGraph node."""
 
-    def __init__(self, tool: type[Tool] | Tool, *, reads: Iterable[str] | None = None,
+    def __init__(self, tool: type[Tool] | Tool, *, reads: Iterable[str] | Mapping[str, str] | None = None,
                  writes: str | None = None) -> None:
         if isinstance(tool, type):
             if not issubclass(tool, Tool):
@@ -93,8 +93,12 @@ class ToolNode(PlaceableNode):
         if isinstance(reads, str):
             raise NodeError(f"tool_node: reads must be a list of state keys, not the string {reads!r}")
         self.tool = tool  # the class (one instance per task) or the user's own instance
-        #: state keys whose values form ``inputs`` (key -> value); None: the node's predecessors
-        self.reads = None if reads is None else tuple(reads)
+        #: input name -> state key whose value ``inputs`` carries under that name; None: the
+        #: node's predecessors (a list of keys reads each key under its own name)
+        self.reads: dict[str, str] | None = None
+        if reads is not None:
+            self.reads = ({str(k): str(v) for k, v in reads.items()} if isinstance(reads, Mapping)
+                          else {str(k): str(k) for k in reads})
         self.writes = writes  # state key of the output; None: the node's name
         self._lock = threading.Lock()
         self._host_tool = None
@@ -118,19 +122,21 @@ class ToolNode(PlaceableNode):
 
     def standalone_inputs(self, state: Mapping[str, Any]) -> dict[str, Any]:
         if self.reads is not None:
-            return {k: state.get(k) for k in self.reads}
+            return {name: state.get(key) for name, key in self.reads.items()}
         return super().standalone_inputs(state)
 
     def __repr__(self) -> str:
         return f"tool_node({self.tool_class().__qualname__})"
 
 
-def tool_node(tool: type[Tool] | Tool, *, reads: Iterable[str] | None = None,
+def tool_node(tool: type[Tool] | Tool, *, reads: Iterable[str] | Mapping[str, str] | None = None,
               writes: str | None = None) -> ToolNode:
     """A LangGraph node running ``tool`` where agentsched places it.
 
-    ``reads``: state keys passed as ``inputs`` (default: each predecessor's output key, or the
-    invocation's arguments after START, exactly as ``agentsched invoke`` passes them);
+    ``reads``: the state keys passed as ``inputs``, a list (each under its own name) or a dict
+    input name -> state key (a tool written for a workflow's task ids, ``{"A": "extract"}``);
+    default: each predecessor's output, or the invocation's arguments after START, exactly as
+    ``agentsched invoke`` passes them;
     ``writes``: the state key of the output (default: the node's name)."""
     return ToolNode(tool, reads=reads, writes=writes)
 
