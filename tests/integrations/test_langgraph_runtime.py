@@ -197,3 +197,28 @@ def test_missing_input_is_one_line(pipe) -> None:
     with GraphRuntime(words_graph(mod), "words-graph", store=None) as grt:
         with pytest.raises(AgentschedError, match="missing input.*source task split.*documents"):
             grt.invoke(text="no documents")
+
+
+def test_conditional_graph_learns_over_invocations_that_skip_a_branch(pipe) -> None:
+    folder, mod = pipe
+    from typing import Literal
+
+    def which(state: State) -> Literal["count", "longest"]:
+        return "count" if len(state["documents"]) > 1 else "longest"
+
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("count", tool_node(mod.Count))
+    g.add_node("longest", tool_node(mod.Longest))
+    g.add_edge(START, "split")
+    g.add_conditional_edges("split", which)
+    with GraphRuntime(g, "words-branch", store=str(folder / "b.db"), round_size=2) as grt:
+        assert grt.workflow.task_ids == ["split", "count", "longest"]  # the placement covers both branches
+        for i in range(6):
+            docs = ["a b", "c d e"] if i % 2 else ["only one document"]
+            r = grt.invoke(documents=docs)
+            assert r.ok, r.message
+            ran = {s["task"] for s in r.timeline}
+            assert ran == ({"split", "count"} if i % 2 else {"split", "longest"})
+            assert set(r.mapping) == {"split", "count", "longest"}
+            assert r.invocation_id == i + 1
