@@ -58,6 +58,21 @@ class Longest(Tool):
         return [max(words, key=len) if words else "" for words in inputs["split"]]
 
 
+class Where(Tool):
+    name = "where"
+    workload = "reports the device it was loaded on"
+    tags = ("compute-bound",)
+
+    def load(self, device):
+        self.device = device
+
+    def unload(self):
+        self.device = None
+
+    def run(self, inputs):
+        return self.device
+
+
 class Report(Tool):
     name = "report"
     workload = "join the counts and the longest words"
@@ -222,3 +237,37 @@ def test_conditional_graph_learns_over_invocations_that_skip_a_branch(pipe) -> N
             assert ran == ({"split", "count"} if i % 2 else {"split", "longest"})
             assert set(r.mapping) == {"split", "count", "longest"}
             assert r.invocation_id == i + 1
+
+
+def test_each_node_runs_on_the_device_the_runtime_chose(pipe) -> None:
+    folder, mod = pipe
+    from agentsched.integrations.langgraph import LangGraphTestbed
+
+    class FakeGpu(LangGraphTestbed):  # tools that only record their device: no CUDA needed
+        def _cuda_available(self) -> bool:
+            return True
+
+    class WState(TypedDict, total=False):
+        documents: Any
+        split: Any
+        w1: Any
+        w2: Any
+
+    g = StateGraph(WState)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("w1", tool_node(mod.Where))
+    g.add_node("w2", tool_node(mod.Where))
+    g.add_edge(START, "split")
+    g.add_edge("split", "w1")
+    g.add_edge("split", "w2")
+    device = {"cpu": "cpu", "gpu_now": "cuda:0", "gpu_queue": "cuda:0"}
+    modes = set()
+    with GraphRuntime(g, "where", store=str(folder / "w.db"), round_size=1, explore_fraction=0.5,
+                      testbed=FakeGpu(g)) as grt:
+        for _ in range(8):
+            r = grt.invoke(documents=["x"])
+            assert r.ok, r.message
+            for t in ("w1", "w2"):
+                assert r.state[t] == device[r.mapping[t].value]
+                modes.add(r.mapping[t].value)
+    assert modes - {"cpu"}  # the policy did place nodes on the GPU modes
