@@ -198,7 +198,7 @@ def _stem(word: str) -> str:
 
 
 class AssembleAnswer(agentsched.Tool):
-    """The answer: the best passage, with the documents it comes from."""
+    """The answer: the best passage, its document, and up to two other documents that came close."""
 
     name = "assemble_answer"
     workload = "format the answer and its sources (a few string operations)"
@@ -208,5 +208,6 @@ class AssembleAnswer(agentsched.Tool):
     def run(self, inputs: dict[str, Any]) -> dict[str, Any]:
         ranked = inputs["D"]["ranked"]
         best = ranked[0]
+        also = list(dict.fromkeys(c["doc"] for c in ranked[1:] if c["doc"] != best["doc"]))[:2]
         return {"question": inputs["D"]["question"], "answer": best["text"], "source": best["doc"],
-                "also": [c["doc"] for c in ranked[1:3]], "score": round(best["rerank"], 4)}
+                "also": also, "score": round(best["rerank"], 4)}

@@ -148,3 +148,25 @@ def test_workflow_from_tools_runs_classes_and_instances(tmp_path):
     with Runtime(wf, store=tmp_path / "s.db", cpu_workers=1) as rt:
         assert rt.invoke(x=1).outputs == {"B": 6}
         assert rt.invoke(x=10).outputs == {"B": 33}
+
+
+def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
+    out = tmp_path / "cards.json"
+    code, _, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup", "0",
+                       "--busy", "ignore")
+    assert code == 0, err
+    from agentsched.model.cards import load_card_set
+
+    card = load_card_set(out).cards["wordtools:Shout"]
+    assert card.cpu_ms > 0 and card.gpu_ms is None  # measured on the CPU; a host-only tool
+    assert card.workload == "upper-case the words, joined" and card.tags == ("compute-bound",)
+    wf_file = tmp_path / "words.yaml"
+    wf_file.write_text((on_path / "words.yaml").read_text() + "cards: cards.json\n")
+    wf = load_workflow_file(wf_file)
+    assert wf.unprofiled == frozenset({"A", "B"}) and wf.task_cards["C"].cpu_ms == card.cpu_ms
+
+    code, _, err = cli("profile", "--tools", "wordtools:Split", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and err.strip() == ("error: tool wordtools:Split defines no example_inputs() (a dict of the "
+                                         "inputs run() takes): the profiler has nothing to time it on")
+    code, _, err = cli("profile", "--tools", "wordtools:Plain", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and "class Plain is not an agentsched.Tool subclass" in err

@@ -70,6 +70,21 @@ class Task(BaseModel):
         return self.tool if self.repeat == 1 else f"{self.tool}_x{self.repeat}"
 
 
+VRAM_EPS_MB = 1e-9  # float slack of the budget check (sums of card figures)
+
+
+def fits_vram(held_mb: float, need_mb: float, budget_mb: float | None) -> bool:
+    """Does ``need_mb`` more fit beside ``held_mb`` under the budget? (None: no budget.) The one
+    VRAM-fit check of the start rules, the schedulers and the agent."""
+    return budget_mb is None or held_mb + need_mb <= budget_mb + VRAM_EPS_MB
+
+
+def effective_mode(card: ToolCard, mode: Mode) -> Mode:
+    """Where a task placed on ``mode`` really runs: a tool without a GPU implementation placed on
+    ``gpu_now`` or ``gpu_queue`` runs its host code as a ``cpu`` task (so both placements are one run)."""
+    return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
+
+
 class Workflow(BaseModel):
     """A validated workflow. Task order (file order) is the canonical order of mappings."""
 
@@ -147,6 +162,27 @@ class Workflow(BaseModel):
     @property
     def sinks(self) -> list[str]:
         return [t for t in self.tasks if not self.succs[t]]
+
+    @cached_property
+    def concurrent(self) -> dict[str, frozenset[str]]:
+        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
+        ancestor nor its descendant). Written once here for every scheduler and the monitor."""
+        ids = self.topo_order
+        bit = {t: 1 << i for i, t in enumerate(ids)}
+        desc = dict.fromkeys(ids, 0)  # bitsets: one pass each way over the topological order
+        anc = dict.fromkeys(ids, 0)
+        for t in reversed(ids):
+            for s in self.succs[t]:
+                desc[t] |= bit[s] | desc[s]
+        for t in ids:
+            for p in self.preds[t]:
+                anc[t] |= bit[p] | anc[p]
+        every = (1 << len(ids)) - 1
+        out = {}
+        for t in self.task_ids:
+            free = every & ~(desc[t] | anc[t] | bit[t])
+            out[t] = frozenset(u for u in ids if free & bit[u])
+        return out
 
     @cached_property
     def topo_order(self) -> list[str]:
