@@ -361,3 +361,15 @@ def test_a_node_langgraph_retries_then_succeeds_is_ok(make_workflow) -> None:
     ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "x"})
     assert ex.ok, ex.message
     assert Flaky.calls == 2 and ex.extra["runs"] == {"a": 1, "b": 1}
+
+
+def test_compiled_graph_with_checkpointer_or_interrupts_refused() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentsched.integrations.langgraph import GraphError
+
+    with pytest.raises(GraphError, match="^the graph was compiled with a checkpointer"):
+        LangGraphTestbed(diamond().compile(checkpointer=InMemorySaver()))
+    with pytest.raises(GraphError, match="^the graph was compiled to interrupt at node 'b'"):
+        LangGraphTestbed(diamond().compile(interrupt_before=["b"]))
+    assert LangGraphTestbed(diamond().compile()).spec.task_ids == ["a", "b", "c", "d"]

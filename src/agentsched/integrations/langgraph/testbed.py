@@ -23,7 +23,7 @@ from typing import Any
 
 from agentsched.errors import TestbedError
 from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
-from agentsched.integrations.langgraph.graph import GraphSpec, builder_of, inspect_graph
+from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
 from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
@@ -197,6 +197,18 @@ class _HostTimer:
                 self.failed.append((item[0], error))
 
 
+def _refuse_compile_options(compiled: Any) -> None:
+    """A compiled graph whose invocations need a thread or may pause cannot be one invocation."""
+    if getattr(compiled, "checkpointer", None) not in (None, False):
+        raise GraphError("the graph was compiled with a checkpointer (each invocation would need a "
+                         "thread_id): give GraphRuntime the StateGraph, or compile it without one")
+    paused = list(getattr(compiled, "interrupt_before_nodes", None) or []) + list(
+        getattr(compiled, "interrupt_after_nodes", None) or [])
+    if paused:
+        raise GraphError(f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
+                         "invocation to its end; compile it without interrupts")
+
+
 class LangGraphTestbed(Testbed):
     """Runs a LangGraph graph with its placeable nodes where a mapping places them."""
 
@@ -207,6 +219,8 @@ class LangGraphTestbed(Testbed):
                  recursion_limit: int | None = None) -> None:
         self.spec: GraphSpec = inspect_graph(graph)  # raises GraphError naming an unmappable node
         builder = builder_of(graph)
+        if graph is not builder:
+            _refuse_compile_options(graph)
         # the user's compiled graph keeps its compile options; a builder is compiled plainly
         self.compiled = graph if graph is not builder else builder.compile()
         self.device = "cuda:0" if device in ("cuda", "gpu") else device  # where GPU placements run
