@@ -90,3 +90,15 @@ def test_nodes_run_on_the_host_outside_the_adapter() -> None:
         assert state["words"] == {"device": "cpu", "words": ["a", "b", "c"]}
         assert state["out"] == (3, "cpu", "model@cpu")
     assert loads == ["cpu"]  # loaded once, kept
+
+
+def test_without_langgraph_the_import_is_one_line() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['langgraph'] = None\n"  # as if the extra were not installed
+            "try:\n    import agentsched.integrations.langgraph\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == ("MissingExtraError agentsched.integrations.langgraph needs LangGraph >= 1.0: "
+                                  "pip install 'agentsched[langgraph]'"), out.stderr
