@@ -13,10 +13,12 @@ class TestbedKind(str, enum.Enum):
     __test__ = False
     SIM = "sim"  # discrete-event simulator (default; no hardware needed)
     LOCAL = "local"  # real tools on this machine's CPU, and CUDA when present
+    RAY = "ray"  # real tools on a Ray cluster (the [ray] extra), VRAM admitted by Ray's resources
 
 
 def make_testbed(name: str | TestbedKind = TestbedKind.SIM, **options: Any) -> Testbed:
-    """Build a testbed. ``local`` imports torch lazily (needs the ``[tools]`` extra)."""
+    """Build a testbed. ``local`` and ``ray`` import torch lazily (the ``[tools]`` extra); ``ray`` imports
+    ray lazily (the ``[ray]`` extra)."""
     try:
         kind = TestbedKind(str(getattr(name, "value", name)).lower())
     except ValueError:
@@ -27,6 +29,10 @@ def make_testbed(name: str | TestbedKind = TestbedKind.SIM, **options: Any) -> T
         from agentsched.testbeds.sim import SimTestbed
 
         return SimTestbed(**options)
+    if kind is TestbedKind.RAY:
+        from agentsched.testbeds.ray import RayTestbed
+
+        return RayTestbed(**options)
     try:
         from agentsched.testbeds.local import LocalTestbed
     except ImportError as e:  # torch/transformers missing
