@@ -108,6 +108,11 @@ class FakeTool:
         self.log.append(("move", self.name, device))
         self.device = device
 
+    def run(self, inputs):  # the public Tool API
+
+        return self.call()
+
+
     def call(self):
         self.calls += 1
         if self.fail is not None:

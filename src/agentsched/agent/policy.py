@@ -88,7 +88,8 @@ class AgentPolicy(Policy):
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         cards = ctx.cards if self.start == "warm" else None
-        self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards)
+        self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards,
+                                      probe_allowed=ctx.probe_allowed)
         self.rules.reset()
         if self.llm is not None:
             self.llm.reset()  # the circuit breaker counts per run

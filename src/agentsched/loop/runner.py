@@ -93,11 +93,13 @@ def run_loop(
     repeats: int = 5,
     seed: int = 0,
     on_round: Callable[[RoundRecord], None] | None = None,
+    probe_allowed: Callable[[], bool] | None = None,
 ) -> LoopRun:
     """Run ``policy`` for ``rounds`` rounds of ``repeats`` executions each on ``testbed``.
 
     The testbed's noise and the policy's randomness draw from two generators seeded from ``seed``,
     so runs are reproducible and policies cannot perturb each other's noise stream.
+    ``probe_allowed`` (optional) is asked before each probe a policy's monitor wants to run.
     """
     if rounds < 1:
         raise AgentschedError(f"rounds must be >= 1, got {rounds}")
@@ -116,7 +118,7 @@ def run_loop(
         return x
 
     ctx = PolicyContext(workflow=workflow, cards=dict(workflow.task_cards), rng=policy_rng,
-                        probe=probe, rounds=rounds, repeats=repeats)
+                        probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
     policy.reset(ctx)
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats)
     for i in range(rounds):

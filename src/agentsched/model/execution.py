@@ -70,6 +70,8 @@ class Execution:
     message: str = ""  # why it failed, one line ("" when ok)
     testbed: str = "sim"  # which testbed produced it
     extra: dict[str, Any] = field(default_factory=dict)  # testbed-specific details
+    # task id -> output of every finished task (real testbeds given ``inputs``; empty for sim)
+    outputs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

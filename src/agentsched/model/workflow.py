@@ -161,9 +161,26 @@ class Workflow(BaseModel):
 
     @cached_property
     def task_cards(self) -> dict[str, ToolCard]:
-        """Card per task (tool x repeat), resolved in the workflow's card set."""
+        """Card per task (tool x repeat), resolved in the workflow's card set. A user tool
+        (``package.module:Class``) the card set lacks gets its cold-start card (``model.tool.cold_card``)."""
+        from agentsched.model.tool import cold_card
+
         cs = self.card_set
-        return {tid: cs.resolve(t.tool, t.repeat) for tid, t in self.tasks.items()}
+        out = {}
+        for tid, t in self.tasks.items():
+            if tid in self.unprofiled:
+                out[tid] = cold_card(t.tool, self.vram_budget_mb).amplified(t.repeat)
+            else:
+                out[tid] = cs.resolve(t.tool, t.repeat)
+        return out
+
+    @cached_property
+    def unprofiled(self) -> frozenset[str]:
+        """Tasks of user tools without a card: only cold-start policies can schedule them."""
+        from agentsched.model.tool import is_tool_path
+
+        cs = self.card_set
+        return frozenset(tid for tid, t in self.tasks.items() if is_tool_path(t.tool) and not cs.has_tool(t.tool))
 
     def with_cards(self, cards: str | CardSet) -> Workflow:
         """The same DAG against another card set (name, path, or an in-memory CardSet)."""
@@ -171,6 +188,7 @@ class Workflow(BaseModel):
             wf = self.model_copy(update={"cards": cards.name})
             wf.__dict__["card_set"] = cards
             wf.__dict__.pop("task_cards", None)
+            wf.__dict__.pop("unprofiled", None)
             wf.validate_against_cards()
             return wf
         wf = Workflow.model_validate({**self.model_dump(), "cards": str(cards)})

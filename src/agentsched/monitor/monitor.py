@@ -71,8 +71,11 @@ class RuntimeMonitor:
         config: MonitorConfig | None = None,
         *,
         cards: Mapping[str, ToolCard] | None = None,
+        probe_allowed: Callable[[], bool] | None = None,
     ) -> None:
         self.workflow = workflow
+        # an outside exploration budget (the runtime's share of live invocations); None: none
+        self.probe_allowed = probe_allowed
         self.probe_fn = probe  # one counted testbed execution (the runner's ctx.probe)
         self.config = config or MonitorConfig()
         self.cards = dict(cards) if cards is not None else None  # task -> isolated card; None: cold start
@@ -89,6 +92,8 @@ class RuntimeMonitor:
         self._round_probes = 0  # probe executions after the current round
         self._notes: list[str] = []  # remarks of the current round
         self._around: dict[Key, list[WhatIf]] = {}  # the reprobes and swaps last reported around each mapping
+        self._refused = False  # probe_allowed said no during the current round's probes
+        self._deferred: Key | None = None  # mapping whose reprobes the exploration budget cut short
         if self.cards is not None and self.budget_mb is not None:
             # warm start: the cards already say whether everything can sit on the GPU at once
             total = sum(c.vram_needed_mb for c in self.cards.values())
@@ -212,6 +217,10 @@ class RuntimeMonitor:
         if c.max_probes_per_round is not None and self._round_probes >= c.max_probes_per_round:
             self._note("per-round probe limit reached")
             return False
+        if self.probe_allowed is not None and not self.probe_allowed():
+            self._note("exploration budget exhausted")
+            self._refused = True
+            return False
         return True
 
     def _note(self, text: str) -> None:
@@ -315,6 +324,7 @@ class RuntimeMonitor:
         """Record a round and, as the active mechanisms say, probe and hint. Returns its evidence."""
         self._round_probes = 0
         self._notes = []
+        self._refused = False
         failed = next((x.extra.get("failed_task") for x in result.executions if not x.ok), None)
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
                              result.peak_vram_mb, result.message, failed)
@@ -329,11 +339,16 @@ class RuntimeMonitor:
         if self.config.enabled:
             changed = prev is None or prev != entry.mapping
             stagnant = self._stagnant()
+            key = mapping_key(self.workflow, entry.mapping)
             if self._reprobes_active():
-                if changed:
+                # an exploration budget (probe_allowed) that cut a mapping's reprobes short: they
+                # resume in its next rounds, measured ones answered from memory
+                resume = not changed and self._deferred == key
+                if changed or resume:
                     active.append("reprobes")
                     whatifs = self._reprobes(entry.mapping, entry.ok)
-                    self._around[mapping_key(self.workflow, entry.mapping)] = whatifs
+                    self._around[key] = whatifs
+                    self._deferred = key if self._refused else None
                     if any(w.kind == "swap" for w in whatifs):
                         active.append("swaps")
                 elif stagnant and self.config.confirm:

@@ -30,6 +30,9 @@ class PolicyContext:
     probe: Callable[[MappingT], Execution]  # one extra testbed execution, counted by the runner
     rounds: int  # rounds the runner will ask for
     repeats: int  # executions per round (the round's E2E is their median)
+    # whether one more probe may run now (None: always; the runtime's exploration budget says no
+    # when probes would exceed their share of live invocations)
+    probe_allowed: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,13 @@ admission from the workflow's cards (the Dispatcher) and by a ceiling on this pr
 (``torch.cuda.set_per_process_memory_fraction``); a real CUDA out-of-memory ends the run as ``oom``
 and the process keeps going. A tool that raises ends it as ``error`` with a one-line message.
 
+Data flow: ``run(..., inputs=...)`` gives the invocation's arguments to every source task; a task
+with predecessors receives ``{pred_task_id: pred_output}``; ``Execution.outputs`` holds every
+finished task's output. A tool is called through ``_call_tool`` alone (the public ``Tool.run``).
+Outputs are kept only when the run was given ``inputs`` (a runtime invocation): the oracle and
+``bench`` run thousands of executions whose tensors nobody reads. A task names a built-in tool
+(``clip``) or a user tool by import path (``package.module:Class``, see ``agentsched.Tool``).
+
 Loaded tools are cached across runs (the oracle and ``bench`` run many mappings); tools the next
 workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are never both kept.
 """
@@ -56,6 +63,12 @@ class _Done:
     start_s: float  # perf_counter when the job began (queue: before loading)
     end_s: float  # perf_counter when its last call finished
     load_ms: float  # load paid first (gpu_queue), measured
+    output: Any = None  # what the tool's last call returned
+
+
+def _call_tool(tool: Any, inputs: dict[str, Any]) -> Any:
+    """The one place a task's tool is called: the public ``Tool.run(inputs)``."""
+    return tool.run(inputs)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -170,14 +183,21 @@ class LocalTestbed(Testbed):
 
     # ---- tools -------------------------------------------------------------------------------
     def _base_and_k(self, workflow: Workflow, task: str) -> tuple[str, int]:
+        from agentsched.model.tool import is_tool_path
         from agentsched.tools import parse_tool_name
 
         t = workflow.tasks[task]
+        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+            return t.tool, t.repeat
         base, k = parse_tool_name(t.tool)
         return base, k * t.repeat
 
     def _new_tool(self, base: str) -> Any:
+        from agentsched.model.tool import is_tool_path, new_tool
+
         with quiet_loading():
+            if is_tool_path(base):
+                return new_tool(base)
             return self._factory(base, self.size, seed=self.seed)
 
     def _shared(self, base: str, device: str) -> Any:
@@ -199,9 +219,11 @@ class LocalTestbed(Testbed):
 
     # ---- run ---------------------------------------------------------------------------------
     def run(
-        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
     ) -> Execution:
-        """Execute once for real (``rng`` is unused: the noise is the machine's own)."""
+        """Execute once for real (``rng`` is unused: the noise is the machine's own). ``inputs``:
+        the invocation's arguments, given to every source task (None: none, outputs not kept)."""
         mapping = validate_mapping(workflow, mapping)
         self._check_gpu(workflow, mapping)
         gpu = self.device
@@ -242,7 +264,7 @@ class LocalTestbed(Testbed):
             prev_threads = torch.get_num_threads()
             torch.set_num_threads(self.torch_threads)
         try:
-            return self._execute(workflow, mapping, tools, bases, staged)
+            return self._execute(workflow, mapping, tools, bases, staged, inputs)
         finally:
             if prev_threads is not None:
                 import torch
@@ -263,7 +285,8 @@ class LocalTestbed(Testbed):
                          extra={"size": self.size, "failed_task": task})
 
     def _execute(self, workflow: Workflow, mapping: dict[str, Mode], tools: dict[str, Any],
-                 bases: dict[str, tuple[str, int]], staged: bool) -> Execution:
+                 bases: dict[str, tuple[str, int]], staged: bool,
+                 inputs: Mapping[str, Any] | None = None) -> Execution:
         cards = workflow.task_cards
         disp = Dispatcher(workflow, mapping, cards, cpu_slots=self.cpu_workers)
         uses_cuda = any(m is not Mode.CPU for m in mapping.values())
@@ -271,8 +294,14 @@ class LocalTestbed(Testbed):
         cuda = (_CudaScope(self.device, workflow.vram_budget_mb if self.memory_ceiling else None)
                 if uses_cuda and self._real_cuda() else None)
 
+        outputs: dict[str, Any] = {}  # task -> output, written by the loop below only
+        args = dict(inputs or {})
+
         def job(task: str) -> _Done:
             tool, mode, k = tools[task], mapping[task], bases[task][1]
+            preds = workflow.preds[task]
+            task_inputs = {p: outputs[p] for p in preds} if preds else dict(args)
+            out = None
             start = time.perf_counter()
             load_ms = 0.0
             with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
@@ -286,15 +315,15 @@ class LocalTestbed(Testbed):
                     for _ in range(k):
                         if stop.is_set():
                             raise _Cancelled
-                        tool.call()
+                        out = _call_tool(tool, task_inputs)
                         stream.sync(tool)
                     end = time.perf_counter()
                 finally:
                     if mode is Mode.GPU_QUEUE:
                         tool.unload()
-                    elif mode is Mode.GPU_NOW and staged and tool.loaded:
+                    elif mode is Mode.GPU_NOW and staged and getattr(tool, "loaded", True):
                         tool.move("cpu")
-            return _Done(start, end, load_ms)
+            return _Done(start, end, load_ms, out)
 
         ready_at: dict[str, float] = {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}
         starts_at: dict[str, float] = {}
@@ -352,6 +381,7 @@ class LocalTestbed(Testbed):
                     starts_at[task] = ms(d.start_s)
                     ends_at[task] = ms(d.end_s)
                     loads[task] = d.load_ms
+                    outputs[task] = d.output
                     for nt in disp.finish(task):
                         ready_at[nt] = ends_at[task]
                     if disp.vram_in_use_mb != vram_timeline[-1][1]:
@@ -381,10 +411,12 @@ class LocalTestbed(Testbed):
             status, message, task, needed = failure
             return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
                              peak_vram_mb=max(peak, needed), spans=spans, vram_timeline=tuple(vram_timeline),
-                             message=message, testbed=self.name, extra={**extra, "failed_task": task})
+                             message=message, testbed=self.name, extra={**extra, "failed_task": task},
+                             outputs=dict(outputs) if inputs is not None else {})
         e2e = max(ends_at[t] for t in workflow.sinks)
         return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=peak,
-                         spans=spans, vram_timeline=tuple(vram_timeline), testbed=self.name, extra=extra)
+                         spans=spans, vram_timeline=tuple(vram_timeline), testbed=self.name, extra=extra,
+                         outputs=dict(outputs) if inputs is not None else {})
 
 
 class _NullStream:
