@@ -9,7 +9,18 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.cli.common import (
+    CPU_SLOTS_HELP,
+    EMULATE_GPU_HELP,
+    RAY_ADDRESS_HELP,
+    SIZE_HELP,
+    TESTBED_HELP,
+    build_testbed,
+    console,
+    load_workflow,
+    positive,
+    testbed_notes,
+)
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
@@ -126,6 +137,8 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -151,7 +164,9 @@ def register(app: typer.Typer) -> None:
         if json_file is not None:
             check_output_file(json_file, "--json")  # before the work, not after it
         llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        tb_notes = testbed_notes(tb)
         sp = wf.decision_space
         try:
             preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
@@ -184,6 +199,8 @@ def register(app: typer.Typer) -> None:
                           f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
                           f"{pol.label}{'' if pol.online else ' (offline reference)'}, {rounds} rounds x "
                           f"{repeats} executions, seed {seed}", highlight=False, markup=False)
+            for n in tb_notes:
+                console.print(f"note: {n}", highlight=False, markup=False)
             run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
         finally:
             tb.close()
@@ -215,7 +232,7 @@ def register(app: typer.Typer) -> None:
                         d[key] = rec.proposal_info[key]
             doc = {
                 "workflow": wf.name, "policy": spec.name.value, "online": pol.online, "seed": seed,
-                "rounds": rounds_out,
+                "testbed": {"name": tb.name, "notes": tb_notes}, "rounds": rounds_out,
                 "best": None if best is None else {
                     "round": best.round, "mapping": {t: m.value for t, m in best.mapping.items()},
                     "e2e_ms": round(best.e2e_ms or 0.0, 3)},
@@ -257,6 +274,8 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
@@ -331,7 +350,9 @@ def register(app: typer.Typer) -> None:
             finally:
                 if getattr(probe_policy, "llm", None) is not None:
                     probe_policy.llm.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        notes[:0] = testbed_notes(tb)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs

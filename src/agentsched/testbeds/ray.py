@@ -45,7 +45,7 @@ from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.local import _is_oom, _one_line, quiet_loading
+from agentsched.testbeds.local import _call_tool, _is_oom, _one_line, quiet_loading
 from agentsched.testbeds.rules import Dispatcher, Infeasible
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ class _ToolHost:
                  torch_threads: int | None) -> None:
         self.factory, self.size, self.seed = factory, size, seed
         self.gpu_device = gpu_device  # "cuda", or "cpu" when GPUs are emulated
+        self.user_tools: dict[str, Any] = {}  # import path -> the user's Tool class or instance
         self.tools: dict[tuple[str, ...], Any] = {}
         self.lock = threading.Lock()  # warm() and concurrent run()s share ``tools``
         _set_torch_threads(torch_threads)
@@ -109,42 +110,45 @@ class _ToolHost:
 
         return ray.get_runtime_context().get_node_id()
 
-    def warm(self, needs: list[tuple[tuple[str, ...], str]]) -> tuple[tuple[str, ...], bool, str] | None:
+    def warm(self, needs: list[tuple[tuple[str, ...], str]], user_tools: dict[str, Any]
+             ) -> tuple[tuple[str, ...], bool, str] | None:
         """Load each ``(key, device)`` needed by the next run; unload cached tools it does not use.
         Returns None, or the first tool that failed to load: (key, out of memory?, one-line reason)."""
         with self.lock:
+            self.user_tools.update(user_tools)
             keep = {k for k, _ in needs}
             for k in [k for k in self.tools if k not in keep]:
                 self.tools.pop(k).unload()
             for key, device in needs:
                 try:
                     if key not in self.tools:
-                        with quiet_loading():
-                            self.tools[key] = self.factory(key[0], self.size, seed=self.seed)
+                        self.tools[key] = _build(key[0], self.user_tools, self.factory, self.size, self.seed)
                     with quiet_loading():
                         self.tools[key].load(device)
                 except Exception as exc:  # noqa: BLE001 - reported to the driver as the run's failure
                     return key, _is_oom(exc), _one_line(exc)
         return None
 
-    def run(self, key: tuple[str, ...], k: int, staged: bool) -> dict[str, Any]:
-        """Call the tool ``k`` times; wall-clock start/end (``time.time``, comparable across nodes)."""
+    def run(self, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Call the tool ``k`` times on ``inputs``; wall-clock start/end (``time.time``: comparable
+        across nodes) and the last call's output."""
         with self.lock:
             tool = self.tools.get(key)
         if tool is None:  # a node that joined after the warm-up
             raise TestbedError(f"tool {key[0]} is not loaded on node {self.node()[:8]}")
+        out = None
         start = time.time()
         try:
             if staged:
                 tool.move(self.gpu_device)
             for _ in range(k):
-                tool.call()
+                out = _call_tool(tool, inputs)
                 tool.sync()
             end = time.time()
         finally:
-            if staged and tool.loaded:
+            if staged and getattr(tool, "loaded", True):
                 tool.move("cpu")
-        return {"start_s": start, "end_s": end, "load_ms": 0.0, "node": self.node()}
+        return {"start_s": start, "end_s": end, "load_ms": 0.0, "node": self.node(), "output": out}
 
     def unload_all(self) -> None:
         with self.lock:
@@ -164,13 +168,14 @@ class _QueueWorker:
         self.tools: dict[str, Any] = {}  # base -> unloaded instance (building one is cheap; loading is not)
         _set_torch_threads(torch_threads)
 
-    def run(self, base: str, k: int) -> dict[str, Any]:
+    def run(self, base: str, k: int, inputs: dict[str, Any], user_tool: Any) -> dict[str, Any]:
         import ray
 
         if base not in self.tools:
-            with quiet_loading():
-                self.tools[base] = self.factory(base, self.size, seed=self.seed)
+            self.tools[base] = _build(base, {base: user_tool} if user_tool is not None else {}, self.factory,
+                                      self.size, self.seed)
         tool = self.tools[base]
+        out = None
         start = time.time()
         try:
             with quiet_loading():
@@ -178,19 +183,26 @@ class _QueueWorker:
             tool.sync()
             load_ms = (time.time() - start) * 1000
             for _ in range(k):
-                tool.call()
+                out = _call_tool(tool, inputs)
                 tool.sync()
             end = time.time()
         finally:
             tool.unload()
         return {"start_s": start, "end_s": end, "load_ms": load_ms,
-                "node": ray.get_runtime_context().get_node_id()}
+                "node": ray.get_runtime_context().get_node_id(), "output": out}
 
 
-def _lease(prefix: str, kind: str, key: tuple[str, ...], k: int, staged: bool) -> dict[str, Any]:
-    """A Ray task holding one placement's resources while its node's actor runs the tool."""
+def _lease(prefix: str, kind: str, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any],
+           user_tool: Any) -> tuple[dict[str, Any], Any]:
+    """A Ray task holding one placement's resources while its node's actor runs the tool. ``inputs``:
+    the invocation's arguments, or ``{pred: ObjectRef of its output}`` (resolved here, on this node).
+    Returns (timings, output): two objects, so the driver fetches the timings alone."""
     import ray
 
+    refs = [v for v in inputs.values() if isinstance(v, ray.ObjectRef)]
+    if refs:
+        got = dict(zip([k_ for k_, v in inputs.items() if isinstance(v, ray.ObjectRef)], ray.get(refs), strict=True))
+        inputs = {**inputs, **got}
     node = ray.get_runtime_context().get_node_id()
     if kind == "queue":
         gpu_ids = ray.get_gpu_ids()
@@ -199,9 +211,22 @@ def _lease(prefix: str, kind: str, key: tuple[str, ...], k: int, staged: bool) -
             actor = ray.get_actor(f"{prefix}-queue-{node}-{index}", namespace=NAMESPACE)
         except ValueError:
             actor = ray.get_actor(f"{prefix}-queue-{node}-0", namespace=NAMESPACE)
-        return ray.get(actor.run.remote(key[0], k))
-    actor = ray.get_actor(f"{prefix}-host-{node}", namespace=NAMESPACE)
-    return ray.get(actor.run.remote(key, k, staged))
+        d = ray.get(actor.run.remote(key[0], k, inputs, user_tool))
+    else:
+        actor = ray.get_actor(f"{prefix}-host-{node}", namespace=NAMESPACE)
+        d = ray.get(actor.run.remote(key, k, staged, inputs))
+    out = d.pop("output")
+    return d, out
+
+
+def _build(base: str, user_tools: dict[str, Any], factory: ToolFactory, size: str, seed: int) -> Any:
+    """A new, unloaded tool: a user tool (import path: a new instance of its class, or a copy of the
+    instance given), else a built-in tool from the factory."""
+    obj = user_tools.get(base)
+    with quiet_loading():
+        if obj is None:
+            return factory(base, size, seed=seed)
+        return obj() if isinstance(obj, type) else obj
 
 
 def _idle(seconds: float) -> None:
@@ -251,6 +276,7 @@ class _Invocation:
     failure: tuple[Status, str, str, float] | None = None  # status, message, task, needed MB
     fail_ms: float | None = None
     in_flight: set[str] = field(default_factory=set)
+    out_refs: dict[str, Any] = field(default_factory=dict)  # task -> ObjectRef of its output
 
     @property
     def over(self) -> bool:
@@ -450,11 +476,21 @@ class RayTestbed(Testbed):
     # ---- tools -------------------------------------------------------------------------------------
     @staticmethod
     def _base_and_k(workflow: Workflow, task: str) -> tuple[str, int]:
+        from agentsched.model.tool import is_tool_path
         from agentsched.tools import parse_tool_name
 
         t = workflow.tasks[task]
+        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+            return t.tool, t.repeat
         base, k = parse_tool_name(t.tool)
         return base, k * t.repeat
+
+    def _user_tools(self, bases: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+        """Import path -> the user's Tool class or instance, shipped to the actors (pickled: a class
+        by reference when importable there, else by value; an instance as a copy per node)."""
+        from agentsched.model.tool import is_tool_path, resolve_tool
+
+        return {b: resolve_tool(b) for b, _ in bases.values() if is_tool_path(b)}
 
     def _plan(self, workflow: Workflow, mapping: Mapping[str, Mode], disp: Dispatcher
               ) -> tuple[dict[str, tuple[str, ...]], list[tuple[tuple[str, ...], str]], bool]:
@@ -477,12 +513,14 @@ class RayTestbed(Testbed):
         return keys, list(dict.fromkeys(needs)), staged
 
     # ---- run ---------------------------------------------------------------------------------------
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None
-            ) -> Execution:
-        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own)."""
-        return self.run_concurrent(workflow, mapping, 1).executions[0]
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Execution:
+        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own). ``inputs``:
+        the invocation's arguments, given to every source task (None: none, outputs not kept)."""
+        return self.run_concurrent(workflow, mapping, 1, inputs=inputs).executions[0]
 
-    def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int) -> ConcurrentResult:
+    def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
+                       inputs: Mapping[str, Any] | None = None) -> ConcurrentResult:
         """Run ``k`` invocations of one workflow at once across the cluster; each keeps its own start
         rules (its own Dispatcher and VRAM budget) while Ray places all of them on the nodes."""
         if k < 1:
@@ -498,6 +536,7 @@ class RayTestbed(Testbed):
                             {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}) for _ in range(k)]
         keys, needs, staged = self._plan(workflow, mapping, invs[0].disp)
         bases = {t: self._base_and_k(workflow, t) for t in workflow.task_ids}
+        user_tools = self._user_tools(bases)
         too_big = self._unplaceable(workflow, invs[0].disp, nodes)
         if too_big is not None:
             return ConcurrentResult(tuple(self._failed_before_start(workflow, mapping, *too_big)
@@ -508,13 +547,12 @@ class RayTestbed(Testbed):
         if any(m is Mode.GPU_QUEUE for m in invs[0].disp.mapping.values()):
             self._queues([n for n in nodes if n.gpus > 0])
         try:
-            failures = [f for f in ray.get([h.warm.remote(needs) for h in hosts.values()], timeout=self.timeout_s)
-                        if f is not None]
+            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts.values()],
+                                           timeout=self.timeout_s) if f is not None]
         except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
             failures = [((workflow.task_ids[0],), False, f"loading the tools on the Ray cluster failed: "
                                                          f"{_one_line(getattr(exc, 'cause', None) or exc)}")]
-        self._start_workers(min(len(workflow.task_ids) * k, 64), nodes,
-                            gpu=any(m is not Mode.CPU for m in invs[0].disp.mapping.values()))
+        self._start_workers(invs[0].disp.mapping, k, nodes, cpu_slots)
         if failures:
             key, oom, reason = failures[0]
             task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
@@ -522,25 +560,26 @@ class RayTestbed(Testbed):
                    + ("out of memory while loading: " if oom else "failed to load: ") + reason)
             return ConcurrentResult(tuple(self._failed_before_start(
                 workflow, mapping, Status.OOM if oom else Status.ERROR, msg, task) for _ in range(k)), 0.0)
-        return self._execute(workflow, mapping, invs, keys, bases, staged)
+        return self._execute(workflow, mapping, invs, keys, bases, staged, user_tools, inputs)
 
-    def _start_workers(self, n: int, nodes: list[NodeInfo], gpu: bool) -> None:
-        """Start ``n`` lease worker processes of each kind needed (host; GPU ones hold a GPU share, and
-        Ray keeps those apart) before the clock: Ray starts one per concurrent task on demand, which
-        costs a second or more each, and would otherwise land in the first run's timeline."""
-        want = n + len(nodes)  # the nodes' shares of SPREAD differ by one at most
-        kinds = [("host", {"num_cpus": 0})]
-        if gpu and any(nd.gpus > 0 for nd in nodes):
-            kinds.append(("gpu", {"num_cpus": 0, "num_gpus": GPU_SHARE}))
-        todo = [(kind, opts) for kind, opts in kinds if self._workers_started.get(kind, 0) < want]
+    def _start_workers(self, modes: Mapping[str, Mode], k: int, nodes: list[NodeInfo], cpu_slots: int) -> None:
+        """Start, before the clock, as many lease worker processes of each kind as can run at once
+        (host ones; GPU ones, which Ray keeps apart because they hold a GPU share): Ray starts one per
+        concurrent task on demand, at a second or more each, which would land in the first timeline."""
+        cpu_tasks = sum(m is Mode.CPU for m in modes.values())
+        gpu = [("gpu", {"num_cpus": 0, "num_gpus": GPU_SHARE}, (len(modes) - cpu_tasks) * k)] \
+            if any(nd.gpus > 0 for nd in nodes) else []
+        todo = [(kind, opts, n + len(nodes) - 1)  # SPREAD's shares of the nodes differ by one at most
+                for kind, opts, n in [("host", {"num_cpus": 0}, min(cpu_tasks * k, cpu_slots)), *gpu]
+                if n > 0 and self._workers_started.get(kind, 0) < n + len(nodes) - 1]
         if not todo:
             return
         ray = _ray()
         idle = _remote("idle")
         ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
-                 for _, opts in todo for _ in range(want)], timeout=self.timeout_s)
-        for kind, _ in todo:
-            self._workers_started[kind] = want
+                 for _, opts, n in todo for _ in range(n)], timeout=self.timeout_s)
+        for kind, _, n in todo:
+            self._workers_started[kind] = n
 
     def _unplaceable(self, workflow: Workflow, disp: Dispatcher, nodes: list[NodeInfo]
                      ) -> tuple[Status, str, str] | None:
@@ -583,12 +622,13 @@ class RayTestbed(Testbed):
         return opts
 
     def _execute(self, workflow: Workflow, mapping: dict[str, Mode], invs: list[_Invocation],
-                 keys: dict[str, tuple[str, ...]], bases: dict[str, tuple[str, int]], staged: bool
-                 ) -> ConcurrentResult:
+                 keys: dict[str, tuple[str, ...]], bases: dict[str, tuple[str, int]], staged: bool,
+                 user_tools: dict[str, Any], inputs: Mapping[str, Any] | None) -> ConcurrentResult:
         ray = _ray()
         cards = workflow.task_cards
         lease = _remote("lease")
         pending: dict[Any, tuple[int, str]] = {}  # ObjectRef -> (invocation, task)
+        args = dict(inputs or {})
         t0 = time.time()
         deadline = t0 + self.timeout_s
 
@@ -607,9 +647,14 @@ class RayTestbed(Testbed):
             now = ms(time.time())
             for st in decision:
                 kind = "queue" if st.mode is Mode.GPU_QUEUE else "host"
-                ref = lease.options(**self._lease_options(st.mode, st.vram_mb)).remote(
-                    self._prefix, kind, keys[st.task], bases[st.task][1], staged and st.mode is Mode.GPU_NOW)
+                preds = workflow.preds[st.task]
+                task_inputs = {p: inv.out_refs[p] for p in preds} if preds else args
+                base = bases[st.task][0]
+                ref, out = lease.options(num_returns=2, **self._lease_options(st.mode, st.vram_mb)).remote(
+                    self._prefix, kind, keys[st.task], bases[st.task][1], staged and st.mode is Mode.GPU_NOW,
+                    task_inputs, user_tools.get(base) if kind == "queue" else None)
                 pending[ref] = (i, st.task)
+                inv.out_refs[st.task] = out
                 inv.order.append(st.task)
                 inv.in_flight.add(st.task)
                 inv.starts_at[st.task] = now
@@ -673,7 +718,8 @@ class RayTestbed(Testbed):
                     ray.cancel(ref, force=True)
                 except Exception:  # noqa: BLE001 - already finished or its node is gone
                     pass
-        return ConcurrentResult(tuple(self._record(workflow, mapping, inv) for inv in invs), wall_s)
+        return ConcurrentResult(tuple(self._record(workflow, mapping, inv, inputs is not None) for inv in invs),
+                                wall_s)
 
     def _failure(self, exc: BaseException, task: str, tool: str, held_mb: float) -> tuple[Status, str, str, float]:
         cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
@@ -681,8 +727,13 @@ class RayTestbed(Testbed):
             return Status.OOM, f"task {task} ({tool}): CUDA out of memory: {_one_line(cause)}", task, held_mb
         return Status.ERROR, f"task {task} ({tool}) failed on the Ray cluster: {_one_line(cause)}", task, 0.0
 
-    def _record(self, workflow: Workflow, mapping: dict[str, Mode], inv: _Invocation) -> Execution:
+    def _record(self, workflow: Workflow, mapping: dict[str, Mode], inv: _Invocation, keep: bool) -> Execution:
+        """The Execution of one invocation; its outputs fetched only when the run was given inputs."""
         cards = workflow.task_cards
+        outputs: dict[str, Any] = {}
+        if keep and inv.ends_at:
+            done = [t for t in inv.order if t in inv.ends_at]
+            outputs = dict(zip(done, _ray().get([inv.out_refs[t] for t in done]), strict=True))
         extra = self._extra(nodes={t: n[:12] for t, n in inv.nodes.items()})
         spans = tuple(
             TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=inv.ready_at.get(t, inv.starts_at[t]),
@@ -695,10 +746,11 @@ class RayTestbed(Testbed):
             return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=inv.fail_ms or 0.0,
                              peak_vram_mb=max(inv.peak, needed), spans=spans,
                              vram_timeline=tuple(inv.vram_timeline), message=message, testbed=self.name,
-                             extra={**extra, "failed_task": task})
+                             extra={**extra, "failed_task": task}, outputs=outputs)
         e2e = max(inv.ends_at[t] for t in workflow.sinks)
         return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=inv.peak,
-                         spans=spans, vram_timeline=tuple(inv.vram_timeline), testbed=self.name, extra=extra)
+                         spans=spans, vram_timeline=tuple(inv.vram_timeline), testbed=self.name, extra=extra,
+                         outputs=outputs)
 
 
 def _cuda_memory_mb() -> float:
