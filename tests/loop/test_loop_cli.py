@@ -288,9 +288,9 @@ def test_bench_out_unwritable_fails_before_the_work_in_one_line(no_loop, cli):
 # ---- --testbed local ----------------------------------------------------------------------------
 @pytest.fixture
 def no_cuda(monkeypatch):
-    from agentsched.testbeds.local import LocalTestbed
+    from agentsched.testbeds.local import LocalBackend
 
-    monkeypatch.setattr(LocalTestbed, "_real_cuda", staticmethod(lambda: False))
+    monkeypatch.setattr(LocalBackend, "_real_cuda", staticmethod(lambda: False))
 
 
 NO_CUDA_S1 = ("error: task A (whisper_base) is mapped to gpu_now but this machine has no CUDA GPU: use --testbed sim, "
@@ -360,12 +360,12 @@ def fake_local(monkeypatch, tmp_path):
     import yaml
 
     import agentsched.tools as tools
-    from agentsched.testbeds.local import LocalTestbed
+    from agentsched.testbeds.local import LocalBackend
 
     monkeypatch.setattr(tools, "get_tool", _FakeTool)
     monkeypatch.setattr(tools, "tools_installed", lambda: True)
-    monkeypatch.setattr(LocalTestbed, "_cuda_available", lambda self: True)
-    monkeypatch.setattr(LocalTestbed, "_real_cuda", staticmethod(lambda: False))
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: True)
+    monkeypatch.setattr(LocalBackend, "_real_cuda", staticmethod(lambda: False))
     wf = tmp_path / "duo.yaml"
     wf.write_text(yaml.safe_dump({"name": "duo", "cards": "a5500", "edges": [],
                                   "tasks": {"A": "groupby", "B": "minilm_l6"}}))

@@ -12,7 +12,7 @@ import pytest
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, parse_workflow
-from agentsched.testbeds.local import LocalTestbed
+from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.testbeds.rules import Dispatcher, Infeasible
 from agentsched.testbeds.sim import SimTestbed
 
@@ -144,7 +144,7 @@ class FakeFactory:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    monkeypatch.setattr(LocalTestbed, "_cuda_available", lambda self: True)
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: True)
 
 
 def local(factory, **kw) -> LocalTestbed:

@@ -143,10 +143,8 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow, cards)
         tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
                            cpu_slots=cpu_slots)
-        preflight = getattr(tb, "preflight", None)  # the local testbed: no CUDA -> one line, before any run
-        if preflight is not None:
-            preflight(wf)
         try:
+            tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
             res = brute_force(wf, tb, repeats=repeats)
         finally:
             tb.close()

@@ -104,10 +104,8 @@ def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict
 def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
     """Fail before any run when ``testbed`` cannot run these workflows at all (the local testbed on a
     machine without CUDA: every policy and the oracle place tasks on the GPU). One-line TestbedError."""
-    check = getattr(testbed, "preflight", None)
-    if callable(check):
-        for wf in workflows:
-            check(wf)
+    for wf in workflows:
+        testbed.preflight(wf)
 
 
 def llm_preflight(policy: Any) -> None:

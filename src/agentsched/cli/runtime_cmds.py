@@ -117,8 +117,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
             for task, value in res.outputs.items():
                 console.print(f"output {task}: {_shown(value)}")
-        if not res.ok:
-            raise typer.Exit(1)
+        if not res.ok:  # the invocation is stored; its failure is the exit status
+            raise SystemExit(1)
 
     @app.command("history")
     def history_cmd(

@@ -144,19 +144,17 @@ def run_loop(
 
 def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
                      cache: dict[tuple[str, str], OracleResult] | None = None) -> OracleResult:
-    """The oracle the metrics compare against: exhaustive search on the noise-free version of the
-    testbed when it has one (the simulator: one exact run per mapping), else on the testbed itself
-    with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
+    """The oracle the metrics compare against: exhaustive search over the testbed's noise-free
+    ``expected`` executions when it has them (the simulator: one exact run per mapping), else on
+    the testbed itself with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
     card set in ``cache`` when given. Raises a one-line ``AgentschedError`` ("no oracle for NAME: ...")
     when the workflow is too large to enumerate or has no feasible mapping; a ``TestbedError`` (the
     testbed cannot run a mapping at all, e.g. a GPU placement without CUDA) passes through as is."""
     key = (workflow.name, workflow.card_set.name)
     if cache is not None and key in cache:
         return cache[key]
-    noise_free = getattr(testbed, "noise_free", None)
-    target = noise_free() if callable(noise_free) else testbed
-    try:
-        res = brute_force(workflow, target, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
+    try:  # brute_force takes the testbed's expected() execution where it has one (the simulator)
+        res = brute_force(workflow, testbed, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
     except TestbedError:
         raise
     except (AgentschedError, ValueError) as e:

@@ -70,7 +70,8 @@ class Execution:
     message: str = ""  # why it failed, one line ("" when ok)
     testbed: str = "sim"  # which testbed produced it
     extra: dict[str, Any] = field(default_factory=dict)  # testbed-specific details
-    # task id -> output of every finished task (real testbeds given ``inputs``; empty for sim)
+    # every finished task's output, by task id (empty on the simulator, which computes none);
+    # not part of to_dict(): outputs are whatever the tools return
     outputs: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -26,7 +26,6 @@ replay where it diverges and continues live from there (logged).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import queue
 import random
@@ -167,17 +166,16 @@ class Runtime:
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
-        if _no_gpu(self.testbed):
+        if _no_gpu(self.testbed, self.workflow):
             # every placement is the same host run here: cards without a GPU say so to the start
             # rules (the policy was chosen above, from the real cards)
             log.info("this machine has no CUDA GPU: every task runs on the CPU")
             self.workflow = _host_only(self.workflow)
-        self._takes_inputs = "inputs" in inspect.signature(self.testbed.run).parameters
         self.store: Store | None = None
         self._own_store = False
         self.learner_id: int | None = None
         try:
-            self.testbed.preflight(self.workflow) if hasattr(self.testbed, "preflight") else None
+            self.testbed.preflight(self.workflow)
             self.policy.preflight(self.workflow)
             if store is not None:
                 self._own_store = not isinstance(store, Store)
@@ -330,11 +328,8 @@ class Runtime:
         return x
 
     def _execute(self, mapping: dict[str, Mode], inputs: dict[str, Any], rng: random.Random | None) -> Execution:
-        kwargs: dict[str, Any] = {"rng": rng}
-        if self._takes_inputs:
-            kwargs["inputs"] = inputs
         try:
-            return self.testbed.run(self.workflow, mapping, **kwargs)
+            return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
         except AgentschedError as e:  # the testbed refused this mapping (e.g. no GPU): a failed invocation
             return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
                              peak_vram_mb=0.0, spans=(), message=str(e), testbed=self.testbed.name)
@@ -397,10 +392,15 @@ def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> T
     return make_testbed(testbed)
 
 
-def _no_gpu(testbed: Testbed) -> bool:
-    from agentsched.testbeds.local import LocalTestbed
+def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:
+    """The local testbed on a machine without CUDA, for a workflow with a GPU-capable tool (torch is
+    imported only then)."""
+    from agentsched.testbeds.local import LocalBackend, LocalTestbed
 
-    return isinstance(testbed, LocalTestbed) and not testbed._cuda_available()
+    if not any(c.has_gpu for c in wf.task_cards.values()):
+        return False
+    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
+            and not testbed.backend._cuda_available())
 
 
 def _host_only(wf: Workflow) -> Workflow:
