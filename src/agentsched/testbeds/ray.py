@@ -37,16 +37,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import TestbedError
-from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.local import _call_tool, _is_oom, _one_line, quiet_loading
-from agentsched.testbeds.rules import Dispatcher, Infeasible
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
+from agentsched.testbeds.local import call_tool, quiet_loading
+from agentsched.testbeds.rules import Start
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class _ToolHost:
                     with quiet_loading():
                         self.tools[key].load(device)
                 except Exception as exc:  # noqa: BLE001 - reported to the driver as the run's failure
-                    return key, _is_oom(exc), _one_line(exc)
+                    return key, is_oom(exc), one_line(exc)
         return None
 
     def run(self, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -141,9 +142,7 @@ class _ToolHost:
         try:
             if staged:
                 tool.move(self.gpu_device)
-            for _ in range(k):
-                out = _call_tool(tool, inputs)
-                tool.sync()
+            out = call_tool(tool, inputs, k, sync=lambda t: t.sync(), stop=threading.Event())
             end = time.time()
         finally:
             if staged and getattr(tool, "loaded", True):
@@ -182,9 +181,7 @@ class _QueueWorker:
                 tool.load(self.gpu_device)
             tool.sync()
             load_ms = (time.time() - start) * 1000
-            for _ in range(k):
-                out = _call_tool(tool, inputs)
-                tool.sync()
+            out = call_tool(tool, inputs, k, sync=lambda t: t.sync(), stop=threading.Event())
             end = time.time()
         finally:
             tool.unload()
@@ -259,100 +256,30 @@ class NodeInfo:
     vram_mb: float
 
 
-@dataclass
-class _Invocation:
-    """Bookkeeping of one execution among those running at once."""
+class _Cluster:
+    """The connection and the actors one ray testbed shares among its backends (one backend per
+    invocation running at once). Thread-safe: concurrent invocations run on threads."""
 
-    disp: Dispatcher
-    ready_at: dict[str, float]
-    starts_at: dict[str, float] = field(default_factory=dict)
-    ends_at: dict[str, float] = field(default_factory=dict)
-    loads: dict[str, float] = field(default_factory=dict)
-    vram_of: dict[str, float] = field(default_factory=dict)
-    nodes: dict[str, str] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    vram_timeline: list[tuple[float, float]] = field(default_factory=lambda: [(0.0, 0.0)])
-    peak: float = 0.0
-    failure: tuple[Status, str, str, float] | None = None  # status, message, task, needed MB
-    fail_ms: float | None = None
-    in_flight: set[str] = field(default_factory=set)
-    out_refs: dict[str, Any] = field(default_factory=dict)  # task -> ObjectRef of its output
+    def __init__(self, *, address: str | None, size: str, seed: int, emulate_gpu: bool, emulated_gpus: int,
+                 cpu_slots: int | None, vram_mb: float | None, timeout_s: float, torch_threads: int | None,
+                 tool_factory: ToolFactory) -> None:
+        self.address = address  # None: start a local instance; "auto" or host:port: join a cluster
+        self.size, self.seed = size, seed
+        self.emulate_gpu = emulate_gpu
+        self.emulated_gpus = emulated_gpus
+        self.cpu_slots = cpu_slots
+        self.vram_mb = vram_mb
+        self.timeout_s = timeout_s
+        self.torch_threads = torch_threads
+        self.factory = tool_factory
+        self.prefix = f"agentsched-{uuid.uuid4().hex[:10]}"  # this testbed's actors' names
+        self.lock = threading.RLock()
+        self.started_local = False  # this testbed started the Ray instance (and shuts it down)
+        self.local_vram_mb: float | None = None  # what the local instance declared
+        self.workers_started: dict[str, int] = {}  # lease worker processes started, by kind
+        self.actors: dict[str, tuple[str, Any]] = {}  # actor name -> (node id, handle), kept alive here
 
-    @property
-    def over(self) -> bool:
-        return self.failure is not None or self.disp.finished
-
-
-@dataclass(frozen=True)
-class ConcurrentResult:
-    """K invocations run at once: each one's Execution, the wall time of the batch, the throughput."""
-
-    executions: tuple[Execution, ...]
-    wall_s: float
-
-    @property
-    def throughput_per_s(self) -> float:
-        """Finished (ok) invocations per second of wall time."""
-        ok = sum(e.ok for e in self.executions)
-        return ok / self.wall_s if self.wall_s > 0 else 0.0
-
-
-class RayTestbed(Testbed):
-    """Real execution on a Ray cluster: a local instance, or a running cluster (``address``)."""
-
-    name = "ray"
-    deterministic = False
-
-    def __init__(
-        self,
-        *,
-        address: str | None = None,
-        size: str = "small",
-        seed: int = 0,
-        emulate_gpu: bool = False,
-        emulated_gpus: int = 1,
-        cpu_slots: int | None = None,
-        vram_mb: float | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        torch_threads: int | None = None,
-        tool_factory: ToolFactory | None = None,
-    ) -> None:
-        from agentsched.tools.base import parse_size
-
-        _ray()  # a one-line error now when the extra is missing
-        self.address = address or None  # None: start a local instance; "auto" or host:port: join a cluster
-        self.size = parse_size(size).value  # tool scale: small or paper
-        self.seed = seed  # seed of every tool's weights and inputs
-        self.emulate_gpu = emulate_gpu  # GPU placements run on the CPU, holding the GPU share and vram_mb
-        if emulated_gpus < 1:
-            raise TestbedError(f"ray testbed: emulated_gpus must be >= 1, got {emulated_gpus}")
-        self.emulated_gpus = emulated_gpus  # fake GPUs a local instance declares when emulating
-        if cpu_slots is not None and cpu_slots < 1:
-            raise TestbedError(f"ray testbed: cpu_slots must be >= 1, got {cpu_slots}")
-        self.cpu_slots = cpu_slots  # Dispatcher CPU cap (None: the cluster's CPUs); local instance's CPUs
-        self.vram_mb = vram_mb  # vram_mb a local instance declares (None: GPUs' memory or workflow budget)
-        if not timeout_s > 0:
-            raise TestbedError(f"ray testbed: timeout_s must be > 0, got {timeout_s}")
-        self.timeout_s = timeout_s  # a run longer than this ends as error
-        self.torch_threads = torch_threads  # torch threads in the tool actors (None: torch's default)
-        if tool_factory is None:
-            from agentsched.tools import get_tool, tools_installed
-
-            if not tools_installed():
-                raise TestbedError("the ray testbed needs the tools extra: pip install 'agentsched[tools]'")
-            tool_factory = get_tool
-        self._factory = tool_factory
-        self._prefix = f"agentsched-{uuid.uuid4().hex[:10]}"  # this testbed's actors' names
-        self._started_local = False  # this testbed started the Ray instance (and shuts it down)
-        self._local_vram_mb: float | None = None  # what the local instance declared
-        self._workers_started: dict[str, int] = {}  # lease worker processes started before a clock (Ray keeps them)
-        self._actors: dict[str, tuple[str, Any]] = {}  # actor name -> (node id, handle), kept alive here
-
-    # ---- cluster -----------------------------------------------------------------------------------
-    @property
-    def emulated(self) -> bool:
-        return self.emulate_gpu
-
+    # ---- connection ----------------------------------------------------------------------------
     def _local_vram(self, workflow: Workflow | None) -> float:
         """vram_mb of a local instance: given, else the GPUs' memory, else the workflow's budget."""
         if self.vram_mb is not None:
@@ -369,25 +296,26 @@ class RayTestbed(Testbed):
         """Join the cluster, or start the local instance (restarted when an emulated workflow's budget
         changes the vram_mb it must declare)."""
         ray = _ray()
-        if self.address is None:
-            want = self._local_vram(workflow)
-            if self._started_local and self._local_vram_mb is not None and abs(want - self._local_vram_mb) > 1e-6:
-                log.info("restarting the local Ray instance to declare vram_mb=%g", want)
-                self._shutdown()
-            if ray.is_initialized():
-                return  # this process already joined Ray (a test's cluster, a user's ray.init)
-            gpus = self.emulated_gpus if self.emulate_gpu else None
-            res = {VRAM_RESOURCE: want} if (self.emulate_gpu or _cuda_memory_mb()) else {}
-            ray.init(num_cpus=self.cpu_slots or os.cpu_count() or 1, num_gpus=gpus, resources=res,
-                     namespace=NAMESPACE, include_dashboard=False, logging_level=logging.ERROR,
-                     log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
-            self._started_local, self._local_vram_mb = True, want
-        elif not ray.is_initialized():
-            try:
-                ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
-                         log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise TestbedError(f"cannot join the Ray cluster at {self.address}: {_one_line(e)}") from None
+        with self.lock:
+            if self.address is None:
+                want = self._local_vram(workflow)
+                if self.started_local and self.local_vram_mb is not None and abs(want - self.local_vram_mb) > 1e-6:
+                    log.info("restarting the local Ray instance to declare vram_mb=%g", want)
+                    self.shutdown()
+                if ray.is_initialized():
+                    return  # this process already joined Ray (a test's cluster, a user's ray.init)
+                gpus = self.emulated_gpus if self.emulate_gpu else None
+                res = {VRAM_RESOURCE: want} if (self.emulate_gpu or _cuda_memory_mb()) else {}
+                ray.init(num_cpus=self.cpu_slots or os.cpu_count() or 1, num_gpus=gpus, resources=res,
+                         namespace=NAMESPACE, include_dashboard=False, logging_level=logging.ERROR,
+                         log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
+                self.started_local, self.local_vram_mb = True, want
+            elif not ray.is_initialized():
+                try:
+                    ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
+                             log_to_driver=False)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    raise TestbedError(f"cannot join the Ray cluster at {self.address}: {one_line(e)}") from None
 
     def nodes(self) -> list[NodeInfo]:
         """The alive nodes and what each offers."""
@@ -398,359 +326,454 @@ class RayTestbed(Testbed):
                 out.append(NodeInfo(n["NodeID"], r.get("CPU", 0.0), r.get("GPU", 0.0), r.get(VRAM_RESOURCE, 0.0)))
         return out
 
-    def _check_gpu(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
+    def shutdown(self) -> None:
+        ray = _ray()
+        with self.lock:
+            self.actors.clear()
+            self.workers_started.clear()
+            if ray.is_initialized():
+                ray.shutdown()
+            self.started_local, self.local_vram_mb = False, None
+
+    def close(self) -> None:
+        """End this testbed's actors (their tools unload with them); shut down a local instance it started."""
+        ray = _ray()
+        with self.lock:
+            if ray.is_initialized():
+                for _, a in list(self.actors.values()):
+                    try:
+                        ray.kill(a)
+                    except Exception:  # noqa: BLE001 - an actor already gone (its node died)
+                        pass
+            self.actors.clear()
+            if self.started_local:
+                self.shutdown()
+
+    # ---- checks --------------------------------------------------------------------------------
+    def check_gpu(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
+        """One-line TestbedError when a GPU placement of ``mapping`` cannot run on the cluster."""
         cards = workflow.task_cards
         on_gpu = [t for t in workflow.task_ids if mapping[t] is not Mode.CPU and cards[t].has_gpu]
         if not on_gpu:
             return
         t = on_gpu[0]
+        what = f"task {t} ({workflow.tasks[t].tool_label}) is mapped to {mapping[t].value} but"
         nodes = self.nodes()
         if not any(n.gpus > 0 for n in nodes):
             hint = ("declare fake GPUs on the nodes (ray start --num-gpus 1 --resources '{\"vram_mb\": MB}')"
                     if self.emulate_gpu else "use --emulate-gpu, --testbed sim, or map every task to cpu")
-            raise TestbedError(f"task {t} ({workflow.tasks[t].tool_label}) is mapped to {mapping[t].value} but "
-                               f"no node of the Ray cluster has a GPU: {hint}")
+            raise TestbedError(f"{what} no node of the Ray cluster has a GPU: {hint}")
         if not any(n.vram_mb > 0 for n in nodes if n.gpus > 0):
             raise TestbedError("the Ray cluster's GPU nodes declare no vram_mb resource "
                                "(ray start --resources '{\"vram_mb\": MB}'): GPU tasks could never be placed")
-        if not self.emulate_gpu and not _cuda_memory_mb() and self.address is None:
-            raise TestbedError(f"task {t} ({workflow.tasks[t].tool_label}) is mapped to {mapping[t].value} but "
-                               "this machine has no CUDA GPU: use --emulate-gpu, --testbed sim, or map every task "
-                               "to cpu")
+        if not self.emulate_gpu and self.address is None and not _cuda_memory_mb():
+            raise TestbedError(f"{what} this machine has no CUDA GPU: use --emulate-gpu, --testbed sim, or map "
+                               "every task to cpu")
 
-    def preflight(self, workflow: Workflow) -> None:
-        """Connect, and fail before any run when GPU placements cannot run on the cluster."""
-        self.connect(workflow)
-        self._check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
-
+    # ---- actors and workers ----------------------------------------------------------------------
     def _actor(self, kind: str, name: str, node: NodeInfo) -> Any:
-        if name not in self._actors:
-            _ray()
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        with self.lock:
+            if name not in self.actors:
+                _ray()
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            gpu_side = not self.emulate_gpu and node.gpus > 0
-            device = "cuda" if gpu_side else "cpu"
-            opts: dict[str, Any] = dict(
-                name=name, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
-                num_gpus=GPU_SHARE if gpu_side else 0,  # a real GPU actor must see its GPU
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-                max_concurrency=1 if kind == "queue" else 1000, max_restarts=0)
-            handle = _remote(kind).options(**opts).remote(self._factory, self.size, self.seed, device,
-                                                          self.torch_threads)
-            self._actors[name] = (node.node_id, handle)
-        return self._actors[name][1]
+                gpu_side = not self.emulate_gpu and node.gpus > 0
+                opts: dict[str, Any] = dict(
+                    name=name, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
+                    num_gpus=GPU_SHARE if gpu_side else 0,  # a real GPU actor must see its GPU
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+                    max_concurrency=1 if kind == "queue" else 1000, max_restarts=0)
+                handle = _remote(kind).options(**opts).remote(self.factory, self.size, self.seed,
+                                                              "cuda" if gpu_side else "cpu", self.torch_threads)
+                self.actors[name] = (node.node_id, handle)
+            return self.actors[name][1]
 
-    def _hosts(self, nodes: list[NodeInfo]) -> dict[str, Any]:
-        return {n.node_id: self._actor("host", f"{self._prefix}-host-{n.node_id}", n) for n in nodes}
+    def hosts(self, nodes: list[NodeInfo]) -> list[Any]:
+        """Each node's tool host (created on first use)."""
+        alive = {n.node_id for n in nodes}
+        with self.lock:
+            for name in [a for a, (nid, _) in self.actors.items() if nid not in alive]:
+                self.actors.pop(name)  # its node died
+        return [self._actor("host", f"{self.prefix}-host-{n.node_id}", n) for n in nodes]
 
-    def _queues(self, nodes: list[NodeInfo]) -> None:
+    def queues(self, nodes: list[NodeInfo]) -> None:
+        """One serial queue actor per GPU of every GPU node."""
         for n in nodes:
             for i in range(int(n.gpus)):
-                self._actor("queue", f"{self._prefix}-queue-{n.node_id}-{i}", n)
+                self._actor("queue", f"{self.prefix}-queue-{n.node_id}-{i}", n)
 
-    def _drop_dead_actors(self, nodes: list[NodeInfo]) -> None:
-        alive = {n.node_id for n in nodes}
-        for name in [a for a, (nid, _) in self._actors.items() if nid not in alive]:
-            self._actors.pop(name)
-
-    def _shutdown(self) -> None:
-        ray = _ray()
-        self._actors.clear()
-        if ray.is_initialized():
-            ray.shutdown()
-        self._started_local, self._local_vram_mb = False, None
-
-    def close(self) -> None:
-        """Unload the tools, end the testbed's actors; shut down the local instance it started."""
-        ray = _ray()
-        if ray.is_initialized():
-            for _, a in list(self._actors.values()):
-                try:
-                    ray.kill(a)
-                except Exception:  # noqa: BLE001 - an actor already gone (its node died)
-                    pass
-        self._actors.clear()
-        if self._started_local:
-            self._shutdown()
-
-    # ---- tools -------------------------------------------------------------------------------------
-    @staticmethod
-    def _base_and_k(workflow: Workflow, task: str) -> tuple[str, int]:
-        from agentsched.model.tool import is_tool_path
-        from agentsched.tools import parse_tool_name
-
-        t = workflow.tasks[task]
-        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
-            return t.tool, t.repeat
-        base, k = parse_tool_name(t.tool)
-        return base, k * t.repeat
-
-    def _user_tools(self, bases: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
-        """Import path -> the user's Tool class or instance, shipped to the actors (pickled: a class
-        by reference when importable there, else by value; an instance as a copy per node)."""
-        from agentsched.model.tool import is_tool_path, resolve_tool
-
-        return {b: resolve_tool(b) for b, _ in bases.values() if is_tool_path(b)}
-
-    def _plan(self, workflow: Workflow, mapping: Mapping[str, Mode], disp: Dispatcher
-              ) -> tuple[dict[str, tuple[str, ...]], list[tuple[tuple[str, ...], str]], bool]:
-        """Per task its tool key, the host actors' warm list, and whether gpu_now is staged."""
-        real_gpu = not self.emulate_gpu
-        staged = real_gpu and workflow.vram_budget_mb is not None  # as the local testbed stages
-        keys: dict[str, tuple[str, ...]] = {}
-        needs: list[tuple[tuple[str, ...], str]] = []
-        for t in workflow.task_ids:
-            base = self._base_and_k(workflow, t)[0]
-            mode = disp.mapping[t]  # where it really runs (host-only tools on a GPU mode: cpu)
-            if mode is Mode.CPU:
-                keys[t] = (base, "cpu")
-                needs.append((keys[t], "cpu"))
-            elif mode is Mode.GPU_NOW:
-                keys[t] = (base, "gpu", t)
-                needs.append((keys[t], "cuda" if real_gpu and not staged else "cpu"))
-            else:
-                keys[t] = (base, "queue")
-        return keys, list(dict.fromkeys(needs)), staged
-
-    # ---- run ---------------------------------------------------------------------------------------
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
-        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own). ``inputs``:
-        the invocation's arguments, given to every source task (None: none, outputs not kept)."""
-        return self.run_concurrent(workflow, mapping, 1, inputs=inputs).executions[0]
-
-    def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
-                       inputs: Mapping[str, Any] | None = None) -> ConcurrentResult:
-        """Run ``k`` invocations of one workflow at once across the cluster; each keeps its own start
-        rules (its own Dispatcher and VRAM budget) while Ray places all of them on the nodes."""
-        if k < 1:
-            raise TestbedError(f"concurrency must be >= 1, got {k}")
-        mapping = validate_mapping(workflow, mapping)
-        self.connect(workflow)
-        self._check_gpu(workflow, mapping)
-        cards = workflow.task_cards
-        nodes = self.nodes()
-        self._drop_dead_actors(nodes)
-        cpu_slots = self.cpu_slots or max(1, int(sum(n.cpus for n in nodes)))
-        invs = [_Invocation(Dispatcher(workflow, mapping, cards, cpu_slots=cpu_slots),
-                            {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}) for _ in range(k)]
-        keys, needs, staged = self._plan(workflow, mapping, invs[0].disp)
-        bases = {t: self._base_and_k(workflow, t) for t in workflow.task_ids}
-        user_tools = self._user_tools(bases)
-        too_big = self._unplaceable(workflow, invs[0].disp, nodes)
-        if too_big is not None:
-            return ConcurrentResult(tuple(self._failed_before_start(workflow, mapping, *too_big)
-                                          for _ in range(k)), 0.0)
-        # warm models on every node before the clock starts (any node may get any task)
-        ray = _ray()
-        hosts = self._hosts(nodes)
-        if any(m is Mode.GPU_QUEUE for m in invs[0].disp.mapping.values()):
-            self._queues([n for n in nodes if n.gpus > 0])
-        try:
-            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts.values()],
-                                           timeout=self.timeout_s) if f is not None]
-        except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
-            failures = [((workflow.task_ids[0],), False, f"loading the tools on the Ray cluster failed: "
-                                                         f"{_one_line(getattr(exc, 'cause', None) or exc)}")]
-        self._start_workers(invs[0].disp.mapping, k, nodes, cpu_slots)
-        if failures:
-            key, oom, reason = failures[0]
-            task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
-            msg = (f"task {task} ({cards[task].name}): "
-                   + ("out of memory while loading: " if oom else "failed to load: ") + reason)
-            return ConcurrentResult(tuple(self._failed_before_start(
-                workflow, mapping, Status.OOM if oom else Status.ERROR, msg, task) for _ in range(k)), 0.0)
-        return self._execute(workflow, mapping, invs, keys, bases, staged, user_tools, inputs)
-
-    def _start_workers(self, modes: Mapping[str, Mode], k: int, nodes: list[NodeInfo], cpu_slots: int) -> None:
+    def start_workers(self, modes: Mapping[str, Mode], k: int, nodes: list[NodeInfo], cpu_slots: int) -> None:
         """Start, before the clock, as many lease worker processes of each kind as can run at once
         (host ones; GPU ones, which Ray keeps apart because they hold a GPU share): Ray starts one per
         concurrent task on demand, at a second or more each, which would land in the first timeline."""
         cpu_tasks = sum(m is Mode.CPU for m in modes.values())
         gpu = [("gpu", {"num_cpus": 0, "num_gpus": GPU_SHARE}, (len(modes) - cpu_tasks) * k)] \
             if any(nd.gpus > 0 for nd in nodes) else []
-        todo = [(kind, opts, n + len(nodes) - 1)  # SPREAD's shares of the nodes differ by one at most
-                for kind, opts, n in [("host", {"num_cpus": 0}, min(cpu_tasks * k, cpu_slots)), *gpu]
-                if n > 0 and self._workers_started.get(kind, 0) < n + len(nodes) - 1]
-        if not todo:
-            return
-        ray = _ray()
-        idle = _remote("idle")
-        ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
-                 for _, opts, n in todo for _ in range(n)], timeout=self.timeout_s)
-        for kind, _, n in todo:
-            self._workers_started[kind] = n
+        with self.lock:
+            todo = [(kind, opts, n + len(nodes) - 1)  # SPREAD's shares of the nodes differ by one at most
+                    for kind, opts, n in [("host", {"num_cpus": 0}, min(cpu_tasks * k, cpu_slots)), *gpu]
+                    if n > 0 and self.workers_started.get(kind, 0) < n + len(nodes) - 1]
+            if not todo:
+                return
+            ray = _ray()
+            idle = _remote("idle")
+            ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
+                     for _, opts, n in todo for _ in range(n)], timeout=self.timeout_s)
+            for kind, _, n in todo:
+                self.workers_started[kind] = n
 
-    def _unplaceable(self, workflow: Workflow, disp: Dispatcher, nodes: list[NodeInfo]
-                     ) -> tuple[Status, str, str] | None:
-        """A GPU task that no node could ever hold (Ray would wait forever): an error, not a hang."""
-        gpu_nodes = [n for n in nodes if n.gpus > 0]
-        for t in workflow.task_ids:
-            if disp.mapping[t] is Mode.CPU:
-                continue
-            need = disp.vram_of(t)
-            budget = workflow.vram_budget_mb
-            if budget is not None and need > budget + 1e-9:
-                continue  # the Dispatcher reports it as oom, as every testbed does
-            if not any(n.vram_mb + 1e-9 >= need for n in gpu_nodes):
-                most = max((n.vram_mb for n in gpu_nodes), default=0.0)
-                return (Status.ERROR, f"task {t} ({workflow.task_cards[t].name}) needs {need:g} MB but no Ray "
-                        f"node offers that much vram_mb (largest {most:g} MB)", t)
+
+class _RunState:
+    """One run's state inside a backend (begin .. end)."""
+
+    def __init__(self, workflow: Workflow, modes: Mapping[str, Mode], keys: dict[str, tuple[str, ...]],
+                 bases: dict[str, tuple[str, int]], staged: bool, user_tools: dict[str, Any],
+                 deadline_s: float) -> None:
+        self.workflow = workflow
+        self.modes = modes  # where each task really runs (host-only tools on a GPU mode: cpu)
+        self.keys, self.bases, self.staged, self.user_tools = keys, bases, staged, user_tools
+        self.deadline_s = deadline_s  # wall clock past which the run ends as error
+        self.t0 = time.time()  # the clock's zero (wall clock: leases report node wall-clock times)
+        self.pending: dict[Any, tuple[str, float]] = {}  # timings ObjectRef -> (task, submitted at)
+        self.out_refs: dict[str, Any] = {}  # task -> ObjectRef of its output
+        self.nodes: dict[str, str] = {}  # task -> node it ran on
+
+    def ms(self, at: float) -> float:
+        return (at - self.t0) * 1000
+
+
+class RayBackend(Backend):
+    """How the ray testbed starts tasks (leases on the cluster) and lets time pass (the wall clock)."""
+
+    name = "ray"
+    deterministic = False
+    computes_outputs = True
+
+    def __init__(self, cluster: _Cluster) -> None:
+        self.cluster = cluster  # connection and actors, shared with the testbed's other backends
+        self._cpu_slots = cluster.cpu_slots or 1  # set from the cluster's CPUs at begin()
+        self.run: _RunState | None = None
+
+    @property
+    def cpu_slots(self) -> int | None:
+        return self._cpu_slots
+
+    def preflight(self, workflow: Workflow) -> None:
+        """Connect, and fail before any run when GPU placements cannot run on the cluster."""
+        self.cluster.connect(workflow)
+        self.cluster.check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
+
+    # ---- one run -----------------------------------------------------------------------------------
+    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
+              expected: bool = False) -> Failure | None:
+        """Connect, warm the tools on every node, then start the clock (``rng`` is unused)."""
+        c = self.cluster
+        c.connect(workflow)
+        c.check_gpu(workflow, mapping)
+        nodes = c.nodes()
+        self._cpu_slots = c.cpu_slots or max(1, int(sum(n.cpus for n in nodes)))
+        modes = _real_modes(workflow, mapping)
+        bases = {t: _base_and_k(workflow, t) for t in workflow.task_ids}
+        keys, needs, staged = _plan(workflow, modes, bases, emulated=c.emulate_gpu)
+        too_big = _unplaceable(workflow, modes, nodes)
+        if too_big is not None:
+            return too_big
+        user_tools = _user_tools(bases)
+        hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
+        if any(m is Mode.GPU_QUEUE for m in modes.values()):
+            c.queues([n for n in nodes if n.gpus > 0])
+        ray = _ray()
+        try:
+            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=c.timeout_s)
+                        if f is not None]
+        except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
+            cause = getattr(exc, "cause", None) or exc
+            return Failure(Status.ERROR, workflow.task_ids[0],
+                           f"loading the tools on the Ray cluster failed: {one_line(cause)}")
+        if failures:
+            key, oom, reason = failures[0]
+            task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
+            return Failure(Status.OOM if oom else Status.ERROR, task,
+                           f"task {task} ({workflow.task_cards[task].name}): "
+                           + ("out of memory while loading: " if oom else "failed to load: ") + reason)
+        c.start_workers(modes, 1, nodes, self._cpu_slots)
+        self.run = _RunState(workflow, modes, keys, bases, staged, user_tools, time.time() + c.timeout_s)
         return None
 
-    def _extra(self, **more: Any) -> dict[str, Any]:
-        extra: dict[str, Any] = {"size": self.size, "ray_address": self.address or "local",
-                                 "emulated_gpu": self.emulate_gpu}
-        if self.emulate_gpu:
+    def now_ms(self) -> float:
+        assert self.run is not None
+        return self.run.ms(time.time())
+
+    def start(self, start: Start, inputs: Mapping[str, Any] | None) -> None:
+        """Submit the task's lease; a predecessor's output travels as its ObjectRef (node to node)."""
+        r = self.run
+        assert r is not None
+        t = start.task
+        args = {k: r.out_refs.get(k, v) if k in r.workflow.preds[t] else v for k, v in (inputs or {}).items()}
+        kind = "queue" if start.mode is Mode.GPU_QUEUE else "host"
+        base, k = r.bases[t]
+        timings, out = _remote("lease").options(num_returns=2, **_lease_options(start.mode, start.vram_mb)).remote(
+            self.cluster.prefix, kind, r.keys[t], k, r.staged and start.mode is Mode.GPU_NOW, args,
+            r.user_tools.get(base) if kind == "queue" else None)
+        r.pending[timings] = (t, time.time())
+        r.out_refs[t] = out
+
+    def wait(self) -> list[Completion]:
+        """The next finished leases (their node-reported times, clamped to what the driver saw); a
+        lease past the run's deadline is reported as failed, so a lost node never hangs the run."""
+        r = self.run
+        assert r is not None and r.pending
+        ray = _ray()
+        done, rest = ray.wait(list(r.pending), num_returns=1, timeout=max(r.deadline_s - time.time(), 0.0))
+        if not done:
+            task, submitted = next(iter(r.pending.values()))
+            now = time.time()
+            err = TestbedError(f"timed out after {self.cluster.timeout_s:g} s on the Ray cluster")
+            return [Completion(task, r.ms(submitted), r.ms(now), error=err)]
+        if rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            done = [*done, *more]
+        observed = time.time()
+        out: list[Completion] = []
+        for ref in done:
+            task, submitted = r.pending.pop(ref)
+            try:
+                d = ray.get(ref)
+                output = ray.get(r.out_refs[task])
+            except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
+                cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
+                out.append(Completion(task, r.ms(submitted), r.ms(observed), error=_as_exception(cause)))
+                continue
+            start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
+            end = min(max(d["end_s"], start), observed)
+            r.nodes[task] = d["node"]
+            out.append(Completion(task, r.ms(start), r.ms(end), d["load_ms"], output))
+        return sorted(out, key=lambda c: c.end_ms)
+
+    def abort(self) -> dict[str, float]:
+        """Let the run's other leases end (until the deadline), then cancel what is left."""
+        r = self.run
+        if r is None or not r.pending:
+            return {}
+        ray = _ray()
+        _, left = ray.wait(list(r.pending), num_returns=len(r.pending), timeout=max(r.deadline_s - time.time(), 0))
+        for ref in left:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already finished, or its node is gone
+                pass
+        r.pending.clear()
+        return {}
+
+    def end(self) -> dict[str, Any]:
+        """The run's details: where each task ran, and whether GPUs were emulated."""
+        r, self.run = self.run, None
+        extra: dict[str, Any] = {"size": self.cluster.size, "ray_address": self.cluster.address or "local",
+                                 "emulated_gpu": self.cluster.emulate_gpu}
+        if self.cluster.emulate_gpu:
             extra["timing_note"] = EMULATED_NOTE
-        extra.update(more)
+        if r is not None:
+            extra["nodes"] = {t: n[:12] for t, n in r.nodes.items()}
         return extra
 
-    def _failed_before_start(self, workflow: Workflow, mapping: Mapping[str, Mode], status: Status,
-                             message: str, task: str) -> Execution:
-        return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0,
-                         spans=(), message=message, testbed=self.name, extra=self._extra(failed_task=task))
+    def close(self) -> None:
+        self.cluster.close()
 
-    def _lease_options(self, mode: Mode, vram_mb: float) -> dict[str, Any]:
-        opts: dict[str, Any] = {"scheduling_strategy": "SPREAD", "max_retries": LEASE_RETRIES}
-        if mode is Mode.CPU:
-            opts["num_cpus"] = 1
-        else:
-            opts.update(num_cpus=0, num_gpus=GPU_SHARE)
-            if vram_mb > 0:
-                opts["resources"] = {VRAM_RESOURCE: vram_mb}
-        return opts
 
-    def _execute(self, workflow: Workflow, mapping: dict[str, Mode], invs: list[_Invocation],
-                 keys: dict[str, tuple[str, ...]], bases: dict[str, tuple[str, int]], staged: bool,
-                 user_tools: dict[str, Any], inputs: Mapping[str, Any] | None) -> ConcurrentResult:
-        ray = _ray()
-        cards = workflow.task_cards
-        lease = _remote("lease")
-        pending: dict[Any, tuple[int, str]] = {}  # ObjectRef -> (invocation, task)
-        args = dict(inputs or {})
+@dataclass(frozen=True)
+class ConcurrentResult:
+    """K invocations run at once: each one's Execution, the wall time of the batch, the throughput."""
+
+    executions: tuple[Execution, ...]
+    wall_s: float
+
+    @property
+    def throughput_per_s(self) -> float:
+        """Finished (ok) invocations per second of wall time."""
+        ok = sum(e.ok for e in self.executions)
+        return ok / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class RayTestbed(Driver):
+    """The ray testbed: the driver over a ``RayBackend`` on a local instance or a running cluster."""
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        size: str = "small",
+        seed: int = 0,
+        emulate_gpu: bool = False,
+        emulated_gpus: int = 1,
+        cpu_slots: int | None = None,
+        vram_mb: float | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        torch_threads: int | None = None,
+        tool_factory: ToolFactory | None = None,
+    ) -> None:
+        """``address``: None starts a local instance, ``auto`` or ``HOST:PORT`` joins a cluster;
+        ``emulate_gpu``: GPU placements run on the CPU holding the GPU share and vram_mb;
+        ``emulated_gpus``: fake GPUs a local instance declares then; ``cpu_slots``: the Dispatcher's
+        CPU cap (None: the cluster's CPUs) and a local instance's CPUs; ``vram_mb``: what a local
+        instance declares (None: its GPUs' memory, else the workflow's budget); ``timeout_s``: a run
+        longer than this ends as error; ``tool_factory``: builds built-in tools (must pickle)."""
+        from agentsched.tools.base import parse_size
+
+        _ray()  # a one-line error now when the extra is missing
+        if emulated_gpus < 1:
+            raise TestbedError(f"ray testbed: emulated_gpus must be >= 1, got {emulated_gpus}")
+        if cpu_slots is not None and cpu_slots < 1:
+            raise TestbedError(f"ray testbed: cpu_slots must be >= 1, got {cpu_slots}")
+        if not timeout_s > 0:
+            raise TestbedError(f"ray testbed: timeout_s must be > 0, got {timeout_s}")
+        if tool_factory is None:
+            from agentsched.tools import get_tool, tools_installed
+
+            if not tools_installed():
+                raise TestbedError("the ray testbed needs the tools extra: pip install 'agentsched[tools]'")
+            tool_factory = get_tool
+        self.cluster = _Cluster(address=address or None, size=parse_size(size).value, seed=seed,
+                                emulate_gpu=emulate_gpu, emulated_gpus=emulated_gpus, cpu_slots=cpu_slots,
+                                vram_mb=vram_mb, timeout_s=timeout_s, torch_threads=torch_threads,
+                                tool_factory=tool_factory)
+        super().__init__(RayBackend(self.cluster))
+
+    @property
+    def size(self) -> str:
+        return self.cluster.size
+
+    @property
+    def emulate_gpu(self) -> bool:
+        return self.cluster.emulate_gpu
+
+    def nodes(self) -> list[NodeInfo]:
+        """The cluster's alive nodes (connecting first)."""
+        self.cluster.connect()
+        return self.cluster.nodes()
+
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Execution:
+        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own)."""
+        return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
+
+    def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
+                       inputs: Mapping[str, Any] | None = None) -> ConcurrentResult:
+        """Run ``k`` invocations of one workflow at once across the cluster: each on its own thread
+        with its own driver and start rules (its own Dispatcher and VRAM budget), all on one Ray
+        cluster that places every lease by its resources."""
+        if k < 1:
+            raise TestbedError(f"concurrency must be >= 1, got {k}")
+        mapping = validate_mapping(workflow, mapping)
+        c = self.cluster
+        c.connect(workflow)
+        c.check_gpu(workflow, mapping)
+        nodes = c.nodes()
+        c.start_workers(_real_modes(workflow, mapping), k, nodes,
+                        c.cpu_slots or max(1, int(sum(n.cpus for n in nodes))))
+        drivers = [self] + [Driver(RayBackend(c)) for _ in range(k - 1)]
+        results: list[Execution | BaseException | None] = [None] * k
+        barrier = threading.Barrier(k)
+
+        def one(i: int) -> None:
+            try:
+                barrier.wait()  # start together
+                results[i] = drivers[i].run(workflow, mapping, inputs=inputs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+                results[i] = exc
+
+        threads = [threading.Thread(target=one, args=(i,), name=f"agentsched-ray-{i}") for i in range(k)]
         t0 = time.time()
-        deadline = t0 + self.timeout_s
-
-        def ms(at: float) -> float:
-            return (at - t0) * 1000
-
-        def submit(i: int) -> None:
-            inv = invs[i]
-            if inv.failure is not None:
-                return
-            decision = inv.disp.poll()
-            if isinstance(decision, Infeasible):
-                inv.failure = (Status.OOM, decision.message, decision.task, decision.needed_mb)
-                inv.fail_ms = ms(time.time())
-                return
-            now = ms(time.time())
-            for st in decision:
-                kind = "queue" if st.mode is Mode.GPU_QUEUE else "host"
-                preds = workflow.preds[st.task]
-                task_inputs = {p: inv.out_refs[p] for p in preds} if preds else args
-                base = bases[st.task][0]
-                ref, out = lease.options(num_returns=2, **self._lease_options(st.mode, st.vram_mb)).remote(
-                    self._prefix, kind, keys[st.task], bases[st.task][1], staged and st.mode is Mode.GPU_NOW,
-                    task_inputs, user_tools.get(base) if kind == "queue" else None)
-                pending[ref] = (i, st.task)
-                inv.out_refs[st.task] = out
-                inv.order.append(st.task)
-                inv.in_flight.add(st.task)
-                inv.starts_at[st.task] = now
-                inv.vram_of[st.task] = st.vram_mb
-            if decision:
-                if inv.disp.vram_in_use_mb != inv.vram_timeline[-1][1]:
-                    inv.vram_timeline.append((now, inv.disp.vram_in_use_mb))
-                inv.peak = max(inv.peak, inv.disp.vram_in_use_mb)
-
-        for i in range(len(invs)):
-            submit(i)
-        timed_out = False
-        while pending:
-            left = deadline - time.time()
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(left, 0.0))
-            if not done:
-                timed_out = True
-                break
-            more, _ = ray.wait([r for r in pending if r not in done], num_returns=len(pending) - len(done),
-                               timeout=0)
-            observed = time.time()
-            finished: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-            for ref in [*done, *more]:
-                i, task = pending.pop(ref)
-                inv = invs[i]
-                inv.in_flight.discard(task)
-                try:
-                    d = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
-                    if inv.failure is None:
-                        inv.failure = self._failure(exc, task, cards[task].name, inv.disp.vram_in_use_mb)
-                        inv.fail_ms = ms(observed)
-                    continue
-                finished.setdefault(i, []).append((task, d))
-            for i, done_tasks in finished.items():
-                inv = invs[i]
-                for task, d in sorted(done_tasks, key=lambda x: x[1]["end_s"]):
-                    submitted = t0 + inv.starts_at[task] / 1000
-                    start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
-                    end = min(max(d["end_s"], start), observed)
-                    inv.starts_at[task], inv.ends_at[task] = ms(start), ms(end)
-                    inv.loads[task] = d["load_ms"]
-                    inv.nodes[task] = d["node"]
-                    if inv.failure is not None:
-                        continue  # the run already failed: record the span, start nothing
-                    for nt in inv.disp.finish(task):
-                        inv.ready_at[nt] = inv.ends_at[task]
-                    if inv.disp.vram_in_use_mb != inv.vram_timeline[-1][1]:
-                        inv.vram_timeline.append((inv.ends_at[task], inv.disp.vram_in_use_mb))
-            for i in finished:
-                submit(i)
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
         wall_s = time.time() - t0
-        if timed_out:
-            for ref, (i, task) in pending.items():
-                inv = invs[i]
-                if inv.failure is None:
-                    inv.failure = (Status.ERROR, f"timed out after {self.timeout_s:g} s waiting for task {task} "
-                                   f"({cards[task].name}) on the Ray cluster", task, 0.0)
-                    inv.fail_ms = ms(time.time())
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001 - already finished or its node is gone
-                    pass
-        return ConcurrentResult(tuple(self._record(workflow, mapping, inv, inputs is not None) for inv in invs),
-                                wall_s)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+        return ConcurrentResult(tuple(r for r in results if isinstance(r, Execution)), wall_s)
 
-    def _failure(self, exc: BaseException, task: str, tool: str, held_mb: float) -> tuple[Status, str, str, float]:
-        cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
-        if _is_oom(cause):
-            return Status.OOM, f"task {task} ({tool}): CUDA out of memory: {_one_line(cause)}", task, held_mb
-        return Status.ERROR, f"task {task} ({tool}) failed on the Ray cluster: {_one_line(cause)}", task, 0.0
 
-    def _record(self, workflow: Workflow, mapping: dict[str, Mode], inv: _Invocation, keep: bool) -> Execution:
-        """The Execution of one invocation; its outputs fetched only when the run was given inputs."""
-        cards = workflow.task_cards
-        outputs: dict[str, Any] = {}
-        if keep and inv.ends_at:
-            done = [t for t in inv.order if t in inv.ends_at]
-            outputs = dict(zip(done, _ray().get([inv.out_refs[t] for t in done]), strict=True))
-        extra = self._extra(nodes={t: n[:12] for t, n in inv.nodes.items()})
-        spans = tuple(
-            TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=inv.ready_at.get(t, inv.starts_at[t]),
-                     start_ms=inv.starts_at[t], end_ms=inv.ends_at.get(t), load_ms=inv.loads.get(t, 0.0),
-                     vram_mb=inv.vram_of.get(t, 0.0))
-            for t in inv.order
-        )
-        if inv.failure is not None:
-            status, message, task, needed = inv.failure
-            return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=inv.fail_ms or 0.0,
-                             peak_vram_mb=max(inv.peak, needed), spans=spans,
-                             vram_timeline=tuple(inv.vram_timeline), message=message, testbed=self.name,
-                             extra={**extra, "failed_task": task}, outputs=outputs)
-        e2e = max(inv.ends_at[t] for t in workflow.sinks)
-        return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=inv.peak,
-                         spans=spans, vram_timeline=tuple(inv.vram_timeline), testbed=self.name, extra=extra,
-                         outputs=outputs)
+# ---- pure helpers ------------------------------------------------------------------------------------
+def _real_modes(workflow: Workflow, mapping: Mapping[str, Mode]) -> dict[str, Mode]:
+    """Where each task really runs: a GPU placement of a host-only tool is a CPU task (rules.Dispatcher)."""
+    cards = workflow.task_cards
+    return {t: (Mode.CPU if m is not Mode.CPU and not cards[t].has_gpu else m) for t, m in mapping.items()}
+
+
+def _base_and_k(workflow: Workflow, task: str) -> tuple[str, int]:
+    """The task's tool (built-in base name, or a user tool's import path) and its calls per run."""
+    from agentsched.model.tool import is_tool_path
+    from agentsched.tools import parse_tool_name
+
+    t = workflow.tasks[task]
+    if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+        return t.tool, t.repeat
+    base, k = parse_tool_name(t.tool)
+    return base, k * t.repeat
+
+
+def _user_tools(bases: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+    """Import path -> the user's Tool class or instance, shipped to the actors (pickled: a class by
+    reference when importable there, else by value; an instance as one copy per node)."""
+    from agentsched.model.tool import is_tool_path, resolve_tool
+
+    return {b: resolve_tool(b) for b, _ in bases.values() if is_tool_path(b)}
+
+
+def _plan(workflow: Workflow, modes: Mapping[str, Mode], bases: Mapping[str, tuple[str, int]], *,
+          emulated: bool) -> tuple[dict[str, tuple[str, ...]], list[tuple[tuple[str, ...], str]], bool]:
+    """Per task its tool key in the actors, the hosts' warm list ``(key, device)``, and whether
+    gpu_now tools are staged (host until the task runs, as the local testbed does under a budget)."""
+    staged = not emulated and workflow.vram_budget_mb is not None
+    keys: dict[str, tuple[str, ...]] = {}
+    needs: list[tuple[tuple[str, ...], str]] = []
+    for t in workflow.task_ids:
+        base = bases[t][0]
+        if modes[t] is Mode.CPU:
+            keys[t] = (base, "cpu")  # one shared host instance per node
+            needs.append((keys[t], "cpu"))
+        elif modes[t] is Mode.GPU_NOW:
+            keys[t] = (base, "gpu", t)  # the task's own instance
+            needs.append((keys[t], "cuda" if not emulated and not staged else "cpu"))
+        else:
+            keys[t] = (base, "queue")  # loaded by the queue actor at admission
+    return keys, list(dict.fromkeys(needs)), staged
+
+
+def _unplaceable(workflow: Workflow, modes: Mapping[str, Mode], nodes: list[NodeInfo]) -> Failure | None:
+    """A GPU task that no node could ever hold (Ray would wait for it forever): an error, not a hang.
+    A task larger than the workflow's budget is left to the start rules (oom, as on every testbed)."""
+    gpu_nodes = [n for n in nodes if n.gpus > 0]
+    cards = workflow.task_cards
+    budget = workflow.vram_budget_mb
+    for t in workflow.task_ids:
+        if modes[t] is Mode.CPU:
+            continue
+        need = cards[t].vram_needed_mb
+        if budget is not None and need > budget + 1e-9:
+            continue
+        if not any(n.vram_mb + 1e-9 >= need for n in gpu_nodes):
+            most = max((n.vram_mb for n in gpu_nodes), default=0.0)
+            return Failure(Status.ERROR, t, f"task {t} ({cards[t].name}) needs {need:g} MB but no Ray node offers "
+                                            f"that much vram_mb (largest {most:g} MB)")
+    return None
+
+
+def _lease_options(mode: Mode, vram_mb: float) -> dict[str, Any]:
+    """What a lease asks Ray for: a CPU, or a GPU share and the task's VRAM."""
+    opts: dict[str, Any] = {"scheduling_strategy": "SPREAD", "max_retries": LEASE_RETRIES}
+    if mode is Mode.CPU:
+        opts["num_cpus"] = 1
+    else:
+        opts.update(num_cpus=0, num_gpus=GPU_SHARE)
+        if vram_mb > 0:
+            opts["resources"] = {VRAM_RESOURCE: vram_mb}
+    return opts
+
+
+def _as_exception(cause: Any) -> BaseException:
+    return cause if isinstance(cause, BaseException) else TestbedError(str(cause))
 
 
 def _cuda_memory_mb() -> float:
