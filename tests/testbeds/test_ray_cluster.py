@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import agentsched
+
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -187,3 +189,37 @@ def test_a_node_removed_mid_run_is_retried_or_an_error_never_a_hang(cluster):
     finally:
         th.join(timeout=120)
         tb.close()
+
+
+class Words(agentsched.Tool):
+    """A user tool (the public API): splits its ``text`` argument."""
+
+    name = "words"
+    has_gpu = False
+    input_names = ("text",)
+
+    def run(self, inputs):
+        return inputs["text"].split()
+
+
+class Count(agentsched.Tool):
+    """A user tool with a GPU version (emulated here): counts its predecessor's words."""
+
+    name = "count"
+    has_gpu = True
+
+    def run(self, inputs):
+        return len(inputs["A"])
+
+
+def test_runtime_invokes_user_tools_on_the_cluster(cluster):
+    from agentsched.runtime import Runtime, workflow_from_tools
+
+    w = workflow_from_tools("words", {"A": Words, "B": Count}, [("A", "B")], vram_budget_mb=500)
+    tb = make_tb(cluster)
+    with Runtime(w, policy="agent-rules-cold", store=None, testbed=tb, round_size=2) as rt:
+        results = [rt.invoke(text="one two three") for _ in range(4)]
+    tb.close()
+    assert [r.status for r in results] == ["ok"] * 4, [r.message for r in results]
+    assert all(r.outputs == {"B": 3} for r in results)
+    assert all(sorted(sp["task"] for sp in r.timeline) == ["A", "B"] for r in results)

@@ -226,6 +226,13 @@ def _build(base: str, user_tools: dict[str, Any], factory: ToolFactory, size: st
         return obj() if isinstance(obj, type) else obj
 
 
+def _builtin_tool(name: str, size: str, seed: int = 0) -> Any:
+    """A built-in tool (the default factory; a one-line ToolError without the ``[tools]`` extra)."""
+    from agentsched.tools import get_tool
+
+    return get_tool(name, size, seed=seed)
+
+
 def _idle(seconds: float) -> None:
     """A no-op task: holds a worker process for a moment so that Ray starts enough of them."""
     time.sleep(seconds)
@@ -627,11 +634,7 @@ class RayTestbed(Driver):
         if not timeout_s > 0:
             raise TestbedError(f"ray testbed: timeout_s must be > 0, got {timeout_s}")
         if tool_factory is None:
-            from agentsched.tools import get_tool, tools_installed
-
-            if not tools_installed():
-                raise TestbedError("the ray testbed needs the tools extra: pip install 'agentsched[tools]'")
-            tool_factory = get_tool
+            tool_factory = _builtin_tool  # user tools (import paths) need no tools extra
         self.cluster = _Cluster(address=address or None, size=parse_size(size).value, seed=seed,
                                 emulate_gpu=emulate_gpu, emulated_gpus=emulated_gpus, cpu_slots=cpu_slots,
                                 vram_mb=vram_mb, timeout_s=timeout_s, torch_threads=torch_threads,
@@ -645,6 +648,15 @@ class RayTestbed(Driver):
     @property
     def emulate_gpu(self) -> bool:
         return self.cluster.emulate_gpu
+
+    def gpu_available(self, workflow: Workflow | None = None) -> bool:
+        """May GPU placements run on the cluster: a node with a GPU and vram_mb, whose GPUs are real
+        (a joined cluster's, or this machine's CUDA) or emulated? Connects first."""
+        c = self.cluster
+        c.connect(workflow)
+        if not any(n.gpus > 0 and n.vram_mb > 0 for n in c.nodes()):
+            return False
+        return c.emulate_gpu or c.address is not None or bool(_cuda_memory_mb())
 
     def nodes(self) -> list[NodeInfo]:
         """The cluster's alive nodes (connecting first)."""
