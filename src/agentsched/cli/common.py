@@ -43,14 +43,14 @@ def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str
         raise AgentschedError(f"--noise must be a number in [0, {MAX_NOISE_SIGMA:g}], got {noise}")
     if cpu_slots is not None and cpu_slots < 1:
         raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
+    if kind != "ray" and (ray_address is not None or emulate_gpu):
+        flag = "--ray-address" if ray_address is not None else "--emulate-gpu"
+        raise AgentschedError(f"{flag} applies only to --testbed ray (got {kind})")
     if kind == "sim":
         opts: dict[str, Any] = {"seed": seed, "cpu_slots": cpu_slots}
         if noise is not None:
             opts["noise_sigma"] = noise
         return make_testbed("sim", **opts)
-    if kind != "ray" and (ray_address is not None or emulate_gpu):
-        flag = "--ray-address" if ray_address is not None else "--emulate-gpu"
-        raise AgentschedError(f"{flag} applies only to --testbed ray (got {kind})")
     if kind == "ray":  # --cpu-slots caps concurrent CPU tasks (default: the cluster's CPUs)
         return make_testbed("ray", size=size, seed=seed, address=ray_address, emulate_gpu=emulate_gpu,
                             cpu_slots=cpu_slots)
