@@ -115,8 +115,10 @@ def register(app: typer.Typer) -> None:
                           f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
             console.print(f"mapping: {mapping}")
             console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
+            if rt.host_only:
+                console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
             for task, value in res.outputs.items():
-                console.print(f"output {task}: {_shown(value)}")
+                typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
         if not res.ok:  # the invocation is stored; its failure is the exit status
             raise SystemExit(1)
 

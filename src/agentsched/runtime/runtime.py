@@ -166,7 +166,8 @@ class Runtime:
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
-        if _no_gpu(self.testbed, self.workflow):
+        self.host_only = _no_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
+        if self.host_only:
             # every placement is the same host run here: cards without a GPU say so to the start
             # rules (the policy was chosen above, from the real cards)
             log.info("this machine has no CUDA GPU: every task runs on the CPU")

@@ -253,7 +253,11 @@ class _LocalRun:
     def __init__(self, backend: LocalBackend, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
         self.b = backend
         self.workflow = workflow
-        self.mapping = mapping
+        # where each task really runs: a tool whose card has no GPU figure runs its host code
+        # wherever it is placed (as the Dispatcher starts it), so it is loaded on the host
+        cards = workflow.task_cards
+        self.mapping = {t: (m if cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
+        mapping = self.mapping
         self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
         self.bases = {t: backend._base_and_k(workflow, t) for t in workflow.task_ids}
         self.tools: dict[str, Any] = {}
