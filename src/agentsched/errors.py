@@ -26,6 +26,10 @@ class TestbedError(AgentschedError):
     __test__ = False  # not a pytest test class
 
 
+class WorldError(AgentschedError):
+    """A simulated world (GPU contention parameters) is malformed, missing or unknown."""
+
+
 class PolicyError(AgentschedError):
     """Unknown policy name or invalid policy option."""
 

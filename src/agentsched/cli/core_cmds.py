@@ -9,8 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from agentsched.cli.common import (
-    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
+    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, WORLD, build_testbed, console, load_workflow, load_workflow_and_world,
+    pick_world, positive, print_json, SEED_HELP,
 )
+from agentsched.loop.runner import noise_stream
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
 from agentsched.model.workflow import Workflow
@@ -94,12 +96,13 @@ def register(app: typer.Typer) -> None:
     def simulate_cmd(
         workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
         mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
-        seed: int = typer.Option(0, help="noise seed"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         noise: Optional[float] = typer.Option(None, help="log-normal noise sigma (sim; 0 = expected values)"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
     ) -> None:
@@ -107,11 +110,12 @@ def register(app: typer.Typer) -> None:
         from agentsched.report.gantt import check_gantt_path, save_gantt
 
         gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
         m = parse_mapping(wf, mapping)
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots,
+                           world=pick_world(testbed, world, [wf_world]))
         try:
-            ex = tb.run(wf, m)
+            ex = tb.run(wf, m, rng=noise_stream(seed))
         finally:
             tb.close()
         if gantt_path is not None:
@@ -133,6 +137,7 @@ def register(app: typer.Typer) -> None:
         repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
         seed: int = typer.Option(0),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
         """Brute-force every mapping and rank the feasible ones by E2E."""
@@ -140,9 +145,9 @@ def register(app: typer.Typer) -> None:
 
         positive("--top", top)
         positive("--repeats", repeats)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
         tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
-                           cpu_slots=cpu_slots)
+                           cpu_slots=cpu_slots, world=pick_world(testbed, world, [wf_world]))
         try:
             tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
             res = brute_force(wf, tb, repeats=repeats)
@@ -169,11 +174,12 @@ def register(app: typer.Typer) -> None:
         console.print(t)
 
     @app.command("calibrate")
-    def calibrate_cmd(json_out: bool = typer.Option(False, "--json")) -> None:
-        """Compare the simulator (a5500 cards) with the paper: Table 3 oracles and Table 2 latencies."""
-        from agentsched.calibration import calibrate, render_calibration
+    def calibrate_cmd(world: Optional[str] = WORLD, json_out: bool = typer.Option(False, "--json")) -> None:
+        """Compare the simulator (a5500 cards, a5500 world unless --world) with the paper: Table 3 oracles and
+        Table 2 latencies."""
+        from agentsched.experiments.calibration import calibrate, render_calibration
 
-        rep = calibrate()
+        rep = calibrate(world=pick_world("sim", world, []))
         if json_out:
             print_json(rep.to_dict())
             return

@@ -13,11 +13,16 @@ from agentsched.cli.common import (
     CPU_SLOTS_HELP,
     EMULATE_GPU_HELP,
     RAY_ADDRESS_HELP,
+    SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
+    WORLD,
     build_testbed,
     console,
+    cpu_cores_option,
     load_workflow,
+    load_workflow_and_world,
+    pick_world,
     positive,
     testbed_notes,
 )
@@ -26,6 +31,7 @@ from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.base import Testbed
+from agentsched.tools.base import parse_size
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
@@ -108,6 +114,14 @@ def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
         testbed.preflight(wf)
 
 
+def _world_ref(sim_world: Any, given: str | None, loaded: list[tuple[Any, str | None]]) -> str:
+    """How results.json's config names the bench's world so that it can be loaded again: the
+    --world value, else the workflow files' world: value (a name or a resolved path)."""
+    from agentsched.testbeds.world import choose_world
+
+    return str(choose_world(given, [w for _, w in loaded]))
+
+
 def llm_preflight(policy: Any) -> None:
     """One cheap request to an agent-llm policy's endpoint before any run: a one-line error
     (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
@@ -127,7 +141,7 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option(..., "--policy", "-p", help="policy name (see `agentsched policies`)"),
         rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
         repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
-        seed: int = typer.Option(0, help="seed of the testbed noise and the policy's randomness"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
@@ -137,6 +151,7 @@ def register(app: typer.Typer) -> None:
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
         emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
+        world: Optional[str] = WORLD,
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -148,21 +163,22 @@ def register(app: typer.Typer) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
         from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.policies.registry import get_spec, make_policy
-        from agentsched.report.bench import round_dicts
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
-        opts = _policy_options(spec.name.value, _check_start(start), llm)
+        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
         pol = make_policy(spec.name.value, **opts)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
+        sim_world = pick_world(testbed, world, [wf_world])
         if json_file is not None:
             check_output_file(json_file, "--json")  # before the work, not after it
         llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots,
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
                            ray_address=ray_address, emulate_gpu=emulate_gpu)
         tb_notes = testbed_notes(tb)
         sp = wf.decision_space
@@ -244,7 +260,7 @@ def register(app: typer.Typer) -> None:
     @app.command("policies")
     def policies_cmd() -> None:
         """List the registered policies."""
-        from agentsched.policies.registry import REGISTRY, is_available
+        from agentsched.loop.registry import REGISTRY, is_available
 
         t = Table(title="Policies")
         for col in ("name", "kind", "options", "description"):
@@ -274,10 +290,13 @@ def register(app: typer.Typer) -> None:
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
         emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
+        world: Optional[str] = WORLD,
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
                                                                    "(default: S5 when it runs)"),
+        resume: bool = typer.Option(False, "--resume", help="continue an interrupted bench in --out (its runs are "
+                                                            "recorded in OUT/journal.sqlite as they finish)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
         llm_model: Optional[str] = LLM_MODEL,
         llm_api_key: Optional[str] = LLM_API_KEY,
@@ -288,8 +307,11 @@ def register(app: typer.Typer) -> None:
         report.md and plots."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
-        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
+
+        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
@@ -328,7 +350,9 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
-        wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
+        loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
+        wfs = [wf for wf, _ in loaded]
+        sim_world = pick_world(testbed, world, [w for _, w in loaded])
         ran = [wf.name for wf in wfs]
         for wf_name in ran:
             if ran.count(wf_name) > 1:  # one would silently replace the other
@@ -339,8 +363,11 @@ def register(app: typer.Typer) -> None:
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
+            for p in pols:  # static schedulers plan as many CPU cores as the testbed has
+                if accepts(p, "cpu_cores"):
+                    options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
         if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
-            from agentsched.policies.registry import make_policy
+            from agentsched.loop.registry import make_policy
 
             probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
             try:
@@ -348,7 +375,7 @@ def register(app: typer.Typer) -> None:
             finally:
                 if getattr(probe_policy, "llm", None) is not None:
                     probe_policy.llm.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots,
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
                            ray_address=ray_address, emulate_gpu=emulate_gpu)
         notes[:0] = testbed_notes(tb)
         try:
@@ -359,16 +386,24 @@ def register(app: typer.Typer) -> None:
             want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
             config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                                  seeds=tuple(range(seeds)), testbed=tb.name,
-                                 noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
+                                 noise_sigma=0.03 if noise is None else noise,
+                                 size=size if sim_world is not None else parse_size(size).value,
                                  cpu_slots=cpu_slots, cards=cards, policy_options=options,
+                                 world=None if sim_world is None else _world_ref(sim_world, world, loaded),
                                  ablation=want_ablation, gantt_scenario=gantt_name)
             total = len(names) * len(pols) * seeds
             # the bar starts after every check: an error above is the only line on stderr
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("bench", total=total)
-                result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label),
-                                   testbed=tb)
+                journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+                try:
+                    result = run_bench(config, testbed=tb, journal=journal,
+                                       progress=lambda label: bar.update(task, advance=1, description=label))
+                finally:
+                    journal.close()
+            if journal.resumed:
+                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes

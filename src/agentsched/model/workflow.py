@@ -6,6 +6,9 @@ File format (YAML or JSON), the same one the built-in scenarios use::
     cards: a5500              # built-in card set, or a path relative to this file
     decision_space: three_way # binary (cpu/gpu, gpu == gpu_now) or three_way
     vram_budget_mb: 1100      # optional
+    world: a5500              # optional: the simulated world (GPU contention) to run in; a built-in
+                              # name or a path relative to this file. Read by the CLI for the
+                              # sim testbed only: the Workflow object never carries it.
     tasks:
       A: {tool: clip, repeat: 12}
     edges: []                 # list of [from, to]
@@ -68,6 +71,21 @@ class Task(BaseModel):
     @property
     def tool_label(self) -> str:
         return self.tool if self.repeat == 1 else f"{self.tool}_x{self.repeat}"
+
+
+VRAM_EPS_MB = 1e-9  # float slack of the budget check (sums of card figures)
+
+
+def fits_vram(held_mb: float, need_mb: float, budget_mb: float | None) -> bool:
+    """Does ``need_mb`` more fit beside ``held_mb`` under the budget? (None: no budget.) The one
+    VRAM-fit check of the start rules, the schedulers and the agent."""
+    return budget_mb is None or held_mb + need_mb <= budget_mb + VRAM_EPS_MB
+
+
+def effective_mode(card: ToolCard, mode: Mode) -> Mode:
+    """Where a task placed on ``mode`` really runs: a tool without a GPU implementation placed on
+    ``gpu_now`` or ``gpu_queue`` runs its host code as a ``cpu`` task (so both placements are one run)."""
+    return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
 
 
 class Workflow(BaseModel):
@@ -147,6 +165,27 @@ class Workflow(BaseModel):
     @property
     def sinks(self) -> list[str]:
         return [t for t in self.tasks if not self.succs[t]]
+
+    @cached_property
+    def concurrent(self) -> dict[str, frozenset[str]]:
+        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
+        ancestor nor its descendant). Written once here for every scheduler and the monitor."""
+        ids = self.topo_order
+        bit = {t: 1 << i for i, t in enumerate(ids)}
+        desc = dict.fromkeys(ids, 0)  # bitsets: one pass each way over the topological order
+        anc = dict.fromkeys(ids, 0)
+        for t in reversed(ids):
+            for s in self.succs[t]:
+                desc[t] |= bit[s] | desc[s]
+        for t in ids:
+            for p in self.preds[t]:
+                anc[t] |= bit[p] | anc[p]
+        every = (1 << len(ids)) - 1
+        out = {}
+        for t in self.task_ids:
+            free = every & ~(desc[t] | anc[t] | bit[t])
+            out[t] = frozenset(u for u in ids if free & bit[u])
+        return out
 
     @cached_property
     def topo_order(self) -> list[str]:
@@ -234,11 +273,36 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
+WORLD_KEY = "world"  # optional workflow-file key naming the simulated world (not a Workflow field)
+
+
+def _take_world(data: dict[str, Any], source: str, base_dir: Path | None) -> str | None:
+    """Remove the optional ``world:`` key from a workflow document; return it, a path resolved
+    against ``base_dir`` when such a file exists (else as written: a built-in name)."""
+    world = data.pop(WORLD_KEY, None)
+    if world is None:
+        return None
+    if not isinstance(world, str) or not world.strip():
+        raise WorkflowError(f"{source}: world: must be a built-in world name or a path to a world file")
+    if base_dir is not None:
+        candidate = base_dir / world
+        if candidate.exists():
+            return str(candidate)
+    return world
+
+
 def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
-    """Validate a decoded workflow document (and its tools against its card set)."""
+    """Validate a decoded workflow document (and its tools against its card set). An optional
+    ``world:`` key is dropped: see ``parse_workflow_and_world``."""
+    return parse_workflow_and_world(data, source, base_dir)[0]
+
+
+def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = None) -> tuple[Workflow, str | None]:
+    """The workflow of a decoded document, and the world its ``world:`` key names (None: none)."""
     if not isinstance(data, dict):
         raise WorkflowError(f"{source}: expected a mapping at the top level")
     data = dict(data)
+    world = _take_world(data, source, base_dir)
     data.setdefault("name", Path(source).stem)
     cards = data.get("cards")
     if base_dir is not None and isinstance(cards, str):
@@ -258,11 +322,16 @@ def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Work
         wf.validate_against_cards()
     except AgentschedError as e:
         raise WorkflowError(f"{source}: {e}") from None
-    return wf
+    return wf, world
 
 
 def load_workflow_file(path: str | Path) -> Workflow:
-    """Load a workflow from a .yaml/.yml/.json file."""
+    """Load a workflow from a .yaml/.yml/.json file (its ``world:`` key, if any, is dropped)."""
+    return load_workflow_file_and_world(path)[0]
+
+
+def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None]:
+    """Load a workflow file, and the world its optional ``world:`` key names (None: none)."""
     p = Path(path)
     if not p.exists():
         raise WorkflowError(f"workflow file not found: {p}")
@@ -284,4 +353,4 @@ def load_workflow_file(path: str | Path) -> Workflow:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
-    return parse_workflow(data, str(p), p.parent)
+    return parse_workflow_and_world(data, str(p), p.parent)

@@ -9,24 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import networkx as nx
-
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode, Workflow, fits_vram
 
 _EPS = 1e-9
 
 
 def independent_pairs(workflow: Workflow) -> frozenset[tuple[str, str]]:
     """Ordered pairs (a, b) with no dependency path between a and b: some timing runs them together."""
-    g = workflow.graph
-    desc = {t: nx.descendants(g, t) for t in workflow.task_ids}
-    out = set()
-    for a in workflow.task_ids:
-        for b in workflow.task_ids:
-            if a != b and b not in desc[a] and a not in desc[b]:
-                out.add((a, b))
-    return frozenset(out)
+    return frozenset((a, b) for a, beside in workflow.concurrent.items() for b in beside)
 
 
 class VramGuard:
@@ -52,7 +43,7 @@ class VramGuard:
         need = self.cards[task].vram_needed_mb
         beside = sum(self.cards[u].vram_needed_mb for u in self.admitted
                      if (task, u) in self._independent)
-        return need + beside <= self.budget_mb + _EPS
+        return fits_vram(beside, need, self.budget_mb)
 
     def admit(self, task: str) -> None:
         self.admitted.append(task)
@@ -85,11 +76,11 @@ def certainly_infeasible(workflow: Workflow, cards: Mapping[str, ToolCard], mapp
     if budget is None:
         return False
     for t, m in mapping.items():
-        if m is not Mode.CPU and cards[t].vram_needed_mb > budget + _EPS:
+        if m is not Mode.CPU and not fits_vram(0.0, cards[t].vram_needed_mb, budget):
             return True
     at_zero = sum(cards[t].vram_needed_mb for t in workflow.task_ids
                   if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW)
-    return at_zero > budget + _EPS
+    return not fits_vram(0.0, at_zero, budget)
 
 
 class CpuCores:

@@ -8,13 +8,9 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
-from agentsched.report.bench import (
-    BenchResult,
-    SummaryRow,
-    paper_first_match_rounds,
-    paper_mapping_reference_ms,
-    paper_oracle,
-)
+from agentsched.experiments.bench import BenchResult, SummaryRow, paper_mapping_reference_ms
+from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
+from agentsched.testbeds.world import DEFAULT_WORLD
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
@@ -83,7 +79,10 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
 
     parts.append("# agentsched benchmark report\n")
     if cfg.simulated:
-        bed = f"Simulated testbed (noise sigma {cfg.noise_sigma:g})"
+        world = cfg.world_name
+        bed = (f"Simulated testbed (noise sigma {cfg.noise_sigma:g}, world {world}"
+               + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
+               + ")")
     else:
         bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
                + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")

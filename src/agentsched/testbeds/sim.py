@@ -2,7 +2,8 @@
 
 Time advances from event to event (a task starts, a load ends, a task ends). Between events every
 rate is constant: CPU tasks and loads run at rate 1; GPU tasks at the contention rate of
-``contention.gpu_rates``. Admission follows the shared start rules (``rules.Dispatcher``, through
+``contention.gpu_rates`` with the parameters of the simulated *world* (``world.py``; the calibrated
+``a5500`` by default), which no scheduler sees. Admission follows the shared start rules (``rules.Dispatcher``, through
 ``driver.Driver``). Invariants (checked by tests on random DAGs): dependencies respected, one
 queued task at a time, VRAM in use never above the budget in an ``ok`` execution, E2E = end of the
 last sink.
@@ -17,13 +18,16 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from agentsched.errors import TestbedError
+from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.contention import gpu_rates
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
 from agentsched.testbeds.rules import Start
+from agentsched.testbeds.world import World, load_world
 
 _EPS = 1e-9
 MAX_NOISE_SIGMA = 1.0  # log-normal sigma; 1.0 already spreads latencies by e^+-1 (one sigma)
@@ -35,7 +39,8 @@ class SimBackend(Backend):
     name = "sim"
     computes_outputs = False  # simulated tasks compute nothing
 
-    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None) -> None:
+    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None,
+                 world: str | Path | World | None = None) -> None:
         if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
             raise TestbedError(f"noise_sigma must be in [0, {MAX_NOISE_SIGMA:g}], got {noise_sigma}")
         if cpu_slots is not None and cpu_slots < 1:
@@ -44,6 +49,8 @@ class SimBackend(Backend):
         self._cpu_slots = cpu_slots  # cap on concurrent CPU tasks (None: unbounded many-core host)
         self.rng = random.Random(seed)  # default generator when a run gets none
         self.deterministic = noise_sigma == 0
+        self.world = load_world(world)  # GPU contention of the simulated machine (default a5500)
+        self._params: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}  # world.params by tool
         # per run: the workflow, its cards, the noise generator (None: expected values), the clock,
         # and per running task [remaining_ms, phase(0 load, 1 run), on_gpu, sens, press, work_ms, start_ms, load_ms]
         self._wf: Workflow | None = None
@@ -81,13 +88,20 @@ class SimBackend(Backend):
         card = self._cards[start.task]
         on_gpu = start.mode is not Mode.CPU and card.has_gpu
         work = card.gpu_ms if on_gpu else card.cpu_ms
-        sens, press = card.contention() if on_gpu else (0.0, 0.0)
+        sens, press = self._contention(card) if on_gpu else (0.0, 0.0)
         load = self._noisy(start.load_ms) if start.load_ms > 0 else 0.0
         # a queued task's run work is drawn now too, so the rng stream is mapping-stable
         s = [load, 0, on_gpu, sens, press, self._noisy(work), self._now, load]
         if load <= 0:
             s[0], s[1] = s[5], 1
         self._state[start.task] = s
+
+    def _contention(self, card: ToolCard) -> tuple[float, float]:
+        key = (card.name, card.tags)
+        hit = self._params.get(key)
+        if hit is None:  # looked up once per tool: this runs for every GPU start
+            hit = self._params[key] = self.world.params(card)
+        return hit
 
     def wait(self) -> list[Completion]:
         while True:  # a step may only end a load: advance until a task ends
@@ -116,7 +130,8 @@ class SimBackend(Backend):
         dt = min(s[0] / rates[t] for t, s in state.items())
         now = self._now
         if not math.isfinite(dt) or not math.isfinite(now + dt):  # card values beyond float range
-            raise TestbedError(f"{self._wf.name}: simulated time overflowed (card latencies too large)")  # type: ignore[union-attr]
+            name = self._wf.name  # type: ignore[union-attr]
+            raise TestbedError(f"{name}: simulated time overflowed (card latencies too large)")
         now += dt
         self._now = now
         finished: list[str] = []
@@ -138,10 +153,16 @@ class SimBackend(Backend):
 
 
 class SimTestbed(Driver):
-    """The simulated testbed: the driver over a ``SimBackend``."""
+    """The simulated testbed: the driver over a ``SimBackend`` (``world``: a ``World``, a built-in
+    name, a file, or ``perturbed:SEED``; default the calibrated ``a5500``)."""
 
-    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None) -> None:
-        super().__init__(SimBackend(noise_sigma=noise_sigma, seed=seed, cpu_slots=cpu_slots))
+    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None,
+                 world: str | Path | World | None = None) -> None:
+        super().__init__(SimBackend(noise_sigma=noise_sigma, seed=seed, cpu_slots=cpu_slots, world=world))
+
+    @property
+    def world(self) -> World:
+        return self.backend.world  # type: ignore[attr-defined]
 
     @property
     def noise_sigma(self) -> float:
