@@ -362,7 +362,7 @@ def _workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
 def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) -> Policy:
     if isinstance(policy, Policy):
         return policy
-    from agentsched.policies.registry import get_spec, make_policy
+    from agentsched.loop.registry import get_spec, make_policy
 
     name = get_spec(policy).name.value
     opts = dict(options or {})
