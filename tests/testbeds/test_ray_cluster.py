@@ -177,8 +177,9 @@ def test_a_node_removed_mid_run_is_retried_or_an_error_never_a_hang(cluster):
     out: list = []
     th = threading.Thread(target=lambda: out.append(tb.run(w, {t: C for t in "ABCD"})))
     try:
+        assert tb.run(w, {t: C for t in "ABCD"}).ok  # warm: actors and workers on all three nodes
         th.start()
-        time.sleep(1.0)  # three 1-CPU nodes: three tasks are running, one on the new node
+        time.sleep(1.0)  # three 1-CPU nodes: three 2-s tasks are running, one on the new node
         cluster.remove_node(extra)
         th.join(timeout=120)
         assert not th.is_alive(), "the run hung after a node was removed"
