@@ -86,7 +86,7 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
     (["--policy", "agent-llm", "--llm-timeout", "0"], "error: --llm-timeout must be a finite number > 0, got 0"),
     (["--policy", "agent-llm", "--llm-timeout", "nan"], "error: --llm-timeout must be a finite number > 0, got nan"),
     (["--policy", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
-    (["--policy", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local)"),
+    (["--policy", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
     (["--policy", "heft", "--json", "/nonexistent-dir/x.json"],
      "error: --json: folder /nonexistent-dir does not exist"),
 ])
@@ -119,7 +119,7 @@ def test_run_unknown_cards(cli):
     (["--policies", "agent-llm", "--llm-temperature", "nan"],
      "error: --llm-temperature must be a finite number >= 0, got nan"),
     (["--policies", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
-    (["--policies", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local)"),
+    (["--policies", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
     (["--policies", "heft,bogus"], "error: unknown policy 'bogus' (valid: all-gpu, heft, heft-cf, ucb1, starpu, "
                                    "mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm)"),
     (["--policies", "heft,heft"], "error: --policies names heft twice"),

@@ -11,6 +11,8 @@ from rich.table import Table
 
 from agentsched.cli.common import (
     CPU_SLOTS_HELP,
+    EMULATE_GPU_HELP,
+    RAY_ADDRESS_HELP,
     SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
@@ -22,6 +24,7 @@ from agentsched.cli.common import (
     load_workflow_and_world,
     pick_world,
     positive,
+    testbed_notes,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
@@ -146,6 +149,8 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
         world: Optional[str] = WORLD,
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
@@ -177,7 +182,9 @@ def register(app: typer.Typer) -> None:
         except BaseException:
             pol.close()
             raise
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        tb_notes = testbed_notes(tb)
         sp = wf.decision_space
         try:
             preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
@@ -210,6 +217,8 @@ def register(app: typer.Typer) -> None:
                           f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
                           f"{pol.label}{'' if pol.online else ' (offline reference)'}, {rounds} rounds x "
                           f"{repeats} executions, seed {seed}", highlight=False, markup=False)
+            for n in tb_notes:
+                console.print(f"note: {n}", highlight=False, markup=False)
             run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
         finally:
             try:
@@ -245,7 +254,7 @@ def register(app: typer.Typer) -> None:
             doc = {
                 "workflow": wf.name, "policy": spec.name.value, "online": pol.online, "seed": seed,
                 "policy_info": pol.describe(),  # e.g. an LLM's model and base URL (credentials redacted)
-                "rounds": rounds_out,
+                "testbed": {"name": tb.name, "notes": tb_notes}, "rounds": rounds_out,
                 "best": None if best is None else {
                     "round": best.round, "mapping": {t: m.value for t, m in best.mapping.items()},
                     "e2e_ms": round(best.e2e_ms or 0.0, 3)},
@@ -287,6 +296,8 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
         world: Optional[str] = WORLD,
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
@@ -373,7 +384,9 @@ def register(app: typer.Typer) -> None:
                 policy_preflight(probe_policy, wfs)
             finally:
                 probe_policy.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world)
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        notes[:0] = testbed_notes(tb)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs

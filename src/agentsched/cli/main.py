@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
     "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
+    "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
 )
 
 for _mod in _COMMAND_MODULES:

@@ -393,12 +393,15 @@ def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> T
 
 
 def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:
-    """The local testbed on a machine without CUDA, for a workflow with a GPU-capable tool (torch is
-    imported only then)."""
+    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
+    workflow with a GPU-capable tool (torch is imported only then)."""
     from agentsched.testbeds.local import LocalBackend, LocalTestbed
+    from agentsched.testbeds.ray import RayTestbed
 
     if not any(c.has_gpu for c in wf.task_cards.values()):
         return False
+    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
+        return not testbed.gpu_available(wf)
     return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
             and not testbed.backend._cuda_available())
 

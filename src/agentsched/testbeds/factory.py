@@ -19,6 +19,7 @@ class TestbedKind(str, enum.Enum):
     __test__ = False
     SIM = "sim"  # discrete-event simulator (default; no hardware needed)
     LOCAL = "local"  # real tools on this machine's CPU, and CUDA when present
+    RAY = "ray"  # real tools on a Ray cluster (the [ray] extra), VRAM admitted by Ray's resources
 
 
 def _lazy(module: str, cls: str, extra: str | None = None) -> Callable[..., Testbed]:
@@ -42,12 +43,14 @@ def _lazy(module: str, cls: str, extra: str | None = None) -> Callable[..., Test
 _BUILDERS: dict[TestbedKind, Callable[..., Testbed]] = {
     TestbedKind.SIM: _lazy("agentsched.testbeds.sim", "SimTestbed"),
     TestbedKind.LOCAL: _lazy("agentsched.testbeds.local", "LocalTestbed", extra="tools"),
+    TestbedKind.RAY: _lazy("agentsched.testbeds.ray", "RayTestbed", extra="ray"),
 }
 
 
 def make_testbed(name: str | TestbedKind = TestbedKind.SIM, **options: Any) -> Testbed:
     """Build a testbed by name with its options (sim: ``noise_sigma``, ``seed``, ``cpu_slots``,
-    ``world``; local: see ``local.LocalBackend``)."""
+    ``world``; local: see ``local.LocalBackend``; ray: see ``ray.RayTestbed``, which needs the ``[ray]``
+    extra)."""
     try:
         kind = TestbedKind(str(getattr(name, "value", name)).lower())
     except ValueError:
