@@ -11,10 +11,9 @@ Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder ren
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-
-import networkx as nx
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
@@ -70,15 +69,9 @@ class AgentView:
         return self.start == "warm"
 
     @cached_property
-    def concurrent(self) -> dict[str, frozenset[str]]:
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
         """Tasks that may overlap each task in time (neither its ancestor nor its descendant)."""
-        g = self.workflow.graph
-        ids = self.workflow.task_ids
-        out = {}
-        for t in ids:
-            related = nx.ancestors(g, t) | nx.descendants(g, t) | {t}
-            out[t] = frozenset(u for u in ids if u not in related)
-        return out
+        return self.workflow.concurrent  # one definition, in the model
 
     def vram_mb(self, task: str) -> float | None:
         """VRAM the task holds on the GPU: its card (warm), else what was observed, else unknown."""

@@ -107,6 +107,21 @@ def llm_preflight(policy: Any) -> None:
         llm.preflight()
 
 
+SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
+MAPPING_PRINT_MAX_TASKS = 16  # beyond this a round line shows mode counts (the JSON keeps every task)
+
+
+def mapping_text(wf: Workflow, mapping: Any) -> str:
+    """``A=gpu,B=cpu`` for a small workflow; ``5000 tasks: 3,120 gpu, 1,880 cpu`` for a large one."""
+    if len(wf.tasks) <= MAPPING_PRINT_MAX_TASKS:
+        return format_mapping(wf, mapping)
+    sp = wf.decision_space
+    counts = {m: 0 for m in sp.modes}
+    for m in mapping.values():
+        counts[m] += 1
+    return f"{len(wf.tasks):,} tasks: " + ", ".join(f"{n:,} {sp.label(m)}" for m, n in counts.items() if n)
+
+
 def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
@@ -167,18 +182,23 @@ def register(app: typer.Typer) -> None:
                     console.print(f"note: {e}; running without it", highlight=False, markup=False)
             if res is not None and spec.name.value == "oracle":
                 pol = make_policy("oracle", oracle=res)
-            width = len(format_mapping(wf, {t: sp.modes[-1] for t in wf.task_ids}))
+            width = len(mapping_text(wf, {t: sp.modes[-1] for t in wf.task_ids}))
 
             def show(rec: Any) -> None:
                 r = rec.result
                 status = r.status.value + (f" ({r.message})" if r.message else "")
-                console.print(f"R{r.round:<3d} {format_mapping(wf, r.mapping):<{width}s}"
+                console.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
                               + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
-                for line in summary or []:
+                summary = list(summary or [])
+                for line in summary[:SUMMARY_PRINT_MAX_LINES]:
                     console.print(f"      {line}", highlight=False, markup=False)
+                if len(summary) > SUMMARY_PRINT_MAX_LINES:
+                    more = len(summary) - SUMMARY_PRINT_MAX_LINES
+                    console.print(f"      ... {more:,} more line{'s' if more != 1 else ''} (all in --json)",
+                                  highlight=False, markup=False)
 
             console.print(f"{wf.name} ({sp.value}, budget "
                           f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
@@ -194,10 +214,10 @@ def register(app: typer.Typer) -> None:
             console.print("best: no feasible round", highlight=False)
         else:
             ratio = f", {metrics.best_ratio:.3f}x oracle" if metrics and metrics.best_ratio else ""
-            console.print(f"best:   R{best.round} {format_mapping(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
+            console.print(f"best:   R{best.round} {mapping_text(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
                           f"{ratio}", highlight=False, markup=False)
         if view is not None and metrics is not None:
-            console.print(f"oracle: {format_mapping(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
+            console.print(f"oracle: {mapping_text(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing

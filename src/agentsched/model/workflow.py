@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentsched.errors import AgentschedError, WorkflowError
 from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set, read_small_text
+
+# Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
+# `oracle`'s refusal and a `run` round stay within seconds (benchmarks/large_inputs.py).
+MAX_TASKS = 10_000
+MAX_EDGES = 100_000
+MAX_SEQUENCE_ITEMS = MAX_EDGES  # longest YAML list built at all (checked before it is constructed)
 
 
 class Mode(str, enum.Enum):
@@ -88,6 +95,8 @@ class Workflow(BaseModel):
     def _short_tasks(cls, v: Any) -> Any:
         # "A: clip" is shorthand for "A: {tool: clip}"
         if isinstance(v, dict):
+            if len(v) > MAX_TASKS:
+                raise ValueError(f"{len(v):,} tasks; at most {MAX_TASKS:,} are allowed")
             return {str(k): ({"tool": t} if isinstance(t, str) else t) for k, t in v.items()}
         return v
 
@@ -97,6 +106,8 @@ class Workflow(BaseModel):
         if v is None:
             return ()
         if isinstance(v, list):
+            if len(v) > MAX_EDGES:
+                raise ValueError(f"{len(v):,} edges; at most {MAX_EDGES:,} are allowed")
             out = []
             for i, e in enumerate(v):  # never str() an edge: YAML aliases can make it huge
                 if not isinstance(e, (list, tuple)) or len(e) != 2:
@@ -137,22 +148,63 @@ class Workflow(BaseModel):
         return list(self.tasks)
 
     @cached_property
+    def task_index(self) -> dict[str, int]:
+        """Position of each task in file order (the canonical order), for O(1) lookups."""
+        return {t: i for i, t in enumerate(self.tasks)}
+
+    @cached_property
     def preds(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(p for p, c in self.edges if c == t) for t in self.tasks}
+        # one pass over the edges (edge order kept): per-task scans were O(tasks x edges)
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[c].append(p)
+        return {t: tuple(v) for t, v in out.items()}
 
     @cached_property
     def succs(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(c for p, c in self.edges if p == t) for t in self.tasks}
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[p].append(c)
+        return {t: tuple(v) for t, v in out.items()}
 
-    @property
+    @cached_property
     def sinks(self) -> list[str]:
         return [t for t in self.tasks if not self.succs[t]]
 
     @cached_property
+    def related_masks(self) -> dict[str, int]:
+        """Per task, a bitmask (bit i = the i-th task in file order) of itself, its ancestors and its
+        descendants: the tasks that can never run beside it. Bitmasks keep this O(tasks x edges / 64)
+        where per-task graph searches were quadratic in Python objects."""
+        idx = self.task_index
+        desc: dict[str, int] = {}
+        for t in reversed(self.topo_order):
+            m = 0
+            for s in self.succs[t]:
+                m |= desc[s] | (1 << idx[s])
+            desc[t] = m
+        anc: dict[str, int] = {}
+        for t in self.topo_order:
+            m = 0
+            for p in self.preds[t]:
+                m |= anc[p] | (1 << idx[p])
+            anc[t] = m
+        return {t: desc[t] | anc[t] | (1 << idx[t]) for t in self.tasks}
+
+    def may_overlap(self, a: str, b: str) -> bool:
+        """True when no dependency path joins ``a`` and ``b`` (some timing runs them together)."""
+        return a != b and not (self.related_masks[a] >> self.task_index[b]) & 1
+
+    @cached_property
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
+        """Per task, the tasks that may overlap it in time (neither ancestor nor descendant);
+        each set is built on first use."""
+        return _ConcurrentSets(self)
+
+    @cached_property
     def topo_order(self) -> list[str]:
         # lexicographic by file order so that ties are deterministic
-        index = {t: i for i, t in enumerate(self.tasks)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+        return list(nx.lexicographical_topological_sort(self.graph, key=self.task_index.__getitem__))
 
     # ---- cards -----------------------------------------------------------------------------
     @cached_property
@@ -193,8 +245,38 @@ class Workflow(BaseModel):
         return sum(c.vram_needed_mb for c in self.task_cards.values())
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (plain YAML keeps the last one silently)."""
+# PyYAML's C loader (libyaml) parses about 10x faster than the pure-Python one; fall back when the
+# wheel was built without libyaml. Only the parser differs: construction (and the checks below) is Python.
+_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _ConcurrentSets(Mapping[str, frozenset[str]]):
+    """Lazy ``Workflow.concurrent``: n sets of up to n tasks would be quadratic memory up front."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._wf = workflow
+        self._cache: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, task: str) -> frozenset[str]:
+        got = self._cache.get(task)
+        if got is None:
+            mask = self._wf.related_masks[task]  # KeyError for an unknown task, as a dict would
+            ids = self._wf.task_ids
+            free = ((1 << len(ids)) - 1) & ~mask
+            bits = format(free, "b")[::-1]  # bit i -> character i: one C-level pass, not n shifts
+            got = frozenset(ids[i] for i, ch in enumerate(bits) if ch == "1")
+            self._cache[task] = got
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._wf.tasks)
+
+    def __len__(self) -> int:
+        return len(self._wf.tasks)
+
+
+class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
+    """Safe loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
         self.flatten_mapping(node)  # resolve merge keys (<<: *anchor) first, as SafeLoader does
@@ -210,10 +292,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_sequence(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        # refuse a huge list before building it: YAML aliases make millions of entries cheap to write
+        if len(node.value) > MAX_SEQUENCE_ITEMS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})",
+                node.start_mark)
+        return super().construct_sequence(node, deep=deep)
+
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML safely, refusing duplicate keys and lists longer than MAX_SEQUENCE_ITEMS."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader subclass
 
 
 def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
@@ -265,5 +355,7 @@ def load_workflow_file(path: str | Path) -> Workflow:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own depth limit: the same words as the Python parser's
+            raise WorkflowError(f"{p}: nested too deeply") from None
         raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
     return parse_workflow(data, str(p), p.parent)

@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-import networkx as nx
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
@@ -97,14 +96,9 @@ class RuntimeMonitor:
 
     # ---- structure --------------------------------------------------------------------------
     @cached_property
-    def concurrent(self) -> dict[str, frozenset[str]]:
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
         """Tasks that may run at the same time as each task (neither ancestor nor descendant)."""
-        g = self.workflow.graph
-        out = {}
-        for t in self.workflow.task_ids:
-            related = nx.ancestors(g, t) | nx.descendants(g, t) | {t}
-            out[t] = frozenset(u for u in self.workflow.task_ids if u not in related)
-        return out
+        return self.workflow.concurrent  # one definition, in the model
 
     def label(self, mode: Mode) -> str:
         return self.space.label(mode)

@@ -137,7 +137,7 @@ class SimTestbed(Testbed):
                             finished.append(t)
                     else:
                         finished.append(t)
-            for t in sorted(finished, key=workflow.task_ids.index):
+            for t in sorted(finished, key=workflow.task_index.__getitem__):
                 del state[t]
                 ends_at[t] = now
                 for nt in disp.finish(t):
