@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +33,20 @@ from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set,
 MAX_TASKS = 10_000
 MAX_EDGES = 100_000
 MAX_SEQUENCE_ITEMS = MAX_EDGES  # longest YAML list built at all (checked before it is constructed)
+
+# Task names (docs/workflows.md): what a mapping on the command line (`A=gpu,B=cpu`), a Gantt label
+# and a prompt can carry unchanged. No '=', ',', spaces, control or bidirectional characters.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+_TASK_NAME_RE = re.compile(TASK_NAME_PATTERN)
+TASK_NAME_RULE = "1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
+
+
+def check_task_name(name: str) -> str:
+    """``name`` when it matches TASK_NAME_PATTERN; ValueError naming the rule otherwise."""
+    if not _TASK_NAME_RE.fullmatch(name):
+        shown = ascii(name) if len(name) <= 80 else ascii(name[:80])[:-1] + "...'"
+        raise ValueError(f"task name {shown} is not allowed (use {TASK_NAME_RULE})")
+    return name
 
 
 class Mode(str, enum.Enum):
@@ -97,6 +112,8 @@ class Workflow(BaseModel):
         if isinstance(v, dict):
             if len(v) > MAX_TASKS:
                 raise ValueError(f"{len(v):,} tasks; at most {MAX_TASKS:,} are allowed")
+            for k in v:
+                check_task_name(str(k))
             return {str(k): ({"tool": t} if isinstance(t, str) else t) for k, t in v.items()}
         return v
 
