@@ -289,8 +289,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+        from agentsched.cli.progress import bench_progress
         from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
         from agentsched.report.bench import BenchConfig, run_bench, write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
@@ -363,13 +362,9 @@ def register(app: typer.Typer) -> None:
                                  noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
                                  cpu_slots=cpu_slots, cards=cards, policy_options=options,
                                  ablation=want_ablation, gantt_scenario=gantt_name)
-            total = len(names) * len(pols) * seeds
-            # the bar starts after every check: an error above is the only line on stderr
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=True) as bar:
-                task = bar.add_task("bench", total=total)
-                result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label),
-                                   testbed=tb)
+            # progress starts after every check: an error above is the only line on stderr
+            with bench_progress(console, scenarios=len(names), runs_per_scenario=len(pols) * seeds) as progress:
+                result = run_bench(config, progress=progress, testbed=tb)
         finally:
             tb.close()
         result.notes[:0] = notes
