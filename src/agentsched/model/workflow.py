@@ -26,7 +26,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set, read_small_text
+from agentsched.model.cards import (
+    MAX_REPEAT,
+    CardSet,
+    DuplicateKeyError,
+    ToolCard,
+    load_card_set,
+    loads_json_unique,
+    read_small_text,
+)
 
 # Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
 # `oracle`'s refusal and a `run` round stay within seconds (benchmarks/large_inputs.py).
@@ -85,7 +93,7 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
-    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)  # amplification K
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT, strict=True)  # amplification K; strict: `true` is not 1
 
     @property
     def tool_label(self) -> str:
@@ -138,7 +146,11 @@ class Workflow(BaseModel):
     def model_post_init(self, __context: Any) -> None:
         if not self.tasks:
             raise WorkflowError(f"workflow {self.name!r} has no tasks")
+        seen: set[tuple[str, str]] = set()
         for a, b in self.edges:
+            if (a, b) in seen:
+                raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] is listed twice")
+            seen.add((a, b))
             for t in (a, b):
                 if t not in self.tasks:
                     raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] names unknown task {t!r}")
@@ -361,11 +373,13 @@ def load_workflow_file(path: str | Path) -> Workflow:
         raise WorkflowError(str(e)) from None
     try:
         if p.suffix == ".json":
-            data = json.loads(text)
+            data = loads_json_unique(text)
         else:
             data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except DuplicateKeyError as e:
+        raise WorkflowError(f"{p}: invalid JSON: {e}") from None
     except RecursionError:
         raise WorkflowError(f"{p}: nested too deeply") from None
     except yaml.YAMLError as e:
