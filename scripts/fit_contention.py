@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from agentsched.calibration import check_s5_latencies, check_scenario
+from agentsched.experiments.calibration import check_s5_latencies, check_scenario
 from agentsched.model.cards import load_card_set
 from agentsched.scenarios import list_scenarios
 

@@ -61,3 +61,21 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
         return code, out.out, out.err
 
     return run
+
+
+# The `gpu` marker skips without CUDA.
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

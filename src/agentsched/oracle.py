@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from agentsched.errors import AgentschedError
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import enumerate_mappings
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.mapping import EQUIVALENCE_TOLERANCE, enumerate_mappings
+from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.base import Testbed
 
 MAX_ORACLE_MAPPINGS = 60_000  # 3^10 = 59,049: about 10 s on the simulator; 3^12 took ~2 min
@@ -64,7 +64,7 @@ class OracleResult:
                 return e
         raise KeyError(mapping)
 
-    def equivalent(self, mapping: dict[str, Mode], tol: float = 0.02) -> bool:
+    def equivalent(self, mapping: dict[str, Mode], tol: float = EQUIVALENCE_TOLERANCE) -> bool:
         """True when ``mapping`` is feasible with E2E within ``tol`` of the best."""
         e = self.entry(mapping)
         return e.e2e_ms is not None and e.e2e_ms <= self.best.e2e_ms * (1 + tol)
@@ -97,12 +97,12 @@ def brute_force(
     entries: list[OracleEntry] = []
     runs = 0
     total = len(workflow.decision_space.modes) ** n
-    host_only = [t for t, c in workflow.task_cards.items() if not c.has_gpu]
+    cards = workflow.task_cards
     measured: dict[tuple, tuple[Status, float | None, float, Execution]] = {}
     for i, mapping in enumerate(enumerate_mappings(workflow)):
         # A host-only tool on a GPU mode is the same run as on the CPU (rules.Dispatcher): measure
         # each distinct run once, so identical mappings tie exactly on a noisy testbed too.
-        canonical = tuple(Mode.CPU if t in host_only else mapping[t] for t in workflow.task_ids)
+        canonical = tuple(effective_mode(cards[t], mapping[t]) for t in workflow.task_ids)
         if canonical not in measured:
             exact = testbed.expected(workflow, mapping) if use_expected else None
             if exact is not None:

@@ -12,7 +12,7 @@ import logging
 import socket
 
 import pytest
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
 from agentsched.agent.local_llm import ChatServer, completion, error_body
@@ -326,7 +326,7 @@ def test_permanent_errors_open_the_circuit_at_once(serve, caplog, reply):
 
 
 def test_bench_shares_the_breaker_across_runs(serve):
-    from agentsched.report.bench import BenchConfig, run_bench
+    from agentsched.experiments.bench import BenchConfig, run_bench
 
     server, script = serve(lambda body, s: (403, error_body("forbidden", "permission_error")))
     config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=3, repeats=1, seeds=(0, 1, 2),

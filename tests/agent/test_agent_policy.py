@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_testbed import ScriptedTestbed, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
-from agentsched.agent.ablation import VARIANTS, run_ablation
+from agentsched.experiments.ablation import VARIANTS, run_ablation
 from agentsched.agent.local_llm import require_llama_cpp
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
@@ -20,7 +20,7 @@ from agentsched.scenarios import load_scenario
 
 
 def test_registry_builds_the_agent_with_options():
-    from agentsched.policies.registry import make_policy
+    from agentsched.loop.registry import make_policy
 
     p = make_policy("agent-rules", start="cold", monitor={"hints": False, "probe_budget": 10})
     assert isinstance(p, AgentPolicy) and p.start == "cold"
@@ -116,7 +116,7 @@ def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
 
 
 def test_ablation_json_path_is_checked_before_the_work(cli, monkeypatch, tmp_path):
-    import agentsched.agent.ablation as ablation
+    import agentsched.experiments.ablation as ablation
 
     def no_work(*a, **k):
         raise AssertionError("the ablation ran before its --json path was checked")

@@ -7,7 +7,7 @@ import pytest
 from agentsched.loop import OracleView, oracle_view, reference_oracle, run_loop, run_metrics
 from agentsched.loop.metrics import best_oracle_match, first_equivalent_round
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C = Mode.GPU_NOW, Mode.CPU

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import summarize_runs

@@ -7,7 +7,7 @@ import pytest
 from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.policies.heft import HeftPolicy, mean_cost_ms, upward_ranks
 from agentsched.testbeds import SimTestbed
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from agentsched.errors import PolicyError
-from agentsched.policies import registry
-from agentsched.policies.registry import (
+from agentsched.loop import registry
+from agentsched.loop.registry import (
     accepts,
     baseline_policies,
     is_available,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentsched.loop import run_loop
 from agentsched.model import Mode, Status
 from agentsched.oracle import brute_force
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentsched.loop import run_loop
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C = Mode.GPU_NOW, Mode.CPU

@@ -8,7 +8,7 @@ from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
 from agentsched.model import Mode
 from agentsched.model.mapping import mapping_key
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE

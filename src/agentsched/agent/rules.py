@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from agentsched.agent.view import AgentView, MappingT
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import DecisionSpace, Mode
+from agentsched.model.workflow import DecisionSpace, Mode, fits_vram
 
 GPU_TAGS = frozenset({"compute-bound"})  # cold start: tags of dense kernels a GPU accelerates
 RATIO_GPU = 7.0  # ratio at and above which a task stays on the GPU
@@ -234,8 +234,8 @@ def _cpu_only(view: AgentView) -> tuple[MappingT, list[str]]:
 def _fits(view: AgentView, now: list[str], budget: float) -> bool:
     """VRAM of every gpu_now task plus the gpu_now tasks that can overlap it stays in the budget."""
     for t in now:
-        total = (view.vram_mb(t) or 0.0) + sum(view.vram_mb(u) or 0.0 for u in now if u in view.concurrent[t])
-        if total > budget + 1e-9:
+        beside = sum(view.vram_mb(u) or 0.0 for u in now if u in view.concurrent[t])
+        if not fits_vram(beside, view.vram_mb(t) or 0.0, budget):
             return False
     return True
 

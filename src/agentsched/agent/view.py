@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
 
-MappingT = dict[str, Mode]
+
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ class AgentView:
     def warm(self) -> bool:
         return self.start == "warm"
 
-    @cached_property
+    @property
     def concurrent(self) -> Mapping[str, frozenset[str]]:
-        """Tasks that may overlap each task in time (neither its ancestor nor its descendant)."""
-        return self.workflow.concurrent  # one definition, in the model
+        """Tasks that may overlap each task in time (the workflow's overlap sets)."""
+        return self.workflow.concurrent
 
     def vram_mb(self, task: str) -> float | None:
         """VRAM the task holds on the GPU: its card (warm), else what was observed, else unknown."""

@@ -25,7 +25,7 @@ def _start(value: str) -> str:
 def _baselines(values: list[str]) -> tuple[str, ...]:
     """The --baseline values as registry names ("none" drops them all); one-line error for a name
     that is not a baseline policy."""
-    from agentsched.policies.registry import baseline_policies, get_spec
+    from agentsched.loop.registry import baseline_policies, get_spec
 
     valid = baseline_policies()
     out: list[str] = []
@@ -54,9 +54,12 @@ def register(app: typer.Typer) -> None:
                                                    "what the monitor alone recovers); default: both tables"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
+                                                                           "(SQLite) as it completes"),
+        resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
     ) -> None:
         """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
-        from agentsched.agent.ablation import run_ablation
+        from agentsched.experiments.ablation import run_ablation
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         if initial not in (None, "rules", "all-gpu"):
@@ -65,11 +68,27 @@ def register(app: typer.Typer) -> None:
         start = _start(start)
         if json_out:
             check_output_file(json_out, "--json")  # before the work, not after it
-        from agentsched.report.bench import is_paper_scenario
+        from agentsched.experiments.journal import RunJournal
+        from agentsched.experiments.paper import is_paper_scenario
 
-        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
-                           initial=("rules", "all-gpu") if initial is None else initial,
-                           paper=wf.name == "S13" and is_paper_scenario(wf, cards))
+        if resume and journal_file is None:
+            raise AgentschedError("--resume needs --journal FILE (where the interrupted ablation recorded its runs)")
+        initials = ("rules", "all-gpu") if initial is None else (initial,)
+        journal = None
+        if journal_file is not None:
+            check_output_file(journal_file, "--journal")
+            journal = RunJournal(journal_file, {"workflow": wf.name, "tasks": wf.task_ids, "rounds": rounds,
+                                                "repeats": repeats, "seeds": seeds, "start": start,
+                                                "initial": list(initials), "cards": cards}, resume=resume)
+        try:
+            res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
+                               initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
+                               journal=journal)
+        finally:
+            if journal is not None:
+                journal.close()
+        if journal is not None and journal.resumed:
+            console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
         typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
             write_json(json_out, res.to_dict(), indent=2)
@@ -86,7 +105,7 @@ def register(app: typer.Typer) -> None:
         json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
     ) -> None:
         """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
-        from agentsched.agent.check import run_check
+        from agentsched.experiments.check import run_check
         from agentsched.scenarios import list_scenarios
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)

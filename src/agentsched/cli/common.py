@@ -32,6 +32,20 @@ def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
     return wf.with_cards(cards) if cards else wf
 
 
+SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two streams derived from S "
+             "('noise:S', 'policy:S'); same S, same result")
+
+
+def cpu_cores_option(policy: str, options: dict[str, Any], cpu_slots: int | None) -> dict[str, Any]:
+    """``options`` plus ``cpu_cores=cpu_slots`` for a policy that plans CPU cores (heft, heft-cf, starpu),
+    so its machine model has the cores the testbed has; unchanged otherwise."""
+    from agentsched.loop.registry import accepts
+
+    if cpu_slots is None or not accepts(policy, "cpu_cores"):
+        return options
+    return {**options, "cpu_cores": cpu_slots}
+
+
 def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
                   cpu_slots: int | None = None) -> Testbed:
     """The testbed a command asked for."""

@@ -11,7 +11,9 @@ from rich.text import Text
 
 from agentsched.cli.common import (
     CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
+    SEED_HELP,
 )
+from agentsched.loop.runner import noise_stream
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
 from agentsched.model.workflow import Workflow
@@ -116,7 +118,7 @@ def register(app: typer.Typer) -> None:
     def simulate_cmd(
         workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
         mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
-        seed: int = typer.Option(0, help="noise seed"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         noise: Optional[float] = typer.Option(None, help="log-normal noise sigma (sim; 0 = expected values)"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         m = parse_mapping(wf, mapping)
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         try:
-            ex = tb.run(wf, m)
+            ex = tb.run(wf, m, rng=noise_stream(seed))
         finally:
             tb.close()
         if gantt_path is not None:
@@ -195,7 +197,7 @@ def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate_cmd(json_out: bool = typer.Option(False, "--json")) -> None:
         """Compare the simulator (a5500 cards) with the paper: Table 3 oracles and Table 2 latencies."""
-        from agentsched.calibration import calibrate, render_calibration
+        from agentsched.experiments.calibration import calibrate, render_calibration
 
         rep = calibrate()
         if json_out:

@@ -9,7 +9,17 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.cli.common import (
+    CPU_SLOTS_HELP,
+    SEED_HELP,
+    SIZE_HELP,
+    TESTBED_HELP,
+    build_testbed,
+    console,
+    cpu_cores_option,
+    load_workflow,
+    positive,
+)
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
@@ -133,7 +143,7 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option(..., "--policy", "-p", help="policy name (see `agentsched policies`)"),
         rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
         repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
-        seed: int = typer.Option(0, help="seed of the testbed noise and the policy's randomness"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
@@ -152,15 +162,15 @@ def register(app: typer.Typer) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
         from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.policies.registry import get_spec, make_policy
-        from agentsched.report.bench import round_dicts
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
-        opts = _policy_options(spec.name.value, _check_start(start), llm)
+        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
         pol = make_policy(spec.name.value, **opts)
         wf = load_workflow(workflow, cards)
         if json_file is not None:
@@ -249,7 +259,7 @@ def register(app: typer.Typer) -> None:
     @app.command("policies")
     def policies_cmd() -> None:
         """List the registered policies."""
-        from agentsched.policies.registry import REGISTRY, is_available
+        from agentsched.loop.registry import REGISTRY, is_available
 
         t = Table(title="Policies")
         for col in ("name", "kind", "options", "description"):
@@ -281,6 +291,8 @@ def register(app: typer.Typer) -> None:
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
                                                                    "(default: S5 when it runs)"),
+        resume: bool = typer.Option(False, "--resume", help="continue an interrupted bench in --out (its runs are "
+                                                            "recorded in OUT/journal.sqlite as they finish)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
         llm_model: Optional[str] = LLM_MODEL,
         llm_api_key: Optional[str] = LLM_API_KEY,
@@ -290,8 +302,11 @@ def register(app: typer.Typer) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
         from agentsched.cli.progress import bench_progress
-        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
-        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
+
+        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
@@ -341,8 +356,11 @@ def register(app: typer.Typer) -> None:
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
+            for p in pols:  # static schedulers plan as many CPU cores as the testbed has
+                if accepts(p, "cpu_cores"):
+                    options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
         if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
-            from agentsched.policies.registry import make_policy
+            from agentsched.loop.registry import make_policy
 
             probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
             try:
@@ -364,7 +382,13 @@ def register(app: typer.Typer) -> None:
                                  ablation=want_ablation, gantt_scenario=gantt_name)
             # progress starts after every check: an error above is the only line on stderr
             with bench_progress(console, scenarios=len(names), runs_per_scenario=len(pols) * seeds) as progress:
-                result = run_bench(config, progress=progress, testbed=tb)
+                journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+                try:
+                    result = run_bench(config, testbed=tb, journal=journal, progress=progress)
+                finally:
+                    journal.close()
+            if journal.resumed:
+                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes

@@ -84,6 +84,18 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
     return RoundResult(round_index, mapping, Status.OK, e2e, elapsed, peak, tuple(execs), executions_total)
 
 
+def noise_stream(seed: int) -> random.Random:
+    """The testbed-noise generator of ``--seed S``. One meaning of a seed everywhere: S derives two
+    independent streams, the testbed's noise ("noise:S") and the policy's choices ("policy:S"), so a
+    policy's randomness can never shift the noise another policy sees; ``--seeds N`` runs S = 0..N-1."""
+    return random.Random(f"noise:{seed}")
+
+
+def policy_stream(seed: int) -> random.Random:
+    """The policy generator of ``--seed S`` (see ``noise_stream``)."""
+    return random.Random(f"policy:{seed}")
+
+
 def run_loop(
     workflow: Workflow,
     policy: Policy,
@@ -103,8 +115,8 @@ def run_loop(
         raise AgentschedError(f"rounds must be >= 1, got {rounds}")
     if repeats < 1:
         raise AgentschedError(f"repeats must be >= 1, got {repeats}")
-    noise_rng = random.Random(f"noise:{seed}")
-    policy_rng = random.Random(f"policy:{seed}")
+    noise_rng = noise_stream(seed)
+    policy_rng = policy_stream(seed)
     counter = {"n": 0}
     pending_probes: list[Execution] = []
 

@@ -100,6 +100,21 @@ class Task(BaseModel):
         return self.tool if self.repeat == 1 else f"{self.tool}_x{self.repeat}"
 
 
+VRAM_EPS_MB = 1e-9  # float slack of the budget check (sums of card figures)
+
+
+def fits_vram(held_mb: float, need_mb: float, budget_mb: float | None) -> bool:
+    """Does ``need_mb`` more fit beside ``held_mb`` under the budget? (None: no budget.) The one
+    VRAM-fit check of the start rules, the schedulers and the agent."""
+    return budget_mb is None or held_mb + need_mb <= budget_mb + VRAM_EPS_MB
+
+
+def effective_mode(card: ToolCard, mode: Mode) -> Mode:
+    """Where a task placed on ``mode`` really runs: a tool without a GPU implementation placed on
+    ``gpu_now`` or ``gpu_queue`` runs its host code as a ``cpu`` task (so both placements are one run)."""
+    return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
+
+
 class Workflow(BaseModel):
     """A validated workflow. Task order (file order) is the canonical order of mappings."""
 
@@ -226,8 +241,9 @@ class Workflow(BaseModel):
 
     @cached_property
     def concurrent(self) -> Mapping[str, frozenset[str]]:
-        """Per task, the tasks that may overlap it in time (neither ancestor nor descendant);
-        each set is built on first use."""
+        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
+        ancestor nor its descendant). Written once here for every scheduler and the monitor; each
+        set is built on first use (n sets of up to n tasks up front is quadratic memory)."""
         return _ConcurrentSets(self)
 
     @cached_property

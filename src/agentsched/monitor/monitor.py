@@ -28,17 +28,15 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import mapping_key
-from agentsched.model.workflow import DecisionSpace, Mode, Workflow
+from agentsched.model.mapping import MappingT, mapping_key
+from agentsched.model.rounds import RoundResult
+from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
 from agentsched.monitor.render import summary_lines
-from agentsched.policies.base import MappingT, RoundResult
 
 ProbeFn = Callable[[MappingT], Execution]
 Key = tuple[Mode, ...]
@@ -95,10 +93,10 @@ class RuntimeMonitor:
                 self.memory_pressure = True
 
     # ---- structure --------------------------------------------------------------------------
-    @cached_property
+    @property
     def concurrent(self) -> Mapping[str, frozenset[str]]:
-        """Tasks that may run at the same time as each task (neither ancestor nor descendant)."""
-        return self.workflow.concurrent  # one definition, in the model
+        """Tasks that may run at the same time as each task (the workflow's overlap sets)."""
+        return self.workflow.concurrent
 
     def label(self, mode: Mode) -> str:
         return self.space.label(mode)
@@ -135,7 +133,7 @@ class RuntimeMonitor:
                 card_ms = None
                 if self.cards is not None:
                     c = self.cards[t]
-                    card_ms = c.gpu_ms if mode is not Mode.CPU and c.has_gpu else c.cpu_ms
+                    card_ms = c.cpu_ms if effective_mode(c, mode) is Mode.CPU else c.gpu_ms
                 out.append(LatencyAverage(t, self._tool(t), mode, statistics.fmean(w), len(w), card_ms))
         return out
 

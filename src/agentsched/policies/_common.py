@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode, Workflow, fits_vram
 
 _EPS = 1e-9
 
@@ -37,7 +37,7 @@ class VramGuard:
         need = self.cards[task].vram_needed_mb
         overlap = self.workflow.may_overlap
         beside = sum(self.cards[u].vram_needed_mb for u in self.admitted if overlap(task, u))
-        return need + beside <= self.budget_mb + _EPS
+        return fits_vram(beside, need, self.budget_mb)
 
     def admit(self, task: str) -> None:
         self.admitted.append(task)
@@ -70,11 +70,11 @@ def certainly_infeasible(workflow: Workflow, cards: Mapping[str, ToolCard], mapp
     if budget is None:
         return False
     for t, m in mapping.items():
-        if m is not Mode.CPU and cards[t].vram_needed_mb > budget + _EPS:
+        if m is not Mode.CPU and not fits_vram(0.0, cards[t].vram_needed_mb, budget):
             return True
     at_zero = sum(cards[t].vram_needed_mb for t in workflow.task_ids
                   if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW)
-    return at_zero > budget + _EPS
+    return not fits_vram(0.0, at_zero, budget)
 
 
 class CpuCores:

@@ -8,13 +8,8 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
-from agentsched.report.bench import (
-    BenchResult,
-    SummaryRow,
-    paper_first_match_rounds,
-    paper_mapping_reference_ms,
-    paper_oracle,
-)
+from agentsched.experiments.bench import BenchResult, SummaryRow, paper_mapping_reference_ms
+from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}

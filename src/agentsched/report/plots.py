@@ -7,10 +7,8 @@ import math
 import statistics
 from pathlib import Path
 
-from agentsched.model.workflow import Mode
-from agentsched.report.bench import BenchResult
+from agentsched.experiments.bench import BenchResult
 from agentsched.report.gantt import save_gantt
-from agentsched.testbeds.sim import SimTestbed
 
 E2E_FIGURE = "e2e_normalised.png"
 CONVERGENCE_FIGURE = "convergence.png"
@@ -112,19 +110,14 @@ def plot_convergence(result: BenchResult, path: Path) -> Path:
 
 
 def plot_gantt(result: BenchResult, scenario: str, path: Path) -> Path:
-    """Noise-free timelines of the all-GPU mapping and the oracle's on one scenario."""
-    wf = result.workflows[scenario]
-    cards = wf.task_cards
-    all_gpu = {t: Mode.GPU_NOW if cards[t].has_gpu else Mode.CPU for t in wf.task_ids}
-    sim = SimTestbed(noise_sigma=0.0, seed=None, cpu_slots=result.config.cpu_slots)
-    best = dict(result.views[scenario].best)
-    return save_gantt(wf, [("all-GPU", sim.expected(wf, all_gpu)), ("oracle", sim.expected(wf, best))], path)
+    """Noise-free timelines of the all-GPU mapping and the oracle's on one scenario (computed by the bench)."""
+    return save_gantt(result.workflows[scenario], list(result.gantt), path)
 
 
 def write_plots(result: BenchResult, out: Path) -> list[Path]:
     """Every plot into ``out``; the Gantt chart only when its scenario ran."""
     paths = [plot_e2e_normalised(result, out / E2E_FIGURE), plot_convergence(result, out / CONVERGENCE_FIGURE)]
     g = result.config.gantt_scenario
-    if g in result.workflows:
+    if g in result.workflows and result.gantt:
         paths.append(plot_gantt(result, g, out / f"gantt_{g}_all_gpu_vs_oracle.png"))
     return paths

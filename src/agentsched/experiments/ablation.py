@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.agent.policy import AgentPolicy
-from agentsched.data import paper_tables
 from agentsched.errors import AgentschedError
-from agentsched.loop.metrics import RunMetrics, oracle_view, run_metrics
-from agentsched.loop.runner import run_loop
+from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal, journaled
+from agentsched.experiments.paper import ABLATION_SCENARIO as PAPER_SCENARIO
+from agentsched.experiments.paper import is_paper_scenario, paper_table6
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, RunMetrics
 from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
-from agentsched.oracle import brute_force
 from agentsched.testbeds.sim import SimTestbed
 
 
@@ -63,7 +64,7 @@ class VariantResult:
     @property
     def equivalent_seeds(self) -> int:
         """Seeds whose best round is oracle-equivalent (reference E2E within 2% of the oracle)."""
-        return sum(1 for m in self.metrics if m.best_ratio is not None and m.best_ratio <= 1.02 + 1e-9)
+        return sum(1 for m in self.metrics if m.best_ratio is not None and m.best_ratio <= 1 + EQUIVALENCE_TOLERANCE + 1e-9)
 
     @property
     def best_e2e_ms(self) -> float | None:
@@ -91,14 +92,6 @@ class VariantResult:
             "executions_mean": round(self.executions_mean, 3),
             "runs": [{**m.to_dict(), "best_mapping": b} for m, b in zip(self.metrics, self.best_mappings, strict=True)],
         }
-
-
-PAPER_SCENARIO = "S13"  # the only workflow the paper's Table 6 ablates
-
-
-def paper_table6() -> dict[str, list[Any]]:
-    """The paper's Table 6 rows (best match, best E2E ms), for display beside ours (S13 only)."""
-    return dict(paper_tables()["table6_S13_ablation"]["rows"])
 
 
 INITIALS = ("rules", "all-gpu")  # round-0 choices an ablation can run from
@@ -192,24 +185,24 @@ def run_ablation(
     initial: str | tuple[str, ...] = INITIALS,
     variants: tuple[Variant, ...] = VARIANTS,
     paper: bool | None = None,
+    journal: RunJournal | None = None,
 ) -> AblationResult:
     """Run every variant for every seed on the simulated testbed with default noise, from each
-    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one)."""
+    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one).
+    ``journal``: record each finished run as it completes and reuse the runs it holds (``--resume``)."""
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
     if paper is None:  # the paper's Table 6 columns: only for the built-in S13 itself
-        from agentsched.report.bench import is_paper_scenario
-
         paper = workflow.name == PAPER_SCENARIO and is_paper_scenario(workflow)
     initials = (initial,) if isinstance(initial, str) else tuple(initial)
     bad = [i for i in initials if i not in INITIALS]
     if bad or not initials:
         raise AgentschedError(f"ablation initial must be among {', '.join(INITIALS)}, got {', '.join(bad) or 'none'}")
-    oracle = brute_force(workflow, SimTestbed(noise_sigma=0))  # scoring only: never given to the policy
-    if not oracle.feasible:
-        raise AgentschedError(f"workflow {workflow.name}: no feasible mapping to score against")
-    view = oracle_view(workflow, oracle)
+    try:
+        oracle, view = scoring_view(workflow, SimTestbed())  # scoring only: never given to the policy
+    except AgentschedError as e:
+        raise AgentschedError(f"workflow {workflow.name}: {e}") from None
     tables = []
     for init in initials:
         results = []
@@ -217,13 +210,18 @@ def run_ablation(
             metrics, bests = [], []
             label = ""
             for seed in seeds:
-                policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                run = run_loop(workflow, policy, SimTestbed(seed=seed), rounds=rounds, repeats=repeats, seed=seed)
-                label = run.policy
-                m = run_metrics(run, view)
+                def one(v: Variant = v, seed: int = seed, init: str = init) -> tuple[str, RunMetrics, str | None]:
+                    policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
+                    scored = run_scored(workflow, policy, SimTestbed(seed=seed), view, rounds=rounds,
+                                        repeats=repeats, seed=seed)
+                    m = scored.metrics
+                    best = scored.run.rounds[m.best_round].mapping if m.best_round is not None else None
+                    return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
+
+                key = f"ablation|{workflow.name}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
+                label, m, best_text = journaled(journal, key, one)
                 metrics.append(m)
-                best = run.rounds[m.best_round].mapping if m.best_round is not None else None
-                bests.append(None if best is None else format_mapping(workflow, best))
+                bests.append(best_text)
             results.append(VariantResult(v, label, tuple(metrics), tuple(bests)))
         tables.append(AblationTable(init, tuple(results)))
     best = oracle.best

@@ -11,10 +11,10 @@ from typing import Any
 
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError
-from agentsched.loop.metrics import oracle_view, run_metrics
-from agentsched.loop.runner import run_loop
+from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.paper import paper_first_match_rounds
+from agentsched.loop.registry import is_available, make_policy
 from agentsched.model.workflow import Workflow
-from agentsched.oracle import brute_force
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
 
@@ -74,13 +74,6 @@ class CheckRow:
                 "runs": [r.__dict__ for r in self.runs]}
 
 
-def paper_first_rounds() -> dict[str, int]:
-    """The paper's first full-match rounds (Table 5: S11 R2, S12 R1, S13 R3)."""
-    from agentsched.report.bench import paper_first_match_rounds
-
-    return paper_first_match_rounds()
-
-
 @dataclass(frozen=True)
 class CheckResult:
     rounds: int  # rounds per run
@@ -99,7 +92,7 @@ class CheckResult:
                 "all_reached": self.all_reached}
 
     def to_markdown(self) -> str:
-        paper = paper_first_rounds()
+        paper = paper_first_match_rounds()
         n = len(self.seeds)
         policies = list(dict.fromkeys(r.policy for r in self.rows))
         scenarios = list(dict.fromkeys(r.scenario for r in self.rows))
@@ -133,10 +126,6 @@ class CheckResult:
 
 
 def _baseline(name: str) -> Policy | None:
-    try:
-        from agentsched.policies.registry import is_available, make_policy
-    except ImportError:
-        return None
     if not is_available(name):
         return None
     return make_policy(name)
@@ -156,8 +145,7 @@ def run_check(
     rows: list[CheckRow] = []
     notes: list[str] = []
     for wf in workflows:
-        oracle = brute_force(wf, SimTestbed(noise_sigma=0))  # scoring only
-        view = oracle_view(wf, oracle)
+        _, view = scoring_view(wf, SimTestbed())  # scoring only
         makers: list[tuple[str, Any]] = [(f"agent-{s}", lambda s=s: AgentPolicy("rules", start=s)) for s in starts]
         makers += [(b, lambda b=b: _baseline(b)) for b in baselines]
         for key, make in makers:
@@ -170,9 +158,9 @@ def run_check(
                     if note not in notes:
                         notes.append(note)
                     break
-                run = run_loop(wf, policy, SimTestbed(seed=seed), rounds=rounds, repeats=repeats, seed=seed)
+                scored = run_scored(wf, policy, SimTestbed(seed=seed), view, rounds=rounds, repeats=repeats, seed=seed)
+                run, m = scored.run, scored.metrics
                 label = run.policy
-                m = run_metrics(run, view)
                 first = m.first_equivalent_round
                 runs.append(CheckRun(
                     seed=seed, first_round=first,

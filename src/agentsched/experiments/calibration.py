@@ -18,20 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsched.data import paper_tables
+from agentsched.experiments.paper import paper_oracle_mapping
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE as EQUIVALENCE_TOL
 from agentsched.model.cards import CardSet
 from agentsched.model.mapping import format_mapping_short
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
-
-EQUIVALENCE_TOL = 0.02  # paper mapping counts as reproduced within 2% of the best E2E
-_MODE = {"gpu": Mode.GPU_NOW, "gpu_now": Mode.GPU_NOW, "gpu_queue": Mode.GPU_QUEUE, "cpu": Mode.CPU}
-
-
-def paper_oracle_mapping(workflow: Workflow, scenario: str) -> dict[str, Mode]:
-    row = paper_tables()["table3_scenarios"]["rows"][scenario]
-    return {t: _MODE[m] for t, m in zip(workflow.task_ids, row[-1], strict=True)}
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,14 @@
-"""Shared helpers of the agent tests: the monitor tests' scripted testbed, and views built by hand."""
+"""Views built by hand for the agent tests, and readers of mappings written in prompts."""
 
 from __future__ import annotations
 
 import random
 import re
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "monitor"))  # scripted_testbed
-
-from agentsched.agent.policy import AgentPolicy  # noqa: E402
-from agentsched.agent.view import AgentView  # noqa: E402
-from agentsched.model.workflow import Mode, Workflow  # noqa: E402
-from agentsched.policies.base import PolicyContext  # noqa: E402
+from agentsched.agent.policy import AgentPolicy
+from agentsched.agent.view import AgentView
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.policies.base import PolicyContext
 
 _MODE = r'"?(cpu|gpu_now|gpu_queue|gpu)"?'
 

@@ -54,8 +54,9 @@ def test_write_json(tmp_path):
 
 def test_one_loader_of_the_papers_tables():
     import agentsched.data as data
-    from agentsched.report import bench, markdown
+    from agentsched.experiments import paper
+    from agentsched.report import markdown
 
-    assert bench.paper_tables is data.paper_tables and markdown.paper_tables is data.paper_tables
+    assert paper.paper_tables is data.paper_tables and markdown.paper_tables is data.paper_tables
     assert not hasattr(markdown, "PAPER_FIRST_MATCH")
-    assert bench.paper_first_match_rounds() == {"S11": 2, "S12": 1, "S13": 3}  # Table 5
+    assert paper.paper_first_match_rounds() == {"S11": 2, "S12": 1, "S13": 3}  # Table 5

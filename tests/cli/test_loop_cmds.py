@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agentsched.policies import registry
+from agentsched.loop import registry
 from agentsched.policies.base import Policy, Proposal
 
-TINY = str(Path(__file__).parent / "data" / "tiny.yaml")
+TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
 
 
 def test_run_prints_rounds_best_and_oracle_and_writes_json(tmp_path, cli):
@@ -201,9 +201,9 @@ def test_bench_runs_the_agent_ablation_on_s13(cli, tmp_path, monkeypatch):
         calls.append((workflow.name, rounds, repeats, seeds, start))
         return Result()
 
-    fake = types.ModuleType("agentsched.agent.ablation")
+    fake = types.ModuleType("agentsched.experiments.ablation")
     fake.run_ablation = run_ablation
-    monkeypatch.setitem(sys.modules, "agentsched.agent.ablation", fake)
+    monkeypatch.setitem(sys.modules, "agentsched.experiments.ablation", fake)
     code, out, err = cli("bench", "--scenarios", TINY, "--policies", "heft", "--rounds", "2", "--repeats", "1",
                          "--seeds", "2", "--ablation", "--out", str(tmp_path))
     assert code == 0, err
@@ -215,11 +215,11 @@ def test_bench_runs_the_agent_ablation_on_s13(cli, tmp_path, monkeypatch):
 def test_bench_ablation_import_failure_is_a_note(cli, tmp_path, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "agentsched.agent.ablation", None)
+    monkeypatch.setitem(sys.modules, "agentsched.experiments.ablation", None)
     code, out, err = cli("bench", "--scenarios", TINY, "--policies", "heft", "--rounds", "1", "--repeats", "1",
                          "--seeds", "1", "--ablation", "--out", str(tmp_path))
     assert code == 0, err
-    assert "note: ablation skipped: cannot import agentsched.agent.ablation" in out
+    assert "note: ablation skipped: cannot import agentsched.experiments.ablation" in out
     assert "ablation" not in json.loads((tmp_path / "results.json").read_text())
 
 
@@ -370,7 +370,7 @@ def fake_local(monkeypatch, tmp_path):
 def test_bench_on_the_local_testbed_records_it(fake_local, cli, tmp_path):
     import jsonschema
 
-    from agentsched.report.bench import results_schema
+    from agentsched.experiments.bench import results_schema
 
     out = tmp_path / "out"
     code, text, err = cli("bench", "--scenarios", fake_local, "--policies", "heft,oracle", "--testbed", "local",
@@ -394,7 +394,7 @@ def test_run_on_the_local_testbed(fake_local, cli):
 
 
 def test_bench_config_records_the_sim_testbed():
-    from agentsched.report.bench import BenchConfig
+    from agentsched.experiments.bench import BenchConfig
 
     cfg = BenchConfig(scenarios=("S1",), policies=("heft",), noise_sigma=0.05, cpu_slots=4)
     assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4}
@@ -413,9 +413,9 @@ def test_bench_local_ablation_runs_on_the_simulator_with_a_note(fake_local, cli,
         def to_dict(self):
             return {}
 
-    fake = types.ModuleType("agentsched.agent.ablation")
+    fake = types.ModuleType("agentsched.experiments.ablation")
     fake.run_ablation = lambda workflow, **kw: Result()
-    monkeypatch.setitem(sys.modules, "agentsched.agent.ablation", fake)
+    monkeypatch.setitem(sys.modules, "agentsched.experiments.ablation", fake)
     code, out, err = cli("bench", "--scenarios", fake_local, "--policies", "heft", "--testbed", "local", "--rounds",
                          "1", "--repeats", "1", "--seeds", "1", "--ablation", "--out", str(tmp_path / "o"))
     assert code == 0, err

@@ -8,9 +8,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentsched.report.bench import BenchConfig, results_dict, results_schema, run_bench, write_outputs
+from agentsched.experiments.bench import BenchConfig, results_dict, results_schema, run_bench
+from agentsched.report.outputs import write_outputs
 
-TINY = str(Path(__file__).parent / "data" / "tiny.yaml")
+TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The external check: the simulator with the a5500 cards against the paper's Tables 2 and 3."""
 
-from agentsched.calibration import calibrate
+from agentsched.experiments.calibration import calibrate
 
 
 def test_calibration_against_the_paper():

@@ -20,13 +20,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentsched.data import paper_tables
 from agentsched.errors import AgentschedError
-from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics, oracle_view, run_metrics
-from agentsched.loop.runner import LoopRun, reference_oracle, run_loop
+from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal
+from agentsched.experiments.paper import is_paper_scenario, paper_oracle
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics
+from agentsched.loop.registry import get_spec, make_policy
+from agentsched.loop.runner import LoopRun
+from agentsched.model.execution import Execution
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
-from agentsched.policies.registry import get_spec, make_policy
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import make_testbed
@@ -151,6 +154,8 @@ class BenchResult:
     notes: list[str]  # skipped parts and why
     ablation: Any = None  # the agent's ablation result (has to_dict/to_markdown), if run
     wall_s: float = 0.0  # time the runs took (outputs excluded)
+    # noise-free timelines of the all-GPU and the oracle mapping of config.gantt_scenario (empty: not run)
+    gantt: tuple[tuple[str, Execution], ...] = ()
 
     def paper_scenarios(self) -> set[str]:
         """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""
@@ -198,25 +203,6 @@ def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
     )
 
 
-def is_paper_scenario(wf: Workflow, cards: str | None = None) -> bool:
-    """True when ``wf`` IS the built-in scenario of its name (the same tasks, edges, budget, decision
-    space and card set; ``cards``: the bench's --cards rebinding of the built-in), so the paper's
-    figures apply to it; a workflow file that merely calls itself S13 gets none."""
-    from agentsched.scenarios import list_scenarios, load_scenario
-
-    if wf.name not in list_scenarios():
-        return False
-    try:
-        ref = load_scenario(wf.name)
-        if cards:
-            ref = ref.with_cards(cards)
-    except AgentschedError:
-        return False
-    return (wf.tasks == ref.tasks and tuple(map(tuple, wf.edges)) == tuple(map(tuple, ref.edges))
-            and wf.vram_budget_mb == ref.vram_budget_mb and wf.decision_space == ref.decision_space
-            and wf.card_set == ref.card_set)
-
-
 def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
     """The S13 workflow of the bench's ablation under ``cards``, or (None, why it cannot run)."""
     try:
@@ -227,8 +213,11 @@ def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
 
 
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
-              testbed: Testbed | None = None) -> BenchResult:
+              testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    ``journal``: record each finished run there as it completes, and take the runs it already holds
+    instead of running them again (``--resume``); the results equal an uninterrupted run's.
 
     ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
     and closes it at the end."""
@@ -245,9 +234,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     tb = testbed if testbed is not None else config.make_testbed()
     try:
         cache: dict[tuple[str, str], OracleResult] = {}
-        oracles = {name: reference_oracle(wf, tb, repeats=config.repeats, cache=cache)
-                   for name, wf in workflows.items()}
-        views = {name: oracle_view(wf, oracles[name]) for name, wf in workflows.items()}
+        scored = {name: scoring_view(wf, tb, repeats=config.repeats, cache=cache) for name, wf in workflows.items()}
+        oracles = {name: res for name, (res, _) in scored.items()}
+        views = {name: view for name, (_, view) in scored.items()}
         records: list[BenchRecord] = []
         notes: list[str] = []
         # one breaker for every LLM run: once an endpoint failed for good in a run (circuit open),
@@ -260,12 +249,21 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 if pol == "oracle":
                     opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
                 for seed in config.seeds:
+                    key = f"bench|{name}|{pol}|{seed}"
+                    done = journal.get(key) if journal is not None else None
+                    if done is not None:  # --resume: this run finished before the interruption
+                        journal.resumed += 1
+                        records.append(done)
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed} (resumed)")
+                        continue
                     policy = make_policy(pol, **opts)
                     llm = getattr(policy, "llm", None)
                     if llm is not None and llm_down is not None:
                         llm.hold_open(llm_down)
                     try:
-                        run = run_loop(wf, policy, tb, rounds=config.rounds, repeats=config.repeats, seed=seed)
+                        sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
+                                        repeats=config.repeats, seed=seed)
                     finally:
                         if llm is not None:
                             llm.close()
@@ -273,9 +271,13 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                         llm_down = f"held open since {name} seed {seed}: {llm.open_reason}"
                         notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
                                      f"({llm.open_reason}); every later {pol} run fell back without calling it")
-                    records.append(BenchRecord(name, pol, policy.online, seed, run, run_metrics(run, views[name])))
+                    records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                    if journal is not None:
+                        journal.put(key, records[-1])
                     if progress is not None:
                         progress(f"{name} {pol} seed {seed}")
+        gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
+                                config.cpu_slots)
     finally:
         if testbed is None:
             tb.close()
@@ -283,9 +285,25 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     if ablation_note is not None:
         notes.append(ablation_note)
     elif ablation_wf is not None:
-        ablation = _run_ablation(config, notes, ablation_wf)
+        ablation = _run_ablation(config, notes, ablation_wf, journal)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
-                       wall_s=time.perf_counter() - t0)
+                       wall_s=time.perf_counter() - t0, gantt=gantt)
+
+
+def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
+                    cpu_slots: int | None) -> tuple[tuple[str, Execution], ...]:
+    """Noise-free timelines of the all-GPU mapping and the oracle's (the testbed's own expected runs,
+    else the noise-free simulator's on the same cards); empty when the scenario did not run."""
+    if wf is None or view is None:
+        return ()
+    from agentsched.testbeds.sim import SimTestbed
+
+    cards = wf.task_cards
+    all_gpu = {t: Mode.GPU_NOW if cards[t].has_gpu else Mode.CPU for t in wf.task_ids}
+    best = dict(view.best)
+    model = testbed if testbed.expected(wf, best) is not None else SimTestbed(noise_sigma=0.0, seed=None,
+                                                                              cpu_slots=cpu_slots)
+    return tuple((label, model.expected(wf, m)) for label, m in (("all-GPU", all_gpu), ("oracle", best)))
 
 
 def _named(scenarios: Sequence[str], name: str) -> list[str]:
@@ -300,17 +318,17 @@ def _named(scenarios: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow) -> Any:
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None) -> Any:
     try:
-        from agentsched.agent.ablation import run_ablation
+        from agentsched.experiments.ablation import run_ablation
     except ImportError as e:
-        notes.append(f"ablation skipped: cannot import agentsched.agent.ablation ({e})")
+        notes.append(f"ablation skipped: cannot import agentsched.experiments.ablation ({e})")
         return None
     if not config.simulated:
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True)  # the built-in S13 (under --cards) by construction
+                        paper=True, journal=journal)  # the built-in S13 (under --cards) by construction
 
 
 # ---- results.json ---------------------------------------------------------------------------------
@@ -404,57 +422,3 @@ def results_schema() -> dict[str, Any]:
     """The JSON Schema of results.json shipped with the package."""
     return json.loads((resources.files("agentsched.data") / "results.schema.json").read_text())
 
-
-# ---- the paper's figures (agentsched.data.paper_tables) --------------------------------------------
-
-
-def paper_first_match_rounds() -> dict[str, int]:
-    """The paper's first full-match round of its LLM agent per scenario (Table 5: S11 R2, S12 R1, S13 R3)."""
-    t5 = paper_tables()["table5_three_way_S11_S13"]
-    col = t5["columns"].index("first_full_match_round")
-    return {s: row[col] for s, row in t5["rows"].items()}
-
-
-_PAPER_MODE = {"gpu": "gpu_now", "gpu_now": "gpu_now", "cpu": "cpu", "gpu_queue": "gpu_queue"}
-
-
-def paper_oracle(scenario: str) -> dict[str, Any] | None:
-    """The paper's oracle mapping (Table 3) and E2E (Figure 5 / Table 5) for a built-in scenario."""
-    t3 = paper_tables()["table3_scenarios"]
-    row = t3["rows"].get(scenario)
-    if row is None:
-        return None
-    mapping = {t: _PAPER_MODE[m] for t, m in zip("ABCD", row[-1], strict=True)}
-    e2e = t3.get("oracle_e2e_ms_figure5", {}).get(scenario)
-    t5 = paper_tables()["table5_three_way_S11_S13"]["rows"].get(scenario)
-    if e2e is None and t5 is not None:
-        e2e = float(str(t5[3]).split()[0])  # "1715 +- 24 (n=15)"
-    return {"mapping": mapping, "e2e_ms": e2e}
-
-
-# ---- outputs ----------------------------------------------------------------------------------------
-
-
-def write_outputs(result: BenchResult, out_dir: str | Path) -> list[Path]:
-    """Write results.json, report.md and the PNG plots into ``out_dir``; return the paths."""
-    from agentsched.report import markdown, plots
-
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise AgentschedError(f"cannot create output folder {out}: {e.strerror}") from None
-    try:
-        paths = []
-        doc = results_dict(result)
-        p = out / "results.json"
-        p.write_text(json.dumps(doc, indent=1) + "\n")
-        paths.append(p)
-        images = plots.write_plots(result, out)
-        paths.extend(images)
-        p = out / "report.md"
-        p.write_text(markdown.render_report(result, [i.name for i in images]))
-        paths.append(p)
-    except OSError as e:
-        raise AgentschedError(f"cannot write the outputs in {out}: {e.strerror or type(e).__name__}") from None
-    return paths

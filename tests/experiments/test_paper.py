@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agentsched.report.bench import ablation_workflow, is_paper_scenario
+from agentsched.experiments.bench import ablation_workflow
+from agentsched.experiments.paper import is_paper_scenario
 from agentsched.scenarios import load_scenario, resolve_workflow
 
 FAKE_S13 = """name: S13
