@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import console, load_workflow
+from agentsched.cli.common import JSON_HELP, JSON_OUT_HELP, console, err_console, load_workflow, print_json
 from agentsched.cli.loop_cmds import loop_counts
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
                                               help="round 0: rules (the written rules) or all-gpu (no prior: "
                                                    "what the monitor alone recovers); default: both tables"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
         journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
                                                                            "(SQLite) as it completes"),
         resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
@@ -66,8 +67,8 @@ def register(app: typer.Typer) -> None:
             raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
         wf = load_workflow(workflow, cards)
         start = _start(start)
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         from agentsched.experiments.journal import RunJournal
         from agentsched.experiments.paper import is_paper_scenario
 
@@ -89,10 +90,13 @@ def register(app: typer.Typer) -> None:
                 journal.close()
         if journal is not None and journal.resumed:
             console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
 
     @app.command("agent-check")
     def agent_check_cmd(
@@ -102,7 +106,8 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
         start: Optional[str] = typer.Option(None, "--start", help="warm or cold (default: both)"),
         baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
     ) -> None:
         """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
         from agentsched.experiments.check import run_check
@@ -112,14 +117,17 @@ def register(app: typer.Typer) -> None:
         starts = ("warm", "cold") if start is None else (_start(start),)
         baselines = _baselines(baseline)
         wfs = [load_workflow(s) for s in (scenarios or list_scenarios())]
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
                         baselines=baselines)
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
         if not res.all_reached:
             raise typer.Exit(1)
 

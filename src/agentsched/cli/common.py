@@ -21,6 +21,10 @@ from agentsched.testbeds.factory import make_testbed
 console = Console(width=None if sys.stdout.isatty() else 150, markup=False)
 err_console = Console(stderr=True, markup=False)
 
+# One JSON convention for every command (docs/json.md): --json prints JSON to stdout; --json-out FILE
+# writes the same document to a file and keeps the text output.
+JSON_HELP = "print JSON to stdout instead of text"
+JSON_OUT_HELP = "also write the JSON document to this file"
 TESTBED_HELP = "sim (simulated, default) or local (real tools on this machine)"
 SIZE_HELP = "local testbed model size: small (tiny configs) or paper"
 CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"

@@ -11,18 +11,23 @@ from rich.table import Table
 
 from agentsched.cli.common import (
     CPU_SLOTS_HELP,
+    JSON_HELP,
+    JSON_OUT_HELP,
     SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
     build_testbed,
     console,
     cpu_cores_option,
+    err_console,
     load_workflow,
     positive,
+    print_json,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.base import Testbed
 
@@ -144,7 +149,8 @@ def register(app: typer.Typer) -> None:
         rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
         repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
         seed: int = typer.Option(0, help=SEED_HELP),
-        json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
+        json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
@@ -166,6 +172,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
+        say = err_console if json_out else console  # with --json, stdout holds the JSON only
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
@@ -174,7 +181,7 @@ def register(app: typer.Typer) -> None:
         pol = make_policy(spec.name.value, **opts)
         wf = load_workflow(workflow, cards)
         if json_file is not None:
-            check_output_file(json_file, "--json")  # before the work, not after it
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         sp = wf.decision_space
@@ -189,7 +196,7 @@ def register(app: typer.Typer) -> None:
                 except AgentschedError as e:
                     if spec.name.value == "oracle":
                         raise
-                    console.print(f"note: {e}; running without it", highlight=False, markup=False)
+                    say.print(f"note: {e}; running without it", highlight=False, markup=False)
             if res is not None and spec.name.value == "oracle":
                 pol = make_policy("oracle", oracle=res)
             width = len(mapping_text(wf, {t: sp.modes[-1] for t in wf.task_ids}))
@@ -197,23 +204,23 @@ def register(app: typer.Typer) -> None:
             def show(rec: Any) -> None:
                 r = rec.result
                 status = r.status.value + (f" ({r.message})" if r.message else "")
-                console.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
+                say.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
                               + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
                 summary = list(summary or [])
                 for line in summary[:SUMMARY_PRINT_MAX_LINES]:
-                    console.print(f"      {line}", highlight=False, markup=False)
+                    say.print(f"      {line}", highlight=False, markup=False)
                 if len(summary) > SUMMARY_PRINT_MAX_LINES:
                     more = len(summary) - SUMMARY_PRINT_MAX_LINES
-                    console.print(f"      ... {more:,} more line{'s' if more != 1 else ''} (all in --json)",
+                    say.print(f"      ... {more:,} more line{'s' if more != 1 else ''} (all in --json / --json-out)",
                                   highlight=False, markup=False)
 
-            console.print(f"{wf.name} ({sp.value}, budget "
+            say.print(f"{wf.name} ({sp.value}, budget "
                           f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
-                          f"{pol.label}{'' if pol.online else ' (offline reference)'}, {rounds} rounds x "
-                          f"{repeats} executions, seed {seed}", highlight=False, markup=False)
+                          f"{pol.label}{'' if pol.online else ' (offline reference)'}, {plural(rounds, 'round')} x "
+                          f"{plural(repeats, 'execution')}, seed {seed}", highlight=False, markup=False)
             run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
         finally:
             tb.close()
@@ -221,22 +228,22 @@ def register(app: typer.Typer) -> None:
         metrics = run_metrics(run, view) if view is not None else None
         best = run.best_round()
         if best is None:
-            console.print("best: no feasible round", highlight=False)
+            say.print("best: no feasible round", highlight=False)
         else:
             ratio = f", {metrics.best_ratio:.3f}x oracle" if metrics and metrics.best_ratio else ""
-            console.print(f"best:   R{best.round} {mapping_text(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
+            say.print(f"best:   R{best.round} {mapping_text(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
                           f"{ratio}", highlight=False, markup=False)
         if view is not None and metrics is not None:
-            console.print(f"oracle: {mapping_text(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
+            say.print(f"oracle: {mapping_text(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
             regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{metrics.regret:.3f}"
-            console.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
+            say.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
                           f"executions {metrics.executions} ({metrics.probes} probes, "
                           f"{metrics.infeasible_executions} infeasible), regret {regret}",
                           highlight=False, markup=False)
-        if json_file is not None:
+        if json_file is not None or json_out:
             rounds_out = round_dicts(run, view)
             for d, rec in zip(rounds_out, run.records, strict=True):
                 d["evidence"] = rec.evidence
@@ -253,8 +260,11 @@ def register(app: typer.Typer) -> None:
                     "mapping": {t: m.value for t, m in view.best.items()}, "e2e_ms": round(view.e2e_ms, 3)},
                 "metrics": None if metrics is None else metrics.to_dict(),
             }
-            write_json(json_file, doc)
-            console.print(f"rounds written to {json_file}", highlight=False, markup=False)
+            if json_file is not None:
+                write_json(json_file, doc)
+                say.print(f"rounds written to {json_file}", highlight=False, markup=False)
+            if json_out:
+                print_json(doc)
 
     @app.command("policies")
     def policies_cmd() -> None:
@@ -396,7 +406,7 @@ def register(app: typer.Typer) -> None:
         _print_summary(result)
         for n in result.notes:
             console.print(f"note: {n}", highlight=False, markup=False)
-        console.print(f"{len(result.records)} runs in {result.wall_s:.1f} s; wrote "
+        console.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
                       + ", ".join(str(p) for p in paths), highlight=False, markup=False)
 
 

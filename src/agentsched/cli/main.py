@@ -18,12 +18,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from agentsched import __version__
+
+        typer.echo(f"agentsched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Place AI workflow tool calls on CPU, GPU now, or the GPU queue."""
+
+
 # Command modules, registered in this order (a missing optional module is skipped).
 _COMMAND_MODULES = (
     "agentsched.cli.core_cmds",  # scenarios, show, simulate, oracle, calibrate
     "agentsched.cli.loop_cmds",  # run, bench
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
+    "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
 )
 
 for _mod in _COMMAND_MODULES:
@@ -36,10 +51,33 @@ for _mod in _COMMAND_MODULES:
     _m.register(app)
 
 
+# commands whose --json took a FILE before the one convention (docs/json.md): a file name after
+# --json there is the old form and gets a one-line pointer to --json-out
+_JSON_FILE_BEFORE = ("run", "ablation", "agent-check")
+
+
+def old_json_form(argv: list[str]) -> str | None:
+    """The one-line error for ``--json FILE`` / ``--json=FILE`` on a command that now takes --json-out."""
+    if not argv or argv[0] not in _JSON_FILE_BEFORE:
+        return None
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--json=") else None
+        if arg == "--json" and i + 1 < len(argv) and argv[i + 1].lower().endswith(".json"):
+            value = argv[i + 1]
+        if value is not None:
+            return (f"--json is a flag now (JSON on stdout); to write a file use --json-out {value} "
+                    f"(a workflow file goes before --json)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     from agentsched.errors import AgentschedError
 
+    old = old_json_form(list(sys.argv[1:] if argv is None else argv))
+    if old is not None:
+        print(f"error: {old}", file=sys.stderr)
+        sys.exit(2)
     try:
         app(args=argv, prog_name="agentsched", standalone_mode=False)
     except typer.Exit as e:  # --help and friends

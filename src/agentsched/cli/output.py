@@ -1,6 +1,6 @@
 """Output files and folders of the CLI commands: checked before the work, written after it.
 
-A command that writes a file (``run --json``, ``ablation --json``, ``profile --out``) or a folder
+A command that writes a file (``run --json-out``, ``ablation --json-out``, ``profile --out``) or a folder
 (``bench --out``) calls ``check_output_file`` / ``prepare_output_dir`` before it runs anything,
 so an unwritable destination costs one line on stderr, not a finished run.
 """

@@ -20,6 +20,7 @@ from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, RunMetrics
 from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,8 @@ class AblationResult:
     def to_markdown(self) -> str:
         n = len(self.seeds)
         lines = [
-            f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {self.rounds} rounds x "
-            f"{self.repeats} runs, {n} seeds; oracle {self.oracle_mapping} at {self.oracle_e2e_ms:.0f} ms, "
+            f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {plural(self.rounds, 'round')} x "
+            f"{plural(self.repeats, 'run')}, {plural(n, 'seed')}; oracle {self.oracle_mapping} at {self.oracle_e2e_ms:.0f} ms, "
             "noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only

@@ -350,7 +350,7 @@ def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
 
 
 def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
-    """Per-round records as results.json and ``run --json`` write them."""
+    """Per-round records as results.json and ``run --json``/``--json-out`` write them."""
     out = []
     for rec in run.records:
         r = rec.result

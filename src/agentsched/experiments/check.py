@@ -17,6 +17,7 @@ from agentsched.loop.registry import is_available, make_policy
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,8 @@ class CheckResult:
         for p in policies:
             head += [f"{p} hit (ended on it)", f"{p} first round", f"{p} executions to first / total"]
         head.append("paper first round")
-        lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {self.rounds} rounds x "
-                 f"{self.repeats} runs, {n} seeds (medians over seeds; executions include probes)", "",
+        lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {plural(self.rounds, 'round')} x "
+                 f"{plural(self.repeats, 'run')}, {plural(n, 'seed')} (medians over seeds; executions include probes)", "",
                  "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         for s in scenarios:
             cells = [s]

@@ -10,6 +10,7 @@ from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
 from agentsched.experiments.bench import BenchResult, SummaryRow, paper_mapping_reference_ms
 from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
+from agentsched.model.text import plural
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
@@ -83,8 +84,8 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
                + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")
     parts.append(
-        f"{bed}, {cfg.rounds} rounds x {cfg.repeats} executions "
-        f"(round E2E = median), seeds {', '.join(map(str, cfg.seeds))}; cards: "
+        f"{bed}, {plural(cfg.rounds, 'round')} x {plural(cfg.repeats, 'execution')} "
+        f"(round E2E = median), {'seed' if len(cfg.seeds) == 1 else 'seeds'} {', '.join(map(str, cfg.seeds))}; cards: "
         f"{cfg.cards or 'each workflow’s own'}. Runs took {result.wall_s:.1f} s. "
         "Cells show ours / the paper's (Lu & Reda, arXiv:2607.22242) where the paper has a figure; "
         "**bold** where they differ. Metric definitions: docs/results.md.\n")
