@@ -60,6 +60,28 @@ def loop_counts(*, rounds: int | None = None, repeats: int | None = None, seeds:
             raise AgentschedError(f"{flag} must be <= {limit:,}, got {value}")
 
 
+HEFT_MODEL_HELP = ("heft/heft-cf machine: parallel (default: the GPU runs tasks side by side at isolated "
+                   "speed) or classical (one task at a time per processor: --cpu-slots cores, default 1, "
+                   "and one GPU)")
+
+
+def heft_model_option(policies: list[str], options: dict[str, dict[str, Any]],
+                      model: str | None) -> dict[str, dict[str, Any]]:
+    """``options`` with ``machine=model`` for every policy that takes it (heft, heft-cf); one-line
+    error when none of ``policies`` does or the model is unknown."""
+    from agentsched.loop.registry import accepts
+    from agentsched.policies.heft import MACHINE_MODELS
+
+    if model is None:
+        return options
+    if model not in MACHINE_MODELS:
+        raise AgentschedError(f"--heft-model must be {' or '.join(MACHINE_MODELS)}, got {model!r}")
+    takers = [p for p in policies if accepts(p, "machine")]
+    if not takers:
+        raise AgentschedError(f"--heft-model applies only to heft and heft-cf (got {', '.join(policies)})")
+    return {**options, **{p: {**options.get(p, {}), "machine": model} for p in takers}}
+
+
 def _check_start(start: str | None) -> str | None:
     if start is not None and start not in ("warm", "cold"):
         raise AgentschedError(f"--start must be warm or cold, got {start!r}")
@@ -157,6 +179,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        heft_model: Optional[str] = typer.Option(None, "--heft-model", help=HEFT_MODEL_HELP),
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -178,6 +201,7 @@ def register(app: typer.Typer) -> None:
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
         opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
+        opts = heft_model_option([spec.name.value], {spec.name.value: opts}, heft_model)[spec.name.value]
         pol = make_policy(spec.name.value, **opts)
         wf = load_workflow(workflow, cards)
         if json_file is not None:
@@ -297,6 +321,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        heft_model: Optional[str] = typer.Option(None, "--heft-model", help=HEFT_MODEL_HELP),
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
@@ -369,6 +394,7 @@ def register(app: typer.Typer) -> None:
             for p in pols:  # static schedulers plan as many CPU cores as the testbed has
                 if accepts(p, "cpu_cores"):
                     options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
+        options = heft_model_option(pols, options, heft_model)
         if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
             from agentsched.loop.registry import make_policy
 
