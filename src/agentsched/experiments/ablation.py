@@ -146,7 +146,7 @@ class AblationResult:
             "noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only
-        head = ["variant", "best match", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
+        head = ["variant", "best match (fewest over seeds)", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
                 "seeds oracle-equiv.", "best E2E ms (mean)", "first equiv. round (median)", "executions (mean)"]
         if with_paper:
             head += ["paper best match", "paper best E2E ms"]

@@ -50,8 +50,9 @@ class HeftVariantResult:
         return sum(1 for s in scenarios if s in got and got[s] == self.tasks[s])
 
     def paper_agreement(self, paper: Mapping[str, int], scenarios: Sequence[str]) -> int:
-        """Scenarios whose match equals the paper's figure."""
-        return sum(1 for s in scenarios if s in self.matches and paper.get(s) == self.matches[s])
+        """Scenarios whose strict match (the paper's reading: as in the oracle mapping or an exact tie)
+        equals the paper's figure."""
+        return sum(1 for s in scenarios if s in self.exact and paper.get(s) == self.exact[s])
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "machine": self.machine, "factor": self.factor,
