@@ -17,8 +17,9 @@ import pytest
 from agentsched.errors import AgentschedError
 from agentsched.experiments.journal import JOURNAL_NAME, RunJournal, journaled
 
+# 27 runs, each long enough (tens of ms) that a kill can land between two of them
 BENCH = ["bench", "--scenarios", "S1,S5,S13", "--policies", "heft,ucb1,agent-rules", "--seeds", "3",
-         "--rounds", "12", "--repeats", "3", "--no-ablation"]
+         "--rounds", "40", "--repeats", "5", "--no-ablation"]
 
 
 def _bench(out: Path, *extra: str) -> subprocess.Popen:
@@ -56,16 +57,15 @@ def test_a_bench_killed_at_random_moments_resumes_to_the_same_results(tmp_path):
         before = _runs_recorded(broken)
         p = _bench(broken, *([] if first else ["--resume"]))
         first = False
+        target = before + rng.randint(1, 5)  # a random moment: after 1-5 more finished runs
         deadline = time.monotonic() + 120
-        while _runs_recorded(broken) < before + rng.randint(1, 5) and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 0.3))
+        while _runs_recorded(broken) < target and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             kills += 1
         p.wait(timeout=60)
-    assert kills >= 1
-    assert not (broken / "results.json").exists() or _runs_recorded(broken) < 27
+    assert kills == 3 and not (broken / "results.json").exists()
     p = _bench(broken, "--resume")
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err

@@ -27,8 +27,7 @@ Later rounds, first rule that applies:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from agentsched.agent.reasoner import Decision, Reasoner
 from agentsched.agent.view import AgentView, MappingT
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import DecisionSpace, Mode, fits_vram
@@ -38,16 +37,11 @@ RATIO_GPU = 7.0  # ratio at and above which a task stays on the GPU
 RATIO_CPU = 1.0  # ratio below which the CPU is faster even in isolation
 
 
-@dataclass(frozen=True)
-class Decision:
-    """A reasoner's answer for one round."""
-
-    mapping: MappingT  # complete mapping inside the decision space
-    reason: str  # one line saying which rule chose it
+__all__ = ["Decision", "RulesReasoner"]
 
 
-class RulesReasoner:
-    """Deterministic reasoner over the four streams."""
+class RulesReasoner(Reasoner):
+    """Deterministic reasoner over the four streams; always decides."""
 
     name = "rules"
 
@@ -56,7 +50,11 @@ class RulesReasoner:
         self._followed: set[tuple[str, Mode]] = set()  # hinted placements already tried
 
     def reset(self) -> None:
+        """A new run: no hint followed yet."""
         self._followed = set()
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "initial": self.initial_rule}
 
     # ---- round 0 -----------------------------------------------------------------------------
     def initial(self, view: AgentView) -> Decision:
@@ -136,6 +134,12 @@ class RulesReasoner:
 
     # ---- later rounds ------------------------------------------------------------------------
     def propose(self, view: AgentView) -> Decision:
+        """The first rule that applies (module docstring); the audit names the reasoner and the rule."""
+        d = self._decide(view)
+        # no prompt: the rules read the streams directly; "response" is the rule that decided
+        return Decision(d.mapping, d.reason, {"reasoner": self.name, "response": d.reason})
+
+    def _decide(self, view: AgentView) -> Decision:
         if view.round == 0 or not view.history:
             return self.initial(view)
         best = view.best

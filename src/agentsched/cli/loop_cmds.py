@@ -29,6 +29,7 @@ from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
 from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
+from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
@@ -136,12 +137,11 @@ def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
             check(wf)
 
 
-def llm_preflight(policy: Any) -> None:
-    """One cheap request to an agent-llm policy's endpoint before any run: a one-line error
-    (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
-    llm = getattr(policy, "llm", None)
-    if llm is not None:
-        llm.preflight()
+def policy_preflight(policy: Policy, workflows: list[Workflow]) -> None:
+    """The policy's own check before any run (agent-llm: one cheap request to its endpoint): a one-line
+    error (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
+    for wf in workflows:
+        policy.preflight(wf)
 
 
 SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
@@ -206,7 +206,11 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow, cards)
         if json_file is not None:
             check_output_file(json_file, "--json-out")  # before the work, not after it
-        llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
+        try:
+            policy_preflight(pol, [wf])  # an unusable LLM endpoint: one line now, not a fallback in every round
+        except BaseException:
+            pol.close()
+            raise
         tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
         sp = wf.decision_space
         try:
@@ -247,7 +251,10 @@ def register(app: typer.Typer) -> None:
                           f"{plural(repeats, 'execution')}, seed {seed}", highlight=False, markup=False)
             run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
         finally:
-            tb.close()
+            try:
+                pol.close()
+            finally:
+                tb.close()
         view = oracle_view(wf, res) if res is not None else None
         metrics = run_metrics(run, view) if view is not None else None
         best = run.best_round()
@@ -276,6 +283,7 @@ def register(app: typer.Typer) -> None:
                         d[key] = rec.proposal_info[key]
             doc = {
                 "workflow": wf.name, "policy": spec.name.value, "online": pol.online, "seed": seed,
+                "policy_info": pol.describe(),  # e.g. an LLM's model and base URL (credentials redacted)
                 "rounds": rounds_out,
                 "best": None if best is None else {
                     "round": best.round, "mapping": {t: m.value for t, m in best.mapping.items()},
@@ -395,15 +403,16 @@ def register(app: typer.Typer) -> None:
                 if accepts(p, "cpu_cores"):
                     options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
         options = heft_model_option(pols, options, heft_model)
-        if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
-            from agentsched.loop.registry import make_policy
+        from agentsched.loop.registry import make_policy
 
-            probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
+        for p in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
+            if p == "oracle":
+                continue  # built per scenario from the search; nothing to check
+            probe_policy = make_policy(p, **options.get(p, {}))
             try:
-                llm_preflight(probe_policy)
+                policy_preflight(probe_policy, wfs)
             finally:
-                if getattr(probe_policy, "llm", None) is not None:
-                    probe_policy.llm.close()
+                probe_policy.close()
         tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run

@@ -70,20 +70,49 @@ def old_json_form(argv: list[str]) -> str | None:
     return None
 
 
+#: (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
+_KEY = ("--llm-api-key", "AGENTSCHED_LLM_API_KEY")
+_URL = ("--llm-base-url", "AGENTSCHED_LLM_BASE_URL")
+
+
+def _secrets(argv: list[str]) -> list[str]:
+    """The secrets this invocation was given (an API key, URL credentials), to mask in error lines."""
+    from agentsched.agent.secrets import url_secrets
+
+    def given(flag: str, var: str) -> list[str]:
+        values = [os.environ.get(var, "")]
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv):
+                values.append(argv[i + 1])
+            elif a.startswith(flag + "="):
+                values.append(a[len(flag) + 1:])
+        return values
+
+    return [*given(*_KEY), *(s for url in given(*_URL) for s in url_secrets(url))]
+
+
+def _error(text: str, argv: list[str]) -> None:
+    """One ``error: ...`` line on stderr, with URL credentials and every given secret masked."""
+    from agentsched.agent.secrets import redact
+
+    print(redact(f"error: {text}", _secrets(argv)), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     from agentsched.errors import AgentschedError
 
-    old = old_json_form(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    old = old_json_form(args)
     if old is not None:
-        print(f"error: {old}", file=sys.stderr)
+        _error(old, args)
         sys.exit(2)
     try:
         app(args=argv, prog_name="agentsched", standalone_mode=False)
     except typer.Exit as e:  # --help and friends
         sys.exit(e.exit_code)
     except typer.Abort:
-        print("error: aborted", file=sys.stderr)
+        _error("aborted", args)
         sys.exit(130)
     except typer.TyperException as e:  # usage errors (typer's click): one line like every other error
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `agentsched`: help was printed
@@ -91,23 +120,22 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(e, "ctx", None)
         cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        print(f"error: {message} (see 'agentsched{cmd} --help')", file=sys.stderr)
+        _error(f"{message} (see 'agentsched{cmd} --help')", args)
         sys.exit(getattr(e, "exit_code", 2))
     except AgentschedError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _error(str(e), args)
         sys.exit(2)
     except OSError as e:  # e.g. stdout on a full disk, an unwritable output file
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
-        print(f"error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        _error(f"cannot write{where}: {e.strerror or e}", args)
         sys.exit(1)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("interrupted", args)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, traceback only on request
         if os.environ.get("AGENTSCHED_DEBUG"):
             raise
-        print(f"error: internal error: {type(e).__name__}: {e} (set AGENTSCHED_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        _error(f"internal error: {type(e).__name__}: {e} (set AGENTSCHED_DEBUG=1 for a traceback)", args)
         sys.exit(1)
 
 

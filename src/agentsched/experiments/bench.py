@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentsched.agent.secrets import redact_options
 from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.journal import RunJournal
@@ -30,6 +31,7 @@ from agentsched.loop.runner import LoopRun
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
+from agentsched.policies.base import Policy
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import make_testbed
@@ -80,7 +82,7 @@ class BenchConfig:
             "repeats": self.repeats, "seeds": list(self.seeds),
             "testbed": self.testbed_dict(),
             "cards": self.cards,
-            "policy_options": {p: _jsonable(o) for p, o in self.policy_options.items()},
+            "policy_options": {p: redact_options(_jsonable(o)) for p, o in self.policy_options.items()},
             "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
             "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
         }
@@ -163,6 +165,8 @@ class BenchResult:
     # (scenario, policy, seed) -> noise-free E2E of the run's chosen (best-round) mapping, None: infeasible
     chosen_e2e_ms: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     heft_study: Any = None  # experiments.heft_study.HeftStudy when heft or heft-cf ran
+    # policy -> its settings (Policy.describe(): e.g. an LLM's model and redacted base URL, never a key)
+    policy_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def paper_scenarios(self) -> set[str]:
         """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""
@@ -248,43 +252,49 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         views = {name: view for name, (_, view) in scored.items()}
         records: list[BenchRecord] = []
         notes: list[str] = []
-        # one breaker for every LLM run: once an endpoint failed for good in a run (circuit open),
-        # later runs do not call it at all (each round falls back at once) instead of each paying
-        # breaker_rounds x timeout again
-        llm_down: str | None = None
-        for name, wf in workflows.items():
-            for pol in config.policies:
-                opts = dict(config.policy_options.get(pol, {}))
-                if pol == "oracle":
-                    opts.setdefault("oracle", oracles[name])  # the reference line reuses the search
-                for seed in config.seeds:
-                    key = f"bench|{name}|{pol}|{seed}"
-                    done = journal.get(key) if journal is not None else None
-                    if done is not None:  # --resume: this run finished before the interruption
-                        journal.resumed += 1
-                        records.append(done)
-                        if progress is not None:
-                            progress(f"{name} {pol} seed {seed} (resumed)")
-                        continue
-                    policy = make_policy(pol, **opts)
-                    llm = getattr(policy, "llm", None)
-                    if llm is not None and llm_down is not None:
-                        llm.hold_open(llm_down)
-                    try:
+        # one policy object per policy name for the whole bench (reset() starts each run), so state a
+        # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
+        # circuit open) is not called again in later runs, instead of each paying breaker_rounds x timeout
+        policies: dict[str, Policy] = {}
+        down_noted: set[str] = set()
+        try:
+            for name, wf in workflows.items():
+                for pol in config.policies:
+                    opts = dict(config.policy_options.get(pol, {}))
+                    for seed in config.seeds:
+                        key = f"bench|{name}|{pol}|{seed}"
+                        done = journal.get(key) if journal is not None else None
+                        if done is not None:  # --resume: this run finished before the interruption
+                            journal.resumed += 1
+                            records.append(done)
+                            if progress is not None:
+                                progress(f"{name} {pol} seed {seed} (resumed)")
+                            continue
+                        if pol == "oracle":  # the reference line reuses the search: its option is per scenario
+                            policy = make_policy(pol, **{"oracle": oracles[name], **opts})
+                        else:
+                            if pol not in policies:
+                                policies[pol] = make_policy(pol, **opts)
+                            policy = policies[pol]
                         sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
                                         repeats=config.repeats, seed=seed)
-                    finally:
-                        if llm is not None:
-                            llm.close()
-                    if llm is not None and llm_down is None and llm.circuit_open:
-                        llm_down = f"held open since {name} seed {seed}: {llm.open_reason}"
-                        notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
-                                     f"({llm.open_reason}); every later {pol} run fell back without calling it")
-                    records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
-                    if journal is not None:
-                        journal.put(key, records[-1])
-                    if progress is not None:
-                        progress(f"{name} {pol} seed {seed}")
+                        down = _circuit_opened(sr.run)
+                        if down is not None and pol not in down_noted:
+                            down_noted.add(pol)
+                            notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                                         f"({down}); every later {pol} run fell back without calling it")
+                        records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                        if journal is not None:
+                            journal.put(key, records[-1])
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed}")
+            for pol in config.policies:  # settings of every policy, also one whose runs were all resumed
+                if pol != "oracle" and pol not in policies:
+                    policies[pol] = make_policy(pol, **config.policy_options.get(pol, {}))
+            policy_info = {pol: p.describe() for pol, p in policies.items()}
+        finally:
+            for policy in policies.values():
+                policy.close()
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.cpu_slots)
         chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
@@ -303,7 +313,8 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     elif ablation_wf is not None:
         ablation = _run_ablation(config, notes, ablation_wf, journal)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
-                       wall_s=time.perf_counter() - t0, gantt=gantt, chosen_e2e_ms=chosen, heft_study=heft)
+                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
+                       heft_study=heft)
 
 
 def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView) -> float | None:
@@ -317,6 +328,7 @@ def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView
     if ex is None:
         return view.reference(best.mapping)
     return ex.e2e_ms
+                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info)
 
 
 def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
@@ -378,6 +390,15 @@ def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
     return {t: getattr(m, "value", str(m)) for t, m in mapping.items()}
 
 
+def _circuit_opened(run: LoopRun) -> str | None:
+    """Why an LLM reasoner's circuit opened in this run (its audit says so), or None."""
+    for rec in run.records:
+        why = rec.proposal_info.get("circuit_open")
+        if why:
+            return str(why)
+    return None
+
+
 def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
     """Per-round records as results.json and ``run --json``/``--json-out`` write them."""
     out = []
@@ -433,6 +454,7 @@ def results_dict(result: BenchResult) -> dict[str, Any]:
         "config": result.config.to_dict(),
         "wall_s": round(result.wall_s, 3),
         "notes": list(result.notes),
+        "policy_info": result.policy_info,
         "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
                     for n, wf in result.workflows.items()},
         "records": [

@@ -62,6 +62,18 @@ class Policy(ABC):
         """Learn from the round. May probe through ``ctx.probe``; may return evidence to record."""
         return None
 
+    def preflight(self, workflow: Workflow) -> None:
+        """Check, before any run on ``workflow``, that the policy can work (e.g. that an LLM endpoint
+        answers); raise a one-line ``AgentschedError`` otherwise. No-op by default."""
+
+    def close(self) -> None:
+        """Release what the policy holds across runs (a client, a local model server). No-op by default;
+        harnesses call it once they are done with the policy."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings to record with a run (JSON-serialisable, never a secret)."""
+        return {"name": self.name, "label": self.label}
+
     @property
     def label(self) -> str:
         """Name shown in reports."""
