@@ -328,7 +328,6 @@ def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView
     if ex is None:
         return view.reference(best.mapping)
     return ex.e2e_ms
-                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info)
 
 
 def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
