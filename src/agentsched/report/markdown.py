@@ -386,9 +386,9 @@ def _ablation_discussion(ablation: Any) -> str:
         if kept:
             figures = ", ".join(f"'{v.variant.label}' {paper[v.variant.key][0]}" for v in kept
                                 if v.variant.key in paper)
-            out.append(f"{', '.join(repr(v.variant.label) for v in kept)} lose nothing: each single reprobe type "
-                       "is redundant here, since the remaining what-if runs and running averages carry the same "
-                       "information to a deterministic reasoner"
+            out.append(f"{', '.join(repr(v.variant.label) for v in kept)} lose nothing: for a deterministic "
+                       "reasoner the remaining what-if runs and running averages suffice (no single reprobe type "
+                       "is needed)"
                        + (f", whereas the paper's LLM fell to {figures} without them (a difference of reasoner, "
                           "not of the monitor). " if figures else ". "))
     out.append("The 'best match' column is the fewest over seeds (the worst seed), not a typical one.\n")
