@@ -7,6 +7,7 @@ any run of it fails). The oracle is an offline reference, not an online policy.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable
@@ -85,9 +86,10 @@ def brute_force(
     """
     n = len(workflow.tasks)
     k = len(workflow.decision_space.modes)
-    if k**n > MAX_ORACLE_MAPPINGS:
+    if n > 60 or k**n > MAX_ORACLE_MAPPINGS:  # 2^5000 would print 1,506 digits
+        count = f"{k**n:,}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
         raise AgentschedError(
-            f"brute force over {n} tasks is too large ({k}^{n} = {k**n:,} mappings; "
+            f"brute force over {n} tasks is too large ({k}^{n} = {count} mappings; "
             f"limit {MAX_ORACLE_MAPPINGS:,})"
         )
     if repeats < 1:

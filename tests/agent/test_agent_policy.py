@@ -76,7 +76,7 @@ def test_ablation_table_has_the_papers_rows():
 def test_cli_ablation_writes_json(cli, tmp_path):
     out = tmp_path / "abl.json"
     code, text, err = cli("ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
-                              "--json", str(out))
+                              "--json-out", str(out))
     assert code == 0, err
     assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
     code, _, err = cli("ablation", "S13", "--start", "hot")
@@ -103,7 +103,7 @@ def test_local_llm_extra_absence_is_one_line():
 def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
     out = tmp_path / "abl.json"
     code, text, err = cli("ablation", "S1", "--rounds", "2", "--seeds", "1", "--repeats", "1", "--initial", "rules",
-                          "--json", str(out))
+                          "--json-out", str(out))
     assert code == 0, err
     head = next(line for line in text.splitlines() if line.startswith("| variant |"))
     assert "paper" not in head and "| executions (mean) |" in head
@@ -122,12 +122,12 @@ def test_ablation_json_path_is_checked_before_the_work(cli, monkeypatch, tmp_pat
         raise AssertionError("the ablation ran before its --json path was checked")
 
     monkeypatch.setattr(ablation, "run_ablation", no_work)
-    code, out, err = cli("ablation", "S13", "--json", str(tmp_path / "missing" / "a.json"))
+    code, out, err = cli("ablation", "S13", "--json-out", str(tmp_path / "missing" / "a.json"))
     assert code != 0 and out == ""
-    assert err.splitlines() == [f"error: --json: folder {tmp_path / 'missing'} does not exist"]
+    assert err.splitlines() == [f"error: --json-out: folder {tmp_path / 'missing'} does not exist"]
     if Path("/proc").is_dir():
-        code, out, err = cli("ablation", "S13", "--json", "/proc/x.json")
+        code, out, err = cli("ablation", "S13", "--json-out", "/proc/x.json")
         assert code != 0 and out == ""
-        assert len(err.splitlines()) == 1 and err.startswith("error: --json: cannot write /proc/x.json: ")
-    code, out, err = cli("agent-check", "S1", "--json", str(tmp_path))
-    assert code != 0 and err.splitlines() == [f"error: --json: {tmp_path} is a folder"]
+        assert len(err.splitlines()) == 1 and err.startswith("error: --json-out: cannot write /proc/x.json: ")
+    code, out, err = cli("agent-check", "S1", "--json-out", str(tmp_path))
+    assert code != 0 and err.splitlines() == [f"error: --json-out: {tmp_path} is a folder"]

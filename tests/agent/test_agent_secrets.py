@@ -125,7 +125,7 @@ def test_cli_error_line_and_run_json_hide_secrets(cli, serve, tmp_path, monkeypa
     server, _ = serve(good)
     path = tmp_path / "run.json"
     code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", with_credentials(server.base_url),
-                         "--llm-model", "tiny", "--rounds", "2", "--repeats", "1", "--json", str(path))
+                         "--llm-model", "tiny", "--rounds", "2", "--repeats", "1", "--json-out", str(path))
     assert code == 0, err
     text = path.read_text()
     assert_clean(text + out + err)

@@ -16,7 +16,7 @@ TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
 def test_run_prints_rounds_best_and_oracle_and_writes_json(tmp_path, cli):
     f = tmp_path / "run.json"
     code, out, err = cli("run", TINY, "--policy", "heft", "--rounds", "2", "--repeats", "1", "--noise", "0",
-                         "--json", str(f))
+                         "--json-out", str(f))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1] == "R0   A=gpu,B=cpu  E2E       10.0 ms  ok  executions 1"
@@ -55,7 +55,7 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
     monkeypatch.setattr(registry, "_load_class", lambda spec: FakeAgent)
     f = tmp_path / "run.json"
     code, out, err = cli("run", TINY, "-p", "agent-rules", "--start", "cold", "--rounds", "1", "--repeats", "1",
-                         "--noise", "0", "--json", str(f))
+                         "--noise", "0", "--json-out", str(f))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1] == "R0   A=gpu,B=cpu  E2E       10.0 ms  ok  executions 2 (1 probes)"
@@ -87,8 +87,8 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
     (["--policy", "agent-llm", "--llm-timeout", "nan"], "error: --llm-timeout must be a finite number > 0, got nan"),
     (["--policy", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
     (["--policy", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
-    (["--policy", "heft", "--json", "/nonexistent-dir/x.json"],
-     "error: --json: folder /nonexistent-dir does not exist"),
+    (["--policy", "heft", "--json-out", "/nonexistent-dir/x.json"],
+     "error: --json-out: folder /nonexistent-dir does not exist"),
 ])
 def test_run_invalid_arguments(args, message, cli):
     code, out, err = cli(*["run", TINY] + args)
@@ -254,25 +254,25 @@ def no_loop(monkeypatch):
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_run_json_unwritable_fails_before_the_work(no_loop, cli):
-    code, out, err = cli("run", TINY, "-p", "heft", "--json", "/proc/x.json")
+    code, out, err = cli("run", TINY, "-p", "heft", "--json-out", "/proc/x.json")
     assert code != 0 and out == ""
-    assert len(err.splitlines()) == 1 and err.startswith("error: --json: cannot write /proc/x.json: ")
+    assert len(err.splitlines()) == 1 and err.startswith("error: --json-out: cannot write /proc/x.json: ")
 
 
 def test_run_json_parent_that_is_a_file_or_a_folder_target(no_loop, cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code, out, err = cli("run", TINY, "-p", "heft", "--json", str(blocker / "x.json"))
-    assert code != 0 and err.splitlines() == [f"error: --json: folder {blocker} is not a folder"]
-    code, out, err = cli("run", TINY, "-p", "heft", "--json", str(tmp_path))
-    assert code != 0 and err.splitlines() == [f"error: --json: {tmp_path} is a folder"]
+    code, out, err = cli("run", TINY, "-p", "heft", "--json-out", str(blocker / "x.json"))
+    assert code != 0 and err.splitlines() == [f"error: --json-out: folder {blocker} is not a folder"]
+    code, out, err = cli("run", TINY, "-p", "heft", "--json-out", str(tmp_path))
+    assert code != 0 and err.splitlines() == [f"error: --json-out: {tmp_path} is a folder"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # the check left nothing behind
 
 
 def test_run_json_existing_file_is_left_as_it_is_until_written(tmp_path, cli):
     f = tmp_path / "run.json"
     f.write_text("old")
-    code, out, err = cli("run", TINY, "-p", "heft", "--rounds", "1", "--repeats", "1", "--json", str(f))
+    code, out, err = cli("run", TINY, "-p", "heft", "--rounds", "1", "--repeats", "1", "--json-out", str(f))
     assert code == 0, err
     assert json.loads(f.read_text())["policy"] == "heft"
 

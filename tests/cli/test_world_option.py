@@ -72,10 +72,10 @@ def test_calibrate_ablation_and_agent_check_take_world(cli, tmp_path):
     assert json.loads(out)["world"] == "perturbed:1"
     j = tmp_path / "a.json"
     code, out, err = cli("ablation", "S5", "--world", "perturbed:2", "--rounds", "2", "--repeats", "1", "--seeds", "1",
-                         "--initial", "rules", "--json", str(j))
+                         "--initial", "rules", "--json-out", str(j))
     assert code == 0, err
     assert json.loads(j.read_text())["world"] == "perturbed:2" and "world perturbed:2" in out
     j = tmp_path / "c.json"
     code, out, err = cli("agent-check", "S1", "--world", "perturbed:3", "--rounds", "2", "--repeats", "1", "--seeds", "1",
-                         "--baseline", "none", "--json", str(j))
+                         "--baseline", "none", "--json-out", str(j))
     assert json.loads(j.read_text())["world"] == "perturbed:3", err

@@ -38,7 +38,8 @@ def test_the_reference_is_the_default_bench(reference):
 def test_summary_rows_equal_the_reference(bench_doc, reference):
     assert len(bench_doc["summary"]) == len(reference["summary"]) == 117
     for ours, ref in zip(bench_doc["summary"], reference["summary"], strict=True):
-        assert ours == ref, f"{ref['scenario']} {ref['policy']}"
+        # fields are only ever added (docs/json.md): every reference field is unchanged
+        assert {k: ours.get(k) for k in ref} == ref, f"{ref['scenario']} {ref['policy']}"
 
 
 @pytest.mark.slow

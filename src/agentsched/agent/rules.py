@@ -81,17 +81,17 @@ class RulesReasoner(Reasoner):
                 m[t] = Mode.GPU_NOW
             else:
                 ambiguous.append(t)
+        def time_ms(u: str) -> float:
+            cu = cards[u]
+            on_cpu = m.get(u, Mode.GPU_NOW) is Mode.CPU or not cu.has_gpu
+            return cu.cpu_ms if on_cpu else cu.gpu_ms  # type: ignore[return-value]
+
+        times = {u: time_ms(u) for u in ids}  # kept current as tasks are decided: one lookup per pair
         for t in ambiguous:
             c = cards[t]
-
-            def time_ms(u: str) -> float:
-                cu = cards[u]
-                on_cpu = m.get(u, Mode.GPU_NOW) is Mode.CPU or not cu.has_gpu
-                return cu.cpu_ms if on_cpu else cu.gpu_ms  # type: ignore[return-value]
-
-            beside = [time_ms(u) for u in view.concurrent[t]]
-            bottleneck = max(beside, default=0.0)
+            bottleneck = max((times[u] for u in view.concurrent[t]), default=0.0)
             m[t] = Mode.CPU if c.cpu_ms <= bottleneck else Mode.GPU_NOW
+            times[t] = time_ms(t)
         return Decision({t: m[t] for t in ids}, "round 0, warm start: ratio guideline (cpu_ms/gpu_ms)")
 
     def _structural(self, view: AgentView) -> Decision:
@@ -178,7 +178,7 @@ class RulesReasoner(Reasoner):
             gpu = [t for t in view.workflow.task_ids if m[t] is not Mode.CPU]
             if not gpu:
                 return Decision(m, "no feasible round yet and nothing left on the GPU")
-            culprit = max(gpu, key=lambda t: (view.vram_mb(t) or 0.0, -view.workflow.task_ids.index(t)))
+            culprit = max(gpu, key=lambda t: (view.vram_mb(t) or 0.0, -view.workflow.task_index[t]))
         need = view.vram_mb(culprit)
         budget = view.workflow.vram_budget_mb
         three_way = view.workflow.decision_space is DecisionSpace.THREE_WAY

@@ -11,6 +11,7 @@ Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder ren
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
@@ -68,7 +69,7 @@ class AgentView:
         return self.start == "warm"
 
     @property
-    def concurrent(self) -> dict[str, frozenset[str]]:
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
         """Tasks that may overlap each task in time (the workflow's overlap sets)."""
         return self.workflow.concurrent
 

@@ -8,7 +8,17 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import WORLD, console, load_workflow, load_workflow_and_world, pick_world
+from agentsched.cli.common import (
+    JSON_HELP,
+    JSON_OUT_HELP,
+    WORLD,
+    console,
+    err_console,
+    load_workflow,
+    load_workflow_and_world,
+    pick_world,
+    print_json,
+)
 from agentsched.cli.loop_cmds import loop_counts
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
@@ -54,7 +64,8 @@ def register(app: typer.Typer) -> None:
                                                    "what the monitor alone recovers); default: both tables"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         world: Optional[str] = WORLD,
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
         journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
                                                                            "(SQLite) as it completes"),
         resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
@@ -68,8 +79,8 @@ def register(app: typer.Typer) -> None:
         wf, wf_world = load_workflow_and_world(workflow, cards)
         sim_world = pick_world("sim", world, [wf_world])  # the ablation runs on the simulator
         start = _start(start)
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         from agentsched.experiments.journal import RunJournal
         from agentsched.experiments.paper import is_paper_scenario
 
@@ -92,10 +103,13 @@ def register(app: typer.Typer) -> None:
                 journal.close()
         if journal is not None and journal.resumed:
             console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
 
     @app.command("agent-check")
     def agent_check_cmd(
@@ -106,7 +120,8 @@ def register(app: typer.Typer) -> None:
         start: Optional[str] = typer.Option(None, "--start", help="warm or cold (default: both)"),
         baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
         world: Optional[str] = WORLD,
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
     ) -> None:
         """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
         from agentsched.experiments.check import run_check
@@ -118,14 +133,17 @@ def register(app: typer.Typer) -> None:
         loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
         wfs = [wf for wf, _ in loaded]
         sim_world = pick_world("sim", world, [w for _, w in loaded])  # the check runs on the simulator
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
                         baselines=baselines, world=sim_world)
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
         if not res.all_reached:
             raise typer.Exit(1)
 

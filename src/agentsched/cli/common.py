@@ -23,6 +23,10 @@ from agentsched.testbeds.world import World, choose_world, load_world
 console = Console(width=None if sys.stdout.isatty() else 150, markup=False)
 err_console = Console(stderr=True, markup=False)
 
+# One JSON convention for every command (docs/json.md): --json prints JSON to stdout; --json-out FILE
+# writes the same document to a file and keeps the text output.
+JSON_HELP = "print JSON to stdout instead of text"
+JSON_OUT_HELP = "also write the JSON document to this file"
 TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
 RAY_ADDRESS_HELP = "ray testbed: cluster to join (auto, or HOST:PORT); default: start a local Ray instance"
 EMULATE_GPU_HELP = ("ray testbed without CUDA: GPU placements run on the CPU while holding Ray's GPU share and "

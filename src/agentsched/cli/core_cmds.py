@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -21,6 +22,25 @@ from agentsched.scenarios import list_scenarios, load_scenario
 
 def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
+
+
+RICH_TABLE_MAX_ROWS = 200  # beyond this, plain aligned text: rich renders ~1 ms per row
+
+
+def print_rows(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """A table: rich for a screenful, plain aligned columns written at once for thousands of rows."""
+    if len(rows) <= RICH_TABLE_MAX_ROWS:
+        t = Table(title=title or None)
+        for col in header:
+            t.add_column(col)
+        for r in rows:
+            t.add_row(*r)
+        console.print(t)
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [title] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def timeline_table(wf: Workflow, ex: Execution) -> Table:
@@ -80,17 +100,19 @@ def register(app: typer.Typer) -> None:
                       f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
                       f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
         edges = ", ".join(f"{a}->{b}" for a, b in wf.edges) or "none (all tasks ready at t=0)"
-        console.print(f"edges: {edges}")
-        t = Table()
-        for col in ("task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"):
-            t.add_column(col)
+        if len(wf.edges) > RICH_TABLE_MAX_ROWS:
+            sys.stdout.write(f"edges ({len(wf.edges):,}): {edges}\n")
+        else:
+            console.print(f"edges: {edges}")
+        rows = []
         for tid in wf.task_ids:
             c = tc[tid]
-            t.add_row(tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
-                      "-" if c.speedup is None else f"{c.speedup:.1f}x",
-                      "-" if c.load_ms is None else f"{c.load_ms:g}",
-                      "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags))
-        console.print(t)
+            rows.append([tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
+                         "-" if c.speedup is None else f"{c.speedup:.1f}x",
+                         "-" if c.load_ms is None else f"{c.load_ms:g}",
+                         "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
+        print_rows("", ["task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"],
+                   rows)
 
     @app.command("simulate")
     def simulate_cmd(

@@ -18,6 +18,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from agentsched import __version__
+
+        typer.echo(f"agentsched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Place AI workflow tool calls on CPU, GPU now, or the GPU queue."""
+
+
 # Command modules, registered in this order (a missing optional module is skipped).
 _COMMAND_MODULES = (
     "agentsched.cli.core_cmds",  # scenarios, show, simulate, oracle, calibrate
@@ -26,6 +40,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.profile_cmd",  # profile (real tools)
     "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
     "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
+    "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
 )
 
 for _mod in _COMMAND_MODULES:
@@ -36,6 +51,25 @@ for _mod in _COMMAND_MODULES:
             raise
         continue
     _m.register(app)
+
+
+# commands whose --json took a FILE before the one convention (docs/json.md): a file name after
+# --json there is the old form and gets a one-line pointer to --json-out
+_JSON_FILE_BEFORE = ("run", "ablation", "agent-check")
+
+
+def old_json_form(argv: list[str]) -> str | None:
+    """The one-line error for ``--json FILE`` / ``--json=FILE`` on a command that now takes --json-out."""
+    if not argv or argv[0] not in _JSON_FILE_BEFORE:
+        return None
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--json=") else None
+        if arg == "--json" and i + 1 < len(argv) and argv[i + 1].lower().endswith(".json"):
+            value = argv[i + 1]
+        if value is not None:
+            return (f"--json is a flag now (JSON on stdout); to write a file use --json-out {value} "
+                    f"(a workflow file goes before --json)")
+    return None
 
 
 #: (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
@@ -71,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     from agentsched.errors import AgentschedError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    old = old_json_form(args)
+    if old is not None:
+        _error(old, args)
+        sys.exit(2)
     try:
         app(args=argv, prog_name="agentsched", standalone_mode=False)
     except typer.Exit as e:  # --help and friends

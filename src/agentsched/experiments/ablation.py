@@ -21,6 +21,7 @@ from agentsched.model.mapping import format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world
+from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,12 @@ class AblationResult:
     def to_markdown(self) -> str:
         n = len(self.seeds)
         lines = [
-            f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {self.rounds} rounds x "
-            f"{self.repeats} runs, {n} seeds, world {self.world}; oracle {self.oracle_mapping} at "
+            f"Ablation on {self.workflow} ({self.start} start, agent-{self.reasoner}, {plural(self.rounds, 'round')} x "
+            f"{plural(self.repeats, 'run')}, {plural(n, 'seed')}, world {self.world}; oracle {self.oracle_mapping} at "
             f"{self.oracle_e2e_ms:.0f} ms, noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only
-        head = ["variant", "best match", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
+        head = ["variant", "best match (fewest over seeds)", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
                 "seeds oracle-equiv.", "best E2E ms (mean)", "first equiv. round (median)", "executions (mean)"]
         if with_paper:
             head += ["paper best match", "paper best E2E ms"]

@@ -134,6 +134,9 @@ class SummaryRow:
     probes_mean: float  # probe executions per run
     infeasible_executions_mean: float  # failed executions per run
     regret_mean: float  # cumulative regret fraction, mean over seeds
+    # median over seeds of the noise-free E2E (testbed's ``expected``) of the mapping the run chose (its
+    # best round's); None: no seed had a feasible round, or the testbed has no noise-free model
+    chosen_e2e_ms_median: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def r(x: float | None, nd: int = 4) -> float | None:
@@ -152,6 +155,7 @@ class SummaryRow:
             "executions_mean": r(self.executions_mean, 2), "probes_mean": r(self.probes_mean, 2),
             "infeasible_executions_mean": r(self.infeasible_executions_mean, 2),
             "regret_mean": r(self.regret_mean, 6),
+            "chosen_e2e_ms_median": r(self.chosen_e2e_ms_median, 3),
         }
 
 
@@ -169,6 +173,9 @@ class BenchResult:
     wall_s: float = 0.0  # time the runs took (outputs excluded)
     # noise-free timelines of the all-GPU and the oracle mapping of config.gantt_scenario (empty: not run)
     gantt: tuple[tuple[str, Execution], ...] = ()
+    # (scenario, policy, seed) -> noise-free E2E of the run's chosen (best-round) mapping, None: infeasible
+    chosen_e2e_ms: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
+    heft_study: Any = None  # experiments.heft_study.HeftStudy when heft or heft-cf ran
     # policy -> its settings (Policy.describe(): e.g. an LLM's model and redacted base URL, never a key)
     policy_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -182,7 +189,9 @@ class BenchResult:
             for pol in self.config.policies:
                 recs = [r for r in self.records if r.scenario == sc and r.policy == pol]
                 if recs:
-                    rows.append(summarize(recs))
+                    chosen = [self.chosen_e2e_ms.get((r.scenario, r.policy, r.seed)) for r in recs]
+                    ok = [x for x in chosen if x is not None]
+                    rows.append(replace(summarize(recs), chosen_e2e_ms_median=statistics.median(ok) if ok else None))
         return rows
 
 
@@ -303,6 +312,13 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                 policy.close()
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.cpu_slots)
+        chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
+                  for r in records}
+        heft = None
+        if any(p in ("heft", "heft-cf") for p in config.policies):
+            from agentsched.experiments.heft_study import heft_study
+
+            heft = heft_study(workflows, views, cpu_cores=config.cpu_slots)
     finally:
         if testbed is None:
             tb.close()
@@ -312,7 +328,21 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     elif ablation_wf is not None:
         ablation = _run_ablation(config, notes, ablation_wf, journal)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
-                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info)
+                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
+                       heft_study=heft)
+
+
+def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView) -> float | None:
+    """Noise-free E2E of the mapping ``run`` chose (its best round's): the testbed's ``expected``
+    execution, or the scoring oracle's reference where the testbed has no noise-free model. Compared
+    with the noise-free oracle, unlike the best round's noisy measurement (which can 'beat' it)."""
+    best = run.best_round()
+    if best is None:
+        return None
+    ex = testbed.expected(wf, best.mapping)
+    if ex is None:
+        return view.reference(best.mapping)
+    return ex.e2e_ms
 
 
 def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
@@ -384,7 +414,7 @@ def _circuit_opened(run: LoopRun) -> str | None:
 
 
 def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
-    """Per-round records as results.json and ``run --json`` write them."""
+    """Per-round records as results.json and ``run --json``/``--json-out`` write them."""
     out = []
     for rec in run.records:
         r = rec.result
@@ -450,6 +480,8 @@ def results_dict(result: BenchResult) -> dict[str, Any]:
     }
     if result.ablation is not None:
         doc["ablation"] = result.ablation.to_dict()
+    if result.heft_study is not None:
+        doc["heft_study"] = result.heft_study.to_dict()
     return doc
 
 

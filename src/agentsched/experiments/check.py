@@ -18,6 +18,7 @@ from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world
+from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ class CheckResult:
         for p in policies:
             head += [f"{p} hit (ended on it)", f"{p} first round", f"{p} executions to first / total"]
         head.append("paper first round")
-        lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {self.rounds} rounds x "
-                 f"{self.repeats} runs, {n} seeds, world {self.world} (medians over seeds; executions include probes)",
+        lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {plural(self.rounds, 'round')} x "
+                 f"{plural(self.repeats, 'run')}, {plural(n, 'seed')}, world {self.world} (medians over seeds; executions include probes)",
                  "",
                  "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         for s in scenarios:

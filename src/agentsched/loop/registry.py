@@ -53,10 +53,10 @@ _AGENT_OPTIONS = frozenset({"start", "monitor"})
 REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
     PolicySpec(PolicyName.ALL_GPU, "agentsched.policies.all_gpu:AllGpuPolicy", frozenset(),
                "every GPU-capable tool on gpu_now (agent-framework default)"),
-    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy", frozenset({"cpu_cores"}),
+    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy", frozenset({"cpu_cores", "machine"}),
                "HEFT list scheduling on isolated card costs (Topcuoglu et al. 2002)"),
     PolicySpec(PolicyName.HEFT_CF, "agentsched.policies.heft_cf:HeftCfPolicy",
-               frozenset({"cpu_cores", "contention_factor"}),
+               frozenset({"cpu_cores", "machine", "contention_factor"}),
                "HEFT with GPU costs inflated by a static contention factor"),
     PolicySpec(PolicyName.UCB1, "agentsched.policies.ucb1:Ucb1Policy", frozenset({"exploration"}),
                "UCB1 bandit over complete mappings (Auer et al. 2002)"),

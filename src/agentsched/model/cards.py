@@ -183,6 +183,24 @@ def read_small_text(path: Path, kind: str) -> str:
         raise ValueError(f"{kind} {path}: {e.strerror}") from None
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def loads_json_unique(text: str) -> Any:
+    """``json.loads`` that refuses duplicate keys in any object (DuplicateKeyError)."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
 def _validation_summary(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
@@ -224,9 +242,11 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
             f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
         )
     try:
-        data = json.loads(read_small_text(path, "card file"))
+        data = loads_json_unique(read_small_text(path, "card file"))
     except json.JSONDecodeError as e:
         raise CardError(f"card file {s}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except DuplicateKeyError as e:
+        raise CardError(f"card file {s}: invalid JSON: {e}") from None
     except RecursionError:
         raise CardError(f"card file {s}: nested too deeply") from None
     except ValueError as e:  # read_small_text: not a regular file, too large, not UTF-8

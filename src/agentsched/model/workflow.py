@@ -17,7 +17,10 @@ File format (YAML or JSON), the same one the built-in scenarios use::
 from __future__ import annotations
 
 import enum
+import itertools
 import json
+import re
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,35 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set, read_small_text
+from agentsched.model.cards import (
+    MAX_REPEAT,
+    CardSet,
+    DuplicateKeyError,
+    ToolCard,
+    load_card_set,
+    loads_json_unique,
+    read_small_text,
+)
+
+# Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
+# `oracle`'s refusal and a `run` round stay within seconds (benchmarks/large_inputs.py).
+MAX_TASKS = 10_000
+MAX_EDGES = 100_000
+MAX_SEQUENCE_ITEMS = MAX_EDGES  # longest YAML list built at all (checked before it is constructed)
+
+# Task names (docs/workflows.md): what a mapping on the command line (`A=gpu,B=cpu`), a Gantt label
+# and a prompt can carry unchanged. No '=', ',', spaces, control or bidirectional characters.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+_TASK_NAME_RE = re.compile(TASK_NAME_PATTERN)
+TASK_NAME_RULE = "1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
+
+
+def check_task_name(name: str) -> str:
+    """``name`` when it matches TASK_NAME_PATTERN; ValueError naming the rule otherwise."""
+    if not _TASK_NAME_RE.fullmatch(name):
+        shown = ascii(name) if len(name) <= 80 else ascii(name[:80])[:-1] + "...'"
+        raise ValueError(f"task name {shown} is not allowed (use {TASK_NAME_RULE})")
+    return name
 
 
 class Mode(str, enum.Enum):
@@ -66,7 +97,7 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
-    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)  # amplification K
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT, strict=True)  # amplification K; strict: `true` is not 1
 
     @property
     def tool_label(self) -> str:
@@ -106,6 +137,10 @@ class Workflow(BaseModel):
     def _short_tasks(cls, v: Any) -> Any:
         # "A: clip" is shorthand for "A: {tool: clip}"
         if isinstance(v, dict):
+            if len(v) > MAX_TASKS:
+                raise ValueError(f"{len(v):,} tasks; at most {MAX_TASKS:,} are allowed")
+            for k in v:
+                check_task_name(str(k))
             return {str(k): ({"tool": t} if isinstance(t, str) else t) for k, t in v.items()}
         return v
 
@@ -115,6 +150,8 @@ class Workflow(BaseModel):
         if v is None:
             return ()
         if isinstance(v, list):
+            if len(v) > MAX_EDGES:
+                raise ValueError(f"{len(v):,} edges; at most {MAX_EDGES:,} are allowed")
             out = []
             for i, e in enumerate(v):  # never str() an edge: YAML aliases can make it huge
                 if not isinstance(e, (list, tuple)) or len(e) != 2:
@@ -128,7 +165,11 @@ class Workflow(BaseModel):
     def model_post_init(self, __context: Any) -> None:
         if not self.tasks:
             raise WorkflowError(f"workflow {self.name!r} has no tasks")
+        seen: set[tuple[str, str]] = set()
         for a, b in self.edges:
+            if (a, b) in seen:
+                raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] is listed twice")
+            seen.add((a, b))
             for t in (a, b):
                 if t not in self.tasks:
                     raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] names unknown task {t!r}")
@@ -155,43 +196,64 @@ class Workflow(BaseModel):
         return list(self.tasks)
 
     @cached_property
+    def task_index(self) -> dict[str, int]:
+        """Position of each task in file order (the canonical order), for O(1) lookups."""
+        return {t: i for i, t in enumerate(self.tasks)}
+
+    @cached_property
     def preds(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(p for p, c in self.edges if c == t) for t in self.tasks}
+        # one pass over the edges (edge order kept): per-task scans were O(tasks x edges)
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[c].append(p)
+        return {t: tuple(v) for t, v in out.items()}
 
     @cached_property
     def succs(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(c for p, c in self.edges if p == t) for t in self.tasks}
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[p].append(c)
+        return {t: tuple(v) for t, v in out.items()}
 
-    @property
+    @cached_property
     def sinks(self) -> list[str]:
         return [t for t in self.tasks if not self.succs[t]]
 
     @cached_property
-    def concurrent(self) -> dict[str, frozenset[str]]:
-        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
-        ancestor nor its descendant). Written once here for every scheduler and the monitor."""
-        ids = self.topo_order
-        bit = {t: 1 << i for i, t in enumerate(ids)}
-        desc = dict.fromkeys(ids, 0)  # bitsets: one pass each way over the topological order
-        anc = dict.fromkeys(ids, 0)
-        for t in reversed(ids):
+    def related_masks(self) -> dict[str, int]:
+        """Per task, a bitmask (bit i = the i-th task in file order) of itself, its ancestors and its
+        descendants: the tasks that can never run beside it. Bitmasks keep this O(tasks x edges / 64)
+        where per-task graph searches were quadratic in Python objects."""
+        idx = self.task_index
+        desc: dict[str, int] = {}
+        for t in reversed(self.topo_order):
+            m = 0
             for s in self.succs[t]:
-                desc[t] |= bit[s] | desc[s]
-        for t in ids:
+                m |= desc[s] | (1 << idx[s])
+            desc[t] = m
+        anc: dict[str, int] = {}
+        for t in self.topo_order:
+            m = 0
             for p in self.preds[t]:
-                anc[t] |= bit[p] | anc[p]
-        every = (1 << len(ids)) - 1
-        out = {}
-        for t in self.task_ids:
-            free = every & ~(desc[t] | anc[t] | bit[t])
-            out[t] = frozenset(u for u in ids if free & bit[u])
-        return out
+                m |= anc[p] | (1 << idx[p])
+            anc[t] = m
+        return {t: desc[t] | anc[t] | (1 << idx[t]) for t in self.tasks}
+
+    def may_overlap(self, a: str, b: str) -> bool:
+        """True when no dependency path joins ``a`` and ``b`` (some timing runs them together)."""
+        return a != b and not (self.related_masks[a] >> self.task_index[b]) & 1
+
+    @cached_property
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
+        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
+        ancestor nor its descendant). Written once here for every scheduler and the monitor; each
+        set is built on first use (n sets of up to n tasks up front is quadratic memory)."""
+        return _ConcurrentSets(self)
 
     @cached_property
     def topo_order(self) -> list[str]:
         # lexicographic by file order so that ties are deterministic
-        index = {t: i for i, t in enumerate(self.tasks)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+        return list(nx.lexicographical_topological_sort(self.graph, key=self.task_index.__getitem__))
 
     # ---- cards -----------------------------------------------------------------------------
     @cached_property
@@ -250,8 +312,42 @@ class Workflow(BaseModel):
         return sum(c.vram_needed_mb for c in self.task_cards.values())
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (plain YAML keeps the last one silently)."""
+# PyYAML's C loader (libyaml) parses about 10x faster than the pure-Python one; fall back when the
+# wheel was built without libyaml. Only the parser differs: construction (and the checks below) is Python.
+_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+_BIT_BYTES = bytes.maketrans(b"01", b"\x00\x01")
+
+
+class _ConcurrentSets(Mapping[str, frozenset[str]]):
+    """Lazy ``Workflow.concurrent``: n sets of up to n tasks would be quadratic memory up front."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._wf = workflow
+        self._cache: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, task: str) -> frozenset[str]:
+        got = self._cache.get(task)
+        if got is None:
+            mask = self._wf.related_masks[task]  # KeyError for an unknown task, as a dict would
+            ids = self._wf.task_ids
+            free = ((1 << len(ids)) - 1) & ~mask
+            # bit i -> byte i (0 or 1), then compress() picks the ids in C: no Python loop over n bits
+            flags = format(free, "b")[::-1].encode().translate(_BIT_BYTES)
+            got = frozenset(itertools.compress(ids, flags))
+            self._cache[task] = got
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._wf.tasks)
+
+    def __len__(self) -> int:
+        return len(self._wf.tasks)
+
+
+class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
+    """Safe loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
         self.flatten_mapping(node)  # resolve merge keys (<<: *anchor) first, as SafeLoader does
@@ -267,10 +363,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_sequence(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        # refuse a huge list before building it: YAML aliases make millions of entries cheap to write
+        if len(node.value) > MAX_SEQUENCE_ITEMS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})",
+                node.start_mark)
+        return super().construct_sequence(node, deep=deep)
+
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML safely, refusing duplicate keys and lists longer than MAX_SEQUENCE_ITEMS."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader subclass
 
 
 WORLD_KEY = "world"  # optional workflow-file key naming the simulated world (not a Workflow field)
@@ -341,16 +445,20 @@ def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None
         raise WorkflowError(str(e)) from None
     try:
         if p.suffix == ".json":
-            data = json.loads(text)
+            data = loads_json_unique(text)
         else:
             data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except DuplicateKeyError as e:
+        raise WorkflowError(f"{p}: invalid JSON: {e}") from None
     except RecursionError:
         raise WorkflowError(f"{p}: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own depth limit: the same words as the Python parser's
+            raise WorkflowError(f"{p}: nested too deeply") from None
         raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
     return parse_workflow_and_world(data, str(p), p.parent)

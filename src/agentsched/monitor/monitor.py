@@ -99,7 +99,7 @@ class RuntimeMonitor:
 
     # ---- structure --------------------------------------------------------------------------
     @property
-    def concurrent(self) -> dict[str, frozenset[str]]:
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
         """Tasks that may run at the same time as each task (the workflow's overlap sets)."""
         return self.workflow.concurrent
 
@@ -185,11 +185,7 @@ class RuntimeMonitor:
 
     def _contended(self, gpu_spans: list) -> bool:
         """Factor A: GPU tasks overlapped and (warm start) ran measurably slower than their cards."""
-        overlapped = []
-        for i, a in enumerate(gpu_spans):
-            for b in gpu_spans[i + 1:]:
-                if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
-                    overlapped.extend((a, b))
+        overlapped = _overlapping(gpu_spans)
         if not overlapped:
             return False
         if self.cards is None:
@@ -408,3 +404,27 @@ class RuntimeMonitor:
     # ---- rendering ---------------------------------------------------------------------------
     def summarize(self, ev: Evidence) -> list[str]:
         return summary_lines(ev, self.space, self.budget_mb)
+
+
+def _overlapping(spans: list) -> list:
+    """The spans whose run interval [start + load, end) overlaps another's, in start order. A sweep
+    over the sorted intervals (linear after the sort) instead of comparing every pair, which was
+    quadratic on a workflow with thousands of GPU tasks; a zero-length interval takes the pairwise
+    path (the sweep's argument needs positive lengths)."""
+    ivs = sorted(((sp.start_ms + sp.load_ms, sp.end_ms, k) for k, sp in enumerate(spans)))
+    if any(e <= s0 for s0, e, _ in ivs):
+        out = []
+        for i, a in enumerate(spans):
+            for b in spans[i + 1:]:
+                if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
+                    out.extend((a, b))
+        return out
+    flagged = []
+    max_end = float("-inf")
+    for i, (s0, e, k) in enumerate(ivs):
+        # an earlier-starting interval still running at s0, or the next one starting before e
+        if max_end > s0 or (i + 1 < len(ivs) and ivs[i + 1][0] < e):
+            flagged.append(spans[k])
+        max_end = max(max_end, e)
+    return flagged
+

@@ -15,11 +15,6 @@ from agentsched.model.workflow import Mode, Workflow, fits_vram
 _EPS = 1e-9
 
 
-def independent_pairs(workflow: Workflow) -> frozenset[tuple[str, str]]:
-    """Ordered pairs (a, b) with no dependency path between a and b: some timing runs them together."""
-    return frozenset((a, b) for a, beside in workflow.concurrent.items() for b in beside)
-
-
 class VramGuard:
     """Admits GPU placements one by one so that no timing can exceed the budget.
 
@@ -35,14 +30,13 @@ class VramGuard:
         self.cards = cards
         self.budget_mb = workflow.vram_budget_mb  # None: no budget, everything fits
         self.admitted: list[str] = []  # tasks placed on the GPU so far
-        self._independent = independent_pairs(workflow)
 
     def fits(self, task: str) -> bool:
         if self.budget_mb is None:
             return True
         need = self.cards[task].vram_needed_mb
-        beside = sum(self.cards[u].vram_needed_mb for u in self.admitted
-                     if (task, u) in self._independent)
+        overlap = self.workflow.may_overlap
+        beside = sum(self.cards[u].vram_needed_mb for u in self.admitted if overlap(task, u))
         return fits_vram(beside, need, self.budget_mb)
 
     def admit(self, task: str) -> None:
@@ -92,21 +86,27 @@ class CpuCores:
         if cores < 1:
             raise ValueError(f"cpu cores must be >= 1, got {cores}")
         self.busy: list[list[tuple[float, float]]] = [[] for _ in range(cores)]  # per core: sorted (start, end)
+        self.used = 0  # cores 0..used-1 have bookings
 
     def earliest(self, ready_ms: float, cost_ms: float) -> tuple[float, int]:
         """(start_ms, core) of the earliest finish for a task ready at ``ready_ms``; lowest core on ties."""
         best: tuple[float, int] | None = None
-        for core, slots in enumerate(self.busy):
+        # cores are booked lowest first, so the unused ones are a suffix and all alike: scan the used
+        # ones and the first unused one only (linear in the cores in use, not in all of them)
+        for core in range(min(self.used + 1, len(self.busy))):
             start = ready_ms
-            for s, e in slots:
+            for s, e in self.busy[core]:
                 if start + cost_ms <= s + _EPS:
                     break  # fits in the gap before this slot
                 start = max(start, e)
             if best is None or start < best[0] - _EPS:
                 best = (start, core)
+                if start <= ready_ms + _EPS:
+                    break  # nothing starts earlier, and a later core would lose the tie
         assert best is not None
         return best
 
     def book(self, core: int, start_ms: float, end_ms: float) -> None:
         self.busy[core].append((start_ms, end_ms))
         self.busy[core].sort()
+        self.used = max(self.used, core + 1)

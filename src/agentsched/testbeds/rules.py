@@ -67,7 +67,7 @@ class Dispatcher:
         self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
         self.cpu_slots = cpu_slots
         self._succs = workflow.succs
-        self._order = {t: i for i, t in enumerate(workflow.task_ids)}
+        self._order = workflow.task_index
         self._vram = {t: (c.vram_needed_mb if self.mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
         self._load = {t: (c.load_needed_ms if self.mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
         self._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}

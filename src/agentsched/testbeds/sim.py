@@ -107,7 +107,7 @@ class SimBackend(Backend):
         while True:  # a step may only end a load: advance until a task ends
             finished = self._step()
             if finished:
-                order = self._wf.task_ids.index  # type: ignore[union-attr]
+                order = self._wf.task_index.__getitem__  # type: ignore[union-attr]
                 out = []
                 for t in sorted(finished, key=order):
                     s = self._state.pop(t)
