@@ -33,7 +33,10 @@ def plot_learning_curve(series: dict[str, list[tuple[int, float | None]]], path:
     ax.set_ylabel("median E2E (ms)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # no finished round yet: an empty frame, no legend
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no finished round yet", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
