@@ -55,7 +55,7 @@ from agentsched.agent.reasoner import Decision, NoDecision, Reasoner
 from agentsched.agent.secrets import redact, redact_url, url_secrets
 from agentsched.agent.view import AgentView, MappingT
 from agentsched.errors import AgentschedError, MappingError, PolicyError
-from agentsched.model.mapping import format_mapping, validate_mapping
+from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Workflow
 
 log = logging.getLogger("agentsched.agent")

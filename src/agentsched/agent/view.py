@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.mapping import MappingT
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
 
 

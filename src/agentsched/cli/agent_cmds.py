@@ -13,14 +13,12 @@ from agentsched.cli.common import (
     JSON_OUT_HELP,
     WORLD,
     console,
-    err_console,
     load_workflow,
     load_workflow_and_world,
     pick_world,
-    print_json,
 )
 from agentsched.cli.loop_cmds import loop_counts
-from agentsched.cli.output import check_output_file, write_json
+from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
 
 START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
@@ -103,13 +101,7 @@ def register(app: typer.Typer) -> None:
                 journal.close()
         if journal is not None and journal.resumed:
             console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
-        if json_out:
-            print_json(res.to_dict())
-        else:
-            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
-        if json_file:
-            write_json(json_file, res.to_dict(), indent=2)
-            (err_console if json_out else console).print(f"written {json_file}")
+        emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
 
     @app.command("agent-check")
     def agent_check_cmd(
@@ -137,13 +129,7 @@ def register(app: typer.Typer) -> None:
             check_output_file(json_file, "--json-out")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
                         baselines=baselines, world=sim_world)
-        if json_out:
-            print_json(res.to_dict())
-        else:
-            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
-        if json_file:
-            write_json(json_file, res.to_dict(), indent=2)
-            (err_console if json_out else console).print(f"written {json_file}")
+        emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
         if not res.all_reached:
             raise typer.Exit(1)
 

@@ -23,7 +23,6 @@ from agentsched.cli.common import (
     console,
     cpu_cores_option,
     err_console,
-    load_workflow,
     load_workflow_and_world,
     pick_world,
     positive,

@@ -94,3 +94,19 @@ def write_json(path: str | Path, doc: Any, indent: int = 1) -> None:
         Path(path).write_text(json.dumps(doc, indent=indent) + "\n")
     except OSError as e:
         raise AgentschedError(f"cannot write {path}: {_reason(e)}") from None
+
+
+def emit(doc: Any, text: str, *, json_out: bool, json_file: str | None) -> None:
+    """The one output convention (docs/json.md): ``--json`` prints ``doc`` as JSON on stdout instead of
+    ``text``; ``--json-out FILE`` also writes it to FILE (and says so on stderr when stdout is JSON)."""
+    import typer
+
+    from agentsched.cli.common import console, err_console, print_json
+
+    if json_out:
+        print_json(doc)
+    else:
+        typer.echo(text)  # plain: markdown tables must not wrap
+    if json_file:
+        write_json(json_file, doc, indent=2)
+        (err_console if json_out else console).print(f"written {json_file}")

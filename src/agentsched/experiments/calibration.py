@@ -23,7 +23,7 @@ from agentsched.experiments.paper import paper_oracle_mapping
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE as EQUIVALENCE_TOL
 from agentsched.model.cards import CardSet
 from agentsched.model.mapping import format_mapping_short
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed

@@ -441,8 +441,8 @@ def workflow_from_tools(
                       edges=[list(e) for e in edges], decision_space=decision_space, vram_budget_mb=vram_budget_mb)
     except AgentschedError:
         raise
-    except Exception as e:  # pydantic's validation error: one line
-        first = getattr(e, "errors", lambda: [{"msg": str(e), "loc": ()}])()[0]
+    except Exception as exc:  # pydantic's validation error: one line
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
         loc = ".".join(str(p) for p in first["loc"]) or "workflow"
         raise WorkflowError(f"workflow {name!r}: {loc}: {first['msg']}") from None
     if cards is None:

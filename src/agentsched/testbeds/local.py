@@ -44,6 +44,7 @@ from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
 from agentsched.testbeds.rules import Start
+from agentsched.tools import cuda_available
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
 
@@ -148,13 +149,7 @@ class LocalBackend(Backend):
         return self.cpu_workers
 
     # ---- environment -------------------------------------------------------------------------
-    @staticmethod
-    def _real_cuda() -> bool:
-        try:
-            import torch
-        except ImportError:
-            return False
-        return torch.cuda.is_available()
+    _real_cuda = staticmethod(cuda_available)  # a seam: tests replace it
 
     def _cuda_available(self) -> bool:
         """May GPU placements run here? (Tests replace it to drive fake GPU tools.)"""

@@ -14,6 +14,15 @@ from typing import Any
 
 from agentsched.tools.base import AmplifiedTool, Size, Tool, ToolError, parse_size
 
+
+def cuda_available() -> bool:
+    """Does this process see a CUDA GPU? False without torch (nothing imported until asked)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
 # name -> "module:Class", in Table 1 order
 _REGISTRY: dict[str, str] = {
     "sentiment": "text:Sentiment",

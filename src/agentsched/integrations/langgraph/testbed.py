@@ -28,8 +28,9 @@ from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.base import Testbed
+from agentsched.tools import cuda_available
 
 
 def _one_line(exc: BaseException) -> str:
@@ -237,13 +238,7 @@ class LangGraphTestbed(Testbed):
         self._last_execution: Execution | None = None
 
     # ---- environment -------------------------------------------------------------------------
-    @staticmethod
-    def _real_cuda() -> bool:
-        try:
-            import torch
-        except ImportError:
-            return False
-        return torch.cuda.is_available()
+    _real_cuda = staticmethod(cuda_available)  # a seam: tests replace it
 
     def _cuda_available(self) -> bool:
         """May GPU placements run here? (Tests replace it to drive tools that only record the device.)"""
@@ -251,7 +246,7 @@ class LangGraphTestbed(Testbed):
 
     def _effective(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> dict[str, Mode]:
         cards = workflow.task_cards
-        return {t: (m if m is Mode.CPU or cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
+        return {t: effective_mode(cards[t], m) for t, m in mapping.items()}
 
     def _check_gpu(self, workflow: Workflow, effective: Mapping[str, Mode]) -> None:
         on_gpu = [t for t in workflow.task_ids if effective[t] is not Mode.CPU]
