@@ -182,6 +182,11 @@ class PlanModel:
         theta0 = self._theta if self._theta is not None and len(self._theta) == len(mu0) else mu0.copy()
         theta, cov = _map_fit(self, runs, mu0, sd0, theta0, sigma)
         self._theta = theta
+        for i, u in enumerate(self.gpu_units):
+            p = self.priors[u]
+            if p.log_cpu_sd >= pr.COLD_LOG_SIGMA and not self.cpu_logs.get(u):
+                # cold start, never run on the CPU: the GPU estimate times the tag's speedup
+                log_cpu[u] = float(theta[3 * i]) + (p.log_cpu_ms - p.log_gpu_ms)
         return Fit(self.gpu_units, theta, cov, log_cpu, log_load, vram, sigma, len(runs))
 
     def _gpu_prior(self, log_cpu: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
