@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.loop_cmds",  # run, bench
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
+    "agentsched.cli.generate_cmd",  # generate (random workflows)
 )
 
 for _mod in _COMMAND_MODULES:
