@@ -49,7 +49,11 @@ def eval_budget(n_tasks: int) -> int:
 
 def draws_and_candidates(n_tasks: int) -> tuple[int, int]:
     """Posterior draws and candidates of the value estimate."""
-    return (16, 8) if n_tasks <= SMALL_TASKS else (6, 3)
+    return (10, 6) if n_tasks <= SMALL_TASKS else (6, 3)
+
+
+REPLAN_EVALS = 300  # a later decision's local search around the previous candidates (small workflows)
+DRIFT = 0.02  # largest change of a log-parameter under which the previous candidates are only re-scored
 
 
 def _number(name: str, v: Any, lo: float, hi: float) -> float:
@@ -95,6 +99,7 @@ class PlanPolicy(Policy):
         self.probe_budget = int(self.probe_fraction * ctx.rounds * ctx.repeats)
         self.probes_used = 0
         self.previous: list[Key] = []  # last decision's candidates (seeds of the next search)
+        self._searched_at: np.ndarray | None = None  # the model's numbers at the last search
         self.card_seed_maps = sd.card_seeds(wf, ctx.cards, ctx.rounds) if self.warm else []
 
     def key(self, mapping: MappingT) -> Key:
@@ -132,7 +137,7 @@ class PlanPolicy(Policy):
         last = round_index >= self.ctx.rounds - 1
         per_round = 0
         while not last and per_round < self.probes_per_round and self.probes_used < self.probe_budget:
-            target = self._probe_target(fit, res)
+            target = self._probe_target(fit, pred, res)
             if target is None:
                 break
             key, value = target
@@ -165,18 +170,34 @@ class PlanPolicy(Policy):
         return Proposal(m, info)
 
     def _plan(self) -> tuple[Fit, Predictor, SearchResult]:
+        """Fit, then search: exhaustive (small) or local search at the first decision; later, local search
+        around the previous candidates, or only a re-score of them when the model barely moved."""
         fit = self.model.fit()
         pred = Predictor(self.ctx.workflow, self.model.params(fit))
-        seeds = list(self.previous)
+        n = len(self.ids)
+        state = np.concatenate([fit.theta, [fit.log_cpu_ms[u] for u in sorted(fit.log_cpu_ms)],
+                                [fit.log_load_ms[u] for u in sorted(fit.log_load_ms)]])
         best = self._best_measured()
+        top = draws_and_candidates(n)[1]
+        if (self.previous and self._searched_at is not None and len(state) == len(self._searched_at)
+                and float(np.max(np.abs(state - self._searched_at), initial=0.0)) < DRIFT):
+            keys = list(dict.fromkeys(self.previous + ([best] if best is not None else [])))
+            scored = sorted((v, [m.value for m in k], k) for k in keys
+                            if (v := pred.predict(k).e2e_ms) is not None)
+            cands = tuple(Candidate(k, v) for v, _, k in scored[:top])
+            return fit, pred, SearchResult(cands, len(keys), False)
+        seeds = list(self.previous)
         if best is not None:
             seeds.insert(0, best)
         seeds += [self.key(m) for m in self.card_seed_maps]
         seeds += [self.key(m) for m in sd.estimate_seeds(self.ctx.workflow, pred.params)]
-        focus = _critical_focus(pred) if len(self.ids) > SMALL_TASKS else None
-        n = len(self.ids)
+        focus = _critical_focus(pred) if n > SMALL_TASKS else None
+        first = not self.previous
+        limit = 4096 if first else 0
+        evals = eval_budget(n) if first or n > SMALL_TASKS else REPLAN_EVALS
         res = search(lambda k: pred.predict(k).e2e_ms, self.choices, seeds, self.ctx.rng,
-                     max_evals=eval_budget(n), top=draws_and_candidates(n)[1], focus=focus)
+                     max_evals=evals, exhaustive_limit=limit, top=top, focus=focus)
+        self._searched_at = state
         return fit, pred, res
 
     def _best_measured(self) -> Key | None:
@@ -208,10 +229,9 @@ class PlanPolicy(Policy):
                f"{f', pooled with {runs} run(s)' if runs else ', not run yet'})")
         return key, score, why
 
-    def _probe_target(self, fit: Fit, res: SearchResult) -> tuple[Key, float] | None:
+    def _probe_target(self, fit: Fit, pred_mean: Predictor, res: SearchResult) -> tuple[Key, float] | None:
         """The candidate with the largest expected improvement, if its optimistic gain is worth a run."""
         draws, _ = draws_and_candidates(len(self.ids))
-        pred_mean = Predictor(self.ctx.workflow, self.model.params(fit))
         pool = [c.key for c in res.candidates if c.key not in self.measured and c.key not in self.infeasible]
         incumbent = self._best_measured()
         if incumbent is None:  # nothing run yet: compare against the model's own favourite

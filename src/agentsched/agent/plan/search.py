@@ -28,6 +28,7 @@ Evaluate = Callable[[Key], float | None]
 Focus = Callable[[Key], Sequence[int]]
 
 DEFAULT_EXHAUSTIVE_LIMIT = 4096  # mappings enumerated outright (3^7 = 2187, 2^12 = 4096)
+MAX_STALE_KICKS = 30  # the local search ends after this many perturbations that found nothing new
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequenc
         for key in itertools.product(*choices):
             book.score(key)
         return SearchResult(book.top(top), len(book.seen), True)
-    book = _Book(evaluate, max_evals)
+    book = _Book(evaluate, min(max_evals, space_size(choices)))
     starts = [_canon(s, choices) for s in seeds] or [tuple(c[0] for c in choices)]
     best_key, best_val = None, math.inf
     for s in dict.fromkeys(starts):  # distinct, in order
@@ -94,12 +95,15 @@ def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequenc
         if val < best_val:
             best_key, best_val = key, val
     n = len(choices)
-    while best_key is not None and not book.exhausted:
+    stale = 0  # kicks in a row that evaluated nothing new (a small space is nearly exhausted)
+    while best_key is not None and not book.exhausted and stale < MAX_STALE_KICKS:
         kick = max(2, n // 10)
         cand = list(best_key)
         for i in rng.sample(range(n), min(kick, n)):
             cand[i] = rng.choice(choices[i])
+        before = len(book.seen)
         key, val = _descend(book, tuple(cand), choices, rng, focus)
+        stale = stale + 1 if len(book.seen) == before else 0
         if val < best_val:
             best_key, best_val = key, val
     return SearchResult(book.top(top), len(book.seen), False)
