@@ -1,7 +1,7 @@
 """Random workflows beyond the paper's 13 scenarios (``agentsched generate``).
 
 A generated workflow draws its tools from a card set, each task amplified (``repeat``) so that its
-CPU latency lands between ``MIN_TASK_MS`` and ``MAX_TASK_MS`` (log-uniform), wires them by a
+GPU latency (CPU latency for host-only tools) lands between ``MIN_TASK_MS`` and ``MAX_TASK_MS`` (log-uniform), wires them by a
 topology, and sets the VRAM budget from a tightness in [0, 1): 0 means no budget, t > 0 a budget
 of (1 - t) x the VRAM of every GPU-capable task together (never below the largest single one, so
 some GPU placement always fits). Everything is drawn from ``random.Random(f"{seed}:{index}")``:
@@ -22,8 +22,9 @@ from agentsched.model.cards import load_card_set
 from agentsched.model.workflow import DecisionSpace, Workflow, parse_workflow
 
 MAX_TASKS = 5000
-MIN_TASK_MS = 100.0  # a generated task's CPU latency, drawn log-uniform in this range
-MAX_TASK_MS = 4000.0
+MIN_TASK_MS = 30.0  # a generated task's GPU latency (CPU for host-only tools), log-uniform in this range
+MAX_TASK_MS = 1500.0
+MAX_REPEAT_GEN = 400  # amplification cap of a generated task
 MAX_COUNT = 10_000
 
 
@@ -95,8 +96,12 @@ def generate_workflow(*, tasks: int, topology: str = "layered", space: str = "bi
     spec: dict[str, dict] = {}
     for t in ids:
         tool = rng.choice(tools)
+        card = cs.cards[tool]
         target = math.exp(rng.uniform(math.log(MIN_TASK_MS), math.log(MAX_TASK_MS)))
-        repeat = max(1, round(target / cs.cards[tool].cpu_ms))
+        # why the GPU latency: sized on it, GPU tasks are long enough for contention, loads and the
+        # budget to matter (sized on the CPU latency, most GPU runs would be a few ms and trivial)
+        unit_ms = card.gpu_ms if card.gpu_ms is not None else card.cpu_ms
+        repeat = max(1, min(MAX_REPEAT_GEN, round(target / unit_ms)))
         spec[t] = {"tool": tool, "repeat": repeat}
     edges = _edges(topo, ids, rng)  # type: ignore[arg-type]
     name = f"gen-{topo.value}-{dspace.value}-n{tasks}-s{seed}-{index}"  # type: ignore[union-attr]
