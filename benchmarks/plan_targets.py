@@ -9,8 +9,9 @@ A. Generated 4-10-task workflows (chain, fan-out, layered, random; binary and th
    % runs oracle-equivalent by round 5, mean cumulative regret, executions until the first
    oracle-equivalent round (a run that never gets there counts all its executions).
 B. S1-S13, agent-plan warm and cold: oracle-equivalent by round 1, regret.
-C. Generated 50/100/200-task workflows, 10 rounds: best round's mapping vs the best known (long local
-   search on the noise-free simulator, and every mapping any policy ran).
+C. Generated 50/100/200-task workflows, 10 rounds: best round's mapping vs the best known (a long
+   local search on the noise-free simulator, 3,000 runs; 'best/any' also counts every mapping any
+   policy ran).
 D. Planner time per round (propose + observe, testbed time excluded) at 100 and 1,000 tasks.
 
 Perturbed world: the ``driver`` branch's ``--world perturbed:SEED`` was not available when this was
@@ -243,7 +244,7 @@ def scale(quick: bool, tb: SimTestbed) -> None:
     # C. 50/100/200 tasks vs best known
     sizes = (50, 100) if quick else (50, 100, 200)
     print("\nC. large generated workflows, three-way, 10 rounds x 5 runs: best round vs best known")
-    print(f"{'workflow':40s} {'policy':12s} {'best/known':>10s} {'R9/known':>9s} {'planner s/round':>15s}")
+    print(f"{'workflow':40s} {'policy':12s} {'best/known':>10s} {'R9/known':>9s} {'best/any':>9s} {'planner s/round':>15s}")
     for n in sizes:
         wf = generate_workflow(tasks=n, topology="layered", space="three_way", budget_tightness=0.3, seed=0)
         runs = {}
@@ -252,18 +253,24 @@ def scale(quick: bool, tb: SimTestbed) -> None:
             run = run_loop(wf, p, tb, rounds=10, repeats=5, seed=0)  # type: ignore[arg-type]
             runs[pol] = (run, p)
         mapped = [r.mapping for run, _ in runs.values() for r in run.rounds]
-        ref = best_known(wf, tb, max_evals=800 if quick else 2000, extra=mapped)
+        # the target's reference is the independent long local search; "any" adds every mapping a policy ran
+        ref = best_known(wf, tb, max_evals=1000 if quick else 3000)
+        ref_any = best_known(wf, tb, max_evals=1, extra=mapped)
+        ref_any_ms = min(ref.e2e_ms, ref_any.e2e_ms)
         for pol, (run, p) in runs.items():
             ok = [r for r in run.rounds if r.e2e_ms is not None]
             best = min(ok, key=lambda r: r.e2e_ms) if ok else None
             ratio = (noise_free_e2e(wf, tb, best.mapping) or math.inf) / ref.e2e_ms if best else math.inf
             last = noise_free_e2e(wf, tb, run.rounds[-1].mapping)
             last_ratio = (last or math.inf) / ref.e2e_ms
-            print(f"{wf.name:40s} {pol:12s} {ratio:10.4f} {last_ratio:9.4f} {statistics.fmean(p.per_round_s):15.3f}")
+            any_ratio = ratio * ref.e2e_ms / ref_any_ms
+            print(f"{wf.name:40s} {pol:12s} {ratio:10.4f} {last_ratio:9.4f} {any_ratio:9.4f} "
+                  f"{statistics.fmean(p.per_round_s):15.3f}")
             if pol == "agent-plan":
                 target(f"{n} tasks: best of 10 rounds / best known", ratio, "<= 1.02", ratio <= 1.02,
                        f"{ratio - 1.02:+.4f}")
-        print(f"   best known: {ref.e2e_ms:.0f} ms ({ref.source}, {ref.evaluations} noise-free runs)")
+        print(f"   best known: {ref.e2e_ms:.0f} ms (local search, {ref.evaluations} noise-free runs); best of it and "
+              f"every mapping a policy ran ('any'): {ref_any_ms:.0f} ms")
     # D. planner time per round
     print("\nD. planner time per round (propose + observe, testbed time excluded)")
     for n, rounds, limit in ((100, 5, 1.0), (1000, 2 if quick else 3, 10.0)):

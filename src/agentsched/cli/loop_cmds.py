@@ -322,7 +322,7 @@ def register(app: typer.Typer) -> None:
             takers = [p for p in pols if accepts(p, "start")]
             if not takers:
                 raise AgentschedError(f"--start {start}: none of the chosen policies has a start option "
-                                      "(agent-rules, agent-llm do)")
+                                      "(agent-rules, agent-llm, agent-plan do)")
             for p in takers:
                 options.setdefault(p, {})["start"] = start
         if llm:

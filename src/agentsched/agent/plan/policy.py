@@ -43,8 +43,8 @@ SMALL_TASKS = 12  # up to here the search and the value estimate get a generous 
 
 
 def eval_budget(n_tasks: int) -> int:
-    """Distinct mappings the search may evaluate per decision (sized for ~1 s at 100 tasks)."""
-    return 3000 if n_tasks <= SMALL_TASKS else max(150, 20000 // n_tasks)
+    """Distinct mappings the search may evaluate per decision (sized for < 1 s at 100 tasks, < 10 s at 1,000)."""
+    return 3000 if n_tasks <= SMALL_TASKS else max(150, 50000 // n_tasks)
 
 
 def draws_and_candidates(n_tasks: int) -> tuple[int, int]:
@@ -171,7 +171,8 @@ class PlanPolicy(Policy):
 
     def _plan(self) -> tuple[Fit, Predictor, SearchResult]:
         """Fit, then search: exhaustive (small) or local search at the first decision; later, local search
-        around the previous candidates, or only a re-score of them when the model barely moved."""
+        around the previous candidates (a large workflow's search so goes on round after round), or on a
+        small workflow only a re-score of them when the model barely moved."""
         fit = self.model.fit()
         pred = Predictor(self.ctx.workflow, self.model.params(fit))
         n = len(self.ids)
@@ -179,7 +180,8 @@ class PlanPolicy(Policy):
                                 [fit.log_load_ms[u] for u in sorted(fit.log_load_ms)]])
         best = self._best_measured()
         top = draws_and_candidates(n)[1]
-        if (self.previous and self._searched_at is not None and len(state) == len(self._searched_at)
+        if (n <= SMALL_TASKS and self.previous and self._searched_at is not None
+                and len(state) == len(self._searched_at)
                 and float(np.max(np.abs(state - self._searched_at), initial=0.0)) < DRIFT):
             keys = list(dict.fromkeys(self.previous + ([best] if best is not None else [])))
             scored = sorted((v, [m.value for m in k], k) for k in keys
@@ -189,8 +191,15 @@ class PlanPolicy(Policy):
         seeds = list(self.previous)
         if best is not None:
             seeds.insert(0, best)
-        seeds += [self.key(m) for m in self.card_seed_maps]
-        seeds += [self.key(m) for m in sd.estimate_seeds(self.ctx.workflow, pred.params)]
+        if self.previous and n > SMALL_TASKS:
+            # a later decision on a large workflow goes on from the last one's best: confirming that each
+            # previous candidate is still a local optimum would spend the whole budget on one pass each
+            seeds = [self.previous[0]]
+        if not self.previous or n <= SMALL_TASKS:
+            # later decisions on a large workflow start from where the last one ended instead of
+            # descending from the same heuristic seeds again: the search goes on across rounds
+            seeds += [self.key(m) for m in self.card_seed_maps]
+            seeds += [self.key(m) for m in sd.estimate_seeds(self.ctx.workflow, pred.params)]
         focus = _critical_focus(pred) if n > SMALL_TASKS else None
         first = not self.previous
         limit = 4096 if first else 0

@@ -97,9 +97,10 @@ def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequenc
     n = len(choices)
     stale = 0  # kicks in a row that evaluated nothing new (a small space is nearly exhausted)
     while best_key is not None and not book.exhausted and stale < MAX_STALE_KICKS:
-        kick = max(2, n // 10)
+        # small kicks, half of them on the critical tasks: large random kicks rarely land near the optimum
+        pool = list(focus(best_key)) if focus is not None and rng.random() < 0.5 else list(range(n))
         cand = list(best_key)
-        for i in rng.sample(range(n), min(kick, n)):
+        for i in rng.sample(pool, min(rng.randint(2, 4), len(pool))):
             cand[i] = rng.choice(choices[i])
         before = len(book.seen)
         key, val = _descend(book, tuple(cand), choices, rng, focus)
