@@ -16,8 +16,8 @@ import time
 
 from agentsched.loop import run_loop
 from agentsched.model import Mode
-from agentsched.policies.registry import baseline_policies, is_available, make_policy
-from agentsched.report.bench import BenchConfig, run_bench
+from agentsched.loop.registry import baseline_policies, is_available, make_policy
+from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds import SimTestbed
 

@@ -14,12 +14,9 @@ C. Generated 50/100/200-task workflows, 10 rounds: best round's mapping vs the b
    policy ran).
 D. Planner time per round (propose + observe, testbed time excluded) at 100 and 1,000 tasks.
 
-Perturbed world: the ``driver`` branch's ``--world perturbed:SEED`` was not available when this was
-written; the stand-in multiplies each GPU tool's simulator contention (sensitivity, pressure) by
-independent log-uniform factors in [1/3, 3] drawn with the seed, on an in-memory card set given
-to the simulator only through the workflow. No policy here reads contention (agent-plan never calls
-``ToolCard.contention()``; agent-rules, UCB1 and HEFT ignore it), so this tests model mismatch
-exactly like a world file would.
+Worlds: the simulator's default world (a5500) and ``perturbed:1`` (the driver's model-mismatch
+stress test: each contention parameter times an independent factor in [1/3, 3]). No policy can
+reach the world; agent-plan learns it from the executions.
 """
 
 from __future__ import annotations
@@ -37,10 +34,9 @@ from agentsched.errors import AgentschedError
 from agentsched.loop.best_known import best_known, noise_free_e2e
 from agentsched.loop.metrics import oracle_view, run_metrics
 from agentsched.loop.runner import reference_oracle, run_loop
-from agentsched.model.cards import CardSet
 from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Workflow
-from agentsched.policies.registry import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
 
@@ -50,19 +46,6 @@ SPACES = ("binary", "three_way")
 
 
 # ---- workloads ---------------------------------------------------------------------------------
-def perturbed_cards(cs: CardSet, seed: int) -> CardSet:
-    """The stand-in for ``--world perturbed:SEED``: each GPU tool's contention x factors in [1/3, 3]."""
-    rng = random.Random(f"perturbed:{seed}")
-    cards = {}
-    for name, c in sorted(cs.cards.items()):
-        if c.has_gpu:
-            s, p = c.contention()
-            fs, fp = (math.exp(rng.uniform(-math.log(3), math.log(3))) for _ in range(2))
-            c = c.model_copy(update={"contention_sensitivity": s * fs, "contention_pressure": p * fp})
-        cards[name] = c
-    return CardSet(name=f"{cs.name}-perturbed{seed}", source="plan_targets stand-in", cards=cards)
-
-
 def small_workflows(quick: bool) -> list[Workflow]:
     out = []
     topologies = TOPOLOGIES[:2] if quick else TOPOLOGIES
@@ -205,11 +188,11 @@ def main() -> None:
     small = small_workflows(a.quick)
 
     # A. small generated workflows, default and perturbed world
-    for world in ("default", "perturbed:1"):
+    for world in ("a5500", "perturbed:1"):
         rows: list[Row] = []
+        tb_world = SimTestbed(noise_sigma=0.03, world=world)
         for i, wf in enumerate(small):
-            w = wf if world == "default" else wf.with_cards(perturbed_cards(wf.card_set, 1))
-            rows += run_small(w, tb, POLICIES, rounds, loop_seed=i)
+            rows += run_small(wf, tb_world, POLICIES, rounds, loop_seed=i)
         print(f"[A {world}] {len(small)} workflows ({', '.join(sorted({w.name.split('-n')[0] for w in small}))}) "
               f"{time.perf_counter() - t_start:.0f} s")
         s = print_summary(f"A. generated 4-10 tasks, world {world}, {rounds} rounds x 5 runs", rows, POLICIES)

@@ -1,6 +1,7 @@
-"""Fit the simulator's per-tool contention parameters (sensitivity s, pressure p) of the a5500 cards.
+"""Fit the simulator's per-tool contention parameters (sensitivity s, pressure p) of the a5500 world.
 
-Run once; the result is written into src/agentsched/data/cards/a5500.json. Objective, with no
+Run once; the result is written into the world file src/agentsched/data/worlds/a5500.json (the
+cards hold only what a profiler measures). Objective, with no
 per-scenario tuning (one (s, p) per tool, shared by every scenario):
   * hinge penalty when a scenario's paper oracle mapping is more than 1.5% slower than the
     simulator's best (the check allows 2%; the margin keeps noise from flipping it),
@@ -21,33 +22,33 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from agentsched.calibration import check_s5_latencies, check_scenario
-from agentsched.model.cards import load_card_set
+from agentsched.experiments.calibration import check_s5_latencies, check_scenario
 from agentsched.scenarios import list_scenarios
+from agentsched.testbeds.world import load_world
 
-CARDS = Path(__file__).resolve().parents[1] / "src/agentsched/data/cards/a5500.json"
+WORLD = Path(__file__).resolve().parents[1] / "src/agentsched/data/worlds/a5500.json"
 TOOLS = ["ocr", "whisper_base", "vector_search", "image_resize", "resnet50", "groupby", "clip", "bert_base"]
 SCEN = [s for s in list_scenarios() if int(s[1:]) >= 5]
 
 
 def with_params(base, x):
-    cards = dict(base.cards)
+    """The world ``base`` with the (s, p) of TOOLS taken from ``x``."""
+    doc = base.model_dump(mode="json")
     for i, t in enumerate(TOOLS):
-        cards[t] = cards[t].model_copy(update={"contention_sensitivity": float(x[2 * i]),
-                                               "contention_pressure": float(x[2 * i + 1])})
-    return base.model_copy(update={"cards": cards})
+        doc["contention"][t] = {"sensitivity": float(x[2 * i]), "pressure": float(x[2 * i + 1])}
+    return type(base).model_validate(doc)
 
 
 def objective(x, base, verbose=False):
     if np.any(x < 0) or np.any(x > 6):
         return 1e6
-    cs = with_params(base, x)
+    world = with_params(base, x)
     pen = 0.0
     for s in SCEN:
-        c = check_scenario(s, cs)
+        c = check_scenario(s, world=world)
         r = c.ratio if c.ratio is not None else 3.0
         pen += 100 * max(0.0, r - 1.015) + 5 * max(0.0, r - 1.0)
-    lat = check_s5_latencies(cs)
+    lat = check_s5_latencies(world=world)
     mape = sum(v.ape for v in lat) / len(lat)
     if verbose:
         print(f"penalty {pen:.3f} mape {mape:.3f}")
@@ -60,7 +61,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
-    base = load_card_set(CARDS)
+    base = load_world(WORLD)
     rng = random.Random(a.seed)
     best_x, best_f = None, float("inf")
     for _ in range(a.iters):  # random restarts seed the local search
@@ -76,12 +77,11 @@ def main():
     for i, t in enumerate(TOOLS):
         print(f"{t:15s} s={x[2 * i]:.3f} p={x[2 * i + 1]:.3f}")
     if a.write:
-        doc = json.loads(CARDS.read_text())
+        doc = json.loads(WORLD.read_text())
         for i, t in enumerate(TOOLS):
-            doc["cards"][t]["contention_sensitivity"] = float(x[2 * i])
-            doc["cards"][t]["contention_pressure"] = float(x[2 * i + 1])
-        CARDS.write_text(json.dumps(doc, indent=1) + "\n")
-        print("written", CARDS)
+            doc["contention"][t] = {"sensitivity": float(x[2 * i]), "pressure": float(x[2 * i + 1])}
+        WORLD.write_text(json.dumps(doc, indent=1) + "\n")
+        print("written", WORLD)
 
 
 if __name__ == "__main__":

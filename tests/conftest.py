@@ -6,6 +6,7 @@ import pytest
 from agentsched.cli.main import main
 from agentsched.model import Workflow
 from agentsched.model.cards import CardSet, ToolCard
+from agentsched.testbeds.world import World
 
 
 @pytest.fixture
@@ -14,26 +15,47 @@ def tiny_cards() -> CardSet:
     return CardSet(
         name="tiny",
         cards={
-            "x": ToolCard(name="x", cpu_ms=100, gpu_ms=10, load_ms=50, vram_mb=400,
-                          contention_sensitivity=1.0, contention_pressure=1.0),
-            "y": ToolCard(name="y", cpu_ms=200, gpu_ms=20, load_ms=30, vram_mb=300,
-                          contention_sensitivity=0.5, contention_pressure=1.0),
+            "x": ToolCard(name="x", cpu_ms=100, gpu_ms=10, load_ms=50, vram_mb=400),
+            "y": ToolCard(name="y", cpu_ms=200, gpu_ms=20, load_ms=30, vram_mb=300),
             "z": ToolCard(name="z", cpu_ms=40, tags=("io-bound",)),
         },
     )
 
 
-# Hand-made workflows for the loop and baseline tests: cards in memory, no contention unless given,
-# so each decision can be worked out by hand (and does not move when the shipped cards are re-fitted).
+def make_world_doc(contention: dict[str, tuple[float, float]] | None = None, name: str = "hand") -> World:
+    """A simulated world with the given per-tool (sensitivity, pressure) and no contention otherwise."""
+    per_tool = {t: {"sensitivity": s, "pressure": p} for t, (s, p) in (contention or {}).items()}
+    return World(name=name, contention=per_tool,
+                 default={"sensitivity": 0.0, "pressure": 0.0})
+
+
+@pytest.fixture
+def tiny_world() -> World:
+    """The contention of ``tiny_cards``' tools: x presses and suffers at 1, y suffers at 0.5."""
+    return make_world_doc({"x": (1.0, 1.0), "y": (0.5, 1.0)}, name="tiny")
+
+
+@pytest.fixture
+def make_world() -> Callable[..., World]:
+    return make_world_doc
+
+
+@pytest.fixture
+def no_contention() -> World:
+    """The world of the hand-made workflows: no GPU contention, so every E2E is worked out by hand."""
+    return make_world_doc()
+
+
+# Hand-made workflows for the loop and baseline tests: cards in memory, run in the ``no_contention``
+# world unless a test gives one, so each decision can be worked out by hand (and does not move when
+# the shipped world is re-fitted).
 def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edges: tuple = (),
                    space: str = "binary", budget: float | None = None, name: str = "hand") -> Workflow:
-    """A workflow over an in-memory card set; contention parameters default to 0 (none)."""
+    """A workflow over an in-memory card set."""
     full = {}
     for tool, c in cards.items():
         c = dict(c)
         if c.get("gpu_ms") is not None:
-            c.setdefault("contention_sensitivity", 0.0)
-            c.setdefault("contention_pressure", 0.0)
             c.setdefault("vram_mb", 100.0)
             c.setdefault("load_ms", 0.0)
         full[tool] = c
@@ -61,3 +83,21 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
         return code, out.out, out.err
 
     return run
+
+
+# The `gpu` marker skips without CUDA.
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

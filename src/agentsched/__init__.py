@@ -10,6 +10,7 @@ from agentsched.model import (
     Mode,
     Status,
     TaskSpan,
+    Tool,
     ToolCard,
     Workflow,
     load_card_set,
@@ -22,8 +23,16 @@ from agentsched.testbeds import SimTestbed, Testbed
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: the runtime pulls in the loop and the store
+    if name in ("Runtime", "InvokeResult"):
+        from agentsched import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'agentsched' has no attribute {name!r}")
+
 __all__ = [
-    "AgentschedError", "CardSet", "DecisionSpace", "Execution", "Mode", "SimTestbed", "Status",
-    "TaskSpan", "Testbed", "ToolCard", "Workflow", "brute_force", "list_scenarios",
+    "AgentschedError", "CardSet", "InvokeResult", "Runtime", "DecisionSpace", "Execution", "Mode", "SimTestbed", "Status",
+    "TaskSpan", "Testbed", "Tool", "ToolCard", "Workflow", "brute_force", "list_scenarios",
     "load_card_set", "load_scenario", "load_workflow_file", "parse_mapping", "resolve_workflow",
 ]

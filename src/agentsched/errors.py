@@ -26,5 +26,18 @@ class TestbedError(AgentschedError):
     __test__ = False  # not a pytest test class
 
 
+class WorldError(AgentschedError):
+    """A simulated world (GPU contention parameters) is malformed, missing or unknown."""
+
+
 class PolicyError(AgentschedError):
     """Unknown policy name or invalid policy option."""
+
+
+class ToolError(AgentschedError):
+    """A tool cannot be built or run: unknown name or size, an import path that does not import,
+    a class that is not an ``agentsched.Tool``, a missing extra."""
+
+
+class StoreError(AgentschedError):
+    """The persistent store cannot be used: locked, read-only, corrupt, or from a newer schema."""

@@ -7,6 +7,7 @@ any run of it fails). The oracle is an offline reference, not an online policy.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 
 from agentsched.errors import AgentschedError
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import enumerate_mappings
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.mapping import EQUIVALENCE_TOLERANCE, enumerate_mappings
+from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.base import Testbed
 
 MAX_ORACLE_MAPPINGS = 60_000  # 3^10 = 59,049: about 10 s on the simulator; 3^12 took ~2 min
@@ -63,7 +64,7 @@ class OracleResult:
                 return e
         raise KeyError(mapping)
 
-    def equivalent(self, mapping: dict[str, Mode], tol: float = 0.02) -> bool:
+    def equivalent(self, mapping: dict[str, Mode], tol: float = EQUIVALENCE_TOLERANCE) -> bool:
         """True when ``mapping`` is feasible with E2E within ``tol`` of the best."""
         e = self.entry(mapping)
         return e.e2e_ms is not None and e.e2e_ms <= self.best.e2e_ms * (1 + tol)
@@ -85,9 +86,10 @@ def brute_force(
     """
     n = len(workflow.tasks)
     k = len(workflow.decision_space.modes)
-    if k**n > MAX_ORACLE_MAPPINGS:
+    if n > 60 or k**n > MAX_ORACLE_MAPPINGS:  # 2^5000 would print 1,506 digits
+        count = f"{k**n:,}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
         raise AgentschedError(
-            f"brute force over {n} tasks is too large ({k}^{n} = {k**n:,} mappings; "
+            f"brute force over {n} tasks is too large ({k}^{n} = {count} mappings; "
             f"limit {MAX_ORACLE_MAPPINGS:,})"
         )
     if repeats < 1:
@@ -95,12 +97,12 @@ def brute_force(
     entries: list[OracleEntry] = []
     runs = 0
     total = len(workflow.decision_space.modes) ** n
-    host_only = [t for t, c in workflow.task_cards.items() if not c.has_gpu]
+    cards = workflow.task_cards
     measured: dict[tuple, tuple[Status, float | None, float, Execution]] = {}
     for i, mapping in enumerate(enumerate_mappings(workflow)):
         # A host-only tool on a GPU mode is the same run as on the CPU (rules.Dispatcher): measure
         # each distinct run once, so identical mappings tie exactly on a noisy testbed too.
-        canonical = tuple(Mode.CPU if t in host_only else mapping[t] for t in workflow.task_ids)
+        canonical = tuple(effective_mode(cards[t], mapping[t]) for t in workflow.task_ids)
         if canonical not in measured:
             exact = testbed.expected(workflow, mapping) if use_expected else None
             if exact is not None:

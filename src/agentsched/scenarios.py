@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from agentsched.errors import WorkflowError
-from agentsched.model.workflow import Workflow, load_workflow_file, load_yaml, parse_workflow
+from agentsched.model.workflow import Workflow, load_workflow_file_and_world, load_yaml, parse_workflow
 
 
 def list_scenarios() -> list[str]:
@@ -29,11 +29,17 @@ def load_scenario(name: str) -> Workflow:
 
 def resolve_workflow(name_or_path: str | Path) -> Workflow:
     """A built-in scenario name (S1..S13) or a path to a .yaml/.yml/.json workflow file."""
+    return resolve_workflow_and_world(name_or_path)[0]
+
+
+def resolve_workflow_and_world(name_or_path: str | Path) -> tuple[Workflow, str | None]:
+    """``resolve_workflow``, and the simulated world a workflow file's ``world:`` key names (a
+    built-in name or a resolved path; None for built-in scenarios and files without the key)."""
     s = str(name_or_path)
     if s.upper() in list_scenarios() and not Path(s).exists():
-        return load_scenario(s)
+        return load_scenario(s), None
     if Path(s).suffix in (".yaml", ".yml", ".json") or Path(s).exists():
-        return load_workflow_file(s)
+        return load_workflow_file_and_world(s)
     raise WorkflowError(
         f"{s!r} is neither a built-in scenario ({', '.join(list_scenarios())}) nor a workflow file"
     )

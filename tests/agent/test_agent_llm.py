@@ -12,10 +12,10 @@ import logging
 import socket
 
 import pytest
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
-from agentsched.agent.local_llm import ChatServer, completion, error_body
+from agentsched.agent.local_llm import completion, error_body
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
 from agentsched.loop.runner import run_loop
@@ -23,22 +23,6 @@ from agentsched.model.workflow import Mode
 
 GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
 GOOD_MAP = mapping("gpu gpu cpu gpu")
-
-
-class Script:
-    """A backend replying from a list: strings are message contents, callables get the request body."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = 0
-        self.server: ChatServer | None = None
-
-    def __call__(self, body):
-        r = self.replies[min(self.calls, len(self.replies) - 1)]
-        self.calls += 1
-        if callable(r):
-            return r(body, self)
-        return 200, completion(r, "scripted")
 
 
 def slow(body, script):
@@ -52,24 +36,9 @@ def reject_json_mode(body, script):
     return 200, completion(GOOD, "scripted")
 
 
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(*replies):
-        script = Script(*replies)
-        server = ChatServer(script, model="scripted").start()
-        script.server = server
-        servers.append(server)
-        return server, script
-
-    yield start
-    for s in servers:
-        s.close()
-
-
 def run(wf, base_url, rounds=3, **llm):
-    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 0.5,
+    # a generous timeout: a loaded test machine must not turn a scripted answer into a timeout
+    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 10.0,
                                      "max_retries": 2, **llm})
     return policy, run_loop(wf, policy, ScriptedTestbed(), rounds=rounds, repeats=1)
 
@@ -86,8 +55,13 @@ def test_valid_json_is_used_and_audited(serve):
     assert info["fallback"] is None and info["reason"] == "ratios"
     assert [a["content"] for a in info["response"]] == [GOOD] and "## 1. DAG topology" in info["prompt"]
     assert policy.label == "agent-llm:scripted"
+    assert info["model"] == "scripted" and info["base_url"] == server.base_url
     body = server.requests[0]
-    assert body["model"] == "scripted" and body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "scripted" and body["response_format"]["type"] == "json_schema"
+    schema = body["response_format"]["json_schema"]["schema"]["properties"]["mapping"]
+    assert schema["required"] == ["A", "B", "C", "D"] and schema["additionalProperties"] is False
+    assert all(schema["properties"][t] == {"type": "string", "enum": ["cpu", "gpu"]} for t in "ABCD")
+    assert info["response"][0]["response_format"] == "json_schema"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     json.dumps(r.records[0].proposal_info)  # the audit record is JSON
 
@@ -118,21 +92,23 @@ def test_invalid_answer_is_retried_with_the_error(serve, bad, needle):
     assert retry[-1]["role"] == "user" and needle in retry[-1]["content"]
 
 
-def test_still_invalid_falls_back_to_the_best_mapping(serve, caplog):
+def test_still_invalid_falls_back_to_the_rules_reasoner(serve, caplog):
     server, script = serve(GOOD, "no json", "no json")
     caplog.set_level(logging.WARNING, logger="agentsched.agent")
     _, r = run(binary(), server.base_url, rounds=2, max_retries=1)
-    assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]  # round 1 fell back to the best (round 0)
+    assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]  # round 1 (the last): the rules keep the best
     info = r.records[1].proposal_info
     assert [a.get("content") for a in info["response"]] == ["no json", "no json", None]
-    assert info["fallback"].startswith("invalid answer after 2 attempt(s)") and "best-ever" in info["fallback"]
+    assert info["fallback"].startswith("invalid answer after 2 attempt(s)")
+    assert "falling back to the rules reasoner on the same evidence (last round: keep the best" in info["fallback"]
+    assert info["reason"] == info["fallback"] and info["fallback_reasoner"] == "rules"
     assert info["response"][-1] == {"fallback": info["fallback"], "mapping": "A=gpu,B=gpu,C=cpu,D=gpu"}
     assert any("falling back" in rec.getMessage() and rec.exc_info is None for rec in caplog.records)
 
 
 def test_slow_response_times_out_and_falls_back(serve):
     server, script = serve(GOOD, slow)
-    _, r = run(binary(), server.base_url, rounds=3)
+    _, r = run(binary(), server.base_url, rounds=3, timeout_s=0.5)
     assert len(r.records) == 3 and all(x.mapping == GOOD_MAP for x in r.rounds)
     info = r.records[1].proposal_info
     assert info["fallback"].startswith("endpoint timed out after 0.5 s")
@@ -151,27 +127,73 @@ def test_refused_connection_falls_back_without_traceback(caplog):
     _, r = run(wf, f"http://127.0.0.1:{port}/v1", rounds=3)
     assert len(r.records) == 3 and all(x.ok for x in r.rounds)
     first = r.records[0].proposal_info
-    # round 0 has no best yet: the rules reasoner's choice; later rounds: the best-ever mapping
-    assert "endpoint unreachable" in first["fallback"] and "rules reasoner" in first["fallback"]
-    assert "best-ever" in r.records[1].proposal_info["fallback"]
+    # every round: the rules reasoner on that round's view (round 0: its initial rule)
+    assert first["fallback"].startswith(f"endpoint unreachable at http://127.0.0.1:{port}/v1: connection refused")
+    assert "rules reasoner on the same evidence (round 0" in first["fallback"]
+    assert all("rules reasoner on the same evidence" in rec.proposal_info["fallback"] for rec in r.records)
     assert all(rec.exc_info is None for rec in caplog.records)
     # the monitor still ran: probes and evidence are intact
     assert r.records[0].evidence["summary"] and r.probes_total > 0
 
 
-def test_server_without_structured_output_gets_plain_requests(serve):
-    server, _ = serve(reject_json_mode)
+def reject(*kinds, status=400, message="response_format {kind} is not supported by this server"):
+    """A backend that rejects requests whose response_format type is among ``kinds``."""
+    def backend(body, script):
+        kind = (body.get("response_format") or {}).get("type", "plain")
+        if kind in kinds:
+            return status, error_body(message.format(kind=kind))
+        return 200, completion(GOOD, "scripted")
+    return backend
+
+
+def formats(server):
+    return [(b.get("response_format") or {}).get("type", "plain") for b in server.requests]
+
+
+@pytest.mark.parametrize("rejected, status, message, used", [
+    (("json_schema",), 400, "response_format {kind} is not supported by this server", "json_object"),
+    (("json_schema",), 422, "unprocessable", "json_object"),
+    (("json_schema", "json_object"), 400, "response_format {kind} is not supported by this server", "plain"),
+    # an HTTP 500 is a rejection only when it names the response_format (llama.cpp, a bad grammar)
+    (("json_schema",), 500, "failed to parse response_format: {kind}", "json_object"),
+])
+def test_structured_output_chain(serve, rejected, status, message, used):
+    server, _ = serve(reject(*rejected, status=status, message=message))
     policy, r = run(binary(), server.base_url, rounds=2)
     assert all(x.mapping == GOOD_MAP for x in r.rounds)
-    assert "response_format" in server.requests[0] and "response_format" not in server.requests[1]
-    assert "response_format" not in server.requests[2]  # remembered: no rejected request in round 1
-    assert "json_mode_rejected" in r.records[0].proposal_info["response"][0]
+    assert formats(server) == [*rejected, used, used]  # remembered: no rejected request in round 1
+    first = r.records[0].proposal_info["response"][0]
+    assert first["response_format"] == used
+    assert [x.split(":")[0] for x in first["response_format_rejected"]] == list(rejected)
+    assert f"HTTP {status}: " in first["response_format_rejected"][0]
+    assert "response_format_rejected" not in r.records[1].proposal_info["response"][0]
+    # remembered per run: a new run of the same policy asks for the schema again
+    run_loop(binary(), policy, ScriptedTestbed(), rounds=1, repeats=1)
+    assert formats(server)[-len(rejected) - 1:] == [*rejected, used]
 
 
-def test_http_error_falls_back(serve):
+def test_a_500_that_does_not_name_the_format_is_an_endpoint_error(serve):
+    server, _ = serve(reject("json_schema", status=500, message="out of memory"))
+    _, r = run(binary(), server.base_url, rounds=1)
+    assert formats(server) == ["json_schema"]  # not re-asked in another format within the round
+    assert r.records[0].proposal_info["fallback"].startswith("endpoint answered HTTP 500: out of memory;")
+
+
+def test_response_format_option_starts_the_chain_lower(serve):
+    server, _ = serve(GOOD)
+    run(binary(), server.base_url, rounds=1, response_format="plain")
+    assert formats(server) == ["plain"]
+    with pytest.raises(PolicyError, match="response_format must be one of json_schema, json_object, plain"):
+        LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1", "model": "m", "response_format": "xml"}, {})
+
+
+def test_http_error_falls_back_in_one_clean_clause(serve):
     server, _ = serve(GOOD, lambda body, s: (500, error_body("boom", "server_error")))
     _, r = run(binary(), server.base_url, rounds=2)
-    assert "HTTP 500" in r.records[1].proposal_info["fallback"]
+    fallback = r.records[1].proposal_info["fallback"]
+    # the SDK's own text ("Error code: 500 - {'error': ...}") repeats the status and the whole body
+    assert fallback.startswith("endpoint answered HTTP 500: boom; falling back to the rules reasoner")
+    assert "Error code" not in fallback and "{" not in fallback
 
 
 def test_parse_answer_rules():
@@ -216,16 +238,16 @@ def test_circuit_breaker_stops_calling_a_blackholed_endpoint(serve, caplog):
     server, script = serve(slow)  # every request times out (0.5 s)
     caplog.set_level(logging.WARNING, logger="agentsched.agent")
     wf = workflow(budget_mb=800)
-    policy, r = run(wf, server.base_url, rounds=5)
+    policy, r = run(wf, server.base_url, rounds=5, timeout_s=0.5)
     assert script.calls == 2  # rounds 0 and 1 tried; rounds 2-4 did not call the endpoint
-    assert len(r.records) == 5 and policy.llm.circuit_open
+    assert len(r.records) == 5 and policy.reasoner.primary.circuit_open
     r1 = r.records[1].proposal_info
     assert r1["circuit_open"] == ("circuit open after 2 consecutive rounds without reaching the endpoint "
-                                  "(last: endpoint timed out after 0.5 s); no more requests this run")
+                                  "(last: endpoint timed out after 0.5 s); no more requests")
     for rec in r.records[2:]:
         info = rec.proposal_info
         assert info["fallback"].startswith("endpoint not called: circuit open after 2 consecutive rounds")
-        assert "best-ever" in info["fallback"]
+        assert "rules reasoner on the same evidence" in info["fallback"]
         assert info["circuit_open"] == r1["circuit_open"]
         assert info["response"] == [{"fallback": info["fallback"], "mapping": info["mapping"]}]  # no request
     best = r.best_round()
@@ -234,16 +256,19 @@ def test_circuit_breaker_stops_calling_a_blackholed_endpoint(serve, caplog):
     assert len(tripped) == 1 and tripped[0].exc_info is None  # logged once, when it trips
 
 
-def test_circuit_breaker_on_a_refused_port_and_a_new_run_closes_it():
+def test_circuit_breaker_on_a_refused_port_stays_open_in_the_next_run():
     url = _refused_url()
     wf = workflow(budget_mb=800)
     policy, r = run(wf, url, rounds=4)
     assert [("circuit_open" in rec.proposal_info) for rec in r.records] == [False, True, True, True]
     assert [len(rec.proposal_info["response"]) for rec in r.records] == [2, 2, 1, 1]  # request + fallback / fallback
     assert "endpoint unreachable" in r.records[1].proposal_info["circuit_open"]
-    r2 = run_loop(wf, policy, ScriptedTestbed(), rounds=1, repeats=1)  # reset: the endpoint gets another chance
-    assert "circuit_open" not in r2.records[0].proposal_info
-    assert "endpoint unreachable" in r2.records[0].proposal_info["fallback"]
+    # a new run of the same policy (the bench reuses one): no request at all, and the audit says since when
+    r2 = run_loop(wf, policy, ScriptedTestbed(), rounds=2, repeats=1)
+    info = r2.records[0].proposal_info
+    assert info["circuit_open"].startswith("held open since an earlier run: circuit open after 2 consecutive")
+    assert info["fallback"].startswith("endpoint not called: held open")
+    assert [len(rec.proposal_info["response"]) for rec in r2.records] == [1, 1]  # the fallback record only
 
 
 def test_circuit_breaker_resets_on_an_answer_and_can_be_disabled(serve):
@@ -252,7 +277,7 @@ def test_circuit_breaker_resets_on_an_answer_and_can_be_disabled(serve):
     assert script.calls == 4 and not any("circuit_open" in rec.proposal_info for rec in r.records)
     url = _refused_url()
     policy, r = run(workflow(budget_mb=800), url, rounds=4, breaker_rounds=0)
-    assert not policy.llm.circuit_open
+    assert not policy.reasoner.primary.circuit_open
     assert all("endpoint unreachable" in rec.proposal_info["fallback"] for rec in r.records)
 
 
@@ -319,19 +344,19 @@ def test_permanent_errors_open_the_circuit_at_once(serve, caplog, reply):
     server, script = serve(reply)
     caplog.set_level(logging.WARNING, logger="agentsched.agent")
     policy, r = run(workflow(budget_mb=800), server.base_url, rounds=4)
-    assert script.calls == 1 and policy.llm.circuit_open  # round 0 asked once; rounds 1-3 did not
+    assert script.calls == 1 and policy.reasoner.primary.circuit_open  # round 0 asked once; rounds 1-3 did not
     assert r.records[0].proposal_info["circuit_open"].startswith("circuit open after a permanent error")
     assert all(rec.proposal_info["fallback"].startswith("endpoint not called") for rec in r.records[1:])
     assert len([x for x in caplog.records if "circuit open" in x.getMessage()]) == 1  # logged once
 
 
 def test_bench_shares_the_breaker_across_runs(serve):
-    from agentsched.report.bench import BenchConfig, run_bench
+    from agentsched.experiments.bench import BenchConfig, run_bench
 
     server, script = serve(lambda body, s: (403, error_body("forbidden", "permission_error")))
     config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=3, repeats=1, seeds=(0, 1, 2),
                          policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "scripted",
-                                                               "timeout_s": 0.5}}})
+                                                               "timeout_s": 10.0}}})
     res = run_bench(config)
     assert len(res.records) == 3 and script.calls == 1  # seeds 1 and 2 never called the endpoint
     assert any(n.startswith("agent-llm: the LLM endpoint failed in S1 seed 0") for n in res.notes)

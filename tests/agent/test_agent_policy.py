@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_testbed import ScriptedTestbed, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
-from agentsched.agent.ablation import VARIANTS, run_ablation
+from agentsched.experiments.ablation import VARIANTS, run_ablation
 from agentsched.agent.local_llm import require_llama_cpp
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
@@ -20,7 +20,7 @@ from agentsched.scenarios import load_scenario
 
 
 def test_registry_builds_the_agent_with_options():
-    from agentsched.policies.registry import make_policy
+    from agentsched.loop.registry import make_policy
 
     p = make_policy("agent-rules", start="cold", monitor={"hints": False, "probe_budget": 10})
     assert isinstance(p, AgentPolicy) and p.start == "cold"
@@ -76,7 +76,7 @@ def test_ablation_table_has_the_papers_rows():
 def test_cli_ablation_writes_json(cli, tmp_path):
     out = tmp_path / "abl.json"
     code, text, err = cli("ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
-                              "--json", str(out))
+                              "--json-out", str(out))
     assert code == 0, err
     assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
     code, _, err = cli("ablation", "S13", "--start", "hot")
@@ -103,7 +103,7 @@ def test_local_llm_extra_absence_is_one_line():
 def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
     out = tmp_path / "abl.json"
     code, text, err = cli("ablation", "S1", "--rounds", "2", "--seeds", "1", "--repeats", "1", "--initial", "rules",
-                          "--json", str(out))
+                          "--json-out", str(out))
     assert code == 0, err
     head = next(line for line in text.splitlines() if line.startswith("| variant |"))
     assert "paper" not in head and "| executions (mean) |" in head
@@ -116,18 +116,18 @@ def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
 
 
 def test_ablation_json_path_is_checked_before_the_work(cli, monkeypatch, tmp_path):
-    import agentsched.agent.ablation as ablation
+    import agentsched.experiments.ablation as ablation
 
     def no_work(*a, **k):
         raise AssertionError("the ablation ran before its --json path was checked")
 
     monkeypatch.setattr(ablation, "run_ablation", no_work)
-    code, out, err = cli("ablation", "S13", "--json", str(tmp_path / "missing" / "a.json"))
+    code, out, err = cli("ablation", "S13", "--json-out", str(tmp_path / "missing" / "a.json"))
     assert code != 0 and out == ""
-    assert err.splitlines() == [f"error: --json: folder {tmp_path / 'missing'} does not exist"]
+    assert err.splitlines() == [f"error: --json-out: folder {tmp_path / 'missing'} does not exist"]
     if Path("/proc").is_dir():
-        code, out, err = cli("ablation", "S13", "--json", "/proc/x.json")
+        code, out, err = cli("ablation", "S13", "--json-out", "/proc/x.json")
         assert code != 0 and out == ""
-        assert len(err.splitlines()) == 1 and err.startswith("error: --json: cannot write /proc/x.json: ")
-    code, out, err = cli("agent-check", "S1", "--json", str(tmp_path))
-    assert code != 0 and err.splitlines() == [f"error: --json: {tmp_path} is a folder"]
+        assert len(err.splitlines()) == 1 and err.startswith("error: --json-out: cannot write /proc/x.json: ")
+    code, out, err = cli("agent-check", "S1", "--json-out", str(tmp_path))
+    assert code != 0 and err.splitlines() == [f"error: --json-out: {tmp_path} is a folder"]

@@ -11,8 +11,8 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from conftest import as_labels, complete_mappings, round0_view
-from scripted_testbed import ScriptedTestbed, workflow
+from tests.support.views import as_labels, complete_mappings, round0_view
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.prompt import PROMPT_VERSION, build_prompt, load_template

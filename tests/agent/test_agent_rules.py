@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import round0_view
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.views import round0_view
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
-from agentsched.agent.check import run_check
+from agentsched.experiments.check import run_check
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, Measured

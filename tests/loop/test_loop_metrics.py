@@ -7,16 +7,16 @@ import pytest
 from agentsched.loop import OracleView, oracle_view, reference_oracle, run_loop, run_metrics
 from agentsched.loop.metrics import best_oracle_match, first_equivalent_round
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C = Mode.GPU_NOW, Mode.CPU
 
 
-def test_ties_with_a_tool_without_gpu_count_as_oracle_mappings(make_workflow):
+def test_ties_with_a_tool_without_gpu_count_as_oracle_mappings(make_workflow, no_contention):
     # W has no GPU implementation: W=gpu and W=cpu tie exactly
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "web": {"cpu_ms": 5}}, {"A": "a", "W": "web"})
-    view = oracle_view(wf, reference_oracle(wf, SimTestbed(noise_sigma=0.0)))
+    view = oracle_view(wf, reference_oracle(wf, SimTestbed(world=no_contention, noise_sigma=0.0)))
     assert view.e2e_ms == 10.0
     assert sorted(tuple(m.values()) for m in view.best_mappings) == [(G, C), (G, G)]
     assert best_oracle_match([{"A": G, "W": G}], view.best_mappings) == 2
@@ -40,13 +40,12 @@ def test_first_equivalent_round_uses_the_two_percent_tolerance():
     assert view.reference(cg) == 102.1
 
 
-def test_best_match_counts_against_oracle_equivalent_mappings(make_workflow):
+def test_best_match_counts_against_oracle_equivalent_mappings(make_workflow, make_world):
     # B is off the critical path: on the GPU it adds 1% to A through contention (101 vs 100 ms), on
     # the CPU it takes 50 ms. Both are oracle-equivalent; a run placing B on the GPU fully matches.
-    wf = make_workflow({"a": {"cpu_ms": 1000, "gpu_ms": 100, "contention_sensitivity": 0.01},
-                        "b": {"cpu_ms": 50, "gpu_ms": 100, "contention_pressure": 1.0}},
+    wf = make_workflow({"a": {"cpu_ms": 1000, "gpu_ms": 100}, "b": {"cpu_ms": 50, "gpu_ms": 100}},
                        {"A": "a", "B": "b"})
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(world=make_world({"a": (0.01, 0.0), "b": (0.0, 1.0)}), noise_sigma=0.0)
     view = oracle_view(wf, reference_oracle(wf, tb))
     assert view.best == {"A": G, "B": C} and view.e2e_ms == 100.0
     # together: B runs 100 ms; A does 100 / 1.01 ms of work meanwhile, then the rest alone

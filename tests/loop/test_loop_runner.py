@@ -40,9 +40,9 @@ def one_task(make_workflow):
     return make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}}, {"A": "a"})
 
 
-def test_executions_and_regret_with_probes(make_workflow):
+def test_executions_and_regret_with_probes(make_workflow, no_contention):
     wf = one_task(make_workflow)
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(world=no_contention, noise_sigma=0.0)
     pol = Scripted([{"A": C}, {"A": G}], probe_on_observe=[{"A": G}])
     run = run_loop(wf, pol, tb, rounds=2, repeats=3)
     # R0: 3 runs (3) + 1 probe (4); R1: 3 runs (7) + 1 probe (8)
@@ -61,10 +61,10 @@ def test_executions_and_regret_with_probes(make_workflow):
     assert (m.first_equivalent_round, m.best_match, m.final_ratio) == (1, 1, 1.0)
 
 
-def test_probes_while_proposing_belong_to_that_round(make_workflow):
+def test_probes_while_proposing_belong_to_that_round(make_workflow, no_contention):
     wf = one_task(make_workflow)
     pol = Scripted([{"A": G}, {"A": G}], probe_on_propose=[{"A": C}, {"A": C}])
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     # R0: 2 probes, then 1 run -> 3; R1: 2 more probes, 1 run -> 6
     assert [r.result.executions_total for r in run.records] == [3, 6]
     assert [len(r.probes) for r in run.records] == [2, 2]
@@ -81,9 +81,9 @@ def oom_workflow(make_workflow):
                          {"A": "a", "B": "b", "C": "c"}, edges=[("C", "B")], budget=1000)
 
 
-def test_infeasible_executions_are_charged_the_time_they_ran(make_workflow):
+def test_infeasible_executions_are_charged_the_time_they_ran(make_workflow, no_contention):
     wf = oom_workflow(make_workflow)
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(world=no_contention, noise_sigma=0.0)
     view = oracle_view(wf, reference_oracle(wf, tb))
     assert view.e2e_ms == 100.0  # A on the GPU, B on the CPU: max(100, 20 + 30)
     run = run_loop(wf, Scripted([{"A": G, "B": G, "C": C}] * 2), tb, rounds=2, repeats=2)
@@ -97,26 +97,27 @@ def test_infeasible_executions_are_charged_the_time_they_ran(make_workflow):
     assert m.first_equivalent_round is None
 
 
-def test_mixed_feasible_and_infeasible_regret(make_workflow):
+def test_mixed_feasible_and_infeasible_regret(make_workflow, no_contention):
     wf = oom_workflow(make_workflow)
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(world=no_contention, noise_sigma=0.0)
     run = run_loop(wf, Scripted([{"A": G, "B": G, "C": C}, {"A": C, "B": C, "C": C}]), tb, rounds=2, repeats=1)
     # OOM at 20 ms (+20), then all-CPU E2E 400 (+300): 320 / (100 x 2)
     assert regret_ms(run.all_executions(), 100.0) == 320.0
     assert regret_fraction(run.all_executions(), 100.0) == 1.6
 
 
-def test_invalid_proposal_is_a_one_line_policy_error(make_workflow):
+def test_invalid_proposal_is_a_one_line_policy_error(make_workflow, no_contention):
     wf = one_task(make_workflow)
     with pytest.raises(PolicyError) as e:
-        run_loop(wf, Scripted([{"A": Mode.GPU_QUEUE}]), SimTestbed(noise_sigma=0.0), rounds=1, repeats=1)
+        run_loop(wf, Scripted([{"A": Mode.GPU_QUEUE}]), SimTestbed(world=no_contention, noise_sigma=0.0),
+                 rounds=1, repeats=1)
     assert str(e.value) == ("policy scripted proposed an invalid mapping in round 0: task A: mode gpu_queue "
                             "is outside the binary decision space")
 
 
-def test_same_seed_same_run(make_workflow):
+def test_same_seed_same_run(make_workflow, no_contention):
     wf = one_task(make_workflow)
-    tb = SimTestbed(noise_sigma=0.1)
+    tb = SimTestbed(world=no_contention, noise_sigma=0.1)
     a = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=7)
     b = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=7)
     c = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=8)

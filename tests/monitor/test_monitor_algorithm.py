@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import summarize_runs
@@ -262,3 +262,36 @@ def test_config_rejects_unknown_and_bad_options():
         MonitorConfig.from_options({"window": 0})
     assert MonitorConfig.from_options({"probe_budget": None}).probe_budget is None
     assert MonitorConfig.from_options({"hints": False}).differences() == {"hints": False}
+
+
+def test_an_outside_exploration_budget_defers_reprobes_to_the_next_rounds():
+    """probe_allowed (the runtime's share of invocations) cuts reprobes short; they resume around the
+    same mapping in its next rounds, measured ones answered from memory, until all are done."""
+    allowed = {"n": 3}
+    h = Harness(workflow(budget_mb=None), ScriptedTestbed(), **ALL_ON)
+    h.monitor.probe_allowed = lambda: allowed["n"] > 0
+
+    def probe_counting(m, inner=h.monitor.probe_fn):
+        allowed["n"] -= 1
+        return inner(m)
+
+    h.monitor.probe_fn = probe_counting
+    base = mapping("now queue cpu cpu")
+    ev, probes = h.observe(base)
+    assert len(probes) == 3 and "note: exploration budget exhausted" in ev.summary
+    ev, probes = h.observe(base)  # same mapping, nothing allowed: nothing runs, still deferred
+    assert probes == [] and "note: exploration budget exhausted" in ev.summary
+    allowed["n"] = 10
+    ev, probes = h.observe(base)
+    assert len(probes) == 5  # the 8 single moves: 3 answered from memory, 5 measured now
+    assert len(ev.whatifs) == 8 and sum(w.executed for w in ev.whatifs) == 5
+    ev, probes = h.observe(base)
+    assert probes == [] and "reprobes" not in ev.active  # done: an unchanged mapping is not reprobed
+
+
+def test_without_an_outside_budget_an_unchanged_mapping_is_not_reprobed():
+    h = Harness(workflow(budget_mb=None), ScriptedTestbed(), max_probes_per_round=2, **ALL_ON)
+    base = mapping("now queue cpu cpu")
+    _, p0 = h.observe(base)
+    _, p1 = h.observe(base)
+    assert len(p0) == 2 and p1 == []  # the per-round cap does not defer (bench behaviour unchanged)

@@ -7,7 +7,7 @@ import pytest
 from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.policies.heft import HeftPolicy, mean_cost_ms, upward_ranks
 from agentsched.testbeds import SimTestbed
 
@@ -73,9 +73,9 @@ def test_budget_in_three_way_keeps_heft_feasible_and_off_the_queue(make_workflow
         assert _propose(make_policy(name), wf, make_context).mapping == {"A": G, "B": C}
 
 
-def test_heft_is_static_across_rounds(make_workflow):
+def test_heft_is_static_across_rounds(make_workflow, no_contention):
     wf = make_workflow(DIAMOND_CARDS, {"A": "a", "B": "b"})
-    run = run_loop(wf, make_policy("heft"), SimTestbed(noise_sigma=0.0), rounds=3, repeats=1)
+    run = run_loop(wf, make_policy("heft"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=3, repeats=1)
     assert [r.mapping for r in run.rounds] == [{"A": G, "B": G}] * 3
 
 

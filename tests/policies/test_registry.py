@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from agentsched.errors import PolicyError
-from agentsched.policies import registry
-from agentsched.policies.registry import (
+from agentsched.loop import registry
+from agentsched.loop.registry import (
     accepts,
     baseline_policies,
     is_available,
@@ -59,7 +59,7 @@ def test_llm_options_on_a_baseline_are_refused():
 def test_unknown_option_names_the_accepted_ones():
     with pytest.raises(PolicyError) as e:
         make_policy("heft-cf", factor=2)
-    assert str(e.value) == "policy heft-cf takes no option 'factor' (options: contention_factor, cpu_cores)"
+    assert str(e.value) == "policy heft-cf takes no option 'factor' (options: contention_factor, cpu_cores, machine)"
     with pytest.raises(PolicyError, match=r"\(options: none\)$"):
         make_policy("all-gpu", cpu_cores=2)
 

@@ -5,23 +5,23 @@ from __future__ import annotations
 from agentsched.loop import run_loop
 from agentsched.model import Mode, Status
 from agentsched.oracle import brute_force
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
 
 
-def test_all_gpu_puts_gpu_capable_tools_on_gpu_now(make_workflow):
+def test_all_gpu_puts_gpu_capable_tools_on_gpu_now(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 14, "gpu_ms": 39}, "web": {"cpu_ms": 127}}, {"A": "a", "W": "web"})
-    run = run_loop(wf, make_policy("all-gpu"), SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    run = run_loop(wf, make_policy("all-gpu"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     # even a CPU-preferred tool: that is the framework default
     assert [r.mapping for r in run.rounds] == [{"A": G, "W": C}] * 2
 
 
-def test_all_gpu_ignores_the_budget_and_runs_out_of_memory(make_workflow):
+def test_all_gpu_ignores_the_budget_and_runs_out_of_memory(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
                        space="three_way", budget=1000)
-    run = run_loop(wf, make_policy("all-gpu"), SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    run = run_loop(wf, make_policy("all-gpu"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     assert [r.status for r in run.rounds] == [Status.OOM, Status.OOM]
 
 
@@ -53,16 +53,16 @@ def test_mem_greedy_without_budget_is_gpu_where_faster(make_workflow, make_conte
     assert pol.propose(0).mapping == {"A": G, "E": C}
 
 
-def test_oracle_reference_is_offline_and_proposes_the_brute_force_best(make_workflow):
+def test_oracle_reference_is_offline_and_proposes_the_brute_force_best(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}},
                        {"A": "a", "B": "b"})
     pol = make_policy("oracle")
     assert pol.online is False
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     assert [r.mapping for r in run.rounds] == [{"A": G, "B": C}] * 2
     # a precomputed search is used as given
-    given = brute_force(wf, SimTestbed(noise_sigma=0.0))
+    given = brute_force(wf, SimTestbed(world=no_contention, noise_sigma=0.0))
     pol = make_policy("oracle", oracle=given)
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=1, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=1, repeats=1)
     assert run.rounds[0].mapping == given.best.mapping
     assert run.records[0].proposal_info == {"oracle_e2e_ms": 10.0}

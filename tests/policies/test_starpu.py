@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from agentsched.loop import run_loop
 from agentsched.model import Mode
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C = Mode.GPU_NOW, Mode.CPU
 
 # Two independent tools that slow each other to half speed on the GPU (s = p = 1: rate 1/(1+1)).
-CARDS = {
-    "a": {"cpu_ms": 350, "gpu_ms": 100, "contention_sensitivity": 1.0, "contention_pressure": 1.0},
-    "b": {"cpu_ms": 300, "gpu_ms": 100, "contention_sensitivity": 1.0, "contention_pressure": 1.0},
-}
+CARDS = {"a": {"cpu_ms": 350, "gpu_ms": 100}, "b": {"cpu_ms": 300, "gpu_ms": 100}}
+CONTENTION = {"a": (1.0, 1.0), "b": (1.0, 1.0)}  # the simulated world's (sensitivity, pressure)
 
 
-def test_model_updates_after_a_measurement_and_the_decision_follows(make_workflow):
+def test_model_updates_after_a_measurement_and_the_decision_follows(make_workflow, make_world):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
     pol = make_policy("starpu")
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=3, repeats=2)
+    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0, world=make_world(CONTENTION)), rounds=3, repeats=2)
     m = [r.mapping for r in run.rounds]
     # R0, cards: A GPU 100 < 350; B waits for the serial GPU worker: 100 + 100 = 200 < 300 -> GPU.
     assert m[0] == {"A": G, "B": G}
@@ -44,12 +42,12 @@ def test_card_values_before_any_measurement(make_workflow, make_context):
     assert (pol.expected_ms("A", "cpu"), pol.expected_ms("A", "gpu")) == (350.0, 100.0)
 
 
-def test_oom_spans_give_no_samples(make_workflow):
+def test_oom_spans_give_no_samples(make_workflow, no_contention):
     # All-GPU over budget fails at t=0 in every round; StarPU can only learn from complete spans.
     wf = make_workflow({"a": {"cpu_ms": 5000, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
                        space="three_way", budget=1000)
     pol = make_policy("starpu")
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=2, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     # the VRAM guard keeps StarPU itself feasible: A GPU, B CPU
     assert run.rounds[0].mapping == {"A": G, "B": C}
     assert pol.history == {("a", "gpu"): (20.0, 2), ("a", "cpu"): (10000.0, 2)}

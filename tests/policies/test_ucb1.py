@@ -8,7 +8,7 @@ from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
 from agentsched.model import Mode
 from agentsched.model.mapping import mapping_key
-from agentsched.policies import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
@@ -18,9 +18,9 @@ G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
 CARDS = {"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}}
 
 
-def test_explores_every_arm_before_repeating_then_follows_the_index(make_workflow):
+def test_explores_every_arm_before_repeating_then_follows_the_index(make_workflow, no_contention):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
-    run = run_loop(wf, make_policy("ucb1"), SimTestbed(noise_sigma=0.0), rounds=8, repeats=1, seed=3)
+    run = run_loop(wf, make_policy("ucb1"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=8, repeats=1, seed=3)
     keys = [mapping_key(wf, r.mapping) for r in run.rounds]
     assert len(set(keys[:4])) == 4  # the 4 arms, each once
     best = (G, C)
@@ -33,30 +33,30 @@ def test_explores_every_arm_before_repeating_then_follows_the_index(make_workflo
     assert [r.proposal_info["phase"] for r in run.records] == ["explore"] * 4 + ["ucb"] * 4
 
 
-def test_reward_is_lower_bound_over_e2e_and_zero_when_infeasible(make_workflow):
+def test_reward_is_lower_bound_over_e2e_and_zero_when_infeasible(make_workflow, no_contention):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
-    run = run_loop(wf, make_policy("ucb1"), SimTestbed(noise_sigma=0.0), rounds=4, repeats=1)
+    run = run_loop(wf, make_policy("ucb1"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=4, repeats=1)
     p_rewards = sorted(r.proposal_info["mean_reward"] for r in run.records)
     assert p_rewards == [0.0] * 4  # nothing was played before each proposal
     pol = make_policy("ucb1")
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=4, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=4, repeats=1)
     assert sorted(pol.reward_sum) == [0.1, 0.1, 0.1, 1.0]
 
 
-def test_arms_exclude_certainly_infeasible_mappings(make_workflow):
+def test_arms_exclude_certainly_infeasible_mappings(make_workflow, no_contention):
     # three-way, A and B 600 MB each, budget 1000: only (gpu_now, gpu_now) must run out of memory
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
                        space="three_way", budget=1000)
     pol = make_policy("ucb1")
-    run = run_loop(wf, pol, SimTestbed(noise_sigma=0.0), rounds=8, repeats=1)
+    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=8, repeats=1)
     assert len(pol.arms) == 8
     assert {"A": G, "B": G} not in pol.arms
     assert len({mapping_key(wf, r.mapping) for r in run.rounds}) == 8
 
 
-def test_exploration_order_comes_from_the_seed(make_workflow):
+def test_exploration_order_comes_from_the_seed(make_workflow, no_contention):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(world=no_contention, noise_sigma=0.0)
     first = {seed: [mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4,
                                                                    repeats=1, seed=seed).rounds]
              for seed in range(6)}

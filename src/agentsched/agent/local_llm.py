@@ -6,7 +6,7 @@ llama-cpp-python (the optional extra: ``pip install 'agentsched[local-llm]'``), 
 The llm reasoner also accepts ``--llm-base-url gguf:/path/model.gguf`` and starts one itself.
 
 Tiny models (under a few billion parameters) reason poorly about placements: they often break the
-JSON contract or ignore the evidence, and the reasoner then falls back to the best-ever mapping.
+JSON contract or ignore the evidence, and the rules reasoner then decides those rounds.
 Use them to exercise the pipeline offline, not to judge the method (docs/agent.md).
 """
 
@@ -156,14 +156,25 @@ def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int
                                 "temperature": float(body.get("temperature", 0.2))}
         if body.get("max_tokens"):
             args["max_tokens"] = int(body["max_tokens"])
-        fmt = body.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") == "json_object":
-            args["response_format"] = {"type": "json_object"}
+        args.update(_llama_response_format(body.get("response_format")))
         with lock:
             out = llm.create_chat_completion(**args)
         return 200, dict(out)  # already an OpenAI chat.completion body
 
     return backend
+
+
+def _llama_response_format(fmt: Any) -> dict[str, Any]:
+    """An OpenAI ``response_format`` as llama-cpp-python takes it: json_object, with the JSON schema
+    (grammar-constrained decoding) when a json_schema was asked for; {} for plain."""
+    if not isinstance(fmt, dict):
+        return {}
+    if fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        return {"response_format": {"type": "json_object", **({"schema": schema} if schema else {})}}
+    if fmt.get("type") == "json_object":
+        return {"response_format": {"type": "json_object"}}
+    return {}
 
 
 def serve_gguf(model_path: str | Path, *, port: int = 0, n_ctx: int = 8192, n_gpu_layers: int = 0,

@@ -1,5 +1,6 @@
-"""The agentic scheduler as a loop policy: a reasoner (``rules`` or ``llm``) over the four evidence
-streams, and the runtime monitor that turns each round's consequences into evidence.
+"""The agentic scheduler as a loop policy: a reasoner (``rules``, or ``llm`` with the rules as its
+per-round fallback) over the four evidence streams, and the runtime monitor that turns each round's
+consequences into evidence.
 
 Constructed by the policy registry as ``AgentPolicy(reasoner="rules"|"llm", **options)`` with
 options ``start`` ("warm"|"cold"), ``llm`` (dict: base_url, model, api_key, temperature,
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsched.agent.rules import Decision, RulesReasoner
+from agentsched.agent.reasoner import FallbackReasoner, Reasoner
+from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.workflow import Workflow
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.monitor import RuntimeMonitor
 from agentsched.monitor.records import Evidence
@@ -61,20 +64,20 @@ class AgentPolicy(Policy):
         self.start = start  # "warm": profile cards; "cold": names, tags and workload lines only
         self.stability = float(stability)  # adoption threshold for what-ifs
         self.monitor_config = MonitorConfig.from_options(options.get("monitor"))
-        self.rules = RulesReasoner(initial=initial)
-        self.llm = None
+        if reasoner != "llm" and options.get("llm"):
+            raise PolicyError("llm options are only valid with the llm reasoner (agent-llm)")
+        self.reasoner: Reasoner = RulesReasoner(initial=initial)
         if reasoner == "llm":
             from agentsched.agent.llm import LLMConfig, LLMReasoner
 
-            self.llm = LLMReasoner(LLMConfig.from_options(options.get("llm")))
-        elif options.get("llm"):
-            raise PolicyError("llm options are only valid with the llm reasoner (agent-llm)")
+            # an unusable answer in a round: the rules decide that round, on the same view
+            self.reasoner = FallbackReasoner(LLMReasoner(LLMConfig.from_options(options.get("llm"))), self.reasoner)
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
 
     @property
     def label(self) -> str:
-        base = "agent-rules" if self.llm is None else f"agent-llm:{self.llm.config.model}"
+        base = f"agent-{self.reasoner.label}"
         if self.start == "cold":
             base += "-cold"
         off = [_SWITCH_LABELS.get(k, f"{k}={v}") for k, v in self.monitor_config.differences().items()
@@ -88,11 +91,23 @@ class AgentPolicy(Policy):
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         cards = ctx.cards if self.start == "warm" else None
-        self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards)
-        self.rules.reset()
-        if self.llm is not None:
-            self.llm.reset()  # the circuit breaker counts per run
+        self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards,
+                                      probe_allowed=ctx.probe_allowed)
+        self.reasoner.reset()
         self._evidence = None
+
+    def preflight(self, workflow: Workflow) -> None:
+        """The reasoner's check (one cheap request to an LLM endpoint; nothing for the rules)."""
+        self.reasoner.preflight()
+
+    def close(self) -> None:
+        """Release the reasoner's resources (a local model server)."""
+        self.reasoner.close()
+
+    def describe(self) -> dict[str, Any]:
+        """Label, start and the reasoner's settings (an LLM's model and redacted base URL)."""
+        return {**super().describe(), "start": self.start, "initial": self.initial,
+                "reasoner": self.reasoner.describe()}
 
     def view(self, round_index: int) -> AgentView:
         """The four streams as they stand before ``round_index``."""
@@ -113,21 +128,9 @@ class AgentPolicy(Policy):
 
     def propose(self, round_index: int) -> Proposal:
         view = self.view(round_index)
-        if self.llm is None:
-            d = self.rules.propose(view)
-            # no prompt: the rules read the streams directly; "response" is the rule that decided
-            return Proposal(d.mapping, {"reasoner": "rules", "reason": d.reason, "response": d.reason,
-                                        "mapping": format_mapping(view.workflow, d.mapping)})
-        fallback = self._fallback(view)
-        mapping, info = self.llm.propose(view, fallback)
-        return Proposal(mapping, info)
-
-    def _fallback(self, view: AgentView) -> Decision:
-        """What the llm reasoner falls back to: the best-ever mapping, else the rules' proposal."""
-        if view.best is not None:
-            return Decision(dict(view.best.mapping), f"the best-ever mapping (first run R{view.best.first_round})")
-        d = self.rules.propose(view)
-        return Decision(d.mapping, f"the rules reasoner's choice, no round being feasible yet ({d.reason})")
+        d = self.reasoner.propose(view)
+        return Proposal(d.mapping, {**d.audit, "reason": d.reason,
+                                    "mapping": format_mapping(view.workflow, d.mapping)})
 
     def observe(self, result: RoundResult) -> dict[str, Any]:
         assert self.monitor is not None

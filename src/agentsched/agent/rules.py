@@ -27,27 +27,21 @@ Later rounds, first rule that applies:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from agentsched.agent.reasoner import Decision, Reasoner
 from agentsched.agent.view import AgentView, MappingT
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import DecisionSpace, Mode
+from agentsched.model.workflow import DecisionSpace, Mode, fits_vram
 
 GPU_TAGS = frozenset({"compute-bound"})  # cold start: tags of dense kernels a GPU accelerates
 RATIO_GPU = 7.0  # ratio at and above which a task stays on the GPU
 RATIO_CPU = 1.0  # ratio below which the CPU is faster even in isolation
 
 
-@dataclass(frozen=True)
-class Decision:
-    """A reasoner's answer for one round."""
-
-    mapping: MappingT  # complete mapping inside the decision space
-    reason: str  # one line saying which rule chose it
+__all__ = ["Decision", "RulesReasoner"]
 
 
-class RulesReasoner:
-    """Deterministic reasoner over the four streams."""
+class RulesReasoner(Reasoner):
+    """Deterministic reasoner over the four streams; always decides."""
 
     name = "rules"
 
@@ -56,7 +50,11 @@ class RulesReasoner:
         self._followed: set[tuple[str, Mode]] = set()  # hinted placements already tried
 
     def reset(self) -> None:
+        """A new run: no hint followed yet."""
         self._followed = set()
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "initial": self.initial_rule}
 
     # ---- round 0 -----------------------------------------------------------------------------
     def initial(self, view: AgentView) -> Decision:
@@ -83,17 +81,17 @@ class RulesReasoner:
                 m[t] = Mode.GPU_NOW
             else:
                 ambiguous.append(t)
+        def time_ms(u: str) -> float:
+            cu = cards[u]
+            on_cpu = m.get(u, Mode.GPU_NOW) is Mode.CPU or not cu.has_gpu
+            return cu.cpu_ms if on_cpu else cu.gpu_ms  # type: ignore[return-value]
+
+        times = {u: time_ms(u) for u in ids}  # kept current as tasks are decided: one lookup per pair
         for t in ambiguous:
             c = cards[t]
-
-            def time_ms(u: str) -> float:
-                cu = cards[u]
-                on_cpu = m.get(u, Mode.GPU_NOW) is Mode.CPU or not cu.has_gpu
-                return cu.cpu_ms if on_cpu else cu.gpu_ms  # type: ignore[return-value]
-
-            beside = [time_ms(u) for u in view.concurrent[t]]
-            bottleneck = max(beside, default=0.0)
+            bottleneck = max((times[u] for u in view.concurrent[t]), default=0.0)
             m[t] = Mode.CPU if c.cpu_ms <= bottleneck else Mode.GPU_NOW
+            times[t] = time_ms(t)
         return Decision({t: m[t] for t in ids}, "round 0, warm start: ratio guideline (cpu_ms/gpu_ms)")
 
     def _structural(self, view: AgentView) -> Decision:
@@ -136,6 +134,12 @@ class RulesReasoner:
 
     # ---- later rounds ------------------------------------------------------------------------
     def propose(self, view: AgentView) -> Decision:
+        """The first rule that applies (module docstring); the audit names the reasoner and the rule."""
+        d = self._decide(view)
+        # no prompt: the rules read the streams directly; "response" is the rule that decided
+        return Decision(d.mapping, d.reason, {"reasoner": self.name, "response": d.reason})
+
+    def _decide(self, view: AgentView) -> Decision:
         if view.round == 0 or not view.history:
             return self.initial(view)
         best = view.best
@@ -174,7 +178,7 @@ class RulesReasoner:
             gpu = [t for t in view.workflow.task_ids if m[t] is not Mode.CPU]
             if not gpu:
                 return Decision(m, "no feasible round yet and nothing left on the GPU")
-            culprit = max(gpu, key=lambda t: (view.vram_mb(t) or 0.0, -view.workflow.task_ids.index(t)))
+            culprit = max(gpu, key=lambda t: (view.vram_mb(t) or 0.0, -view.workflow.task_index[t]))
         need = view.vram_mb(culprit)
         budget = view.workflow.vram_budget_mb
         three_way = view.workflow.decision_space is DecisionSpace.THREE_WAY
@@ -234,8 +238,8 @@ def _cpu_only(view: AgentView) -> tuple[MappingT, list[str]]:
 def _fits(view: AgentView, now: list[str], budget: float) -> bool:
     """VRAM of every gpu_now task plus the gpu_now tasks that can overlap it stays in the budget."""
     for t in now:
-        total = (view.vram_mb(t) or 0.0) + sum(view.vram_mb(u) or 0.0 for u in now if u in view.concurrent[t])
-        if total > budget + 1e-9:
+        beside = sum(view.vram_mb(u) or 0.0 for u in now if u in view.concurrent[t])
+        if not fits_vram(beside, view.vram_mb(t) or 0.0, budget):
             return False
     return True
 

@@ -11,16 +11,15 @@ Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder ren
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
-
-import networkx as nx
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
 
-MappingT = dict[str, Mode]
+
 
 
 @dataclass(frozen=True)
@@ -69,16 +68,10 @@ class AgentView:
     def warm(self) -> bool:
         return self.start == "warm"
 
-    @cached_property
-    def concurrent(self) -> dict[str, frozenset[str]]:
-        """Tasks that may overlap each task in time (neither its ancestor nor its descendant)."""
-        g = self.workflow.graph
-        ids = self.workflow.task_ids
-        out = {}
-        for t in ids:
-            related = nx.ancestors(g, t) | nx.descendants(g, t) | {t}
-            out[t] = frozenset(u for u in ids if u not in related)
-        return out
+    @property
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
+        """Tasks that may overlap each task in time (the workflow's overlap sets)."""
+        return self.workflow.concurrent
 
     def vram_mb(self, task: str) -> float | None:
         """VRAM the task holds on the GPU: its card (warm), else what was observed, else unknown."""

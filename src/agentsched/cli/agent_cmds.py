@@ -8,7 +8,17 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import console, load_workflow
+from agentsched.cli.common import (
+    JSON_HELP,
+    JSON_OUT_HELP,
+    WORLD,
+    console,
+    err_console,
+    load_workflow,
+    load_workflow_and_world,
+    pick_world,
+    print_json,
+)
 from agentsched.cli.loop_cmds import loop_counts
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
@@ -25,7 +35,7 @@ def _start(value: str) -> str:
 def _baselines(values: list[str]) -> tuple[str, ...]:
     """The --baseline values as registry names ("none" drops them all); one-line error for a name
     that is not a baseline policy."""
-    from agentsched.policies.registry import baseline_policies, get_spec
+    from agentsched.loop.registry import baseline_policies, get_spec
 
     valid = baseline_policies()
     out: list[str] = []
@@ -53,27 +63,53 @@ def register(app: typer.Typer) -> None:
                                               help="round 0: rules (the written rules) or all-gpu (no prior: "
                                                    "what the monitor alone recovers); default: both tables"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        world: Optional[str] = WORLD,
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+        journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
+                                                                           "(SQLite) as it completes"),
+        resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
     ) -> None:
         """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
-        from agentsched.agent.ablation import run_ablation
+        from agentsched.experiments.ablation import run_ablation
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         if initial not in (None, "rules", "all-gpu"):
             raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
+        sim_world = pick_world("sim", world, [wf_world])  # the ablation runs on the simulator
         start = _start(start)
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
-        from agentsched.report.bench import is_paper_scenario
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
+        from agentsched.experiments.journal import RunJournal
+        from agentsched.experiments.paper import is_paper_scenario
 
-        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
-                           initial=("rules", "all-gpu") if initial is None else initial,
-                           paper=wf.name == "S13" and is_paper_scenario(wf, cards))
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if resume and journal_file is None:
+            raise AgentschedError("--resume needs --journal FILE (where the interrupted ablation recorded its runs)")
+        initials = ("rules", "all-gpu") if initial is None else (initial,)
+        journal = None
+        if journal_file is not None:
+            check_output_file(journal_file, "--journal")
+            journal = RunJournal(journal_file, {"workflow": wf.name, "tasks": wf.task_ids, "rounds": rounds,
+                                                "repeats": repeats, "seeds": seeds, "start": start,
+                                                "initial": list(initials), "cards": cards,
+                                                "world": sim_world.name if sim_world else None}, resume=resume)
+        try:
+            res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
+                               initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
+                               journal=journal, world=sim_world)
+        finally:
+            if journal is not None:
+                journal.close()
+        if journal is not None and journal.resumed:
+            console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
 
     @app.command("agent-check")
     def agent_check_cmd(
@@ -83,24 +119,31 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
         start: Optional[str] = typer.Option(None, "--start", help="warm or cold (default: both)"),
         baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
-        json_out: Optional[str] = typer.Option(None, "--json", help="also write the result to this JSON file"),
+        world: Optional[str] = WORLD,
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
     ) -> None:
         """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
-        from agentsched.agent.check import run_check
+        from agentsched.experiments.check import run_check
         from agentsched.scenarios import list_scenarios
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
         starts = ("warm", "cold") if start is None else (_start(start),)
         baselines = _baselines(baseline)
-        wfs = [load_workflow(s) for s in (scenarios or list_scenarios())]
-        if json_out:
-            check_output_file(json_out, "--json")  # before the work, not after it
+        loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
+        wfs = [wf for wf, _ in loaded]
+        sim_world = pick_world("sim", world, [w for _, w in loaded])  # the check runs on the simulator
+        if json_file:
+            check_output_file(json_file, "--json-out")  # before the work, not after it
         res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
-                        baselines=baselines)
-        typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+                        baselines=baselines, world=sim_world)
         if json_out:
-            write_json(json_out, res.to_dict(), indent=2)
-            console.print(f"written {json_out}")
+            print_json(res.to_dict())
+        else:
+            typer.echo(res.to_markdown())  # plain: markdown tables must not wrap
+        if json_file:
+            write_json(json_file, res.to_dict(), indent=2)
+            (err_console if json_out else console).print(f"written {json_file}")
         if not res.all_reached:
             raise typer.Exit(1)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -9,8 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from agentsched.cli.common import (
-    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive, print_json,
+    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, WORLD, build_testbed, console, load_workflow, load_workflow_and_world,
+    pick_world, positive, print_json, SEED_HELP,
 )
+from agentsched.loop.runner import noise_stream
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
 from agentsched.model.workflow import Workflow
@@ -19,6 +22,25 @@ from agentsched.scenarios import list_scenarios, load_scenario
 
 def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
+
+
+RICH_TABLE_MAX_ROWS = 200  # beyond this, plain aligned text: rich renders ~1 ms per row
+
+
+def print_rows(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """A table: rich for a screenful, plain aligned columns written at once for thousands of rows."""
+    if len(rows) <= RICH_TABLE_MAX_ROWS:
+        t = Table(title=title or None)
+        for col in header:
+            t.add_column(col)
+        for r in rows:
+            t.add_row(*r)
+        console.print(t)
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [title] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def timeline_table(wf: Workflow, ex: Execution) -> Table:
@@ -78,28 +100,31 @@ def register(app: typer.Typer) -> None:
                       f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
                       f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
         edges = ", ".join(f"{a}->{b}" for a, b in wf.edges) or "none (all tasks ready at t=0)"
-        console.print(f"edges: {edges}")
-        t = Table()
-        for col in ("task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"):
-            t.add_column(col)
+        if len(wf.edges) > RICH_TABLE_MAX_ROWS:
+            sys.stdout.write(f"edges ({len(wf.edges):,}): {edges}\n")
+        else:
+            console.print(f"edges: {edges}")
+        rows = []
         for tid in wf.task_ids:
             c = tc[tid]
-            t.add_row(tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
-                      "-" if c.speedup is None else f"{c.speedup:.1f}x",
-                      "-" if c.load_ms is None else f"{c.load_ms:g}",
-                      "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags))
-        console.print(t)
+            rows.append([tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
+                         "-" if c.speedup is None else f"{c.speedup:.1f}x",
+                         "-" if c.load_ms is None else f"{c.load_ms:g}",
+                         "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
+        print_rows("", ["task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"],
+                   rows)
 
     @app.command("simulate")
     def simulate_cmd(
         workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
         mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
-        seed: int = typer.Option(0, help="noise seed"),
+        seed: int = typer.Option(0, help=SEED_HELP),
         noise: Optional[float] = typer.Option(None, help="log-normal noise sigma (sim; 0 = expected values)"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
     ) -> None:
@@ -107,11 +132,12 @@ def register(app: typer.Typer) -> None:
         from agentsched.report.gantt import check_gantt_path, save_gantt
 
         gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
         m = parse_mapping(wf, mapping)
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots,
+                           world=pick_world(testbed, world, [wf_world]))
         try:
-            ex = tb.run(wf, m)
+            ex = tb.run(wf, m, rng=noise_stream(seed))
         finally:
             tb.close()
         if gantt_path is not None:
@@ -133,6 +159,7 @@ def register(app: typer.Typer) -> None:
         repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
         seed: int = typer.Option(0),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        world: Optional[str] = WORLD,
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
         """Brute-force every mapping and rank the feasible ones by E2E."""
@@ -140,13 +167,11 @@ def register(app: typer.Typer) -> None:
 
         positive("--top", top)
         positive("--repeats", repeats)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
         tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
-                           cpu_slots=cpu_slots)
-        preflight = getattr(tb, "preflight", None)  # the local testbed: no CUDA -> one line, before any run
-        if preflight is not None:
-            preflight(wf)
+                           cpu_slots=cpu_slots, world=pick_world(testbed, world, [wf_world]))
         try:
+            tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
             res = brute_force(wf, tb, repeats=repeats)
         finally:
             tb.close()
@@ -171,11 +196,12 @@ def register(app: typer.Typer) -> None:
         console.print(t)
 
     @app.command("calibrate")
-    def calibrate_cmd(json_out: bool = typer.Option(False, "--json")) -> None:
-        """Compare the simulator (a5500 cards) with the paper: Table 3 oracles and Table 2 latencies."""
-        from agentsched.calibration import calibrate, render_calibration
+    def calibrate_cmd(world: Optional[str] = WORLD, json_out: bool = typer.Option(False, "--json")) -> None:
+        """Compare the simulator (a5500 cards, a5500 world unless --world) with the paper: Table 3 oracles and
+        Table 2 latencies."""
+        from agentsched.experiments.calibration import calibrate, render_calibration
 
-        rep = calibrate()
+        rep = calibrate(world=pick_world("sim", world, []))
         if json_out:
             print_json(rep.to_dict())
             return

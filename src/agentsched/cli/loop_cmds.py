@@ -9,12 +9,35 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, build_testbed, console, load_workflow, positive
+from agentsched.cli.common import (
+    CPU_SLOTS_HELP,
+    EMULATE_GPU_HELP,
+    RAY_ADDRESS_HELP,
+    JSON_HELP,
+    JSON_OUT_HELP,
+    SEED_HELP,
+    SIZE_HELP,
+    TESTBED_HELP,
+    WORLD,
+    build_testbed,
+    console,
+    cpu_cores_option,
+    err_console,
+    load_workflow,
+    load_workflow_and_world,
+    pick_world,
+    positive,
+    testbed_notes,
+    print_json,
+)
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
+from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
+from agentsched.tools.base import parse_size
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
@@ -58,6 +81,28 @@ def expand_folders(names: list[str]) -> list[str]:
         else:
             out.append(n)
     return out
+
+
+HEFT_MODEL_HELP = ("heft/heft-cf machine: parallel (default: the GPU runs tasks side by side at isolated "
+                   "speed) or classical (one task at a time per processor: --cpu-slots cores, default 1, "
+                   "and one GPU)")
+
+
+def heft_model_option(policies: list[str], options: dict[str, dict[str, Any]],
+                      model: str | None) -> dict[str, dict[str, Any]]:
+    """``options`` with ``machine=model`` for every policy that takes it (heft, heft-cf); one-line
+    error when none of ``policies`` does or the model is unknown."""
+    from agentsched.loop.registry import accepts
+    from agentsched.policies.heft import MACHINE_MODELS
+
+    if model is None:
+        return options
+    if model not in MACHINE_MODELS:
+        raise AgentschedError(f"--heft-model must be {' or '.join(MACHINE_MODELS)}, got {model!r}")
+    takers = [p for p in policies if accepts(p, "machine")]
+    if not takers:
+        raise AgentschedError(f"--heft-model applies only to heft and heft-cf (got {', '.join(policies)})")
+    return {**options, **{p: {**options.get(p, {}), "machine": model} for p in takers}}
 
 
 def _check_start(start: str | None) -> str | None:
@@ -108,18 +153,38 @@ def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict
 def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
     """Fail before any run when ``testbed`` cannot run these workflows at all (the local testbed on a
     machine without CUDA: every policy and the oracle place tasks on the GPU). One-line TestbedError."""
-    check = getattr(testbed, "preflight", None)
-    if callable(check):
-        for wf in workflows:
-            check(wf)
+    for wf in workflows:
+        testbed.preflight(wf)
 
 
-def llm_preflight(policy: Any) -> None:
-    """One cheap request to an agent-llm policy's endpoint before any run: a one-line error
-    (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
-    llm = getattr(policy, "llm", None)
-    if llm is not None:
-        llm.preflight()
+def _world_ref(sim_world: Any, given: str | None, loaded: list[tuple[Any, str | None]]) -> str:
+    """How results.json's config names the bench's world so that it can be loaded again: the
+    --world value, else the workflow files' world: value (a name or a resolved path)."""
+    from agentsched.testbeds.world import choose_world
+
+    return str(choose_world(given, [w for _, w in loaded]))
+
+
+def policy_preflight(policy: Policy, workflows: list[Workflow]) -> None:
+    """The policy's own check before any run (agent-llm: one cheap request to its endpoint): a one-line
+    error (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
+    for wf in workflows:
+        policy.preflight(wf)
+
+
+SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
+MAPPING_PRINT_MAX_TASKS = 16  # beyond this a round line shows mode counts (the JSON keeps every task)
+
+
+def mapping_text(wf: Workflow, mapping: Any) -> str:
+    """``A=gpu,B=cpu`` for a small workflow; ``5000 tasks: 3,120 gpu, 1,880 cpu`` for a large one."""
+    if len(wf.tasks) <= MAPPING_PRINT_MAX_TASKS:
+        return format_mapping(wf, mapping)
+    sp = wf.decision_space
+    counts = {m: 0 for m in sp.modes}
+    for m in mapping.values():
+        counts[m] += 1
+    return f"{len(wf.tasks):,} tasks: " + ", ".join(f"{n:,} {sp.label(m)}" for m, n in counts.items() if n)
 
 
 def _fmt_ms(x: float | None) -> str:
@@ -133,14 +198,19 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option(..., "--policy", "-p", help="policy name (see `agentsched policies`)"),
         rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
         repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
-        seed: int = typer.Option(0, help="seed of the testbed noise and the policy's randomness"),
-        json_file: Optional[Path] = typer.Option(None, "--json", help="write every round to this JSON file"),
+        seed: int = typer.Option(0, help=SEED_HELP),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
+        json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
         start: Optional[str] = typer.Option(None, "--start", help=START_HELP),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
         testbed: str = typer.Option("sim", help=TESTBED_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03; 0 = expected values)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
+        world: Optional[str] = WORLD,
+        heft_model: Optional[str] = typer.Option(None, "--heft-model", help=HEFT_MODEL_HELP),
         oracle: bool = typer.Option(True, "--oracle/--no-oracle",
                                     help="compare with the brute-force oracle (noise-free on sim)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
@@ -152,21 +222,30 @@ def register(app: typer.Typer) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
         from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.policies.registry import get_spec, make_policy
-        from agentsched.report.bench import round_dicts
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.experiments.bench import round_dicts
 
         loop_counts(rounds=rounds, repeats=repeats)
+        say = err_console if json_out else console  # with --json, stdout holds the JSON only
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
-        opts = _policy_options(spec.name.value, _check_start(start), llm)
+        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
+        opts = heft_model_option([spec.name.value], {spec.name.value: opts}, heft_model)[spec.name.value]
         pol = make_policy(spec.name.value, **opts)
-        wf = load_workflow(workflow, cards)
+        wf, wf_world = load_workflow_and_world(workflow, cards)
+        sim_world = pick_world(testbed, world, [wf_world])
         if json_file is not None:
-            check_output_file(json_file, "--json")  # before the work, not after it
-        llm_preflight(pol)  # an unusable LLM endpoint: one line now, not a fallback in every round
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots)
+            check_output_file(json_file, "--json-out")  # before the work, not after it
+        try:
+            policy_preflight(pol, [wf])  # an unusable LLM endpoint: one line now, not a fallback in every round
+        except BaseException:
+            pol.close()
+            raise
+        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        tb_notes = testbed_notes(tb)
         sp = wf.decision_space
         try:
             preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
@@ -179,49 +258,59 @@ def register(app: typer.Typer) -> None:
                 except AgentschedError as e:
                     if spec.name.value == "oracle":
                         raise
-                    console.print(f"note: {e}; running without it", highlight=False, markup=False)
+                    say.print(f"note: {e}; running without it", highlight=False, markup=False)
             if res is not None and spec.name.value == "oracle":
                 pol = make_policy("oracle", oracle=res)
-            width = len(format_mapping(wf, {t: sp.modes[-1] for t in wf.task_ids}))
+            width = len(mapping_text(wf, {t: sp.modes[-1] for t in wf.task_ids}))
 
             def show(rec: Any) -> None:
                 r = rec.result
                 status = r.status.value + (f" ({r.message})" if r.message else "")
-                console.print(f"R{r.round:<3d} {format_mapping(wf, r.mapping):<{width}s}"
+                say.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
                               + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
-                for line in summary or []:
-                    console.print(f"      {line}", highlight=False, markup=False)
+                summary = list(summary or [])
+                for line in summary[:SUMMARY_PRINT_MAX_LINES]:
+                    say.print(f"      {line}", highlight=False, markup=False)
+                if len(summary) > SUMMARY_PRINT_MAX_LINES:
+                    more = len(summary) - SUMMARY_PRINT_MAX_LINES
+                    say.print(f"      ... {more:,} more line{'s' if more != 1 else ''} (all in --json / --json-out)",
+                                  highlight=False, markup=False)
 
-            console.print(f"{wf.name} ({sp.value}, budget "
+            say.print(f"{wf.name} ({sp.value}, budget "
                           f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}), policy "
-                          f"{pol.label}{'' if pol.online else ' (offline reference)'}, {rounds} rounds x "
-                          f"{repeats} executions, seed {seed}", highlight=False, markup=False)
+                          f"{pol.label}{'' if pol.online else ' (offline reference)'}, {plural(rounds, 'round')} x "
+                          f"{plural(repeats, 'execution')}, seed {seed}", highlight=False, markup=False)
+            for n in tb_notes:
+                console.print(f"note: {n}", highlight=False, markup=False)
             run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=show)
         finally:
-            tb.close()
+            try:
+                pol.close()
+            finally:
+                tb.close()
         view = oracle_view(wf, res) if res is not None else None
         metrics = run_metrics(run, view) if view is not None else None
         best = run.best_round()
         if best is None:
-            console.print("best: no feasible round", highlight=False)
+            say.print("best: no feasible round", highlight=False)
         else:
             ratio = f", {metrics.best_ratio:.3f}x oracle" if metrics and metrics.best_ratio else ""
-            console.print(f"best:   R{best.round} {format_mapping(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
+            say.print(f"best:   R{best.round} {mapping_text(wf, best.mapping)}  E2E {_fmt_ms(best.e2e_ms)} ms"
                           f"{ratio}", highlight=False, markup=False)
         if view is not None and metrics is not None:
-            console.print(f"oracle: {format_mapping(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
+            say.print(f"oracle: {mapping_text(wf, view.best)}  E2E {_fmt_ms(view.e2e_ms)} ms"
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
             regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{metrics.regret:.3f}"
-            console.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
+            say.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
                           f"executions {metrics.executions} ({metrics.probes} probes, "
                           f"{metrics.infeasible_executions} infeasible), regret {regret}",
                           highlight=False, markup=False)
-        if json_file is not None:
+        if json_file is not None or json_out:
             rounds_out = round_dicts(run, view)
             for d, rec in zip(rounds_out, run.records, strict=True):
                 d["evidence"] = rec.evidence
@@ -230,7 +319,8 @@ def register(app: typer.Typer) -> None:
                         d[key] = rec.proposal_info[key]
             doc = {
                 "workflow": wf.name, "policy": spec.name.value, "online": pol.online, "seed": seed,
-                "rounds": rounds_out,
+                "policy_info": pol.describe(),  # e.g. an LLM's model and base URL (credentials redacted)
+                "testbed": {"name": tb.name, "notes": tb_notes}, "rounds": rounds_out,
                 "best": None if best is None else {
                     "round": best.round, "mapping": {t: m.value for t, m in best.mapping.items()},
                     "e2e_ms": round(best.e2e_ms or 0.0, 3)},
@@ -238,13 +328,16 @@ def register(app: typer.Typer) -> None:
                     "mapping": {t: m.value for t, m in view.best.items()}, "e2e_ms": round(view.e2e_ms, 3)},
                 "metrics": None if metrics is None else metrics.to_dict(),
             }
-            write_json(json_file, doc)
-            console.print(f"rounds written to {json_file}", highlight=False, markup=False)
+            if json_file is not None:
+                write_json(json_file, doc)
+                say.print(f"rounds written to {json_file}", highlight=False, markup=False)
+            if json_out:
+                print_json(doc)
 
     @app.command("policies")
     def policies_cmd() -> None:
         """List the registered policies."""
-        from agentsched.policies.registry import REGISTRY, is_available
+        from agentsched.loop.registry import REGISTRY, is_available
 
         t = Table(title="Policies")
         for col in ("name", "kind", "options", "description"):
@@ -272,10 +365,16 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("small", help=SIZE_HELP),
         noise: Optional[float] = typer.Option(None, help="sim noise sigma (default 0.03)"),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
+        world: Optional[str] = WORLD,
+        heft_model: Optional[str] = typer.Option(None, "--heft-model", help=HEFT_MODEL_HELP),
         ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
                                                 help="the agent's S13 ablation (default: on when agent-rules runs)"),
         gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
                                                                    "(default: S5 when it runs)"),
+        resume: bool = typer.Option(False, "--resume", help="continue an interrupted bench in --out (its runs are "
+                                                            "recorded in OUT/journal.sqlite as they finish)"),
         llm_base_url: Optional[str] = LLM_BASE_URL,
         llm_model: Optional[str] = LLM_MODEL,
         llm_api_key: Optional[str] = LLM_API_KEY,
@@ -284,10 +383,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from agentsched.cli.progress import bench_progress
+        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
 
-        from agentsched.policies.registry import accepts, baseline_policies, get_spec, is_available
-        from agentsched.report.bench import BenchConfig, run_bench, write_outputs
+        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
+        from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
@@ -327,7 +428,9 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
-        wfs = [load_workflow(n, cards) for n in names]  # the card set too, up front
+        loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
+        wfs = [wf for wf, _ in loaded]
+        sim_world = pick_world(testbed, world, [w for _, w in loaded])
         ran = [wf.name for wf in wfs]
         for wf_name in ran:
             if ran.count(wf_name) > 1:  # one would silently replace the other
@@ -338,16 +441,23 @@ def register(app: typer.Typer) -> None:
         gantt_name = next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
         if cpu_slots is not None:
             positive("--cpu-slots", cpu_slots)
-        if "agent-llm" in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
-            from agentsched.policies.registry import make_policy
+            for p in pols:  # static schedulers plan as many CPU cores as the testbed has
+                if accepts(p, "cpu_cores"):
+                    options[p] = cpu_cores_option(p, options.get(p, {}), cpu_slots)
+        options = heft_model_option(pols, options, heft_model)
+        from agentsched.loop.registry import make_policy
 
-            probe_policy = make_policy("agent-llm", **options.get("agent-llm", {}))
+        for p in pols:  # an unusable LLM endpoint: one line now, not hours of fallbacks
+            if p == "oracle":
+                continue  # built per scenario from the search; nothing to check
+            probe_policy = make_policy(p, **options.get(p, {}))
             try:
-                llm_preflight(probe_policy)
+                policy_preflight(probe_policy, wfs)
             finally:
-                if getattr(probe_policy, "llm", None) is not None:
-                    probe_policy.llm.close()
-        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots)
+                probe_policy.close()
+        tb = build_testbed(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=sim_world,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu)
+        notes[:0] = testbed_notes(tb)
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
@@ -356,16 +466,20 @@ def register(app: typer.Typer) -> None:
             want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
             config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                                  seeds=tuple(range(seeds)), testbed=tb.name,
-                                 noise_sigma=0.03 if noise is None else noise, size=getattr(tb, "size", size),
+                                 noise_sigma=0.03 if noise is None else noise,
+                                 size=size if sim_world is not None else parse_size(size).value,
                                  cpu_slots=cpu_slots, cards=cards, policy_options=options,
+                                 world=None if sim_world is None else _world_ref(sim_world, world, loaded),
                                  ablation=want_ablation, gantt_scenario=gantt_name)
-            total = len(names) * len(pols) * seeds
-            # the bar starts after every check: an error above is the only line on stderr
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=True) as bar:
-                task = bar.add_task("bench", total=total)
-                result = run_bench(config, progress=lambda label: bar.update(task, advance=1, description=label),
-                                   testbed=tb)
+            # progress starts after every check: an error above is the only line on stderr
+            with bench_progress(console, scenarios=len(names), runs_per_scenario=len(pols) * seeds) as progress:
+                journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+                try:
+                    result = run_bench(config, testbed=tb, journal=journal, progress=progress)
+                finally:
+                    journal.close()
+            if journal.resumed:
+                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes
@@ -373,7 +487,7 @@ def register(app: typer.Typer) -> None:
         _print_summary(result)
         for n in result.notes:
             console.print(f"note: {n}", highlight=False, markup=False)
-        console.print(f"{len(result.records)} runs in {result.wall_s:.1f} s; wrote "
+        console.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
                       + ", ".join(str(p) for p in paths), highlight=False, markup=False)
 
 

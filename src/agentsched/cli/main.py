@@ -18,6 +18,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from agentsched import __version__
+
+        typer.echo(f"agentsched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Place AI workflow tool calls on CPU, GPU now, or the GPU queue."""
+
+
 # Command modules, registered in this order (a missing optional module is skipped).
 _COMMAND_MODULES = (
     "agentsched.cli.core_cmds",  # scenarios, show, simulate, oracle, calibrate
@@ -25,6 +39,9 @@ _COMMAND_MODULES = (
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
     "agentsched.cli.generate_cmd",  # generate (random workflows)
+    "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
+    "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
+    "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
 )
 
 for _mod in _COMMAND_MODULES:
@@ -37,16 +54,68 @@ for _mod in _COMMAND_MODULES:
     _m.register(app)
 
 
+# commands whose --json took a FILE before the one convention (docs/json.md): a file name after
+# --json there is the old form and gets a one-line pointer to --json-out
+_JSON_FILE_BEFORE = ("run", "ablation", "agent-check")
+
+
+def old_json_form(argv: list[str]) -> str | None:
+    """The one-line error for ``--json FILE`` / ``--json=FILE`` on a command that now takes --json-out."""
+    if not argv or argv[0] not in _JSON_FILE_BEFORE:
+        return None
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--json=") else None
+        if arg == "--json" and i + 1 < len(argv) and argv[i + 1].lower().endswith(".json"):
+            value = argv[i + 1]
+        if value is not None:
+            return (f"--json is a flag now (JSON on stdout); to write a file use --json-out {value} "
+                    f"(a workflow file goes before --json)")
+    return None
+
+
+#: (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
+_KEY = ("--llm-api-key", "AGENTSCHED_LLM_API_KEY")
+_URL = ("--llm-base-url", "AGENTSCHED_LLM_BASE_URL")
+
+
+def _secrets(argv: list[str]) -> list[str]:
+    """The secrets this invocation was given (an API key, URL credentials), to mask in error lines."""
+    from agentsched.agent.secrets import url_secrets
+
+    def given(flag: str, var: str) -> list[str]:
+        values = [os.environ.get(var, "")]
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv):
+                values.append(argv[i + 1])
+            elif a.startswith(flag + "="):
+                values.append(a[len(flag) + 1:])
+        return values
+
+    return [*given(*_KEY), *(s for url in given(*_URL) for s in url_secrets(url))]
+
+
+def _error(text: str, argv: list[str]) -> None:
+    """One ``error: ...`` line on stderr, with URL credentials and every given secret masked."""
+    from agentsched.agent.secrets import redact
+
+    print(redact(f"error: {text}", _secrets(argv)), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     from agentsched.errors import AgentschedError
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    old = old_json_form(args)
+    if old is not None:
+        _error(old, args)
+        sys.exit(2)
     try:
         app(args=argv, prog_name="agentsched", standalone_mode=False)
     except typer.Exit as e:  # --help and friends
         sys.exit(e.exit_code)
     except typer.Abort:
-        print("error: aborted", file=sys.stderr)
+        _error("aborted", args)
         sys.exit(130)
     except typer.TyperException as e:  # usage errors (typer's click): one line like every other error
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `agentsched`: help was printed
@@ -54,23 +123,22 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(e, "ctx", None)
         cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        print(f"error: {message} (see 'agentsched{cmd} --help')", file=sys.stderr)
+        _error(f"{message} (see 'agentsched{cmd} --help')", args)
         sys.exit(getattr(e, "exit_code", 2))
     except AgentschedError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _error(str(e), args)
         sys.exit(2)
     except OSError as e:  # e.g. stdout on a full disk, an unwritable output file
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
-        print(f"error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
+        _error(f"cannot write{where}: {e.strerror or e}", args)
         sys.exit(1)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("interrupted", args)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, traceback only on request
         if os.environ.get("AGENTSCHED_DEBUG"):
             raise
-        print(f"error: internal error: {type(e).__name__}: {e} (set AGENTSCHED_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        _error(f"internal error: {type(e).__name__}: {e} (set AGENTSCHED_DEBUG=1 for a traceback)", args)
         sys.exit(1)
 
 

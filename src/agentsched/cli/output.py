@@ -1,12 +1,13 @@
 """Output files and folders of the CLI commands: checked before the work, written after it.
 
-A command that writes a file (``run --json``, ``ablation --json``, ``profile --out``) or a folder
+A command that writes a file (``run --json-out``, ``ablation --json-out``, ``profile --out``) or a folder
 (``bench --out``) calls ``check_output_file`` / ``prepare_output_dir`` before it runs anything,
 so an unwritable destination costs one line on stderr, not a finished run.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -20,11 +21,30 @@ def _reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
+def _dangling_link(p: Path) -> str | None:
+    """Why ``p`` cannot be followed, when it is a symlink that leads nowhere (a loop or a missing
+    target); None otherwise. mkdir/open would say only "File exists"."""
+    if not p.is_symlink():
+        return None
+    try:
+        p.resolve(strict=True)
+    except RuntimeError:  # Python < 3.13 raises this for a loop
+        return "is a symlink loop"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symlink loop"
+        return f"is a symlink to a missing target ({os.readlink(p)})"
+    return None
+
+
 def check_output_file(path: str | Path, flag: str, *, create_parent: bool = False) -> Path:
     """Fail in one line unless ``path`` can be written: its folder exists (``create_parent``: is
     created now), it is not a folder, and a file can be created (or appended to) there. Leaves no
     file behind; an existing file is untouched."""
     p = Path(path)
+    why = _dangling_link(p)
+    if why is not None:
+        raise AgentschedError(f"{flag}: {p} {why}")
     parent = p.parent
     if create_parent and not parent.exists():
         try:
@@ -49,9 +69,12 @@ def check_output_file(path: str | Path, flag: str, *, create_parent: bool = Fals
     return p
 
 
-def prepare_output_dir(path: str | Path) -> Path:
+def prepare_output_dir(path: str | Path, flag: str = "--out") -> Path:
     """Create output folder ``path`` (and its parents) and check that files can be written in it."""
     out = Path(path)
+    why = _dangling_link(out)
+    if why is not None:
+        raise AgentschedError(f"{flag}: {out} {why}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.model.execution import Execution
-from agentsched.model.mapping import mapping_key, oracle_match
+from agentsched.model.mapping import EQUIVALENCE_TOLERANCE, mapping_key, oracle_match
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
 
-EQUIVALENCE_TOLERANCE = 0.02  # oracle-equivalent: reference E2E within 2% of the oracle's
 _TIE_REL = 1e-9  # relative gap under which two reference E2Es are the same number
 
 MappingKey = tuple[Mode, ...]

@@ -84,6 +84,18 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
     return RoundResult(round_index, mapping, Status.OK, e2e, elapsed, peak, tuple(execs), executions_total)
 
 
+def noise_stream(seed: int) -> random.Random:
+    """The testbed-noise generator of ``--seed S``. One meaning of a seed everywhere: S derives two
+    independent streams, the testbed's noise ("noise:S") and the policy's choices ("policy:S"), so a
+    policy's randomness can never shift the noise another policy sees; ``--seeds N`` runs S = 0..N-1."""
+    return random.Random(f"noise:{seed}")
+
+
+def policy_stream(seed: int) -> random.Random:
+    """The policy generator of ``--seed S`` (see ``noise_stream``)."""
+    return random.Random(f"policy:{seed}")
+
+
 def run_loop(
     workflow: Workflow,
     policy: Policy,
@@ -93,18 +105,20 @@ def run_loop(
     repeats: int = 5,
     seed: int = 0,
     on_round: Callable[[RoundRecord], None] | None = None,
+    probe_allowed: Callable[[], bool] | None = None,
 ) -> LoopRun:
     """Run ``policy`` for ``rounds`` rounds of ``repeats`` executions each on ``testbed``.
 
     The testbed's noise and the policy's randomness draw from two generators seeded from ``seed``,
     so runs are reproducible and policies cannot perturb each other's noise stream.
+    ``probe_allowed`` (optional) is asked before each probe a policy's monitor wants to run.
     """
     if rounds < 1:
         raise AgentschedError(f"rounds must be >= 1, got {rounds}")
     if repeats < 1:
         raise AgentschedError(f"repeats must be >= 1, got {repeats}")
-    noise_rng = random.Random(f"noise:{seed}")
-    policy_rng = random.Random(f"policy:{seed}")
+    noise_rng = noise_stream(seed)
+    policy_rng = policy_stream(seed)
     counter = {"n": 0}
     pending_probes: list[Execution] = []
 
@@ -116,7 +130,7 @@ def run_loop(
         return x
 
     ctx = PolicyContext(workflow=workflow, cards=dict(workflow.task_cards), rng=policy_rng,
-                        probe=probe, rounds=rounds, repeats=repeats)
+                        probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
     policy.reset(ctx)
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats)
     for i in range(rounds):
@@ -142,19 +156,17 @@ def run_loop(
 
 def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
                      cache: dict[tuple[str, str], OracleResult] | None = None) -> OracleResult:
-    """The oracle the metrics compare against: exhaustive search on the noise-free version of the
-    testbed when it has one (the simulator: one exact run per mapping), else on the testbed itself
-    with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
+    """The oracle the metrics compare against: exhaustive search over the testbed's noise-free
+    ``expected`` executions when it has them (the simulator: one exact run per mapping), else on
+    the testbed itself with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and
     card set in ``cache`` when given. Raises a one-line ``AgentschedError`` ("no oracle for NAME: ...")
     when the workflow is too large to enumerate or has no feasible mapping; a ``TestbedError`` (the
     testbed cannot run a mapping at all, e.g. a GPU placement without CUDA) passes through as is."""
     key = (workflow.name, workflow.card_set.name)
     if cache is not None and key in cache:
         return cache[key]
-    noise_free = getattr(testbed, "noise_free", None)
-    target = noise_free() if callable(noise_free) else testbed
-    try:
-        res = brute_force(workflow, target, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
+    try:  # brute_force takes the testbed's expected() execution where it has one (the simulator)
+        res = brute_force(workflow, testbed, repeats=repeats, rng=random.Random(f"oracle:{workflow.name}"))
     except TestbedError:
         raise
     except (AgentschedError, ValueError) as e:

@@ -11,10 +11,11 @@ from agentsched.model.mapping import (
     parse_mode,
     validate_mapping,
 )
+from agentsched.model.tool import Tool
 from agentsched.model.workflow import DecisionSpace, Mode, Task, Workflow, load_workflow_file, parse_workflow
 
 __all__ = [
-    "CardSet", "DecisionSpace", "Execution", "Mode", "Status", "Task", "TaskSpan", "ToolCard",
+    "CardSet", "DecisionSpace", "Execution", "Mode", "Status", "Task", "TaskSpan", "Tool", "ToolCard",
     "Workflow", "builtin_card_sets", "enumerate_mappings", "format_mapping", "load_card_set",
     "load_workflow_file", "mapping_key", "oracle_match", "parse_mapping", "parse_mode",
     "parse_workflow", "validate_mapping",

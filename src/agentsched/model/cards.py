@@ -15,29 +15,34 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentsched.errors import CardError
 
 # Sanity bounds: beyond them a card is a typo, and float time would overflow in the simulator.
 MAX_MS = 1e9  # ~11.6 days for one call
 MAX_VRAM_MB = 1e9
-MAX_CONTENTION = 1e3
 MAX_REPEAT = 1_000_000  # amplification K of name_xK times a task's repeat
 
 _AMPLIFIED_RE = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
 
-# Simulator contention parameters by tag, used when a card gives none (see testbeds/contention.py).
-# sensitivity: how much a tool slows per unit of foreign GPU pressure; pressure: how much GPU
-# (SM/memory bandwidth) it takes from others. Ordered: the first tag of a card that matches wins.
-# The defaults are about the medians of the a5500 fit by tag (scripts/fit_contention.py).
-DEFAULT_CONTENTION_BY_TAG: dict[str, tuple[float, float]] = {
-    "memory-bound": (0.75, 0.45),
-    "compute-bound": (0.3, 0.3),
-    "compute-light": (0.3, 0.2),
-    "io-bound": (0.0, 0.0),
-}
-DEFAULT_CONTENTION: tuple[float, float] = (0.4, 0.3)
+CONTENTION_FIELDS = ("contention_sensitivity", "contention_pressure")  # moved to the simulated world
+
+
+def split_amplified(tool: str) -> tuple[str, int]:
+    """``("clip", 12)`` for ``clip_x12``; ``(tool, 1)`` for a name without the suffix."""
+    m = _AMPLIFIED_RE.match(tool)
+    return (m.group("base"), int(m.group("k"))) if m else (tool, 1)
+
+
+def _reject_contention(card: Any, where: str) -> None:
+    """One-line CardError for a card that still carries the simulator's contention parameters."""
+    if isinstance(card, dict):
+        found = [f for f in CONTENTION_FIELDS if f in card]
+        if found:
+            raise CardError(f"{where} carries {', '.join(found)}: GPU contention is not a card field any more "
+                            "(cards hold what a profiler measures); move it into a world file "
+                            "(see docs/simulator.md, 'The world')")
 
 
 class ToolCard(BaseModel):
@@ -52,9 +57,12 @@ class ToolCard(BaseModel):
     load_ms: float | None = Field(default=None, ge=0, le=MAX_MS)  # model load-in paid by gpu_queue admission
     vram_mb: float | None = Field(default=None, ge=0, le=MAX_VRAM_MB)  # GPU memory held while on the GPU
     tags: tuple[str, ...] = ()  # e.g. compute-bound, memory-bound, compute-light, io-bound, neutral
-    # Simulator-only contention parameters (None: default by tag); see testbeds/contention.py.
-    contention_sensitivity: float | None = Field(default=None, ge=0, le=MAX_CONTENTION)
-    contention_pressure: float | None = Field(default=None, ge=0, le=MAX_CONTENTION)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_contention(cls, v: Any) -> Any:
+        _reject_contention(v, f"tool card {v.get('name', '?')!r}" if isinstance(v, dict) else "tool card")
+        return v
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -81,19 +89,8 @@ class ToolCard(BaseModel):
         """Load-in time a gpu_queue placement pays (0 without a GPU implementation)."""
         return (self.load_ms or 0.0) if self.has_gpu else 0.0
 
-    def contention(self) -> tuple[float, float]:
-        """(sensitivity, pressure) for the simulator: the card's values, else defaults by tag."""
-        default = DEFAULT_CONTENTION
-        for tag in self.tags:
-            if tag in DEFAULT_CONTENTION_BY_TAG:
-                default = DEFAULT_CONTENTION_BY_TAG[tag]
-                break
-        s = self.contention_sensitivity if self.contention_sensitivity is not None else default[0]
-        p = self.contention_pressure if self.contention_pressure is not None else default[1]
-        return s, p
-
     def amplified(self, k: int) -> ToolCard:
-        """Card of K back-to-back calls: latency x K; VRAM, load and contention unchanged."""
+        """Card of K back-to-back calls: latency x K; VRAM and load unchanged."""
         if k < 1:
             raise CardError(f"repeat must be >= 1, got {k} for tool {self.name!r}")
         if k == 1:
@@ -120,10 +117,11 @@ class CardSet(BaseModel):
 
     @field_validator("cards", mode="before")
     @classmethod
-    def _names_from_keys(cls, v: Any) -> Any:
+    def _names_from_keys(cls, v: Any, info: ValidationInfo) -> Any:
         if isinstance(v, dict):
             out = {}
             for key, card in v.items():
+                _reject_contention(card, f"card set {info.data.get('name', '?')!r}: tool {key!r}")
                 if isinstance(card, dict) and "name" not in card:
                     card = {**card, "name": key}
                 out[key] = card
@@ -185,6 +183,24 @@ def read_small_text(path: Path, kind: str) -> str:
         raise ValueError(f"{kind} {path}: {e.strerror}") from None
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def loads_json_unique(text: str) -> Any:
+    """``json.loads`` that refuses duplicate keys in any object (DuplicateKeyError)."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
 def _validation_summary(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
@@ -226,9 +242,11 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
             f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
         )
     try:
-        data = json.loads(read_small_text(path, "card file"))
+        data = loads_json_unique(read_small_text(path, "card file"))
     except json.JSONDecodeError as e:
         raise CardError(f"card file {s}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except DuplicateKeyError as e:
+        raise CardError(f"card file {s}: invalid JSON: {e}") from None
     except RecursionError:
         raise CardError(f"card file {s}: nested too deeply") from None
     except ValueError as e:  # read_small_text: not a regular file, too large, not UTF-8

@@ -70,6 +70,9 @@ class Execution:
     message: str = ""  # why it failed, one line ("" when ok)
     testbed: str = "sim"  # which testbed produced it
     extra: dict[str, Any] = field(default_factory=dict)  # testbed-specific details
+    # every finished task's output, by task id (empty on the simulator, which computes none);
+    # not part of to_dict(): outputs are whatever the tools return
+    outputs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

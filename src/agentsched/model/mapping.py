@@ -10,6 +10,11 @@ from agentsched.model.workflow import DecisionSpace, Mode, Workflow
 
 MappingT = dict[str, Mode]
 
+# Two mappings whose E2E differ by at most this fraction are equivalent: near-ties (a task off the
+# critical path, a host-only tool) that no measurement tells apart. Used by the metrics, the
+# calibration and the oracle; written once here.
+EQUIVALENCE_TOLERANCE = 0.02
+
 _ALIASES = {"gpu": Mode.GPU_NOW, "now": Mode.GPU_NOW, "queue": Mode.GPU_QUEUE}
 
 

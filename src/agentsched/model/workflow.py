@@ -6,6 +6,9 @@ File format (YAML or JSON), the same one the built-in scenarios use::
     cards: a5500              # built-in card set, or a path relative to this file
     decision_space: three_way # binary (cpu/gpu, gpu == gpu_now) or three_way
     vram_budget_mb: 1100      # optional
+    world: a5500              # optional: the simulated world (GPU contention) to run in; a built-in
+                              # name or a path relative to this file. Read by the CLI for the
+                              # sim testbed only: the Workflow object never carries it.
     tasks:
       A: {tool: clip, repeat: 12}
     edges: []                 # list of [from, to]
@@ -14,7 +17,10 @@ File format (YAML or JSON), the same one the built-in scenarios use::
 from __future__ import annotations
 
 import enum
+import itertools
 import json
+import re
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -24,7 +30,35 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set, read_small_text
+from agentsched.model.cards import (
+    MAX_REPEAT,
+    CardSet,
+    DuplicateKeyError,
+    ToolCard,
+    load_card_set,
+    loads_json_unique,
+    read_small_text,
+)
+
+# Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
+# `oracle`'s refusal and a `run` round stay within seconds (benchmarks/large_inputs.py).
+MAX_TASKS = 10_000
+MAX_EDGES = 100_000
+MAX_SEQUENCE_ITEMS = MAX_EDGES  # longest YAML list built at all (checked before it is constructed)
+
+# Task names (docs/workflows.md): what a mapping on the command line (`A=gpu,B=cpu`), a Gantt label
+# and a prompt can carry unchanged. No '=', ',', spaces, control or bidirectional characters.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+_TASK_NAME_RE = re.compile(TASK_NAME_PATTERN)
+TASK_NAME_RULE = "1-64 characters from A-Z a-z 0-9 _ . -, not starting with . or -"
+
+
+def check_task_name(name: str) -> str:
+    """``name`` when it matches TASK_NAME_PATTERN; ValueError naming the rule otherwise."""
+    if not _TASK_NAME_RE.fullmatch(name):
+        shown = ascii(name) if len(name) <= 80 else ascii(name[:80])[:-1] + "...'"
+        raise ValueError(f"task name {shown} is not allowed (use {TASK_NAME_RULE})")
+    return name
 
 
 class Mode(str, enum.Enum):
@@ -63,11 +97,26 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     tool: str = Field(min_length=1)  # tool name in the card set (may itself be name_xK)
-    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)  # amplification K
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT, strict=True)  # amplification K; strict: `true` is not 1
 
     @property
     def tool_label(self) -> str:
         return self.tool if self.repeat == 1 else f"{self.tool}_x{self.repeat}"
+
+
+VRAM_EPS_MB = 1e-9  # float slack of the budget check (sums of card figures)
+
+
+def fits_vram(held_mb: float, need_mb: float, budget_mb: float | None) -> bool:
+    """Does ``need_mb`` more fit beside ``held_mb`` under the budget? (None: no budget.) The one
+    VRAM-fit check of the start rules, the schedulers and the agent."""
+    return budget_mb is None or held_mb + need_mb <= budget_mb + VRAM_EPS_MB
+
+
+def effective_mode(card: ToolCard, mode: Mode) -> Mode:
+    """Where a task placed on ``mode`` really runs: a tool without a GPU implementation placed on
+    ``gpu_now`` or ``gpu_queue`` runs its host code as a ``cpu`` task (so both placements are one run)."""
+    return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
 
 
 class Workflow(BaseModel):
@@ -88,6 +137,10 @@ class Workflow(BaseModel):
     def _short_tasks(cls, v: Any) -> Any:
         # "A: clip" is shorthand for "A: {tool: clip}"
         if isinstance(v, dict):
+            if len(v) > MAX_TASKS:
+                raise ValueError(f"{len(v):,} tasks; at most {MAX_TASKS:,} are allowed")
+            for k in v:
+                check_task_name(str(k))
             return {str(k): ({"tool": t} if isinstance(t, str) else t) for k, t in v.items()}
         return v
 
@@ -97,6 +150,8 @@ class Workflow(BaseModel):
         if v is None:
             return ()
         if isinstance(v, list):
+            if len(v) > MAX_EDGES:
+                raise ValueError(f"{len(v):,} edges; at most {MAX_EDGES:,} are allowed")
             out = []
             for i, e in enumerate(v):  # never str() an edge: YAML aliases can make it huge
                 if not isinstance(e, (list, tuple)) or len(e) != 2:
@@ -110,7 +165,11 @@ class Workflow(BaseModel):
     def model_post_init(self, __context: Any) -> None:
         if not self.tasks:
             raise WorkflowError(f"workflow {self.name!r} has no tasks")
+        seen: set[tuple[str, str]] = set()
         for a, b in self.edges:
+            if (a, b) in seen:
+                raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] is listed twice")
+            seen.add((a, b))
             for t in (a, b):
                 if t not in self.tasks:
                     raise WorkflowError(f"workflow {self.name!r}: edge [{a}, {b}] names unknown task {t!r}")
@@ -137,22 +196,64 @@ class Workflow(BaseModel):
         return list(self.tasks)
 
     @cached_property
+    def task_index(self) -> dict[str, int]:
+        """Position of each task in file order (the canonical order), for O(1) lookups."""
+        return {t: i for i, t in enumerate(self.tasks)}
+
+    @cached_property
     def preds(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(p for p, c in self.edges if c == t) for t in self.tasks}
+        # one pass over the edges (edge order kept): per-task scans were O(tasks x edges)
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[c].append(p)
+        return {t: tuple(v) for t, v in out.items()}
 
     @cached_property
     def succs(self) -> dict[str, tuple[str, ...]]:
-        return {t: tuple(c for p, c in self.edges if p == t) for t in self.tasks}
+        out: dict[str, list[str]] = {t: [] for t in self.tasks}
+        for p, c in self.edges:
+            out[p].append(c)
+        return {t: tuple(v) for t, v in out.items()}
 
-    @property
+    @cached_property
     def sinks(self) -> list[str]:
         return [t for t in self.tasks if not self.succs[t]]
 
     @cached_property
+    def related_masks(self) -> dict[str, int]:
+        """Per task, a bitmask (bit i = the i-th task in file order) of itself, its ancestors and its
+        descendants: the tasks that can never run beside it. Bitmasks keep this O(tasks x edges / 64)
+        where per-task graph searches were quadratic in Python objects."""
+        idx = self.task_index
+        desc: dict[str, int] = {}
+        for t in reversed(self.topo_order):
+            m = 0
+            for s in self.succs[t]:
+                m |= desc[s] | (1 << idx[s])
+            desc[t] = m
+        anc: dict[str, int] = {}
+        for t in self.topo_order:
+            m = 0
+            for p in self.preds[t]:
+                m |= anc[p] | (1 << idx[p])
+            anc[t] = m
+        return {t: desc[t] | anc[t] | (1 << idx[t]) for t in self.tasks}
+
+    def may_overlap(self, a: str, b: str) -> bool:
+        """True when no dependency path joins ``a`` and ``b`` (some timing runs them together)."""
+        return a != b and not (self.related_masks[a] >> self.task_index[b]) & 1
+
+    @cached_property
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
+        """The overlap sets: for each task, the tasks that some timing runs beside it (neither its
+        ancestor nor its descendant). Written once here for every scheduler and the monitor; each
+        set is built on first use (n sets of up to n tasks up front is quadratic memory)."""
+        return _ConcurrentSets(self)
+
+    @cached_property
     def topo_order(self) -> list[str]:
         # lexicographic by file order so that ties are deterministic
-        index = {t: i for i, t in enumerate(self.tasks)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=index.__getitem__))
+        return list(nx.lexicographical_topological_sort(self.graph, key=self.task_index.__getitem__))
 
     # ---- cards -----------------------------------------------------------------------------
     @cached_property
@@ -161,9 +262,26 @@ class Workflow(BaseModel):
 
     @cached_property
     def task_cards(self) -> dict[str, ToolCard]:
-        """Card per task (tool x repeat), resolved in the workflow's card set."""
+        """Card per task (tool x repeat), resolved in the workflow's card set. A user tool
+        (``package.module:Class``) the card set lacks gets its cold-start card (``model.tool.cold_card``)."""
+        from agentsched.model.tool import cold_card
+
         cs = self.card_set
-        return {tid: cs.resolve(t.tool, t.repeat) for tid, t in self.tasks.items()}
+        out = {}
+        for tid, t in self.tasks.items():
+            if tid in self.unprofiled:
+                out[tid] = cold_card(t.tool, self.vram_budget_mb).amplified(t.repeat)
+            else:
+                out[tid] = cs.resolve(t.tool, t.repeat)
+        return out
+
+    @cached_property
+    def unprofiled(self) -> frozenset[str]:
+        """Tasks of user tools without a card: only cold-start policies can schedule them."""
+        from agentsched.model.tool import is_tool_path
+
+        cs = self.card_set
+        return frozenset(tid for tid, t in self.tasks.items() if is_tool_path(t.tool) and not cs.has_tool(t.tool))
 
     def with_cards(self, cards: str | CardSet) -> Workflow:
         """The same DAG against another card set (name, path, or an in-memory CardSet)."""
@@ -171,6 +289,7 @@ class Workflow(BaseModel):
             wf = self.model_copy(update={"cards": cards.name})
             wf.__dict__["card_set"] = cards
             wf.__dict__.pop("task_cards", None)
+            wf.__dict__.pop("unprofiled", None)
             wf.validate_against_cards()
             return wf
         wf = Workflow.model_validate({**self.model_dump(), "cards": str(cards)})
@@ -193,8 +312,42 @@ class Workflow(BaseModel):
         return sum(c.vram_needed_mb for c in self.task_cards.values())
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (plain YAML keeps the last one silently)."""
+# PyYAML's C loader (libyaml) parses about 10x faster than the pure-Python one; fall back when the
+# wheel was built without libyaml. Only the parser differs: construction (and the checks below) is Python.
+_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+_BIT_BYTES = bytes.maketrans(b"01", b"\x00\x01")
+
+
+class _ConcurrentSets(Mapping[str, frozenset[str]]):
+    """Lazy ``Workflow.concurrent``: n sets of up to n tasks would be quadratic memory up front."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._wf = workflow
+        self._cache: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, task: str) -> frozenset[str]:
+        got = self._cache.get(task)
+        if got is None:
+            mask = self._wf.related_masks[task]  # KeyError for an unknown task, as a dict would
+            ids = self._wf.task_ids
+            free = ((1 << len(ids)) - 1) & ~mask
+            # bit i -> byte i (0 or 1), then compress() picks the ids in C: no Python loop over n bits
+            flags = format(free, "b")[::-1].encode().translate(_BIT_BYTES)
+            got = frozenset(itertools.compress(ids, flags))
+            self._cache[task] = got
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._wf.tasks)
+
+    def __len__(self) -> int:
+        return len(self._wf.tasks)
+
+
+class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
+    """Safe loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
         self.flatten_mapping(node)  # resolve merge keys (<<: *anchor) first, as SafeLoader does
@@ -210,17 +363,50 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_sequence(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        # refuse a huge list before building it: YAML aliases make millions of entries cheap to write
+        if len(node.value) > MAX_SEQUENCE_ITEMS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})",
+                node.start_mark)
+        return super().construct_sequence(node, deep=deep)
+
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML safely, refusing duplicate keys and lists longer than MAX_SEQUENCE_ITEMS."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader subclass
+
+
+WORLD_KEY = "world"  # optional workflow-file key naming the simulated world (not a Workflow field)
+
+
+def _take_world(data: dict[str, Any], source: str, base_dir: Path | None) -> str | None:
+    """Remove the optional ``world:`` key from a workflow document; return it, a path resolved
+    against ``base_dir`` when such a file exists (else as written: a built-in name)."""
+    world = data.pop(WORLD_KEY, None)
+    if world is None:
+        return None
+    if not isinstance(world, str) or not world.strip():
+        raise WorkflowError(f"{source}: world: must be a built-in world name or a path to a world file")
+    if base_dir is not None:
+        candidate = base_dir / world
+        if candidate.exists():
+            return str(candidate)
+    return world
 
 
 def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
-    """Validate a decoded workflow document (and its tools against its card set)."""
+    """Validate a decoded workflow document (and its tools against its card set). An optional
+    ``world:`` key is dropped: see ``parse_workflow_and_world``."""
+    return parse_workflow_and_world(data, source, base_dir)[0]
+
+
+def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = None) -> tuple[Workflow, str | None]:
+    """The workflow of a decoded document, and the world its ``world:`` key names (None: none)."""
     if not isinstance(data, dict):
         raise WorkflowError(f"{source}: expected a mapping at the top level")
     data = dict(data)
+    world = _take_world(data, source, base_dir)
     data.setdefault("name", Path(source).stem)
     cards = data.get("cards")
     if base_dir is not None and isinstance(cards, str):
@@ -240,11 +426,16 @@ def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Work
         wf.validate_against_cards()
     except AgentschedError as e:
         raise WorkflowError(f"{source}: {e}") from None
-    return wf
+    return wf, world
 
 
 def load_workflow_file(path: str | Path) -> Workflow:
-    """Load a workflow from a .yaml/.yml/.json file."""
+    """Load a workflow from a .yaml/.yml/.json file (its ``world:`` key, if any, is dropped)."""
+    return load_workflow_file_and_world(path)[0]
+
+
+def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None]:
+    """Load a workflow file, and the world its optional ``world:`` key names (None: none)."""
     p = Path(path)
     if not p.exists():
         raise WorkflowError(f"workflow file not found: {p}")
@@ -254,16 +445,20 @@ def load_workflow_file(path: str | Path) -> Workflow:
         raise WorkflowError(str(e)) from None
     try:
         if p.suffix == ".json":
-            data = json.loads(text)
+            data = loads_json_unique(text)
         else:
             data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except DuplicateKeyError as e:
+        raise WorkflowError(f"{p}: invalid JSON: {e}") from None
     except RecursionError:
         raise WorkflowError(f"{p}: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml's own depth limit: the same words as the Python parser's
+            raise WorkflowError(f"{p}: nested too deeply") from None
         raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
-    return parse_workflow(data, str(p), p.parent)
+    return parse_workflow_and_world(data, str(p), p.parent)

@@ -28,18 +28,15 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-
-import networkx as nx
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import mapping_key
-from agentsched.model.workflow import DecisionSpace, Mode, Workflow
+from agentsched.model.mapping import MappingT, mapping_key
+from agentsched.model.rounds import RoundResult
+from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
 from agentsched.monitor.render import summary_lines
-from agentsched.policies.base import MappingT, RoundResult
 
 ProbeFn = Callable[[MappingT], Execution]
 Key = tuple[Mode, ...]
@@ -71,8 +68,11 @@ class RuntimeMonitor:
         config: MonitorConfig | None = None,
         *,
         cards: Mapping[str, ToolCard] | None = None,
+        probe_allowed: Callable[[], bool] | None = None,
     ) -> None:
         self.workflow = workflow
+        # an outside exploration budget (the runtime's share of live invocations); None: none
+        self.probe_allowed = probe_allowed
         self.probe_fn = probe  # one counted testbed execution (the runner's ctx.probe)
         self.config = config or MonitorConfig()
         self.cards = dict(cards) if cards is not None else None  # task -> isolated card; None: cold start
@@ -89,6 +89,8 @@ class RuntimeMonitor:
         self._round_probes = 0  # probe executions after the current round
         self._notes: list[str] = []  # remarks of the current round
         self._around: dict[Key, list[WhatIf]] = {}  # the reprobes and swaps last reported around each mapping
+        self._refused = False  # probe_allowed said no during the current round's probes
+        self._deferred: Key | None = None  # mapping whose reprobes the exploration budget cut short
         if self.cards is not None and self.budget_mb is not None:
             # warm start: the cards already say whether everything can sit on the GPU at once
             total = sum(c.vram_needed_mb for c in self.cards.values())
@@ -96,15 +98,10 @@ class RuntimeMonitor:
                 self.memory_pressure = True
 
     # ---- structure --------------------------------------------------------------------------
-    @cached_property
-    def concurrent(self) -> dict[str, frozenset[str]]:
-        """Tasks that may run at the same time as each task (neither ancestor nor descendant)."""
-        g = self.workflow.graph
-        out = {}
-        for t in self.workflow.task_ids:
-            related = nx.ancestors(g, t) | nx.descendants(g, t) | {t}
-            out[t] = frozenset(u for u in self.workflow.task_ids if u not in related)
-        return out
+    @property
+    def concurrent(self) -> Mapping[str, frozenset[str]]:
+        """Tasks that may run at the same time as each task (the workflow's overlap sets)."""
+        return self.workflow.concurrent
 
     def label(self, mode: Mode) -> str:
         return self.space.label(mode)
@@ -141,7 +138,7 @@ class RuntimeMonitor:
                 card_ms = None
                 if self.cards is not None:
                     c = self.cards[t]
-                    card_ms = c.gpu_ms if mode is not Mode.CPU and c.has_gpu else c.cpu_ms
+                    card_ms = c.cpu_ms if effective_mode(c, mode) is Mode.CPU else c.gpu_ms
                 out.append(LatencyAverage(t, self._tool(t), mode, statistics.fmean(w), len(w), card_ms))
         return out
 
@@ -188,11 +185,7 @@ class RuntimeMonitor:
 
     def _contended(self, gpu_spans: list) -> bool:
         """Factor A: GPU tasks overlapped and (warm start) ran measurably slower than their cards."""
-        overlapped = []
-        for i, a in enumerate(gpu_spans):
-            for b in gpu_spans[i + 1:]:
-                if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
-                    overlapped.extend((a, b))
+        overlapped = _overlapping(gpu_spans)
         if not overlapped:
             return False
         if self.cards is None:
@@ -211,6 +204,10 @@ class RuntimeMonitor:
             return False
         if c.max_probes_per_round is not None and self._round_probes >= c.max_probes_per_round:
             self._note("per-round probe limit reached")
+            return False
+        if self.probe_allowed is not None and not self.probe_allowed():
+            self._note("exploration budget exhausted")
+            self._refused = True
             return False
         return True
 
@@ -315,6 +312,7 @@ class RuntimeMonitor:
         """Record a round and, as the active mechanisms say, probe and hint. Returns its evidence."""
         self._round_probes = 0
         self._notes = []
+        self._refused = False
         failed = next((x.extra.get("failed_task") for x in result.executions if not x.ok), None)
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
                              result.peak_vram_mb, result.message, failed)
@@ -329,11 +327,16 @@ class RuntimeMonitor:
         if self.config.enabled:
             changed = prev is None or prev != entry.mapping
             stagnant = self._stagnant()
+            key = mapping_key(self.workflow, entry.mapping)
             if self._reprobes_active():
-                if changed:
+                # an exploration budget (probe_allowed) that cut a mapping's reprobes short: they
+                # resume in its next rounds, measured ones answered from memory
+                resume = not changed and self._deferred == key
+                if changed or resume:
                     active.append("reprobes")
                     whatifs = self._reprobes(entry.mapping, entry.ok)
-                    self._around[mapping_key(self.workflow, entry.mapping)] = whatifs
+                    self._around[key] = whatifs
+                    self._deferred = key if self._refused else None
                     if any(w.kind == "swap" for w in whatifs):
                         active.append("swaps")
                 elif stagnant and self.config.confirm:
@@ -401,3 +404,27 @@ class RuntimeMonitor:
     # ---- rendering ---------------------------------------------------------------------------
     def summarize(self, ev: Evidence) -> list[str]:
         return summary_lines(ev, self.space, self.budget_mb)
+
+
+def _overlapping(spans: list) -> list:
+    """The spans whose run interval [start + load, end) overlaps another's, in start order. A sweep
+    over the sorted intervals (linear after the sort) instead of comparing every pair, which was
+    quadratic on a workflow with thousands of GPU tasks; a zero-length interval takes the pairwise
+    path (the sweep's argument needs positive lengths)."""
+    ivs = sorted(((sp.start_ms + sp.load_ms, sp.end_ms, k) for k, sp in enumerate(spans)))
+    if any(e <= s0 for s0, e, _ in ivs):
+        out = []
+        for i, a in enumerate(spans):
+            for b in spans[i + 1:]:
+                if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
+                    out.extend((a, b))
+        return out
+    flagged = []
+    max_end = float("-inf")
+    for i, (s0, e, k) in enumerate(ivs):
+        # an earlier-starting interval still running at s0, or the next one starting before e
+        if max_end > s0 or (i + 1 < len(ivs) and ivs[i + 1][0] < e):
+            flagged.append(spans[k])
+        max_end = max(max_end, e)
+    return flagged
+

@@ -1,7 +1,6 @@
-"""Placement policies: the interface (``base``), the registry (``registry.make_policy``) and one
-module per policy. Policy modules are imported lazily by the registry."""
+"""Placement policies: the interface (``base``) and one module per policy. The registry that builds
+them by name lives in ``agentsched.loop.registry`` (the engine resolves which class to use)."""
 
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
-from agentsched.policies.registry import PolicyName, list_policies, make_policy
 
-__all__ = ["Policy", "PolicyContext", "PolicyName", "Proposal", "RoundResult", "list_policies", "make_policy"]
+__all__ = ["Policy", "PolicyContext", "Proposal", "RoundResult"]

@@ -9,24 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import networkx as nx
-
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode, Workflow, fits_vram
 
 _EPS = 1e-9
-
-
-def independent_pairs(workflow: Workflow) -> frozenset[tuple[str, str]]:
-    """Ordered pairs (a, b) with no dependency path between a and b: some timing runs them together."""
-    g = workflow.graph
-    desc = {t: nx.descendants(g, t) for t in workflow.task_ids}
-    out = set()
-    for a in workflow.task_ids:
-        for b in workflow.task_ids:
-            if a != b and b not in desc[a] and a not in desc[b]:
-                out.add((a, b))
-    return frozenset(out)
 
 
 class VramGuard:
@@ -44,15 +30,14 @@ class VramGuard:
         self.cards = cards
         self.budget_mb = workflow.vram_budget_mb  # None: no budget, everything fits
         self.admitted: list[str] = []  # tasks placed on the GPU so far
-        self._independent = independent_pairs(workflow)
 
     def fits(self, task: str) -> bool:
         if self.budget_mb is None:
             return True
         need = self.cards[task].vram_needed_mb
-        beside = sum(self.cards[u].vram_needed_mb for u in self.admitted
-                     if (task, u) in self._independent)
-        return need + beside <= self.budget_mb + _EPS
+        overlap = self.workflow.may_overlap
+        beside = sum(self.cards[u].vram_needed_mb for u in self.admitted if overlap(task, u))
+        return fits_vram(beside, need, self.budget_mb)
 
     def admit(self, task: str) -> None:
         self.admitted.append(task)
@@ -85,11 +70,11 @@ def certainly_infeasible(workflow: Workflow, cards: Mapping[str, ToolCard], mapp
     if budget is None:
         return False
     for t, m in mapping.items():
-        if m is not Mode.CPU and cards[t].vram_needed_mb > budget + _EPS:
+        if m is not Mode.CPU and not fits_vram(0.0, cards[t].vram_needed_mb, budget):
             return True
     at_zero = sum(cards[t].vram_needed_mb for t in workflow.task_ids
                   if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW)
-    return at_zero > budget + _EPS
+    return not fits_vram(0.0, at_zero, budget)
 
 
 class CpuCores:
@@ -101,21 +86,27 @@ class CpuCores:
         if cores < 1:
             raise ValueError(f"cpu cores must be >= 1, got {cores}")
         self.busy: list[list[tuple[float, float]]] = [[] for _ in range(cores)]  # per core: sorted (start, end)
+        self.used = 0  # cores 0..used-1 have bookings
 
     def earliest(self, ready_ms: float, cost_ms: float) -> tuple[float, int]:
         """(start_ms, core) of the earliest finish for a task ready at ``ready_ms``; lowest core on ties."""
         best: tuple[float, int] | None = None
-        for core, slots in enumerate(self.busy):
+        # cores are booked lowest first, so the unused ones are a suffix and all alike: scan the used
+        # ones and the first unused one only (linear in the cores in use, not in all of them)
+        for core in range(min(self.used + 1, len(self.busy))):
             start = ready_ms
-            for s, e in slots:
+            for s, e in self.busy[core]:
                 if start + cost_ms <= s + _EPS:
                     break  # fits in the gap before this slot
                 start = max(start, e)
             if best is None or start < best[0] - _EPS:
                 best = (start, core)
+                if start <= ready_ms + _EPS:
+                    break  # nothing starts earlier, and a later core would lose the tie
         assert best is not None
         return best
 
     def book(self, core: int, start_ms: float, end_ms: float) -> None:
         self.busy[core].append((start_ms, end_ms))
         self.busy[core].sort()
+        self.used = max(self.used, core + 1)

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.execution import Execution, Status
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.execution import Execution
+from agentsched.model.mapping import MappingT
+from agentsched.model.rounds import RoundResult
+from agentsched.model.workflow import Workflow
 
-MappingT = dict[str, Mode]
+__all__ = ["MappingT", "Policy", "PolicyContext", "Proposal", "RoundResult"]
 
 
 @dataclass(frozen=True)
@@ -30,25 +32,9 @@ class PolicyContext:
     probe: Callable[[MappingT], Execution]  # one extra testbed execution, counted by the runner
     rounds: int  # rounds the runner will ask for
     repeats: int  # executions per round (the round's E2E is their median)
-
-
-@dataclass(frozen=True)
-class RoundResult:
-    """One round as the runner measured it."""
-
-    round: int  # 0-based round index
-    mapping: MappingT  # what the policy proposed
-    status: Status  # ok when every run of the round finished, else the first failure
-    e2e_ms: float | None  # median E2E over the round's runs; None when infeasible
-    elapsed_ms: float  # median time the runs took (the cost of an infeasible round)
-    peak_vram_mb: float  # max over the round's runs (for oom: what the failing start needed)
-    executions: tuple[Execution, ...]  # the round's runs, in order
-    executions_total: int  # executions so far in this run, probes included, this round's too
-    message: str = ""  # why the round failed ("" when ok)
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
+    # whether one more probe may run now (None: always; the runtime's exploration budget says no
+    # when probes would exceed their share of live invocations)
+    probe_allowed: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -78,6 +64,18 @@ class Policy(ABC):
     def observe(self, result: RoundResult) -> dict[str, Any] | None:
         """Learn from the round. May probe through ``ctx.probe``; may return evidence to record."""
         return None
+
+    def preflight(self, workflow: Workflow) -> None:
+        """Check, before any run on ``workflow``, that the policy can work (e.g. that an LLM endpoint
+        answers); raise a one-line ``AgentschedError`` otherwise. No-op by default."""
+
+    def close(self) -> None:
+        """Release what the policy holds across runs (a client, a local model server). No-op by default;
+        harnesses call it once they are done with the policy."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings to record with a run (JSON-serialisable, never a secret)."""
+        return {"name": self.name, "label": self.label}
 
     @property
     def label(self) -> str:

@@ -3,11 +3,19 @@
 Source: H. Topcuoglu, S. Hariri, M.-Y. Wu, "Performance-effective and low-complexity task
 scheduling for heterogeneous computing", IEEE TPDS 13(3), 2002.
 
-Machine model. Processors are the GPU and ``cpu_cores`` CPU cores. A CPU core runs one task at a
-time (insertion-based, as in the paper). The GPU is one processor that, like ``gpu_now``, runs
-several tasks at once; plain HEFT assumes each of them runs at its isolated speed, i.e. it is
-blind to contention (the paper's point). ``heft_cf`` inflates GPU costs instead. Communication
-costs are zero: the tools share one host and the cards' GPU times already include transfers.
+Machine model (``machine``). Processors are the GPU and ``cpu_cores`` CPU cores; a CPU core runs
+one task at a time (insertion-based, as in the paper). Communication costs are zero: the tools
+share one host and the cards' GPU times already include transfers.
+
+* ``parallel`` (default): the GPU is one processor that, like ``gpu_now``, runs several tasks at
+  once, each at its isolated speed, i.e. blind to contention (the paper's point); ``cpu_cores``
+  None means one core per task (the simulator's many-core host). With both unbounded, HEFT reduces
+  to "each task on its faster device, earliest finish first" (classical HEFT with n CPU and n GPU
+  processors). ``heft_cf`` inflates GPU costs by the tasks planned beside it instead.
+* ``classical``: Topcuoglu et al.'s machine: every processor, the GPU included, runs one task at a
+  time (insertion-based), with ``cpu_cores`` CPU cores (None: one) and one GPU. A GPU task then
+  waits for the previous one, so HEFT spreads work over CPU and GPU. No GPU tasks overlap, so
+  ``heft_cf``'s factor never applies and heft-cf equals heft.
 
 Algorithm. Upward rank ``rank(t) = w(t) + max over successors rank(s)`` with ``w(t)`` the mean
 cost over the q = 1 + cpu_cores processors (tools without a GPU implementation: the CPU cost); tasks
@@ -31,6 +39,9 @@ from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies._common import CpuCores, VramGuard
 from agentsched.policies.base import Policy, PolicyContext, Proposal
+
+
+MACHINE_MODELS = ("parallel", "classical")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +75,20 @@ class HeftPolicy(Policy):
 
     name = "heft"
 
-    def __init__(self, *, cpu_cores: int | None = None) -> None:
-        if cpu_cores is not None and (not isinstance(cpu_cores, int) or cpu_cores < 1):
+    def __init__(self, *, cpu_cores: int | None = None, machine: str = "parallel") -> None:
+        if cpu_cores is not None and (not isinstance(cpu_cores, int) or isinstance(cpu_cores, bool)
+                                      or cpu_cores < 1):
             raise PolicyError(f"policy {self.name}: cpu_cores must be an integer >= 1, got {cpu_cores!r}")
-        self.cpu_cores = cpu_cores  # None: one core per task (the simulator's many-core host)
+        if machine not in MACHINE_MODELS:
+            raise PolicyError(f"policy {self.name}: machine must be one of {', '.join(MACHINE_MODELS)}, "
+                              f"got {machine!r}")
+        self.cpu_cores = cpu_cores  # None: parallel: one core per task; classical: one core
+        self.machine = machine  # "parallel" or "classical" (module docstring)
         self.plan: dict[str, PlannedTask] = {}
+
+    @property
+    def label(self) -> str:
+        return self.name if self.machine == "parallel" else f"{self.name} (classical machine)"
 
     # ---- the hook heft-cf overrides -----------------------------------------------------------
     def gpu_cost_ms(self, task: str, card: ToolCard, start_ms: float, gpu_plan: list[PlannedTask]) -> float:
@@ -78,8 +98,10 @@ class HeftPolicy(Policy):
 
     # ---- list scheduling ----------------------------------------------------------------------
     def schedule(self, workflow: Workflow, cards: Mapping[str, ToolCard]) -> dict[str, PlannedTask]:
-        cores = self.cpu_cores if self.cpu_cores is not None else len(workflow.tasks)
+        classical = self.machine == "classical"
+        cores = self.cpu_cores if self.cpu_cores is not None else (1 if classical else len(workflow.tasks))
         ranks = upward_ranks(workflow, {t: mean_cost_ms(cards[t], cores) for t in workflow.task_ids})
+        gpu = CpuCores(1) if classical else None  # classical: the GPU is one more one-at-a-time processor
         index = {t: i for i, t in enumerate(workflow.task_ids)}
         order = sorted(workflow.task_ids, key=lambda t: (-ranks[t], index[t]))
         cpu = CpuCores(cores)
@@ -92,12 +114,15 @@ class HeftPolicy(Policy):
             start, core = cpu.earliest(ready, card.cpu_ms)
             best = PlannedTask(t, Mode.CPU, f"cpu{core}", start, start + card.cpu_ms)
             if card.has_gpu and guard.fits(t):
-                finish = ready + self.gpu_cost_ms(t, card, ready, gpu_plan)
+                gpu_start = ready if gpu is None else gpu.earliest(ready, card.gpu_ms)[0]  # type: ignore[arg-type]
+                finish = gpu_start + self.gpu_cost_ms(t, card, gpu_start, gpu_plan)
                 if finish < best.finish_ms - 1e-9:  # strict: ties stay on the CPU
-                    best = PlannedTask(t, Mode.GPU_NOW, "gpu", ready, finish)
+                    best = PlannedTask(t, Mode.GPU_NOW, "gpu", gpu_start, finish)
             if best.mode is Mode.CPU:
                 cpu.book(core, best.start_ms, best.finish_ms)
             else:
+                if gpu is not None:
+                    gpu.book(0, best.start_ms, best.finish_ms)
                 guard.admit(t)
                 gpu_plan.append(best)
             plan[t] = best

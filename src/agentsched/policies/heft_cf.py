@@ -26,9 +26,9 @@ class HeftCfPolicy(HeftPolicy):
 
     name = "heft-cf"
 
-    def __init__(self, *, cpu_cores: int | None = None,
+    def __init__(self, *, cpu_cores: int | None = None, machine: str = "parallel",
                  contention_factor: float = DEFAULT_CONTENTION_FACTOR) -> None:
-        super().__init__(cpu_cores=cpu_cores)
+        super().__init__(cpu_cores=cpu_cores, machine=machine)
         if not isinstance(contention_factor, (int, float)) or contention_factor < 0:
             raise PolicyError(f"policy {self.name}: contention_factor must be >= 0, got {contention_factor!r}")
         self.contention_factor = float(contention_factor)  # extra cost per concurrent GPU task

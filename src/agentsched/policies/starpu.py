@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentsched.errors import PolicyError
-from agentsched.model.workflow import Mode
+from agentsched.model.workflow import Mode, effective_mode
 from agentsched.policies._common import CpuCores, VramGuard
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 from agentsched.policies.heft import PlannedTask
@@ -102,7 +102,7 @@ class StarpuPolicy(Policy):
                 run_ms = s.run_ms
                 if run_ms is None:
                     continue  # stopped by an infeasible start: no complete sample
-                device = GPU if s.mode is not Mode.CPU and cards[s.task].has_gpu else CPU
+                device = CPU if effective_mode(cards[s.task], s.mode) is Mode.CPU else GPU
                 key = (cards[s.task].name, device)
                 total, n = self.history.get(key, (0.0, 0))
                 self.history[key] = (total + run_ms, n + 1)

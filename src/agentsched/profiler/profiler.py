@@ -129,11 +129,15 @@ def others_cpu_pct(interval_s: float = 0.5) -> float:
 
 # ---- measuring ---------------------------------------------------------------------------------
 def _warm_imports() -> None:
-    """Import the heavy libraries and the shared tokenizer once, outside every timed load."""
+    """Import the heavy libraries and the shared tokenizer once, outside every timed load (user
+    tools may need neither)."""
     import importlib
 
-    for mod in ("torch", "transformers"):
-        importlib.import_module(mod)
+    try:
+        for mod in ("torch", "transformers"):
+            importlib.import_module(mod)
+    except ImportError:
+        return
     try:
         from agentsched.tools.text import bert_tokenizer
 
@@ -146,15 +150,17 @@ def measure(
     name: str, device: str, size: str, *, runs: int, warmup: int, seed: int = 0,
     busy_pct: float = 0.0,
 ) -> Measurement:
-    """Load ``name`` on ``device``, time ``warmup`` + ``runs`` calls, unload. Holds one tool at a time."""
-    import torch
-
-    from agentsched.tools import get_tool
-
-    tool = get_tool(name, size, seed=seed)
-    cuda = tool.run_device(device).startswith("cuda")
+    """Load ``name`` on ``device``, time ``warmup`` + ``runs`` calls of ``run(inputs)``, unload.
+    Holds one tool at a time. A user tool (``package.module:Class``) is timed on its
+    ``example_inputs()``; a built-in one on its generated inputs."""
+    tool, inputs = _profiled_tool(name, size, seed)
+    cuda = device.startswith("cuda") and tool.has_gpu
+    if not cuda:
+        device = "cpu"
     base_mem = 0
     if cuda:
+        import torch
+
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -166,22 +172,46 @@ def measure(
         tool.sync()
         load_ms = (time.perf_counter() - t0) * 1000
         for _ in range(warmup):
-            tool.call()
+            tool.run(inputs)
             tool.sync()
         calls = []
         for _ in range(runs):
             t0 = time.perf_counter()
-            tool.call()
+            tool.run(inputs)
             tool.sync()
             calls.append(max((time.perf_counter() - t0) * 1000, 1e-3))
-        vram = (torch.cuda.max_memory_allocated() - base_mem) / 2**20 if cuda else None
+        vram = None
+        if cuda:
+            import torch
+
+            vram = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
     finally:
         tool.unload()
         del tool
         gc.collect()
+
     return Measurement(tool=name, device="cuda" if cuda else "cpu", size=size, load_ms=load_ms,
                        call_ms=statistics.median(calls), calls_ms=calls, vram_mb=vram,
                        busy_pct=busy_pct, loadavg_1m=la)
+
+
+def _profiled_tool(name: str, size: str, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A new tool for ``name`` and the inputs its calls are timed on."""
+    from agentsched.model.tool import is_tool_path, new_tool
+
+    if is_tool_path(name):
+        try:
+            tool = new_tool(name)
+        except AgentschedError as e:
+            raise ProfileError(str(e)) from None
+        inputs = tool.example_inputs()
+        if not isinstance(inputs, dict):
+            raise ProfileError(f"tool {name} defines no example_inputs() (a dict of the inputs run() takes): "
+                               "the profiler has nothing to time it on")
+        return tool, inputs
+    from agentsched.tools import get_tool
+
+    return get_tool(name, size, seed=seed), {}
 
 
 def wait_until_quiet(max_busy_pct: float, policy: str, max_wait_s: float,
@@ -215,9 +245,11 @@ def resolve_tools(spec: str | list[str]) -> list[str]:
     if not items:
         raise ProfileError(f"--tools {spec if isinstance(spec, str) else ','.join(map(str, spec))!r} selects no "
                            "tools (give 'all' or a comma list, e.g. clip,groupby)")
+    from agentsched.model.tool import is_tool_path, tool_class
+
     for n in items:
         try:
-            parse_tool_name(n)
+            tool_class(n) if is_tool_path(n) else parse_tool_name(n)
         except AgentschedError as e:
             raise ProfileError(str(e)) from None
     return items
@@ -257,9 +289,12 @@ def plan_profile(
     warmup: int = 2, seed: int = 0, busy: str = "warn", max_busy_pct: float = 30.0, max_wait_s: float = 120.0,
 ) -> ProfilePlan:
     """Validate a profiler request without measuring anything (one-line ProfileError otherwise)."""
+    from agentsched.model.tool import is_tool_path, tool_class
     from agentsched.tools import get_tool, parse_size, tools_installed
 
-    if not tools_installed():
+    user_only = isinstance(tools, (str, list)) and all(
+        is_tool_path(n) for n in (tools.split(",") if isinstance(tools, str) else tools) if str(n).strip())
+    if not user_only and not tools_installed():
         raise ProfileError("the profiler needs the tools extra: pip install 'agentsched[tools]'")
     if runs < 1 or warmup < 0:
         raise ProfileError(f"need runs >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
@@ -272,8 +307,18 @@ def plan_profile(
     size = parse_size(size).value
     names = resolve_tools(tools)
     devs = resolve_devices(devices)
+    from agentsched.model.tool import Tool
+
+    for n in names:
+        if is_tool_path(n) and tool_class(n).example_inputs is Tool.example_inputs:
+            raise ProfileError(f"tool {n} defines no example_inputs() (a dict of the inputs run() takes): "
+                               "the profiler has nothing to time it on")
+
+    def has_gpu(n: str) -> bool:
+        return tool_class(n).has_gpu if is_tool_path(n) else get_tool(n, size).has_gpu
+
     jobs = tuple((n, d) for n in names for d in devs
-                 if d == "cpu" or get_tool(n, size).has_gpu)  # host-only tools have no GPU figure
+                 if d == "cpu" or has_gpu(n))  # host-only tools have no GPU figure
     return ProfilePlan(jobs=jobs, size=size, devices=tuple(devs), runs=runs, warmup=warmup, seed=seed, busy=busy,
                        max_busy_pct=float(max_busy_pct), max_wait_s=float(max_wait_s))
 
@@ -334,6 +379,8 @@ def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
     ``base`` (an earlier card file of this machine) supplies what this run did not measure, e.g.
     cpu_ms when only the GPU was profiled. Workload strings and tags come from ``reference``.
     """
+    from agentsched.model.tool import is_tool_path, tool_class
+
     ref = load_card_set(reference)
     by_tool: dict[str, dict[str, Measurement]] = {}
     for m in run.measurements:
@@ -342,7 +389,10 @@ def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
     for tool, ms in by_tool.items():
         old = cards.get(tool)
         fields: dict[str, Any] = old.model_dump() if old is not None else {"name": tool}
-        if old is None:
+        if old is None and is_tool_path(tool):  # a user tool describes itself
+            cls = tool_class(tool)
+            fields.update(workload=cls.workload, tags=tuple(cls.tags))
+        elif old is None:
             try:
                 r = ref.resolve(tool)
                 fields.update(workload=r.workload, tags=r.tags)

@@ -27,54 +27,81 @@ def check_gantt_path(path: str | Path) -> Path:
 
 
 _COLORS = {Mode.CPU: "#4C72B0", Mode.GPU_NOW: "#55A868", Mode.GPU_QUEUE: "#C44E52"}
+_MEANING = {Mode.CPU: "on the CPU", Mode.GPU_NOW: "on the GPU at once", Mode.GPU_QUEUE: "GPU queue, one at a time"}
+
+
+def _bar_label(ax, x0: float, x1: float, y: float, text: str, horizon: float, *, inside_color: str) -> None:  # noqa: ANN001
+    """``text`` inside the bar when it fits (about 6 ms-widths of the axis per character), else just
+    right of the bar's end in black: never white text spilling over a white background."""
+    fits = (x1 - x0) >= horizon * 0.0085 * (len(text) + 2)
+    if fits:
+        ax.text((x0 + x1) / 2, y, text, ha="center", va="center", fontsize=7, color=inside_color, zorder=4)
+    else:
+        ax.text(x1 + horizon * 0.005, y, text, ha="left", va="center", fontsize=7, color="black", zorder=4)
 
 
 def save_gantt(workflow: Workflow, runs: Sequence[tuple[str, Execution]], path: str | Path) -> Path:
-    """Draw one panel per (title, execution), stacked, each with its VRAM curve; write a PNG."""
-    import matplotlib
+    """Draw one panel per (title, execution), stacked, each with its VRAM curve; write a PNG.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Colour = where the task ran (legend), hatching = a queued task's load-in; each bar is labelled
+    with its task and tool (inside when it fits, after the bar otherwise) and each load segment with
+    its duration when there is room."""
+    from agentsched.report.style import plt as _plt
+    from agentsched.report.style import safe_label
 
+    plt = _plt()
+    sp = workflow.decision_space
     n = len(runs)
-    fig, axes = plt.subplots(2 * n, 1, figsize=(10, 3.2 * n + 0.6), squeeze=False,
+    fig, axes = plt.subplots(2 * n, 1, figsize=(11, 3.4 * n + 1.0), squeeze=False,
                              gridspec_kw={"height_ratios": [3, 1.2] * n})
     horizon = max((s.end_ms or x.elapsed_ms) for _, x in runs for s in x.spans) if any(
         x.spans for _, x in runs) else 1.0
+    used: set[Mode] = set()
+    any_load = False
     for i, (title, ex) in enumerate(runs):
         ax, axv = axes[2 * i][0], axes[2 * i + 1][0]
-        lanes = ["CPU"] + [f"GPU:{s.task}" for s in ex.spans if s.mode is not Mode.CPU]
-        cpu_tasks = [s for s in ex.spans if s.mode is Mode.CPU]
-        ylabels = [f"CPU:{s.task}" for s in cpu_tasks] + [lbl for lbl in lanes[1:]]
-        y = 0
-        for s in ex.spans:
+        for y, s in enumerate(ex.spans):
             end = s.end_ms if s.end_ms is not None else ex.elapsed_ms
+            used.add(s.mode)
             if s.load_ms > 0:
+                any_load = True
                 ax.barh(y, s.load_ms, left=s.start_ms, color=_COLORS[s.mode], alpha=0.35, hatch="//",
                         edgecolor="black", linewidth=0.5)
-            ax.barh(y, end - s.start_ms - s.load_ms, left=s.start_ms + s.load_ms,
-                    color=_COLORS[s.mode], edgecolor="black", linewidth=0.5)
-            ax.text(s.start_ms + (end - s.start_ms) / 2, y, f"{s.task} {s.tool}", ha="center",
-                    va="center", fontsize=7, color="white" if end - s.start_ms > horizon * 0.12 else "black")
-            y += 1
+                load_text = f"load {s.load_ms:,.0f} ms"
+                if s.load_ms >= horizon * 0.0085 * (len(load_text) + 2):
+                    ax.text(s.start_ms + s.load_ms / 2, y, load_text, ha="center", va="center", fontsize=6.5,
+                            color="black", zorder=4, bbox={"facecolor": "white", "alpha": 0.8, "pad": 0.8,
+                                                           "edgecolor": "none"})
+            run_start = s.start_ms + s.load_ms
+            ax.barh(y, end - run_start, left=run_start, color=_COLORS[s.mode], edgecolor="black", linewidth=0.5)
+            _bar_label(ax, run_start, end, y, safe_label(f"{s.task} {s.tool}"), horizon, inside_color="white")
         ax.set_yticks(range(len(ex.spans)))
-        ax.set_yticklabels([f"{s.task} ({workflow.decision_space.label(s.mode)})" for s in ex.spans], fontsize=8)
+        ax.set_yticklabels([safe_label(f"{s.task} ({sp.label(s.mode)})") for s in ex.spans], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlim(0, horizon * 1.02)
+        ax.set_xlim(0, horizon * 1.12)  # room for labels placed after a bar's end
+        ax.set_ylabel("task (mode)", fontsize=8)
+        ax.set_xlabel("time (ms)", fontsize=8)
+        ax.tick_params(labelsize=7)
         e2e = f"{ex.e2e_ms:,.0f} ms" if ex.e2e_ms is not None else f"{ex.status.value} at {ex.elapsed_ms:,.0f} ms"
-        ax.set_title(f"{workflow.name} {title}: {e2e}", fontsize=9)
-        del lanes, ylabels
+        ax.set_title(safe_label(f"{workflow.name} {title}: {e2e}"), fontsize=9)
         ts = [t for t, _ in ex.vram_timeline] + [ex.elapsed_ms]
         vs = [v for _, v in ex.vram_timeline]
-        axv.step(ts, vs + [vs[-1]] if vs else [0, 0], where="post", color="#8172B2")
+        axv.step(ts, vs + [vs[-1]] if vs else [0, 0], where="post", color="#8172B2", label="VRAM in use")
         if workflow.vram_budget_mb is not None:
             axv.axhline(workflow.vram_budget_mb, color="red", linestyle="--", linewidth=1, label="budget")
-            axv.legend(fontsize=7, loc="upper right")
-        axv.set_xlim(0, horizon * 1.02)
+        axv.legend(fontsize=7, loc="upper right")
+        axv.set_xlim(0, horizon * 1.12)
         axv.set_ylabel("VRAM MB", fontsize=8)
+        axv.set_xlabel("time (ms)", fontsize=8)
         axv.tick_params(labelsize=7)
-    axes[-1][0].set_xlabel("time (ms)")
-    fig.tight_layout()
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=_COLORS[m], edgecolor="black", linewidth=0.5)
+               for m in sp.modes if m in used]
+    labels = [f"{sp.label(m)}: {_MEANING[m]}" for m in sp.modes if m in used]
+    if any_load:
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black", linewidth=0.5))
+        labels.append("hatched: model load-in (gpu_queue admission)")
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -8,13 +8,10 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
-from agentsched.report.bench import (
-    BenchResult,
-    SummaryRow,
-    paper_first_match_rounds,
-    paper_mapping_reference_ms,
-    paper_oracle,
-)
+from agentsched.experiments.bench import BenchResult, SummaryRow, paper_mapping_reference_ms
+from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
+from agentsched.testbeds.world import DEFAULT_WORLD
+from agentsched.model.text import plural
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
@@ -83,13 +80,16 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
 
     parts.append("# agentsched benchmark report\n")
     if cfg.simulated:
-        bed = f"Simulated testbed (noise sigma {cfg.noise_sigma:g})"
+        world = cfg.world_name
+        bed = (f"Simulated testbed (noise sigma {cfg.noise_sigma:g}, world {world}"
+               + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
+               + ")")
     else:
         bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
                + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")
     parts.append(
-        f"{bed}, {cfg.rounds} rounds x {cfg.repeats} executions "
-        f"(round E2E = median), seeds {', '.join(map(str, cfg.seeds))}; cards: "
+        f"{bed}, {plural(cfg.rounds, 'round')} x {plural(cfg.repeats, 'execution')} "
+        f"(round E2E = median), {'seed' if len(cfg.seeds) == 1 else 'seeds'} {', '.join(map(str, cfg.seeds))}; cards: "
         f"{cfg.cards or 'each workflow’s own'}. Runs took {result.wall_s:.1f} s. "
         "Cells show ours / the paper's (Lu & Reda, arXiv:2607.22242) where the paper has a figure; "
         "**bold** where they differ. Metric definitions: docs/results.md.\n")
@@ -104,6 +104,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
                  f"{EQUIVALENCE_TOLERANCE:.0%} of our oracle, against which placement matches are counted "
                  "(near-ties: a task off the critical path may go either way).\n\n")
     orows = []
+    abs_ratio: dict[str, float] = {}  # our oracle E2E / the paper's
     for s in scen:
         wf, view = result.workflows[s], result.views[s]
         binary = wf.decision_space.value == "binary"
@@ -116,21 +117,32 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
             pe2e = "-" if pap["e2e_ms"] is None else f"{pap['e2e_ms']:,.0f}"
         else:
             here, pmap, pe2e = "-", "-", "-"
-        orows.append([s, _mapping_str(ours, binary), pmap, here, str(len(view.equivalent_mappings)),
-                      f"{view.e2e_ms:,.0f}", pe2e, f"{view.feasible_total}/{view.mappings_total}"])
+        row = [s, _mapping_str(ours, binary), pmap, here, str(len(view.equivalent_mappings)),
+               f"{view.e2e_ms:,.0f}", pe2e, f"{view.feasible_total}/{view.mappings_total}"]
+        differs = pmap != "-" and pmap != row[1]
+        orows.append([f"**{c}**" for c in row] if differs else row)
+        if pap is not None and pap["e2e_ms"]:
+            abs_ratio[s] = view.e2e_ms / pap["e2e_ms"]
     parts.append(_table(["scenario", "our oracle (A B C D)", "paper oracle", "paper map here", "equivalent",
                          "our E2E ms", "paper E2E ms", "feasible"], orows))
+    n_diff = sum(1 for r in orows if r[0].startswith("**"))
+    if n_diff:
+        parts.append(f"\n**Bold** rows: our oracle mapping differs from the paper's ({n_diff}); 'paper map here' "
+                     "says how far the paper's mapping is from ours in our simulator (1.000x: a tie).\n")
+    parts.append(_absolute_times(abs_ratio, cfg.simulated))
 
     # ---- Table 4 -----------------------------------------------------------------------------------
     t4p = paper["table4_mapping_accuracy_S1_S10"]
     if t4:
         parts.append("\n## Table 4: best oracle match within the rounds, S1-S10\n")
-        parts.append("Median over seeds of the most tasks placed as in an oracle-equivalent mapping over the "
-                     "feasible rounds "
-                     "(range over seeds in brackets when they differ); 'full' counts scenarios whose median "
-                     "is a full match; the last column counts matches against the oracle mapping and its exact ties "
-                     "only (the paper's stricter reading). The paper ran HEFT-CF, UCB1, StarPU and its LLM agent "
-                     "(compared here with our agent policies).\n\n")
+        parts.append("Two readings of 'placed as in the oracle'. **Strict**: tasks placed as in our oracle mapping "
+                     "or one exactly tied with it (a tool without a GPU version is the same run on either mode). "
+                     f"**Lenient**: as in any mapping within {EQUIVALENCE_TOLERANCE:.0%} of the oracle's E2E. "
+                     "The paper's figure counts tools placed as in *its* oracle mapping, i.e. the strict reading, "
+                     "so cells compare our strict match with the paper's (median over seeds, range in brackets "
+                     "when seeds differ; the lenient median follows after '2%:' where it differs). The full-match "
+                     "counts are given for both readings; the paper's count stands beside the strict one. The paper "
+                     "ran HEFT-CF, UCB1, StarPU and its LLM agent (compared here with our agent policies).\n\n")
         trows = []
         for p in policies:
             prow = t4p.get(PAPER_ROW.get(p, ""), {})
@@ -143,24 +155,29 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
                     continue
                 full += sr.best_match_median == sr.tasks
                 exact += sr.best_match_exact_median == sr.tasks
-                cells.append(_vs(_match_cell(sr), prow.get(s)))
+                lenient = "" if sr.best_match_median == sr.best_match_exact_median else f" (2%: {sr.best_match_median})"
+                cells.append(_vs(str(sr.best_match_exact_median), prow.get(s)) + lenient)
             paper_full = prow.get("full_matches") if len(t4) == 10 else None
-            trows.append([_label(p, rows)] + cells + [_vs(f"{full}/{len(t4)}", None if paper_full is None
-                                                          else f"{paper_full}/10"), f"{exact}/{len(t4)}"])
-        parts.append(_table(["policy"] + t4 + ["full", "full, exact ties only"], trows))
+            trows.append([_label(p, rows)] + cells + [
+                _vs(f"{exact}/{len(t4)}", None if paper_full is None else f"{paper_full}/10"), f"{full}/{len(t4)}"])
+        parts.append(_table(["policy"] + t4 + ["full, strict (paper's reading)", "full, lenient (within 2%)"],
+                            trows))
+        parts.append(_heft_equal(rows, policies, scen, result))
 
     # ---- Table 5 -----------------------------------------------------------------------------------
     t5p = paper["table5_three_way_S11_S13"]["rows"]
     if t5:
         parts.append("\n## Table 5: three-way decision space with a VRAM budget, S11-S13\n")
-        parts.append("E2E in ms: mem-greedy and agent = median over seeds of the best round's measured "
-                     f"median; oracle = {'noise-free' if cfg.simulated else 'its search median'}. First round = first oracle-equivalent round (within "
+        parts.append("E2E in ms, all noise-free: mem-greedy and agent = the chosen mapping's (each seed's best "
+                     "round's mapping, run by the testbed's noise-free model; median over seeds), oracle = the "
+                     f"{'noise-free search' if cfg.simulated else 'search median'}; so no policy can show an E2E "
+                     "below the oracle's (a best *noisy* round can). First round = first oracle-equivalent round (within "
                      f"{EQUIVALENCE_TOLERANCE:.0%}; the paper counts its first 4/4 match), median over the "
                      "seeds that reached it, 0-based like the paper's R0.\n\n")
         agents = [a for a in AGENTS if a in policies]
         header = ["scenario", "budget MB", "total MB", "mem-greedy E2E", "oracle E2E"]
         for a in agents:
-            header += [f"{a} best E2E", f"{a} match", f"{a} first round"]
+            header += [f"{a} chosen E2E", f"{a} match", f"{a} first round"]
         trows = []
         for s in t5:
             wf, view = result.workflows[s], result.views[s]
@@ -168,14 +185,14 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
             mg = rows.get((s, "mem-greedy"))
             row = [s, f"{wf.vram_budget_mb:g}" if wf.vram_budget_mb is not None else "-",
                    f"{wf.total_vram_mb:g}",
-                   _vs(_ms(mg.best_e2e_ms_median) if mg else "-", None if prow is None else f"{prow[2]:,}"),
+                   _vs(_ms(mg.chosen_e2e_ms_median) if mg else "-", None if prow is None else f"{prow[2]:,}"),
                    _vs(_ms(view.e2e_ms), None if prow is None else prow[3])]
             for a in agents:
                 sr = rows.get((s, a))
                 if sr is None:
                     row += ["-", "-", "-"]
                     continue
-                row.append(_vs(_ms(sr.best_e2e_ms_median), None if prow is None else prow[4]))
+                row.append(_vs(_ms(sr.chosen_e2e_ms_median), None if prow is None else prow[4]))
                 row.append(_vs(f"{sr.best_match_median}/{sr.tasks}", None if prow is None else prow[5]))
                 first = "never" if sr.first_equivalent_median is None else \
                     f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
@@ -237,6 +254,146 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
 
     if images:
         parts.append("\n## Plots\n\n" + "\n".join(f"![{i}]({i})" for i in images) + "\n")
+    if result.heft_study is not None:
+        parts.append(_heft_study(result.heft_study))
     if result.ablation is not None:
         parts.append("\n## S13 ablation (agent)\n\n" + result.ablation.to_markdown().rstrip() + "\n")
+        parts.append(_ablation_discussion(result.ablation))
     return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+# ---- prose computed from the results -----------------------------------------------------------------
+
+
+def _absolute_times(ratio: dict[str, float], simulated: bool) -> str:
+    """Our oracle E2E over the paper's, and why the simulator's absolute times are lower."""
+    if not ratio:
+        return ""
+    three = [ratio[s] for s in TABLE5 if s in ratio]
+    rest = [ratio[s] for s in TABLE4 if s in ratio]
+
+    def span(xs: list[float]) -> str:
+        return f"{min(xs):.2f}-{max(xs):.2f}x" if min(xs) != max(xs) else f"{xs[0]:.2f}x"
+
+    parts = []
+    if three:
+        parts.append(f"S11-S13: {span(three)} the paper's")
+    if rest:
+        parts.append(f"S1-S10: {span(rest)}")
+    where = "simulated" if simulated else "measured"
+    text = (f"\n**Absolute times.** Our {where} oracle E2E over the paper's: {'; '.join(parts)}. ")
+    if simulated:
+        text += ("The simulator has only the paper's Table 1 per-call costs and the fitted GPU contention; "
+                 "the paper's three-way runs also pay host-side costs that Table 1 lacks (its Figure 6 shows "
+                 "concurrent CPU tools slowing each other about 2x on its host), so the three-way scenarios "
+                 f"come out {'at about half' if three and max(three) <= 0.7 else 'below'} the paper's times"
+                 f"{', while S1-S10 stay within tens of percent' if rest and 0.6 <= min(rest) and max(rest) <= 1.5 else ''}. The "
+                 "tables compare mappings and rankings, which the calibration reproduces; the absolute "
+                 "milliseconds are magnitudes (docs/calibration.md).\n")
+    return text
+
+
+def _heft_equal(rows: dict[tuple[str, str], SummaryRow], policies: Sequence[str], scen: Sequence[str],
+                result: BenchResult) -> str:
+    """Say when HEFT-CF planned exactly what HEFT did in every scenario (static: one mapping each)."""
+    if "heft" not in policies or "heft-cf" not in policies or result.heft_study is None:
+        return ""
+    opts = result.config.policy_options.get("heft-cf", {})
+    from agentsched.policies.heft_cf import DEFAULT_CONTENTION_FACTOR
+
+    factor = opts.get("contention_factor", DEFAULT_CONTENTION_FACTOR)
+    machine = opts.get("machine", "parallel")
+    plans = {v.label: v.mappings for v in result.heft_study.variants}
+    heft = plans.get(f"heft ({machine})")
+    cf = plans.get(f"heft-cf ({machine}, factor {factor:g})")
+    if heft is None or cf is None:
+        return ""
+    same = [s for s in scen if heft.get(s) == cf.get(s)]
+    if len(same) == len(scen):
+        return (f"\nHEFT-CF (factor {factor:g}) planned exactly HEFT's mapping in every scenario here, so its rows "
+                "equal HEFT's: on these cards no GPU placement that HEFT chooses becomes slower than the CPU "
+                f"at +{factor:g} per overlapping GPU task. Other factors: section 'HEFT variants'.\n")
+    return (f"\nHEFT-CF (factor {factor:g}) differs from HEFT in {len(scen) - len(same)} of {len(scen)} "
+            "scenarios. Other factors: section 'HEFT variants'.\n")
+
+
+def _heft_study(study: Any) -> str:
+    """The HEFT machine-model and contention-factor sweep against the paper's HEFT column."""
+    t4 = study.table4
+    out = ["\n## HEFT variants against the paper's HEFT column\n",
+           "HEFT is static (one mapping every round), so each variant is planned once per scenario and "
+           "scored like Table 4 (strict: as in an exactly tied oracle mapping; lenient: within 2%). "
+           "Machine `parallel` (default): the GPU runs tasks side by side at isolated speed; `classical`: "
+           "one task at a time per processor (one CPU core unless --cpu-slots, one GPU).\n\n"]
+    header = ["variant"] + list(study.scenarios) + ["full, strict", "full, lenient", "= paper's figure"]
+    trows = []
+    paper_row = ["paper HEFT-CF"] + [str(study.paper.get(s, "-")) for s in study.scenarios] + [
+        "-" if study.paper_full is None else f"{study.paper_full}/10", "-", "-"]
+    for v in study.variants:
+        trows.append([v.label] + [str(v.exact[s]) for s in study.scenarios]
+                     + [f"{v.full(t4, exact=True)}/{len(t4)}", f"{v.full(t4)}/{len(t4)}",
+                        f"{v.paper_agreement(study.paper, t4)}/{len(t4)}" if t4 else "-"])
+    out.append(_table(header, [paper_row] + trows))
+    if t4:
+        closest = study.closest()
+        fulls = sorted({v.full(t4, exact=True) for v in study.variants})
+        reach = [v.label for v in study.variants if study.paper_full is not None
+                 and v.full(t4, exact=True) == study.paper_full and len(t4) == 10]
+        plain = [v.label for v in closest if v.policy == "heft"]
+        cfs = [v for v in closest if v.policy != "heft"]
+        named = ", ".join(plain) + (f" and {len(cfs)} HEFT-CF settings" if cfs else "")
+        out.append(f"\nClosest to the paper's per-scenario figures: {named} "
+                   f"({closest[0].paper_agreement(study.paper, t4)}/{len(t4)} scenarios equal each). Strict full "
+                   f"matches over the variants range over {', '.join(map(str, fulls))} of {len(t4)}; ")
+        if reach:
+            out.append(f"the paper's {study.paper_full}/10 is reached by {', '.join(reach)}.\n")
+        else:
+            out.append(f"no variant reaches the paper's {study.paper_full}/10.\n")
+        wrong = [s for s in t4 if study.paper.get(s, 0) < 4 and all(v.exact[s] == 4 for v in study.variants)]
+        if wrong:
+            out.append(f"Every variant places {', '.join(wrong)} fully as the oracle, where the paper's HEFT-CF "
+                       "misses a task: the paper's HEFT must have planned on costs other than Table 1's cards.\n")
+    return "".join(out)
+
+
+def _ablation_discussion(ablation: Any) -> str:
+    """Why the paper's Table 6 losses do (not) reproduce, from the measured tables."""
+    if not getattr(ablation, "paper", None):
+        return ""
+    paper = ablation.paper  # variant key -> [best match, best E2E]
+    out = ["\n**Why the paper's ablation losses do not reproduce here.** "]
+    for table in ablation.tables:
+        full = table.variants[0]
+        n = len(full.metrics)
+        lost = [v for v in table.variants[1:] if v.equivalent_seeds < full.equivalent_seeds]
+        kept = [v for v in table.variants[1:] if v.equivalent_seeds >= full.equivalent_seeds]
+        if table.initial == "rules":
+            if all(v.first_round_median == 0 for v in table.variants):
+                out.append("With the written rules, round 0 is already oracle-equivalent in every variant "
+                           f"(first equivalent round R0, {full.equivalent_seeds}/{n} seeds of the full system), so "
+                           "switching off a monitor mechanism cannot cost anything: our rules reasoner reads the "
+                           "warm-start cards deterministically, while the paper's LLM reasoner presumably did not "
+                           "start from the oracle mapping and needed the monitor's evidence to reach it. ")
+            else:
+                out.append("With the written rules, " + (
+                    f"{', '.join(v.variant.label for v in lost)} lose oracle-equivalent seeds. " if lost
+                    else "no variant loses an oracle-equivalent seed. "))
+            continue
+        if lost:
+            out.append("Without a prior (round 0 all on gpu_now) the evidence alone has to find the mapping: "
+                       + ", ".join(f"'{v.variant.label}' ({v.equivalent_seeds}/{n} seeds oracle-equivalent)"
+                                   for v in lost)
+                       + f" loses it against the full system's {full.equivalent_seeds}/{n}, the direction of the "
+                       "paper's row. ")
+        else:
+            out.append("Without a prior (round 0 all on gpu_now), every variant still finds the mapping. ")
+        if kept:
+            figures = ", ".join(f"'{v.variant.label}' {paper[v.variant.key][0]}" for v in kept
+                                if v.variant.key in paper)
+            out.append(f"{', '.join(repr(v.variant.label) for v in kept)} lose nothing: for a deterministic "
+                       "reasoner the remaining what-if runs and running averages suffice (no single reprobe type "
+                       "is needed)"
+                       + (f", whereas the paper's LLM fell to {figures} without them (a difference of reasoner, "
+                          "not of the monitor). " if figures else ". "))
+    out.append("The 'best match' column is the fewest over seeds (the worst seed), not a typical one.\n")
+    return "".join(out)

@@ -1,7 +1,11 @@
-"""Testbeds: where a workflow is executed (simulated here; real execution in ``local``)."""
+"""Testbeds: where a workflow is executed. One driver (``driver.Driver``) over one backend per kind
+of machine: the simulator (``sim``) and real execution on this machine (``local``)."""
 
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
 from agentsched.testbeds.rules import Dispatcher, Infeasible, Start
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World, load_world
 
-__all__ = ["Dispatcher", "Infeasible", "SimTestbed", "Start", "Testbed"]
+__all__ = ["Backend", "Completion", "Dispatcher", "Driver", "Failure", "Infeasible", "SimTestbed", "Start",
+           "Testbed", "World", "load_world"]

@@ -8,8 +8,8 @@ of its isolated speed, piecewise constant between events. ``s_i`` (sensitivity) 
 tool suffers from others; ``p_j`` (pressure) how much GPU time/bandwidth it takes from others.
 Compute-bound kernels that fill the SMs press hard; memory-bound tools (vector search, resize,
 scatter-add) are both sensitive and pressing through DRAM bandwidth. A task loading its model
-(queue load-in, a PCIe copy) neither presses nor suffers. Parameters live on the tool cards, with
-defaults by tag (``model/cards.py``).
+(queue load-in, a PCIe copy) neither presses nor suffers. Parameters live in the simulated world
+(``world.py``, per tool with defaults by tag), never on the tool cards that schedulers see.
 """
 
 from __future__ import annotations

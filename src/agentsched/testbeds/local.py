@@ -1,8 +1,8 @@
 """The local testbed: execute a workflow for real, with the tools of ``agentsched.tools``.
 
-Start rules: the shared ``rules.Dispatcher``, exactly as the simulator drives it. After every
-finish the testbed calls ``poll()`` and starts exactly the tasks it returns; an ``Infeasible``
-ends the run as ``oom``. What runs where:
+The driver's ``local`` backend. Start rules and all recording: ``driver.Driver`` (the shared
+``rules.Dispatcher``, exactly as for the simulator); this backend only starts tasks on threads
+and CUDA streams and reports when they end, against ``time.perf_counter``. What runs where:
 
 * ``cpu``: a worker pool of ``cpu_workers`` threads (the Dispatcher's ``cpu_slots``);
 * ``gpu_now``: its own thread and CUDA stream, concurrently with the other GPU tasks;
@@ -16,6 +16,9 @@ holds VRAM only while running, as the start rules assume. The budget is enforced
 admission from the workflow's cards (the Dispatcher) and by a ceiling on this process's CUDA memory
 (``torch.cuda.set_per_process_memory_fraction``); a real CUDA out-of-memory ends the run as ``oom``
 and the process keeps going. A tool that raises ends it as ``error`` with a one-line message.
+
+A task names a built-in tool (``clip``) or a user tool by import path (``package.module:Class``,
+see ``agentsched.Tool``); either is called through ``call_tool`` alone: the public ``Tool.run``.
 
 Loaded tools are cached across runs (the oracle and ``bench`` run many mappings); tools the next
 workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are never both kept.
@@ -36,11 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import TestbedError
-from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.rules import Dispatcher, Infeasible
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
+from agentsched.testbeds.rules import Start
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
 
@@ -56,23 +59,24 @@ class _Done:
     start_s: float  # perf_counter when the job began (queue: before loading)
     end_s: float  # perf_counter when its last call finished
     load_ms: float  # load paid first (gpu_queue), measured
+    output: Any  # what the tool returned (its last call)
 
 
-def _is_oom(exc: BaseException) -> bool:
-    """A real CUDA out-of-memory (torch's error type, or its message on older versions)."""
-    try:
-        import torch
-
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):
-        pass
-    return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+def call_tool(tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None],
+              stop: threading.Event) -> Any:
+    """Run one task: ``k`` back-to-back calls of ``tool`` (amplification x repeat), each waited
+    for on the device; the last call's output. The ONE place the local backend invokes a tool:
+    the public ``Tool.run(inputs)``, with the invocation's arguments (a source task) or
+    ``{pred_task_id: pred_output}``. Built-in tools compute on their generated inputs unless an
+    argument they take is given (``tools.base.Tool.run``)."""
+    out = None
+    args = dict(inputs)
+    for _ in range(k):
+        if stop.is_set():
+            raise _Cancelled
+        out = tool.run(args)
+        sync(tool)
+    return out
 
 
 @contextlib.contextmanager
@@ -98,7 +102,7 @@ def _set_transformers_quiet() -> None:
             pass
 
 
-class LocalTestbed(Testbed):
+class LocalBackend(Backend):
     """Real execution on this machine's CPU, and its CUDA GPU when present."""
 
     name = "local"
@@ -137,6 +141,11 @@ class LocalTestbed(Testbed):
             tool_factory = get_tool
         self._factory = tool_factory  # builds tools (tests inject fakes)
         self._cache: dict[tuple[str, str], Any] = {}  # (base tool, device) -> loaded, shared tool
+        self._run: _LocalRun | None = None  # the run in progress
+
+    @property
+    def cpu_slots(self) -> int | None:
+        return self.cpu_workers
 
     # ---- environment -------------------------------------------------------------------------
     @staticmethod
@@ -170,14 +179,21 @@ class LocalTestbed(Testbed):
 
     # ---- tools -------------------------------------------------------------------------------
     def _base_and_k(self, workflow: Workflow, task: str) -> tuple[str, int]:
+        from agentsched.model.tool import is_tool_path
         from agentsched.tools import parse_tool_name
 
         t = workflow.tasks[task]
+        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+            return t.tool, t.repeat
         base, k = parse_tool_name(t.tool)
         return base, k * t.repeat
 
     def _new_tool(self, base: str) -> Any:
+        from agentsched.model.tool import is_tool_path, new_tool
+
         with quiet_loading():
+            if is_tool_path(base):  # a user tool (package.module:Class)
+                return new_tool(base)
             return self._factory(base, self.size, seed=self.seed)
 
     def _shared(self, base: str, device: str) -> Any:
@@ -197,194 +213,228 @@ class LocalTestbed(Testbed):
     def close(self) -> None:
         self._evict_unused(set())
 
-    # ---- run ---------------------------------------------------------------------------------
-    def run(
-        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None
-    ) -> Execution:
-        """Execute once for real (``rng`` is unused: the noise is the machine's own)."""
-        mapping = validate_mapping(workflow, mapping)
+    # ---- one run -----------------------------------------------------------------------------
+    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
+              expected: bool = False) -> Failure | None:
+        """Warm models, then start the clock (``rng`` is unused: the noise is the machine's own)."""
         self._check_gpu(workflow, mapping)
-        gpu = self.device
-        staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
-        bases = {t: self._base_and_k(workflow, t) for t in workflow.task_ids}
+        run = _LocalRun(self, workflow, mapping)
+        self._run = run
+        failure = run.warm()
+        if failure is None:
+            run.open()
+        return failure
 
-        # Warm models, before the clock starts. Cached tools of other workflows go first; under a
-        # budget so do GPU-resident ones (their VRAM would sit under the ceiling unaccounted).
-        used = {b for b, _ in bases.values()}
-        self._evict_unused({k for k in self._cache if k[0] in used and (k[1] == "cpu" or not staged)})
-        tools: dict[str, Any] = {}
-        own = [t for t in workflow.task_ids  # tasks with their own instance, unloaded after the run
-               if mapping[t] is Mode.GPU_QUEUE or (mapping[t] is Mode.GPU_NOW and staged)]
-        for t in workflow.task_ids:
-            base = bases[t][0]
+    def now_ms(self) -> float:
+        assert self._run is not None
+        return self._run.now_ms()
+
+    def start(self, start: Start, inputs: Mapping[str, Any] | None) -> None:
+        assert self._run is not None
+        self._run.submit(start, inputs or {})
+
+    def wait(self) -> list[Completion]:
+        assert self._run is not None
+        return self._run.wait()
+
+    def abort(self) -> dict[str, float]:
+        if self._run is not None:
+            self._run.stop_all()
+        return {}
+
+    def end(self) -> dict[str, Any]:
+        run, self._run = self._run, None
+        return run.close() if run is not None else {}
+
+
+class _LocalRun:
+    """The per-run state of the local backend: tools, pools, CUDA scope, clock."""
+
+    def __init__(self, backend: LocalBackend, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
+        self.b = backend
+        self.workflow = workflow
+        # where each task really runs: a tool whose card has no GPU figure runs its host code
+        # wherever it is placed (as the Dispatcher starts it), so it is loaded on the host
+        cards = workflow.task_cards
+        self.mapping = {t: (m if cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
+        mapping = self.mapping
+        self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
+        self.bases = {t: backend._base_and_k(workflow, t) for t in workflow.task_ids}
+        self.tools: dict[str, Any] = {}
+        self.own = [t for t in workflow.task_ids  # tasks with their own instance, unloaded after the run
+                    if mapping[t] is Mode.GPU_QUEUE or (mapping[t] is Mode.GPU_NOW and self.staged)]
+        self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
+        self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
+        self.running: dict[Future, str] = {}
+        self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
+        self.cuda: _CudaScope | None = None
+        self.prev_threads: int | None = None
+        self.cpu_pool: ThreadPoolExecutor | None = None
+        self.gpu_pool: ThreadPoolExecutor | None = None
+        self.t0 = 0.0
+
+    def warm(self) -> Failure | None:
+        """Warm models, before the clock starts. Cached tools of other workflows go first; under a
+        budget so do GPU-resident ones (their VRAM would sit under the ceiling unaccounted)."""
+        b, mapping, gpu = self.b, self.mapping, self.b.device
+        used = {base for base, _ in self.bases.values()}
+        b._evict_unused({k for k in b._cache if k[0] in used and (k[1] == "cpu" or not self.staged)})
+        for t in self.workflow.task_ids:
+            base = self.bases[t][0]
             try:
                 if mapping[t] is Mode.CPU:
-                    tools[t] = self._shared(base, "cpu")
-                elif mapping[t] is Mode.GPU_NOW and not staged:
-                    tools[t] = self._shared(base, gpu)
+                    self.tools[t] = b._shared(base, "cpu")
+                elif mapping[t] is Mode.GPU_NOW and not self.staged:
+                    self.tools[t] = b._shared(base, gpu)
                 elif mapping[t] is Mode.GPU_NOW:  # staged: own instance, host now, GPU while running
-                    tools[t] = self._new_tool(base)
+                    self.tools[t] = b._new_tool(base)
                     with quiet_loading():
-                        tools[t].load("cpu")
+                        self.tools[t].load("cpu")
                 else:  # gpu_queue: own instance, loaded at admission
-                    tools[t] = self._new_tool(base)
+                    self.tools[t] = b._new_tool(base)
             except TestbedError:
+                self._unload_own()
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool that cannot load fails the execution
-                for o in own:
-                    if o in tools:
-                        tools[o].unload()
-                return self._load_failure(workflow, mapping, t, exc)
-        prev_threads = None
-        if self.torch_threads is not None:
+                self._unload_own()
+                return self._load_failure(t, exc)
+        return None
+
+    def _load_failure(self, task: str, exc: Exception) -> Failure:
+        """A run that failed before its clock started (a warm load raised)."""
+        name = self.workflow.task_cards[task].name
+        if is_oom(exc):
+            return Failure(Status.OOM, task, f"task {task} ({name}): CUDA out of memory while loading: {one_line(exc)}")
+        return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {one_line(exc)}")
+
+    def _unload_own(self) -> None:
+        for o in self.own:
+            if o in self.tools:
+                self.tools.pop(o).unload()
+
+    def open(self) -> None:
+        """Set torch threads, pools and the CUDA scope; start the clock."""
+        b = self.b
+        if b.torch_threads is not None:
             import torch
 
-            prev_threads = torch.get_num_threads()
-            torch.set_num_threads(self.torch_threads)
+            self.prev_threads = torch.get_num_threads()
+            torch.set_num_threads(b.torch_threads)
+        self.opened = True
+        if self.uses_cuda and b._real_cuda():
+            self.cuda = _CudaScope(b.device, self.workflow.vram_budget_mb if b.memory_ceiling else None)
+        self.cpu_pool = ThreadPoolExecutor(b.cpu_workers, thread_name_prefix="agentsched-cpu")
+        self.gpu_pool = ThreadPoolExecutor(max(1, sum(m is not Mode.CPU for m in self.mapping.values())),
+                                           thread_name_prefix="agentsched-gpu")
+        if self.cuda:
+            self.cuda.enter()
+        self.t0 = time.perf_counter()
+
+    def now_ms(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+    def _job(self, task: str, inputs: Mapping[str, Any]) -> _Done:
+        tool, mode, k = self.tools[task], self.mapping[task], self.bases[task][1]
+        device, cuda = self.b.device, self.cuda
+        start = time.perf_counter()
+        load_ms = 0.0
+        with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
+            try:
+                if mode is Mode.GPU_QUEUE:
+                    tool.load(device)
+                    stream.sync(tool)
+                    load_ms = (time.perf_counter() - start) * 1000
+                elif mode is Mode.GPU_NOW and self.staged:
+                    tool.move(device)
+                output = call_tool(tool, inputs, k, sync=stream.sync, stop=self.stop)
+                end = time.perf_counter()
+            finally:
+                if mode is Mode.GPU_QUEUE:
+                    tool.unload()
+                # (a user tool has no "loaded": only the public load/run/unload are required)
+                elif mode is Mode.GPU_NOW and self.staged and getattr(tool, "loaded", True):
+                    tool.move("cpu")
+        return _Done(start, end, load_ms, output)
+
+    def submit(self, start: Start, inputs: Mapping[str, Any]) -> None:
+        pool = self.cpu_pool if start.mode is Mode.CPU else self.gpu_pool
+        assert pool is not None
+        self.running[pool.submit(self._job, start.task, inputs)] = start.task
+
+    def wait(self) -> list[Completion]:
+        done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+        failed: list[Completion] = []
+        finished: list[tuple[str, _Done]] = []
+        now = self.now_ms()
+        for fut in done:
+            task = self.running.pop(fut)
+            exc = fut.exception()
+            if exc is None:
+                finished.append((task, fut.result()))
+            else:
+                failed.append(Completion(task, now, now, error=exc))
+        ms = self._ms
+        return failed + [Completion(t, ms(d.start_s), ms(d.end_s), d.load_ms, d.output)
+                         for t, d in sorted(finished, key=lambda x: x[1].end_s)]
+
+    def _ms(self, at: float) -> float:
+        return (at - self.t0) * 1000
+
+    def stop_all(self) -> None:
+        """Let running tasks stop (between calls) before their models are released."""
+        self.stop.set()
+        wait(list(self.running))
+        self.running.clear()
+
+    def close(self) -> dict[str, Any]:
+        """Stop what runs, shut the pools, restore CUDA and torch threads, unload own tools;
+        the run's details for ``Execution.extra``."""
+        b = self.b
+        if not self.opened:  # failed before the clock started
+            return {"size": b.size}
+        measured = None
         try:
-            return self._execute(workflow, mapping, tools, bases, staged)
+            self.stop_all()
+            assert self.cpu_pool is not None and self.gpu_pool is not None
+            self.cpu_pool.shutdown(wait=True)
+            self.gpu_pool.shutdown(wait=True)
+            measured = self.cuda.exit() if self.cuda else None
         finally:
-            if prev_threads is not None:
+            if self.prev_threads is not None:
                 import torch
 
-                torch.set_num_threads(prev_threads)
-            for t in own:
-                tools[t].unload()
-
-    def _load_failure(self, workflow: Workflow, mapping: dict[str, Mode], task: str, exc: Exception) -> Execution:
-        """The record of a run that failed before its clock started (a warm load raised)."""
-        name = workflow.task_cards[task].name
-        if _is_oom(exc):
-            status, msg = Status.OOM, f"task {task} ({name}): CUDA out of memory while loading: {_one_line(exc)}"
-        else:
-            status, msg = Status.ERROR, f"task {task} ({name}) failed to load: {_one_line(exc)}"
-        return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0,
-                         spans=(), message=msg, testbed=self.name,
-                         extra={"size": self.size, "failed_task": task})
-
-    def _execute(self, workflow: Workflow, mapping: dict[str, Mode], tools: dict[str, Any],
-                 bases: dict[str, tuple[str, int]], staged: bool) -> Execution:
-        cards = workflow.task_cards
-        disp = Dispatcher(workflow, mapping, cards, cpu_slots=self.cpu_workers)
-        uses_cuda = any(m is not Mode.CPU for m in mapping.values())
-        stop = threading.Event()  # set when the execution fails: running tasks stop between calls
-        cuda = (_CudaScope(self.device, workflow.vram_budget_mb if self.memory_ceiling else None)
-                if uses_cuda and self._real_cuda() else None)
-
-        def job(task: str) -> _Done:
-            tool, mode, k = tools[task], mapping[task], bases[task][1]
-            start = time.perf_counter()
-            load_ms = 0.0
-            with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
-                try:
-                    if mode is Mode.GPU_QUEUE:
-                        tool.load(self.device)
-                        stream.sync(tool)
-                        load_ms = (time.perf_counter() - start) * 1000
-                    elif mode is Mode.GPU_NOW and staged:
-                        tool.move(self.device)
-                    for _ in range(k):
-                        if stop.is_set():
-                            raise _Cancelled
-                        tool.call()
-                        stream.sync(tool)
-                    end = time.perf_counter()
-                finally:
-                    if mode is Mode.GPU_QUEUE:
-                        tool.unload()
-                    elif mode is Mode.GPU_NOW and staged and tool.loaded:
-                        tool.move("cpu")
-            return _Done(start, end, load_ms)
-
-        ready_at: dict[str, float] = {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}
-        starts_at: dict[str, float] = {}
-        ends_at: dict[str, float] = {}
-        loads: dict[str, float] = {}
-        vram_of: dict[str, float] = {}
-        order: list[str] = []
-        vram_timeline: list[tuple[float, float]] = [(0.0, 0.0)]
-        peak = 0.0
-        failure: tuple[Status, str, str, float] | None = None  # status, message, task, needed MB
-        running: dict[Future, str] = {}
-        cpu_pool = ThreadPoolExecutor(self.cpu_workers, thread_name_prefix="agentsched-cpu")
-        gpu_pool = ThreadPoolExecutor(max(1, sum(m is not Mode.CPU for m in mapping.values())),
-                                      thread_name_prefix="agentsched-gpu")
-        if cuda:
-            cuda.enter()
-        t0 = time.perf_counter()
-
-        def ms(at: float) -> float:
-            return (at - t0) * 1000
-
-        try:
-            while True:
-                decision = disp.poll()
-                if isinstance(decision, Infeasible):
-                    failure = (Status.OOM, decision.message, decision.task, decision.needed_mb)
-                    break
-                for st in decision:
-                    order.append(st.task)
-                    starts_at[st.task] = ms(time.perf_counter())
-                    vram_of[st.task] = st.vram_mb
-                    pool = cpu_pool if st.mode is Mode.CPU else gpu_pool
-                    running[pool.submit(job, st.task)] = st.task
-                if decision:
-                    if disp.vram_in_use_mb != vram_timeline[-1][1]:
-                        vram_timeline.append((starts_at[decision[-1].task], disp.vram_in_use_mb))
-                    peak = max(peak, disp.vram_in_use_mb)
-                if not running:
-                    break
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                finished: list[tuple[str, _Done]] = []
-                for fut in done:
-                    task = running.pop(fut)
-                    exc = fut.exception()
-                    if exc is None:
-                        finished.append((task, fut.result()))
-                    elif failure is None:
-                        if _is_oom(exc):
-                            msg = f"task {task} ({cards[task].name}): CUDA out of memory: {_one_line(exc)}"
-                            failure = (Status.OOM, msg, task, disp.vram_in_use_mb)
-                        else:
-                            failure = (Status.ERROR, f"task {task} ({cards[task].name}) failed: {_one_line(exc)}",
-                                       task, 0.0)
-                for task, d in sorted(finished, key=lambda x: x[1].end_s):
-                    starts_at[task] = ms(d.start_s)
-                    ends_at[task] = ms(d.end_s)
-                    loads[task] = d.load_ms
-                    for nt in disp.finish(task):
-                        ready_at[nt] = ends_at[task]
-                    if disp.vram_in_use_mb != vram_timeline[-1][1]:
-                        vram_timeline.append((ends_at[task], disp.vram_in_use_mb))
-                if failure is not None:
-                    break
-        finally:
-            fail_ms = ms(time.perf_counter())
-            stop.set()
-            wait(list(running))  # let running tasks stop (between calls) before releasing models
-            cpu_pool.shutdown(wait=True)
-            gpu_pool.shutdown(wait=True)
-            measured = cuda.exit() if cuda else None
-
-        extra: dict[str, Any] = {"size": self.size, "cpu_workers": self.cpu_workers}
-        if uses_cuda:  # (fake GPU tools in tests have no measured peak)
-            extra.update(device=self.device, gpu_now="staged" if staged else "resident")
+                torch.set_num_threads(self.prev_threads)
+            self._unload_own()
+        extra: dict[str, Any] = {"size": b.size, "cpu_workers": b.cpu_workers}
+        if self.uses_cuda:  # (fake GPU tools in tests have no measured peak)
+            extra.update(device=b.device, gpu_now="staged" if self.staged else "resident")
             if measured is not None:
                 extra["measured_peak_vram_mb"] = round(measured, 3)
-        spans = tuple(
-            TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=ready_at.get(t, starts_at[t]),
-                     start_ms=starts_at[t], end_ms=ends_at.get(t), load_ms=loads.get(t, 0.0),
-                     vram_mb=vram_of.get(t, 0.0))
-            for t in order
-        )
-        if failure is not None:
-            status, message, task, needed = failure
-            return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
-                             peak_vram_mb=max(peak, needed), spans=spans, vram_timeline=tuple(vram_timeline),
-                             message=message, testbed=self.name, extra={**extra, "failed_task": task})
-        e2e = max(ends_at[t] for t in workflow.sinks)
-        return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=peak,
-                         spans=spans, vram_timeline=tuple(vram_timeline), testbed=self.name, extra=extra)
+        return extra
+
+
+class LocalTestbed(Driver):
+    """The local testbed: the driver over a ``LocalBackend`` (options as ``LocalBackend``)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(LocalBackend(**options))
+
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Execution:
+        """Execute once for real (``rng`` is unused: the noise is the machine's own)."""
+        return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
+
+    @property
+    def size(self) -> str:
+        return self.backend.size  # type: ignore[attr-defined]
+
+    @property
+    def device(self) -> str:
+        return self.backend.device  # type: ignore[attr-defined]
+
+    @property
+    def cpu_workers(self) -> int:
+        return self.backend.cpu_workers  # type: ignore[attr-defined]
 
 
 class _NullStream:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow import Mode, Workflow, effective_mode, fits_vram
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +63,11 @@ class Dispatcher:
     ) -> None:
         cards = cards if cards is not None else workflow.task_cards
         # where each task really runs: a GPU placement of a host-only tool is a CPU task
-        self.mapping = {t: (Mode.CPU if m is not Mode.CPU and not cards[t].has_gpu else m)
-                        for t, m in mapping.items()}
+        self.mapping = {t: effective_mode(cards[t], m) for t, m in mapping.items()}
         self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
         self.cpu_slots = cpu_slots
         self._succs = workflow.succs
-        self._order = {t: i for i, t in enumerate(workflow.task_ids)}
+        self._order = workflow.task_index
         self._vram = {t: (c.vram_needed_mb if self.mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
         self._load = {t: (c.load_needed_ms if self.mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
         self._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}
@@ -117,7 +116,7 @@ class Dispatcher:
         return self._mark_ready(newly)
 
     def _fits(self, need_mb: float) -> bool:
-        return self.budget_mb is None or self.vram_in_use_mb + need_mb <= self.budget_mb + 1e-9
+        return fits_vram(self.vram_in_use_mb, need_mb, self.budget_mb)
 
     def poll(self) -> list[Start] | Infeasible:
         """The tasks that start now (possibly none), or the start that makes the run infeasible.
@@ -151,7 +150,7 @@ class Dispatcher:
         if self.queue_busy is None and self.queue:
             head = self.queue[0]
             need = self._vram[head]
-            if self.budget_mb is not None and need > self.budget_mb + 1e-9:
+            if not fits_vram(0.0, need, self.budget_mb):
                 return Infeasible(
                     head, need, self.budget_mb,
                     f"gpu_queue task {head} needs {need:g} MB, more than the whole budget {self.budget_mb:g} MB",

@@ -56,6 +56,12 @@ def parse_tool_name(name: str) -> tuple[str, int]:
     return m.group("base"), int(m.group("k"))
 
 
+def tool_family(name: str) -> str:
+    """The family (module) of a base tool, e.g. ``clip`` -> ``vision``; imports nothing heavy."""
+    base, _ = parse_tool_name(name)
+    return _REGISTRY[base].split(":")[0]
+
+
 def tools_installed() -> bool:
     """True when torch and transformers (the ``[tools]`` extra) can be imported."""
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
@@ -80,5 +86,5 @@ def get_tool(name: str, size: str | Size = Size.SMALL, *, seed: int = 0, repeat:
     return tool if k * repeat == 1 else AmplifiedTool(tool, k * repeat)
 
 
-__all__ = ["HOST_ONLY", "AmplifiedTool", "Size", "Tool", "ToolError", "get_tool", "parse_tool_name",
+__all__ = ["HOST_ONLY", "AmplifiedTool", "Size", "Tool", "ToolError", "get_tool", "parse_tool_name", "tool_family",
            "tool_class", "tool_names", "tools_installed"]

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import enum
 import zlib
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from typing import Any, ClassVar
 
-from agentsched.errors import AgentschedError
-
-
-class ToolError(AgentschedError):
-    """A tool cannot be built or run (unknown name, unknown size, missing extra)."""
+from agentsched.errors import ToolError
+from agentsched.model.tool import Tool as PublicTool
 
 
 class Size(str, enum.Enum):
@@ -53,12 +50,16 @@ def stable_seed(seed: int, *parts: str) -> int:
     return (seed * 1_000_003 + zlib.crc32("/".join(parts).encode())) % (2**31 - 1)
 
 
-class Tool(ABC):
-    """One tool of the library. Subclasses set the class attributes and implement the hooks."""
+class Tool(PublicTool):
+    """One tool of the library: the public ``agentsched.Tool`` API (``load``, ``run``, ``unload``)
+    plus a size, a seed, generated inputs, ``call()`` (one call on them) and ``move()``.
+    Subclasses set the class attributes and implement the hooks."""
 
     name: ClassVar[str] = ""  # registry name, e.g. "clip"
     family: ClassVar[str] = ""  # module family, e.g. "text", "vision"
     has_gpu: ClassVar[bool] = True  # False: a GPU placement runs the same host code
+    #: invocation arguments this tool computes on instead of its generated inputs (see ``run``)
+    input_keys: ClassVar[frozenset[str]] = frozenset()
     #: per-size workload parameters (batch, sequence length, config knobs); subclasses fill it
     SIZES: ClassVar[dict[Size, dict[str, Any]]] = {}
 
@@ -97,6 +98,25 @@ class Tool(ABC):
         if self.device is None:
             raise ToolError(f"tool {self.name} called before load()")
         return self._call()
+
+    def run(self, inputs: dict[str, Any] | None = None) -> Any:
+        """The public API's call: on the arguments named in ``input_keys`` when ``inputs`` gives
+        any, else on the generated, seeded inputs (what ``call()`` runs). Predecessors' outputs
+        (keyed by task id) are not among those names, so a built-in tool inside a workflow keeps
+        its seeded behaviour."""
+        given = {k: v for k, v in (inputs or {}).items() if k in self.input_keys}
+        if not given:
+            return self.call()
+        if self.device is None:
+            raise ToolError(f"tool {self.name} called before load()")
+        return self._call_with(given)
+
+    def _call_with(self, given: dict[str, Any]) -> Any:
+        raise ToolError(f"tool {self.name} takes no invocation arguments")  # pragma: no cover
+
+    def example_inputs(self) -> dict[str, Any]:
+        """The profiler times ``run({})``: the generated inputs."""
+        return {}
 
     def sync(self) -> None:
         """Wait for queued device work (a no-op on the CPU)."""
@@ -194,6 +214,12 @@ class AmplifiedTool(Tool):
         out = None
         for _ in range(self.k):
             out = self.base.call()
+        return out
+
+    def run(self, inputs: dict[str, Any] | None = None) -> Any:
+        out = None
+        for _ in range(self.k):
+            out = self.base.run(inputs)
         return out
 
     def sync(self) -> None:

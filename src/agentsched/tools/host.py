@@ -125,8 +125,16 @@ class LogAnalyzer(Tool):
         self.truth = truth  # what the summary must report
         self._m_text = "\n".join(lines) + "\n"
 
+    input_keys = frozenset({"log"})  # invocation argument: the log text to summarise
+
     def _call(self) -> dict[str, Any]:
         return analyze_log(self._m_text)
+
+    def _call_with(self, given: dict[str, Any]) -> dict[str, Any]:
+        text = given["log"]
+        if not isinstance(text, str):
+            raise ToolError(f"log_analyzer: input 'log' must be text, got {type(text).__name__}")
+        return analyze_log(text)
 
 
 class PdfParser(Tool):
@@ -149,11 +157,23 @@ class PdfParser(Tool):
         self.written = written  # the lines the PDF contains
         self._m_pdf = data
 
-    def _call(self) -> dict[str, Any]:
-        from pypdf import PdfReader
+    input_keys = frozenset({"pdf"})  # invocation argument: the PDF's bytes
 
-        reader = PdfReader(io.BytesIO(self._m_pdf))
-        return {"pages": len(reader.pages), "text": "\n".join(p.extract_text() or "" for p in reader.pages)}
+    def _call(self) -> dict[str, Any]:
+        return _extract(self._m_pdf)
+
+    def _call_with(self, given: dict[str, Any]) -> dict[str, Any]:
+        data = given["pdf"]
+        if not isinstance(data, (bytes, bytearray)):
+            raise ToolError(f"pdf_parser: input 'pdf' must be bytes, got {type(data).__name__}")
+        return _extract(bytes(data))
+
+
+def _extract(data: bytes) -> dict[str, Any]:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data))
+    return {"pages": len(reader.pages), "text": "\n".join(p.extract_text() or "" for p in reader.pages)}
 
 
 TOOLS = [WebSearch, LogAnalyzer, PdfParser]

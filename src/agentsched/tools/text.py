@@ -223,11 +223,29 @@ class MiniLM(_EncoderTool):
     def _texts(self) -> tuple[list[str], None]:
         return self.texts or inputs.sentences(self.params["batch"], self.sub_seed("inputs")), None
 
+    input_keys = frozenset({"texts"})  # invocation argument: a sentence or a list of sentences
+
     def _call(self) -> Any:
+        return self._embed(self._m_inputs)
+
+    def _call_with(self, given: dict[str, Any]) -> Any:
+        texts = given["texts"]
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            from agentsched.errors import ToolError
+
+            raise ToolError("minilm_l6: input 'texts' must be a sentence or a non-empty list of sentences")
+        enc = bert_tokenizer()(texts, padding=True, truncation=True, max_length=self.params["seq_len"],
+                               return_tensors="pt")
+        return self._embed({k: enc[k].to(self.device) for k in ("input_ids", "attention_mask", "token_type_ids")
+                            if k in enc})
+
+    def _embed(self, batch: dict[str, Any]) -> Any:
         import torch
 
-        hidden = self._forward().last_hidden_state
-        mask = self._m_inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        with torch.inference_mode():
+            hidden = self._m_model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return torch.nn.functional.normalize(pooled, dim=-1)
 

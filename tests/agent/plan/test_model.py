@@ -14,15 +14,20 @@ from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import World
 
 # known truth: three GPU tools with distinct contention, cards exact
 TRUTH = {"a": (2.0, 0.2), "b": (0.3, 1.5), "c": (0.8, 0.6)}
 
 
+TRUTH_WORLD = World(name="truth", contention={n: {"sensitivity": s, "pressure": p} for n, (s, p) in TRUTH.items()},
+                    default={"sensitivity": 0.0, "pressure": 0.0})
+
+
 def truth_workflow() -> Workflow:
     cards = {n: ToolCard(name=n, cpu_ms=2000.0, gpu_ms=100.0 * (i + 1), load_ms=50.0, vram_mb=100.0,
-                         tags=("compute-bound",), contention_sensitivity=s, contention_pressure=p)
-             for i, (n, (s, p)) in enumerate(TRUTH.items())}
+                         tags=("compute-bound",))
+             for i, n in enumerate(TRUTH)}
     wf = Workflow(name="truth", tasks={"A": {"tool": "a"}, "B": {"tool": "b"}, "C": {"tool": "c"}},
                   decision_space="three_way")
     return wf.with_cards(CardSet(name="truth-cards", cards=cards))
@@ -32,7 +37,7 @@ def fitted(runs: int, seed: int = 0) -> tuple[PlanModel, Workflow]:
     wf = truth_workflow()
     cards = wf.task_cards
     model = PlanModel.for_workflow(wf, cards, {t: c.tags for t, c in cards.items()})
-    tb = SimTestbed(noise_sigma=0.02)
+    tb = SimTestbed(noise_sigma=0.02, world=TRUTH_WORLD)
     rng = random.Random(seed)
     maps = [m for m in enumerate_mappings(wf) if sum(v is Mode.GPU_NOW for v in m.values()) >= 2]
     for _ in range(runs):
@@ -91,7 +96,7 @@ def test_no_data_gives_the_prior():
 def test_cold_model_learns_latencies_from_runs():
     wf = truth_workflow()
     model = PlanModel.for_workflow(wf, None, {t: ("compute-bound",) for t in wf.task_ids})
-    tb = SimTestbed(noise_sigma=0.0)
+    tb = SimTestbed(noise_sigma=0.0, world=TRUTH_WORLD)
     for m in ({t: Mode.CPU for t in wf.task_ids}, {t: Mode.GPU_QUEUE for t in wf.task_ids}):
         model.add(observe(tb.expected(wf, m), lambda s: model.has_gpu(s.task)))
     params = model.params()

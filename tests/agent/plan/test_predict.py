@@ -13,17 +13,19 @@ from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.world import load_world
 
 
-def sim_params(wf: Workflow) -> dict[str, TaskParams]:
-    """The simulator's own figures (a test may read them; the planner never does)."""
-    return {t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, *c.contention())
+def sim_params(wf: Workflow, world: str | None = None) -> dict[str, TaskParams]:
+    """The simulator's own figures: cards plus its world (a test may read them; the planner never does)."""
+    w = load_world(world)
+    return {t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, *w.params(c))
             for t, c in wf.task_cards.items()}
 
 
-def assert_same(wf: Workflow, mappings, cpu_slots=None) -> int:
-    tb = SimTestbed(noise_sigma=0.0, cpu_slots=cpu_slots)
-    pred = Predictor(wf, sim_params(wf), cpu_slots=cpu_slots)
+def assert_same(wf: Workflow, mappings, cpu_slots=None, world=None) -> int:
+    tb = SimTestbed(noise_sigma=0.0, cpu_slots=cpu_slots, world=world)
+    pred = Predictor(wf, sim_params(wf, world), cpu_slots=cpu_slots)
     feasible = 0
     for m in mappings:
         x, p = tb.expected(wf, m), pred.predict(m)
@@ -51,7 +53,7 @@ def test_random_dags(seed):
                            seed=seed)
     modes = wf.decision_space.modes
     maps = [{t: rng.choice(modes) for t in wf.task_ids} for _ in range(25)]
-    assert_same(wf, maps, cpu_slots=rng.choice([None, 2]))
+    assert_same(wf, maps, cpu_slots=rng.choice([None, 2]), world=rng.choice([None, f"perturbed:{seed}"]))
 
 
 def test_timeline_matches_prediction_and_cache_counts_once():

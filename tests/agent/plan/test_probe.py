@@ -7,7 +7,7 @@ import pytest
 from agentsched.agent.plan.probe import candidate_values, worth_probing
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import run_loop
-from agentsched.policies.registry import make_policy
+from agentsched.loop.registry import make_policy
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 

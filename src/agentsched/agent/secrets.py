@@ -1,0 +1,69 @@
+"""Secrets out of every message: URL credentials and API keys, redacted in one place.
+
+An endpoint URL may carry credentials (``http://user:SECRET@host/v1``) and a server's error body
+may quote the API key it rejected. Every text the LLM reasoner emits (errors, log lines, the audit
+trail, JSON output) goes through ``redact`` with the secrets it knows; the CLI applies it once more
+to every error line, which removes URL credentials even where the key is not known.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MASK = "***"
+#: a secret shorter than this is not searched for in free text (masking every "k" would garble the
+#: message, and such a key protects nothing); URL credentials are masked whatever their length
+MIN_SECRET_CHARS = 4
+#: placeholders that local servers accept as a key: not secrets
+NOT_SECRETS = frozenset({"", "EMPTY", "none", "None", "sk-no-key-required"})
+#: scheme://userinfo@ anywhere in a text (userinfo: no '/', '@' or whitespace before the '@')
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+#: option keys whose value is a secret, and keys whose value is a URL that may carry credentials
+SECRET_KEYS = frozenset({"api_key"})
+URL_KEYS = frozenset({"base_url"})
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its userinfo (``user:password@``) replaced by ``***@``; other URLs unchanged."""
+    return _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The user name and password of ``url`` (as written and percent-decoded), for ``redact``."""
+    m = _USERINFO.search(url)
+    if m is None:
+        return ()
+    out: list[str] = []
+    for part in m["userinfo"].split(":", 1):
+        out += [part, urllib.parse.unquote(part)]
+    return tuple(dict.fromkeys(out))
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with URL credentials and every occurrence of each of ``secrets`` replaced by ``***``
+    (secrets shorter than ``MIN_SECRET_CHARS`` and placeholder keys are left alone)."""
+    out = redact_url(str(text))
+    for s in sorted({s for s in secrets if s and s not in NOT_SECRETS and len(s) >= MIN_SECRET_CHARS},
+                    key=len, reverse=True):  # longest first: a key that contains another is masked whole
+        out = out.replace(s, MASK)
+    return out
+
+
+def redact_options(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """A copy of an options tree (dicts, lists) safe to write out: ``api_key`` values masked,
+    ``base_url`` values and every other string redacted."""
+    keys = list(secrets)
+    if isinstance(obj, Mapping):
+        found = [str(v) for k, v in obj.items() if k in SECRET_KEYS and v]
+        found += [s for k, v in obj.items() if k in URL_KEYS and isinstance(v, str) for s in url_secrets(v)]
+        keys += found
+        return {k: (MASK if k in SECRET_KEYS and v not in (None, "") else redact_options(v, keys))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact_options(v, keys) for v in obj)
+    if isinstance(obj, str):
+        return redact(obj, keys)
+    return obj

@@ -1,0 +1,221 @@
+"""Commands: invoke (run a workflow once through the learning runtime), history (what a store holds)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from agentsched.cli.common import console
+from agentsched.errors import AgentschedError
+
+STORE_HELP = "the runtime's SQLite store (created when missing)"
+
+
+def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
+    """--input-json FILE (a JSON object) then --input NAME=VALUE items (text values) over it."""
+    inputs: dict[str, Any] = {}
+    if json_file is not None:
+        from agentsched.model.cards import read_small_text
+
+        try:
+            doc = json.loads(read_small_text(json_file, "--input-json file"))
+        except ValueError as e:  # not a file / too large / not UTF-8 / invalid JSON
+            msg = f"invalid JSON at line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
+            raise AgentschedError(f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError)
+                                  else msg) from None
+        if not isinstance(doc, dict):
+            raise AgentschedError(f"--input-json {json_file}: expected a JSON object of NAME: VALUE")
+        inputs.update(doc)
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise AgentschedError(f"--input {item!r} is not NAME=VALUE")
+        inputs[name.strip()] = value
+    return inputs
+
+
+def _json_value(value: Any) -> tuple[bool, Any]:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False, None
+    return True, value
+
+
+def _shown(value: Any, limit: int = 300) -> str:
+    ok, _ = _json_value(value)
+    text = json.dumps(value) if ok else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fmt_ms(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:,.1f}"
+
+
+def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]) -> str:
+    return ",".join(f"{t}={space_label(mapping[t])}" for t in task_ids if t in mapping)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("invoke")
+    def invoke_cmd(
+        workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
+        input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE (repeatable; text)"),
+        input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE"),
+        store: Path = typer.Option(Path("agentsched.db"), "--store", help=STORE_HELP),
+        policy: str = typer.Option("agent-rules", "--policy", "-p", help="online policy that learns the placement"),
+        json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+        round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
+        explore_fraction: float = typer.Option(0.1, "--explore-fraction",
+                                               help="share of invocations the monitor's what-ifs may take"),
+        seed: int = typer.Option(0, help="seed of the policy's randomness"),
+        testbed: str = typer.Option("local", help="local (real tools, default) or sim"),
+        size: str = typer.Option("small", help="built-in tools' model size: small or paper"),
+        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+        cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
+    ) -> None:
+        """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
+        across invocations. Prints the sinks' outputs, the mapping and the E2E."""
+        from agentsched.runtime import Runtime
+        from agentsched.scenarios import resolve_workflow
+
+        inputs = parse_inputs(list(input_ or []), input_json)
+        if cpu_slots is not None and cpu_slots < 1:
+            raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
+        wf = resolve_workflow(workflow)
+        with Runtime(wf, policy=policy, store=store, testbed=testbed, round_size=round_size,
+                     explore_fraction=explore_fraction, seed=seed, cards=cards, size=size,
+                     cpu_workers=cpu_slots) as rt:
+            res = rt.invoke(**inputs)
+        label = wf.decision_space.label
+        mapping = _mapping_text(label, wf.task_ids, res.mapping)
+        if json_out:
+            outputs = {}
+            for task, value in res.outputs.items():
+                ok, v = _json_value(value)
+                if not ok:
+                    raise AgentschedError(f"output of task {task} ({type(value).__name__}) cannot be written as "
+                                          f"JSON (invocation {res.invocation_id} is stored): drop --json, or "
+                                          "return JSON data from the sink tool")
+                outputs[task] = v
+            doc = {"workflow": wf.name, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
+                   "status": res.status.value, "message": res.message,
+                   "mapping": {t: m.value for t, m in res.mapping.items()},
+                   "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+            typer.echo(json.dumps(doc, indent=2))
+        else:
+            what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
+            console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
+                          f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
+            console.print(f"mapping: {mapping}")
+            console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
+            if rt.host_only:
+                console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
+            for task, value in res.outputs.items():
+                typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
+        if not res.ok:  # the invocation is stored; its failure is the exit status
+            raise SystemExit(1)
+
+    @app.command("history")
+    def history_cmd(
+        workflow: str = typer.Argument(..., help="workflow name or file"),
+        store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
+        json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="write the learning curve to this PNG"),
+    ) -> None:
+        """Show every round and invocation a store holds for a workflow, and the learning curve."""
+        from agentsched.cli.output import check_output_file
+        from agentsched.store import Store
+
+        name = _workflow_name(workflow)
+        if plot is not None:
+            check_output_file(plot, "--plot")
+        st = Store(store, read_only=True)
+        try:
+            learners = st.learners(name)
+            if not learners:
+                raise AgentschedError(f"store {store} holds no invocation of workflow {name!r}")
+            doc = [_learner_doc(st, ln) for ln in learners]
+        finally:
+            st.close()
+        if json_out:
+            typer.echo(json.dumps({"workflow": name, "store": str(store), "learners": doc}, indent=2))
+        else:
+            for d in doc:
+                _print_learner(d)
+        if plot is not None:
+            from agentsched.report.history_plot import plot_learning_curve
+
+            series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}
+            plot_learning_curve(series, plot, f"{name}: learning curve")
+            if not json_out:
+                console.print(f"learning curve written to {plot}")
+
+
+def _workflow_name(text: str) -> str:
+    p = Path(text)
+    if p.suffix in (".yaml", ".yml", ".json") or p.is_file():
+        from agentsched.scenarios import resolve_workflow
+
+        return resolve_workflow(text).name
+    return text
+
+
+def _learner_doc(st: Any, ln: Any) -> dict[str, Any]:
+    rounds = st.rounds(ln.id)
+    execs = st.executions(ln.id)
+    best, curve = None, []
+    for r in rounds:
+        if r.e2e_ms is not None:
+            best = r.e2e_ms if best is None else min(best, r.e2e_ms)
+        curve.append(best)
+    wdoc = st.workflow_doc(ln.workflow_hash) or {}
+    return {
+        "learner": ln.id, "policy": ln.policy, "settings": ln.settings, "workflow_hash": ln.workflow_hash,
+        "card_hash": ln.card_hash, "task_ids": list((wdoc.get("tasks") or {}).keys()),
+        "decision_space": wdoc.get("decision_space", "three_way"),
+        "invocations": len(execs), "probes": sum(1 for e in execs if e.kind == "probe"),
+        "rounds": [{"round": r.round, "mapping": r.mapping, "status": r.status, "e2e_ms": r.e2e_ms,
+                    "best_so_far_ms": b, "executions_after": r.executions_after, "reason": r.reason}
+                   for r, b in zip(rounds, curve, strict=True)],
+        "executions": [{"invocation_id": e.id, "seq": e.seq, "kind": e.kind, "round": e.round, "mapping": e.mapping,
+                        "status": e.status, "e2e_ms": e.e2e_ms, "message": e.message} for e in execs],
+    }
+
+
+def _print_learner(d: dict[str, Any]) -> None:
+    from agentsched.model.workflow import DecisionSpace
+
+    space = DecisionSpace(d["decision_space"])
+    ids = d["task_ids"]
+
+    def fmt(m: dict[str, str]) -> str:
+        from agentsched.model.workflow import Mode
+
+        return ",".join(f"{t}={space.label(Mode(m[t]))}" for t in ids if t in m)
+
+    s = d["settings"]
+    console.print(f"learner {d['learner']}: policy {d['policy']}, round size {s.get('round_size')}, explore "
+                  f"fraction {s.get('explore_fraction')}, testbed {s.get('testbed')}: {d['invocations']} "
+                  f"invocations ({d['probes']} probes), {len(d['rounds'])} rounds observed")
+    t = Table(title="rounds (learning curve: best so far)")
+    for col in ("round", "mapping", "status", "median E2E ms", "best so far ms", "invocations after"):
+        t.add_column(col, justify="left" if col in ("mapping", "status") else "right")
+    for r in d["rounds"]:
+        t.add_row(str(r["round"]), fmt(r["mapping"]), r["status"], _fmt_ms(r["e2e_ms"]),
+                  _fmt_ms(r["best_so_far_ms"]), str(r["executions_after"]))
+    console.print(t)
+    t = Table(title="invocations")
+    for col in ("id", "kind", "round", "mapping", "status", "E2E ms", "message"):
+        t.add_column(col, justify="right" if col in ("id", "round", "E2E ms") else "left")
+    for e in d["executions"]:
+        kind = e["kind"] + ("" if e["seq"] is not None else " (outside the sequence)")
+        t.add_row(str(e["invocation_id"]), kind, "-" if e["round"] is None else str(e["round"]), fmt(e["mapping"]),
+                  e["status"], _fmt_ms(e["e2e_ms"]), e["message"])
+    console.print(t)

@@ -1,0 +1,523 @@
+"""The benchmark harness: scenarios x policies x seeds through the closed loop on a testbed (the
+simulator by default, or ``local``: the real tools on this machine), metrics against the brute-force
+oracle, and the outputs (results.json, report.md, PNGs).
+
+It drives only the public API: ``resolve_workflow``, ``make_policy``, ``make_testbed``,
+``run_loop``, ``reference_oracle`` and the metrics. The oracle is computed once per workflow (on the
+noise-free simulator; on a testbed without a noise-free version, by exhaustive search there with
+``repeats`` runs per mapping, median) and handed to the ``oracle`` reference policy; online policies
+never see it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agentsched.agent.secrets import redact_options
+from agentsched.errors import AgentschedError
+from agentsched.experiments.harness import run_scored, scoring_view
+from agentsched.experiments.journal import RunJournal
+from agentsched.experiments.paper import is_paper_scenario, paper_oracle
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics
+from agentsched.loop.registry import get_spec, make_policy
+from agentsched.loop.runner import LoopRun
+from agentsched.model.execution import Execution
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.oracle import OracleResult
+from agentsched.policies.base import Policy
+from agentsched.scenarios import resolve_workflow, resolve_workflow_and_world
+from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.factory import make_testbed
+from agentsched.testbeds.world import choose_world, load_world
+
+SCHEMA_VERSION = 1
+DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to run."""
+
+    scenarios: tuple[str, ...]  # built-in scenario names or workflow files
+    policies: tuple[str, ...]  # registry names
+    rounds: int = 20  # rounds per run
+    repeats: int = 5  # executions per round (median)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # one run per seed
+    testbed: str = "sim"  # "sim" (simulator) or "local" (the real tools on this machine)
+    noise_sigma: float = 0.03  # simulator noise (log-normal sigma per task); unused by local
+    size: str = "small"  # local testbed tool size (small or paper); unused by sim
+    cpu_slots: int | None = None  # sim: CPU cap (None: many-core host); local: CPU workers (None: cores)
+    cards: str | None = None  # rebind every workflow to this card set (name or file)
+    # the simulated world (GPU contention): a built-in name, a file or perturbed:SEED; None: the one the
+    # workflow files' world: keys name, else a5500 (testbeds.world.choose_world). Unused by local.
+    world: str | None = None
+    policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> make_policy kwargs
+    ablation: bool = False  # run the agent's S13 ablation too
+    gantt_scenario: str = DEFAULT_GANTT_SCENARIO  # scenario of the all-GPU vs oracle Gantt chart
+
+    @property
+    def simulated(self) -> bool:
+        return self.testbed == "sim"
+
+    def testbed_dict(self) -> dict[str, Any]:
+        """results.json ``config.testbed``: the fields that do not apply to the testbed are null."""
+        return {"name": self.testbed, "noise_sigma": self.noise_sigma if self.simulated else None,
+                "size": None if self.simulated else self.size, "cpu_slots": self.cpu_slots,
+                "world": self.world_name if self.simulated else None}
+
+    @property
+    def world_name(self) -> str:
+        """The name of the simulated world the runs use (e.g. a5500, perturbed:1)."""
+        return load_world(self.world).name
+
+    def make_testbed(self) -> Testbed:
+        """The testbed this config names (seed 0: each run's noise is seeded by run_loop)."""
+        if self.simulated:
+            return make_testbed("sim", noise_sigma=self.noise_sigma, seed=0, cpu_slots=self.cpu_slots,
+                                world=load_world(self.world))
+        opts: dict[str, Any] = {"size": self.size}
+        if self.cpu_slots is not None:
+            opts["cpu_workers"] = self.cpu_slots
+        return make_testbed(self.testbed, **opts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenarios": list(self.scenarios), "policies": list(self.policies), "rounds": self.rounds,
+            "repeats": self.repeats, "seeds": list(self.seeds),
+            "testbed": self.testbed_dict(),
+            "cards": self.cards,
+            "policy_options": {p: redact_options(_jsonable(o)) for p, o in self.policy_options.items()},
+            "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
+            "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
+        }
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One (scenario, policy, seed) run and its metrics."""
+
+    scenario: str  # workflow name
+    policy: str  # registry name
+    online: bool  # False for the oracle reference
+    seed: int  # run_loop seed
+    run: LoopRun  # every round, with its executions
+    metrics: RunMetrics  # the run against the oracle
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One (scenario, policy) over its seeds."""
+
+    scenario: str  # workflow name
+    policy: str  # registry name
+    online: bool  # False for the oracle reference
+    seeds: int  # runs aggregated
+    tasks: int  # n of the match
+    best_match_median: int  # median over seeds of the best oracle match (lower median)
+    best_match_min: int  # lowest over seeds
+    best_match_max: int  # highest over seeds
+    full_match_seeds: int  # seeds whose best match is n/n
+    best_match_exact_median: int  # median over seeds of the match against exactly tied mappings only
+    best_ratio_mean: float | None  # mean over seeds with a feasible round; None: never feasible
+    final_ratio_mean: float | None  # mean over seeds whose last round was feasible
+    best_e2e_ms_median: float | None  # median over seeds of the best measured E2E
+    first_equivalent_median: int | None  # median round over the seeds that reached equivalence
+    first_equivalent_reached: int  # seeds that reached an oracle-equivalent mapping
+    executions_mean: float  # executions per run, probes included
+    probes_mean: float  # probe executions per run
+    infeasible_executions_mean: float  # failed executions per run
+    regret_mean: float  # cumulative regret fraction, mean over seeds
+    # median over seeds of the noise-free E2E (testbed's ``expected``) of the mapping the run chose (its
+    # best round's); None: no seed had a feasible round, or the testbed has no noise-free model
+    chosen_e2e_ms_median: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None, nd: int = 4) -> float | None:
+            return None if x is None else round(x, nd)
+
+        return {
+            "scenario": self.scenario, "policy": self.policy, "online": self.online, "seeds": self.seeds,
+            "tasks": self.tasks,
+            "best_match": {"median": self.best_match_median, "min": self.best_match_min,
+                           "max": self.best_match_max},
+            "full_match_seeds": self.full_match_seeds, "best_match_exact_median": self.best_match_exact_median,
+            "best_ratio_mean": r(self.best_ratio_mean),
+            "final_ratio_mean": r(self.final_ratio_mean), "best_e2e_ms_median": r(self.best_e2e_ms_median, 3),
+            "first_equivalent_round_median": self.first_equivalent_median,
+            "first_equivalent_reached": self.first_equivalent_reached,
+            "executions_mean": r(self.executions_mean, 2), "probes_mean": r(self.probes_mean, 2),
+            "infeasible_executions_mean": r(self.infeasible_executions_mean, 2),
+            "regret_mean": r(self.regret_mean, 6),
+            "chosen_e2e_ms_median": r(self.chosen_e2e_ms_median, 3),
+        }
+
+
+@dataclass
+class BenchResult:
+    """Everything one bench produced."""
+
+    config: BenchConfig  # what was asked for
+    workflows: dict[str, Workflow]  # scenario -> workflow (after --cards)
+    oracles: dict[str, OracleResult]  # scenario -> exhaustive search (noise-free simulator)
+    views: dict[str, OracleView]  # scenario -> metrics index of the oracle
+    records: list[BenchRecord]  # every run, in scenario, policy, seed order
+    notes: list[str]  # skipped parts and why
+    ablation: Any = None  # the agent's ablation result (has to_dict/to_markdown), if run
+    wall_s: float = 0.0  # time the runs took (outputs excluded)
+    # noise-free timelines of the all-GPU and the oracle mapping of config.gantt_scenario (empty: not run)
+    gantt: tuple[tuple[str, Execution], ...] = ()
+    # (scenario, policy, seed) -> noise-free E2E of the run's chosen (best-round) mapping, None: infeasible
+    chosen_e2e_ms: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
+    heft_study: Any = None  # experiments.heft_study.HeftStudy when heft or heft-cf ran
+    # policy -> its settings (Policy.describe(): e.g. an LLM's model and redacted base URL, never a key)
+    policy_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def paper_scenarios(self) -> set[str]:
+        """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""
+        return {n for n, wf in self.workflows.items() if is_paper_scenario(wf, self.config.cards)}
+
+    def summary(self) -> list[SummaryRow]:
+        rows = []
+        for sc in self.workflows:
+            for pol in self.config.policies:
+                recs = [r for r in self.records if r.scenario == sc and r.policy == pol]
+                if recs:
+                    chosen = [self.chosen_e2e_ms.get((r.scenario, r.policy, r.seed)) for r in recs]
+                    ok = [x for x in chosen if x is not None]
+                    rows.append(replace(summarize(recs), chosen_e2e_ms_median=statistics.median(ok) if ok else None))
+        return rows
+
+
+def _median_low(xs: Sequence[float]) -> float:
+    return statistics.median_low(xs)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
+    """Aggregate the seeds of one (scenario, policy)."""
+    ms = [r.metrics for r in recs]
+    matches = [m.best_match for m in ms]
+    firsts = [m.first_equivalent_round for m in ms if m.first_equivalent_round is not None]
+    best_e2e = [m.best_e2e_ms for m in ms if m.best_e2e_ms is not None]
+    n = ms[0].tasks
+    return SummaryRow(
+        scenario=recs[0].scenario, policy=recs[0].policy, online=recs[0].online, seeds=len(recs), tasks=n,
+        best_match_median=int(_median_low(matches)), best_match_min=min(matches),
+        best_match_max=max(matches), full_match_seeds=sum(1 for x in matches if x == n),
+        best_match_exact_median=int(_median_low([m.best_match_exact for m in ms])),
+        best_ratio_mean=_mean([m.best_ratio for m in ms if m.best_ratio is not None]),
+        final_ratio_mean=_mean([m.final_ratio for m in ms if m.final_ratio is not None]),
+        best_e2e_ms_median=statistics.median(best_e2e) if best_e2e else None,
+        first_equivalent_median=int(_median_low(firsts)) if firsts else None,
+        first_equivalent_reached=len(firsts),
+        executions_mean=sum(m.executions for m in ms) / len(ms),
+        probes_mean=sum(m.probes for m in ms) / len(ms),
+        infeasible_executions_mean=sum(m.infeasible_executions for m in ms) / len(ms),
+        regret_mean=sum(m.regret for m in ms) / len(ms),
+    )
+
+
+def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
+    """The S13 workflow of the bench's ablation under ``cards``, or (None, why it cannot run)."""
+    try:
+        wf = resolve_workflow("S13")
+        return (wf.with_cards(cards) if cards else wf), None
+    except AgentschedError as e:
+        return None, f"the S13 ablation skipped: S13 does not resolve under --cards {cards} ({e})"
+
+
+def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
+              testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
+    """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    ``journal``: record each finished run there as it completes, and take the runs it already holds
+    instead of running them again (``--resume``); the results equal an uninterrupted run's.
+
+    ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
+    and closes it at the end."""
+    for p in config.policies:
+        get_spec(p)  # unknown names fail before any work
+    workflows: dict[str, Workflow] = {}
+    worlds: list[str | None] = []  # what each workflow file's world: key names
+    for sc in config.scenarios:
+        wf, world = resolve_workflow_and_world(sc)
+        worlds.append(world)
+        if wf.name in workflows:  # one would silently replace the other
+            raise AgentschedError(f"two scenarios are named {wf.name} ({', '.join(_named(config.scenarios, wf.name))})")
+        workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
+    if config.world is None and (config.simulated or config.ablation):  # record the world used, not "default"
+        config = replace(config, world=str(choose_world(None, worlds)))
+    ablation_wf, ablation_note = ablation_workflow(config.cards) if config.ablation else (None, None)
+    t0 = time.perf_counter()
+    tb = testbed if testbed is not None else config.make_testbed()
+    try:
+        cache: dict[tuple[str, str], OracleResult] = {}
+        notes: list[str] = []
+        scored = {name: _reference(wf, tb, config, cache, notes) for name, wf in workflows.items()}
+        oracles = {name: res for name, (res, _) in scored.items()}
+        views = {name: view for name, (_, view) in scored.items()}
+        records: list[BenchRecord] = []
+        # one policy object per policy name for the whole bench (reset() starts each run), so state a
+        # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
+        # circuit open) is not called again in later runs, instead of each paying breaker_rounds x timeout
+        policies: dict[str, Policy] = {}
+        down_noted: set[str] = set()
+        try:
+            for name, wf in workflows.items():
+                for pol in config.policies:
+                    opts = dict(config.policy_options.get(pol, {}))
+                    for seed in config.seeds:
+                        key = f"bench|{name}|{pol}|{seed}"
+                        done = journal.get(key) if journal is not None else None
+                        if done is not None:  # --resume: this run finished before the interruption
+                            journal.resumed += 1
+                            records.append(done)
+                            if progress is not None:
+                                progress(f"{name} {pol} seed {seed} (resumed)")
+                            continue
+                        if pol == "oracle":  # the reference line reuses the search: its option is per scenario
+                            policy = make_policy(pol, **{"oracle": oracles[name], **opts})
+                        else:
+                            if pol not in policies:
+                                policies[pol] = make_policy(pol, **opts)
+                            policy = policies[pol]
+                        sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
+                                        repeats=config.repeats, seed=seed)
+                        down = _circuit_opened(sr.run)
+                        if down is not None and pol not in down_noted:
+                            down_noted.add(pol)
+                            notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                                         f"({down}); every later {pol} run fell back without calling it")
+                        records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                        if journal is not None:
+                            journal.put(key, records[-1])
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed}")
+            for pol in config.policies:  # settings of every policy, also one whose runs were all resumed
+                if pol != "oracle" and pol not in policies:
+                    policies[pol] = make_policy(pol, **config.policy_options.get(pol, {}))
+            policy_info = {pol: p.describe() for pol, p in policies.items()}
+        finally:
+            for policy in policies.values():
+                policy.close()
+        gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
+                                config.cpu_slots)
+        chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
+                  for r in records}
+        heft = None
+        if any(p in ("heft", "heft-cf") for p in config.policies):
+            from agentsched.experiments.heft_study import heft_study
+
+            heft = heft_study(workflows, views, cpu_cores=config.cpu_slots)
+    finally:
+        if testbed is None:
+            tb.close()
+    ablation = None
+    if ablation_note is not None:
+        notes.append(ablation_note)
+    elif ablation_wf is not None:
+        ablation = _run_ablation(config, notes, ablation_wf, journal)
+    return BenchResult(config, workflows, oracles, views, records, notes, ablation,
+                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
+                       heft_study=heft)
+
+
+def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView) -> float | None:
+    """Noise-free E2E of the mapping ``run`` chose (its best round's): the testbed's ``expected``
+    execution, or the scoring oracle's reference where the testbed has no noise-free model. Compared
+    with the noise-free oracle, unlike the best round's noisy measurement (which can 'beat' it)."""
+    best = run.best_round()
+    if best is None:
+        return None
+    ex = testbed.expected(wf, best.mapping)
+    if ex is None:
+        return view.reference(best.mapping)
+    return ex.e2e_ms
+
+
+def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
+                    cpu_slots: int | None) -> tuple[tuple[str, Execution], ...]:
+    """Noise-free timelines of the all-GPU mapping and the oracle's (the testbed's own expected runs,
+    else the noise-free simulator's on the same cards); empty when the scenario did not run."""
+    if wf is None or view is None:
+        return ()
+    from agentsched.testbeds.sim import SimTestbed
+
+    cards = wf.task_cards
+    all_gpu = {t: Mode.GPU_NOW if cards[t].has_gpu else Mode.CPU for t in wf.task_ids}
+    best = dict(view.best)
+    model = testbed if testbed.expected(wf, best) is not None else SimTestbed(noise_sigma=0.0, seed=None,
+                                                                              cpu_slots=cpu_slots)
+    return tuple((label, model.expected(wf, m)) for label, m in (("all-GPU", all_gpu), ("oracle", best)))
+
+
+def _reference(wf: Workflow, tb: Testbed, config: BenchConfig, cache: dict, notes: list[str]
+               ) -> tuple[OracleResult, OracleView]:
+    """The oracle, or for a workflow too large to enumerate the best known mapping (a long local search
+    on the noise-free testbed): every ratio of that workflow is then E2E over the best known."""
+    from agentsched.oracle import MAX_ORACLE_MAPPINGS
+
+    size = len(wf.decision_space.modes) ** len(wf.tasks)
+    if size <= MAX_ORACLE_MAPPINGS:
+        return scoring_view(wf, tb, repeats=config.repeats, cache=cache)
+    from agentsched.loop.best_known import best_known, noise_free_e2e
+    from agentsched.model.execution import Status
+    from agentsched.oracle import OracleEntry
+
+    ref = best_known(wf, tb)
+    x = tb.expected(wf, ref.mapping)
+    assert x is not None  # best_known raised already on a testbed without a noise-free execution
+    res = OracleResult(wf.name, (OracleEntry(ref.mapping, Status.OK, ref.e2e_ms, x.peak_vram_mb, x),), ref.evaluations)
+    notes.append(f"{wf.name}: no oracle ({size:.3g} mappings); its ratios are over the best known mapping "
+                 f"({ref.e2e_ms:.0f} ms, {ref.source}, {ref.evaluations} noise-free runs)")
+
+    class _Lazy(dict):
+        def __missing__(self, key: tuple) -> float | None:
+            self[key] = noise_free_e2e(wf, tb, dict(zip(wf.task_ids, key, strict=True)))
+            return self[key]
+
+    lazy = _Lazy({tuple(ref.mapping[t] for t in wf.task_ids): ref.e2e_ms})
+    view = OracleView(workflow=wf.name, task_ids=tuple(wf.task_ids), e2e_ms=ref.e2e_ms, best=dict(ref.mapping),
+                      best_mappings=(dict(ref.mapping),), equivalent_mappings=(dict(ref.mapping),),
+                      reference_e2e_ms=lazy, mappings_total=size, feasible_total=1)
+    return res, view
+
+
+def _named(scenarios: Sequence[str], name: str) -> list[str]:
+    """The --scenarios entries whose workflow is named ``name``."""
+    out = []
+    for sc in scenarios:
+        try:
+            if resolve_workflow(sc).name == name:
+                out.append(sc)
+        except AgentschedError:
+            pass
+    return out
+
+
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None) -> Any:
+    try:
+        from agentsched.experiments.ablation import run_ablation
+    except ImportError as e:
+        notes.append(f"ablation skipped: cannot import agentsched.experiments.ablation ({e})")
+        return None
+    if not config.simulated:
+        notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
+    start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
+    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
+                        paper=True, journal=journal, world=config.world)  # the built-in S13 (under --cards) by construction
+
+
+# ---- results.json ---------------------------------------------------------------------------------
+
+
+def _jsonable(obj: Any) -> Any:
+    """Options as JSON (an OracleResult or other object becomes its type name)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return f"<{type(obj).__name__}>"
+
+
+def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
+    return {t: getattr(m, "value", str(m)) for t, m in mapping.items()}
+
+
+def _circuit_opened(run: LoopRun) -> str | None:
+    """Why an LLM reasoner's circuit opened in this run (its audit says so), or None."""
+    for rec in run.records:
+        why = rec.proposal_info.get("circuit_open")
+        if why:
+            return str(why)
+    return None
+
+
+def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
+    """Per-round records as results.json and ``run --json``/``--json-out`` write them."""
+    out = []
+    for rec in run.records:
+        r = rec.result
+        ref = view.reference(r.mapping) if view is not None else None
+        out.append({
+            "round": r.round, "mapping": _modes(r.mapping),
+            "e2e_ms": None if r.e2e_ms is None else round(r.e2e_ms, 3), "status": r.status.value,
+            "executions": rec.executions_after, "probes": len(rec.probes),
+            "peak_vram_mb": round(r.peak_vram_mb, 3), "message": r.message,
+            "reference_e2e_ms": None if ref is None else round(ref, 3),
+        })
+    return out
+
+
+def paper_mapping_reference_ms(wf: Workflow, view: OracleView) -> float | None:
+    """Our reference E2E of the paper's oracle mapping (None: not a paper scenario, or infeasible here)."""
+    paper = paper_oracle(wf.name)
+    if paper is None or set(paper["mapping"]) != set(wf.task_ids):
+        return None
+    mapping = {t: Mode(m) for t, m in paper["mapping"].items()}
+    if any(m not in wf.decision_space.modes for m in mapping.values()):
+        return None
+    return view.reference(mapping)
+
+
+def oracle_dict(wf: Workflow, res: OracleResult, view: OracleView, paper_figures: bool = True) -> dict[str, Any]:
+    """``paper_figures``: False for a workflow that is not the built-in scenario of its name."""
+    paper = paper_oracle(wf.name) if paper_figures else None
+    paper_ref = paper_mapping_reference_ms(wf, view) if paper_figures else None
+    return {
+        "workflow": wf.name, "decision_space": wf.decision_space.value,
+        "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": round(wf.total_vram_mb, 3),
+        "card_set": wf.card_set.name, "mapping": _modes(view.best), "e2e_ms": round(view.e2e_ms, 3),
+        "tied_mappings": [_modes(m) for m in view.best_mappings],
+        "equivalent_mappings": [_modes(m) for m in view.equivalent_mappings],
+        "mappings_total": view.mappings_total, "feasible": view.feasible_total,
+        "executions": res.executions,
+        "paper_mapping": None if paper is None else paper["mapping"],
+        "paper_e2e_ms": None if paper is None else paper["e2e_ms"],
+        "paper_mapping_e2e_ms": None if paper_ref is None else round(paper_ref, 3),
+    }
+
+
+def results_dict(result: BenchResult) -> dict[str, Any]:
+    """The results.json document (schema: agentsched/data/results.schema.json)."""
+    from agentsched import __version__
+
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "generator": f"agentsched {__version__}",
+        "config": result.config.to_dict(),
+        "wall_s": round(result.wall_s, 3),
+        "notes": list(result.notes),
+        "policy_info": result.policy_info,
+        "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
+                    for n, wf in result.workflows.items()},
+        "records": [
+            {"scenario": r.scenario, "policy": r.policy, "online": r.online, "seed": r.seed,
+             "rounds": round_dicts(r.run, result.views[r.scenario]), "metrics": r.metrics.to_dict()}
+            for r in result.records
+        ],
+        "summary": [s.to_dict() for s in result.summary()],
+    }
+    if result.ablation is not None:
+        doc["ablation"] = result.ablation.to_dict()
+    if result.heft_study is not None:
+        doc["heft_study"] = result.heft_study.to_dict()
+    return doc
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of results.json shipped with the package."""
+    return json.loads((resources.files("agentsched.data") / "results.schema.json").read_text())
+

@@ -1,0 +1,120 @@
+"""Run a LangGraph graph through the agentsched runtime: each invocation's placeable nodes run where
+the runtime's policy placed them, and the runtime learns the placement across invocations.
+
+    with GraphRuntime(graph, name="rag", store="agentsched.db") as rt:
+        r = rt.invoke({"documents": docs, "question": q})
+        r.state        # LangGraph's final state
+        r.mapping      # where each placeable node ran
+        r.e2e_ms       # the graph's wall time, host nodes included
+
+It is ``agentsched.Runtime`` (the one behind ``agentsched invoke``: same policies, same SQLite
+store, same rounds, exploration budget and resume) over a ``LangGraphTestbed``. The workflow is
+``workflow_from_graph(graph, name)``: so ``agentsched history NAME --store FILE`` shows its
+invocations, and a new ``GraphRuntime`` on the same store and graph resumes learning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import AgentschedError
+from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
+from agentsched.integrations.langgraph.testbed import LangGraphTestbed
+from agentsched.model.execution import Status
+from agentsched.model.workflow import Mode, Workflow
+
+
+def workflow_from_graph(graph: Any, name: str, *, decision_space: str = "three_way",
+                        vram_budget_mb: float | None = None, cards: Any = None,
+                        spec: GraphSpec | None = None) -> Workflow:
+    """The agentsched workflow of a LangGraph graph: one task per placeable node (its Tool class,
+    so the workflow's identity in the store is the same in every process), the contracted DAG.
+    ``cards``: as ``agentsched.runtime.workflow_from_tools`` (tasks without one run in cold start)."""
+    from agentsched.runtime import workflow_from_tools
+
+    spec = spec if spec is not None else inspect_graph(graph)
+    if not spec.nodes:
+        raise AgentschedError(f"graph {name!r} has no placeable node: add tools with tool_node(...) or @placeable")
+    return workflow_from_tools(name, spec.tools(), spec.edges, decision_space=decision_space,
+                               vram_budget_mb=vram_budget_mb, cards=cards)
+
+
+@dataclass(frozen=True)
+class GraphResult:
+    """One invocation of the graph."""
+
+    state: Any  # LangGraph's final state (None when the invocation failed)
+    outputs: dict[str, Any]  # every placeable node's output that ran, by node
+    mapping: dict[str, Mode]  # where each placeable node was placed
+    e2e_ms: float | None  # wall time of the whole graph invocation; None when it failed
+    timeline: tuple[dict[str, Any], ...]  # placeable nodes' spans (task, tool, mode, ready/start/end ms...)
+    host_spans: tuple[dict[str, Any], ...]  # host nodes' runs (node, start_ms, end_ms)
+    status: Status  # ok, error (a node raised) or oom
+    message: str  # the one-line error ("" when ok)
+    invocation_id: int | None  # its id in the store (None without a store)
+    kind: str  # "round" or "probe" (a what-if of the monitor, served by this invocation)
+    round: int  # the round it belongs to
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+class GraphRuntime:
+    """``agentsched.Runtime`` over a LangGraph graph. See the module docstring."""
+
+    def __init__(self, graph: Any, name: str, *, policy: Any = "agent-rules",
+                 store: str | Path | Any | None = "agentsched.db", round_size: int = 5,
+                 explore_fraction: float = 0.1, seed: int = 0, decision_space: str = "three_way",
+                 vram_budget_mb: float | None = None, cards: Any = None, device: str = "cuda:0",
+                 cpu_workers: int | None = None, policy_options: dict[str, Any] | None = None,
+                 testbed: LangGraphTestbed | None = None) -> None:
+        from agentsched.runtime import Runtime
+
+        self.testbed = testbed if testbed is not None else LangGraphTestbed(graph, device=device,
+                                                                            cpu_workers=cpu_workers)
+        wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
+                                 cards=cards, spec=self.testbed.spec)
+        if any(c.has_gpu for c in wf.task_cards.values()) and not self.testbed._cuda_available():
+            # as the runtime does for its local testbed: every placement is the same host run here
+            from agentsched.runtime.runtime import _host_only
+
+            wf = _host_only(wf)
+        self.workflow = wf  # the workflow the runtime learns (name = ``name``)
+        try:
+            self.runtime = Runtime(wf, policy=policy, store=store, testbed=self.testbed, round_size=round_size,
+                                   explore_fraction=explore_fraction, seed=seed, policy_options=policy_options)
+        except BaseException:
+            self.testbed.close()
+            raise
+
+    def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
+        """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node
+        that raises gives a failed result with a one-line message; the next invocation runs."""
+        args = {**(inputs or {}), **kwargs}
+        bad = [k for k in args if not isinstance(k, str)]
+        if bad:
+            raise AgentschedError(f"graph input keys must be text, got {bad[0]!r}")
+        self.testbed.forget()
+        r = self.runtime.invoke(**args)
+        x = self.testbed.last_execution  # None when the testbed refused the mapping before running
+        return GraphResult(
+            state=self.testbed.last_state if r.ok else None,
+            outputs=dict(x.outputs) if x is not None and r.ok else {}, mapping=r.mapping, e2e_ms=r.e2e_ms,
+            timeline=r.timeline, host_spans=tuple(x.extra.get("host_spans", ())) if x is not None else (),
+            status=r.status, message=r.message, invocation_id=r.invocation_id, kind=r.kind, round=r.round)
+
+    def close(self) -> None:
+        """Stop the runtime, unload the tools, close the store."""
+        try:
+            self.runtime.close()
+        finally:
+            self.testbed.close()
+
+    def __enter__(self) -> GraphRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,403 @@
+"""The LangGraph testbed: one invocation = one run of the compiled LangGraph graph, with every
+placeable node executed where the mapping places it.
+
+LangGraph keeps running the graph (its steps, conditional edges, reducers, parallel branches);
+each placeable node, when LangGraph calls it, passes the start rules of ``gate.Gate`` and runs
+its tool on the mapped device. Warm models, as on the local testbed: before the clock starts a
+``cpu`` task's tool is loaded on the host and a ``gpu_now`` task's on the GPU (under a VRAM
+budget it waits on the host and is moved to the GPU while it runs); a ``gpu_queue`` task loads
+when admitted (the span's ``load_ms``) and unloads after. Host nodes run as they are and are timed
+through LangGraph's callbacks (``Execution.extra["host_spans"]``). ``e2e_ms`` is the wall time of
+the whole graph invocation, host work included.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsched.errors import TestbedError
+from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
+from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
+from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
+from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.mapping import validate_mapping
+from agentsched.model.tool import Tool
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.testbeds.base import Testbed
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _is_oom(exc: BaseException) -> bool:
+    try:
+        import torch
+
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
+
+
+@dataclass
+class _Span:
+    """A task's part of one invocation (all its runs, when LangGraph calls it several times)."""
+
+    ready_s: float  # when LangGraph first called it
+    start_s: float  # when it first passed the start rules
+    end_s: float | None = None  # when its last run ended
+    load_ms: float = 0.0  # gpu_queue load-in paid, summed over runs
+    runs: int = 0  # finished runs
+
+
+class _Invocation:
+    """Per-invocation state, reached by the placeable nodes through ``config['configurable']``."""
+
+    def __init__(self, bed: LangGraphTestbed, workflow: Workflow, mapping: dict[str, Mode],
+                 effective: dict[str, Mode], inputs: dict[str, Any], staged: bool) -> None:
+        self.bed = bed
+        self.mapping = mapping  # as placed (what the policy chose)
+        self.effective = effective  # where each task really runs (host-only tools: cpu)
+        self.inputs = inputs  # the invocation's arguments
+        self.staged = staged  # gpu_now tools wait on the host under a VRAM budget
+        cards = workflow.task_cards
+        self.gate = Gate(effective, {t: c.vram_needed_mb for t, c in cards.items()},
+                         budget_mb=workflow.vram_budget_mb, cpu_slots=bed.cpu_workers)
+        self.spans: dict[str, _Span] = {}
+        self.order: list[str] = []  # tasks in first-start order
+        self.outputs: dict[str, Any] = {}
+        self.failures: list[tuple[str, BaseException]] = []  # failing runs (task, error), in order
+        self._lock = threading.Lock()
+        # one run of a task at a time: a Send fan-out calls one node several times in one step, but
+        # it has one tool instance, one placement and one VRAM reservation
+        self._task_locks = {t: threading.Lock() for t in mapping}
+
+    def task_inputs(self, task: str, state: Mapping[str, Any]) -> dict[str, Any]:
+        node = self.bed.spec.nodes[task]
+        if isinstance(node, FunctionNode):
+            return dict(state)
+        src = self.bed.spec.inputs[task]
+        out: dict[str, Any] = dict(self.inputs) if src.invocation else {}
+        for name, key in src.keys:
+            if state.get(key) is not None:
+                out[name] = state[key]
+        return out
+
+    def run_node(self, task: str, state: Mapping[str, Any]) -> Any:
+        """Run placeable node ``task`` on its placement; called by the node from LangGraph's thread."""
+        with self._task_locks[task]:
+            return self._run_node(task, state)
+
+    def _run_node(self, task: str, state: Mapping[str, Any]) -> Any:
+        node = self.bed.spec.nodes[task]
+        tool = self.bed.tool_of(task)
+        mode = self.effective[task]
+        gpu = self.bed.device
+        ready = time.perf_counter()
+        try:
+            inputs = self.task_inputs(task, state)
+            self.gate.enter(task)
+        except (Infeasible, Aborted) as exc:
+            self._fail(task, exc)
+            raise
+        start = time.perf_counter()
+        with self._lock:
+            if task not in self.spans:
+                self.spans[task] = _Span(ready, start)
+                self.order.append(task)
+        load_ms = 0.0
+        try:
+            if mode is Mode.GPU_QUEUE:
+                self.bed.place(task, gpu)
+                tool.sync()
+                load_ms = (time.perf_counter() - start) * 1000
+            elif mode is Mode.GPU_NOW and self.staged:
+                self.bed.place(task, gpu)
+            output = tool.run(inputs)
+            tool.sync()
+            end = time.perf_counter()
+        except BaseException as exc:
+            self._fail(task, exc)
+            raise
+        finally:
+            try:
+                if mode is Mode.GPU_QUEUE:
+                    self.bed.place(task, None)
+                elif mode is Mode.GPU_NOW and self.staged:
+                    self.bed.place(task, "cpu")
+            finally:
+                self.gate.leave(task)
+        with self._lock:
+            span = self.spans[task]
+            span.end_s, span.runs, span.load_ms = end, span.runs + 1, span.load_ms + load_ms
+            self.outputs[task] = output
+        return node.update(task, output)
+
+    def _fail(self, task: str, exc: BaseException) -> None:
+        with self._lock:
+            if not isinstance(exc, Aborted):
+                self.failures.append((task, exc))
+        if isinstance(exc, Infeasible):  # no retry can make it fit: release the nodes still waiting
+            self.gate.abort()
+
+    def failure(self, error: BaseException) -> tuple[str, BaseException] | None:
+        """The placeable node's run that raised the graph's ``error`` (a node LangGraph retried may
+        have failed before), or None."""
+        for task, exc in self.failures:
+            if exc is error:
+                return task, exc
+        return None
+
+
+class _HostTimer:
+    """LangGraph callback handler timing every node run (host nodes are read from it)."""
+
+    def __init__(self) -> None:
+        from langchain_core.callbacks import BaseCallbackHandler
+
+        timer = self
+
+        class Handler(BaseCallbackHandler):
+            def on_chain_start(self, serialized, inputs, *, run_id, tags=None, metadata=None, **kw):  # noqa: ANN001, ANN201
+                node = (metadata or {}).get("langgraph_node")
+                if node is not None and kw.get("name") == node and any(
+                        str(t).startswith("graph:step:") for t in (tags or ())):
+                    with timer.lock:
+                        timer.open[run_id] = (node, time.perf_counter())
+
+            def on_chain_end(self, outputs, *, run_id, **kw):  # noqa: ANN001, ANN201
+                timer.close(run_id, None)
+
+            def on_chain_error(self, error, *, run_id, **kw):  # noqa: ANN001, ANN201
+                timer.close(run_id, error)
+
+        self.handler = Handler()
+        self.lock = threading.Lock()
+        self.open: dict[Any, tuple[str, float]] = {}
+        self.done: list[tuple[str, float, float]] = []  # (node, start s, end s)
+        self.failed: list[tuple[str, BaseException]] = []  # (node, error) in order
+
+    def close(self, run_id: Any, error: BaseException | None) -> None:
+        end = time.perf_counter()
+        with self.lock:
+            item = self.open.pop(run_id, None)
+            if item is None:
+                return
+            self.done.append((item[0], item[1], end))
+            if error is not None:
+                self.failed.append((item[0], error))
+
+
+def _refuse_compile_options(compiled: Any) -> None:
+    """A compiled graph whose invocations need a thread or may pause cannot be one invocation."""
+    if getattr(compiled, "checkpointer", None) not in (None, False):
+        raise GraphError("the graph was compiled with a checkpointer (each invocation would need a "
+                         "thread_id): give GraphRuntime the StateGraph, or compile it without one")
+    paused = list(getattr(compiled, "interrupt_before_nodes", None) or []) + list(
+        getattr(compiled, "interrupt_after_nodes", None) or [])
+    if paused:
+        raise GraphError(f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
+                         "invocation to its end; compile it without interrupts")
+
+
+class LangGraphTestbed(Testbed):
+    """Runs a LangGraph graph with its placeable nodes where a mapping places them."""
+
+    name = "langgraph"
+    deterministic = False
+
+    def __init__(self, graph: Any, *, device: str = "cuda:0", cpu_workers: int | None = None,
+                 recursion_limit: int | None = None) -> None:
+        self.spec: GraphSpec = inspect_graph(graph)  # raises GraphError naming an unmappable node
+        builder = builder_of(graph)
+        if graph is not builder:
+            _refuse_compile_options(graph)
+        # the user's compiled graph keeps its compile options; a builder is compiled plainly
+        self.compiled = graph if graph is not builder else builder.compile()
+        self.device = "cuda:0" if device in ("cuda", "gpu") else device  # where GPU placements run
+        workers = cpu_workers if cpu_workers is not None else (os.cpu_count() or 1)
+        if workers < 1:
+            raise TestbedError(f"langgraph testbed: cpu_workers must be >= 1, got {workers}")
+        self.cpu_workers = workers  # concurrent cpu placements
+        self.recursion_limit = recursion_limit  # LangGraph's step limit (None: its default)
+        self._tools: dict[str, Tool] = {}  # task -> its tool instance (kept loaded across invocations)
+        self._where: dict[str, str | None] = {}  # task -> device it is loaded on (None: unloaded)
+        # the final state of the last invocation (the runtime runs invocations one at a time, on
+        # its own thread: a thread-local would not reach the caller)
+        self._last_state: Any = None
+        self._last_execution: Execution | None = None
+
+    # ---- environment -------------------------------------------------------------------------
+    @staticmethod
+    def _real_cuda() -> bool:
+        try:
+            import torch
+        except ImportError:
+            return False
+        return torch.cuda.is_available()
+
+    def _cuda_available(self) -> bool:
+        """May GPU placements run here? (Tests replace it to drive tools that only record the device.)"""
+        return self.device != "cpu" and self._real_cuda()
+
+    def _effective(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> dict[str, Mode]:
+        cards = workflow.task_cards
+        return {t: (m if m is Mode.CPU or cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
+
+    def _check_gpu(self, workflow: Workflow, effective: Mapping[str, Mode]) -> None:
+        on_gpu = [t for t in workflow.task_ids if effective[t] is not Mode.CPU]
+        if on_gpu and not self._cuda_available():
+            t = on_gpu[0]
+            raise TestbedError(f"task {t} is mapped to {effective[t].value} but this machine has no CUDA GPU: "
+                               "map every task to cpu, or run where CUDA is available")
+
+    def preflight(self, workflow: Workflow) -> None:
+        """Fail before any run when GPU placements cannot run here (one-line TestbedError)."""
+        self._check_gpu(workflow, self._effective(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids}))
+
+    # ---- tools -------------------------------------------------------------------------------
+    def tool_of(self, task: str) -> Tool:
+        if task not in self._tools:
+            self._tools[task] = self.spec.nodes[task].new_tool()
+            self._where[task] = None
+        return self._tools[task]
+
+    def place(self, task: str, device: str | None) -> None:
+        """Have ``task``'s tool loaded on ``device`` (None: unloaded)."""
+        tool, cur = self.tool_of(task), self._where.get(task)
+        if cur == device:
+            return
+        if device is None:
+            tool.unload()
+        elif cur is None:
+            tool.load(device)
+        else:
+            tool.move(device)
+        self._where[task] = device
+
+    def close(self) -> None:
+        for task in list(self._tools):
+            if self._where.get(task) is not None:
+                self._tools[task].unload()
+                self._where[task] = None
+
+    def forget(self) -> None:
+        """Drop the last invocation's state and execution (before the next one)."""
+        self._last_state = None
+        self._last_execution = None
+
+    @property
+    def last_execution(self) -> Execution | None:
+        """The ``Execution`` of the last invocation this testbed ran (None after ``forget``)."""
+        return self._last_execution
+
+    @property
+    def last_state(self) -> Any:
+        """The final LangGraph state of the last invocation (None when it failed)."""
+        return self._last_state
+
+    # ---- run ---------------------------------------------------------------------------------
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Execution:
+        """Invoke the graph once on ``inputs`` (``rng`` is unused: the noise is the machine's own)."""
+        mapping = validate_mapping(workflow, mapping)
+        missing = [t for t in workflow.task_ids if t not in self.spec.nodes]
+        if missing:
+            raise TestbedError(f"langgraph testbed: task {missing[0]} is not a placeable node of this graph")
+        effective = self._effective(workflow, mapping)
+        self._check_gpu(workflow, effective)
+        staged = workflow.vram_budget_mb is not None
+        self._last_state = None
+        for t in workflow.task_ids:  # warm models, before the clock starts
+            mode = effective[t]
+            want = ("cpu" if mode is Mode.CPU or (mode is Mode.GPU_NOW and staged)
+                    else self.device if mode is Mode.GPU_NOW else None)
+            try:
+                self.place(t, want)
+            except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
+                status = Status.OOM if _is_oom(exc) else Status.ERROR
+                tool = self.spec.nodes[t].tool_class().display_name()
+                self._last_execution = Execution(
+                    status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0, spans=(),
+                    message=f"node {t} ({tool}) failed to load: {_one_line(exc)}", testbed=self.name,
+                    extra={"failed_task": t})
+                return self._last_execution
+        inv = _Invocation(self, workflow, mapping, effective, dict(inputs or {}), staged)
+        x = self._invoke(workflow, inv)
+        self._last_execution = x
+        return x
+
+    def _invoke(self, workflow: Workflow, inv: _Invocation) -> Execution:
+        timer = _HostTimer()
+        config: dict[str, Any] = {"configurable": {CONTEXT_KEY: inv}, "callbacks": [timer.handler]}
+        if self.recursion_limit is not None:
+            config["recursion_limit"] = self.recursion_limit
+        t0 = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            state = self.compiled.invoke(dict(inv.inputs), config=config)
+        except Exception as exc:  # noqa: BLE001 - any node's failure ends this invocation only
+            error, state = exc, None
+        t_end = time.perf_counter()
+        inv.gate.abort()  # nothing may still wait (a failed step's other nodes)
+        return self._record(workflow, inv, timer, t0, t_end, state, error)
+
+    def _record(self, workflow: Workflow, inv: _Invocation, timer: _HostTimer, t0: float, t_end: float,
+                state: Any, error: BaseException | None) -> Execution:
+        def ms(at: float) -> float:
+            return (at - t0) * 1000
+
+        spans = tuple(
+            TaskSpan(task=t, tool=workflow.task_cards[t].name, mode=inv.effective[t],
+                     ready_ms=ms(s.ready_s), start_ms=ms(s.start_s), end_ms=None if s.end_s is None else ms(s.end_s),
+                     load_ms=s.load_ms, vram_mb=inv.gate.vram_mb.get(t, 0.0) if inv.effective[t] is not Mode.CPU else 0.0)
+            for t, s in ((t, inv.spans[t]) for t in inv.order))
+        hosts = set(self.spec.host_nodes)
+        extra: dict[str, Any] = {
+            "host_spans": [{"node": n, "start_ms": round(ms(a), 3), "end_ms": round(ms(b), 3)}
+                           for n, a, b in sorted(timer.done, key=lambda x: x[1]) if n in hosts],
+            "runs": {t: inv.spans[t].runs for t in inv.order},
+            "skipped": [t for t in workflow.task_ids if t not in inv.spans],  # conditional: did not run
+            "cpu_workers": self.cpu_workers,
+        }
+        timeline = tuple((ms(a), mb) if i else (0.0, mb) for i, (a, mb) in enumerate(inv.gate.vram_timeline))
+        common = dict(mapping=dict(inv.mapping), peak_vram_mb=inv.gate.peak_vram_mb, spans=spans,
+                      vram_timeline=timeline, testbed=self.name)
+        if error is None:
+            self._last_state = state
+            e2e = ms(t_end)
+            return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
+        status, message, node = self._failure(inv, timer, error)
+        return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
+                         extra={**extra, "failed_task": node},
+                         outputs=dict(inv.outputs), **common)
+
+    def _failure(self, inv: _Invocation, timer: _HostTimer,
+                 error: BaseException) -> tuple[Status, str, str | None]:
+        """Status, one-line message and failing node of a failed invocation."""
+        failed = inv.failure(error)
+        if failed is None:  # a host node's error, or else the first failure seen
+            host = next((f for f in timer.failed if f[1] is error), None)
+            failed = host or (inv.failures[0] if inv.failures else None) or (timer.failed[0] if timer.failed else None)
+        if failed is not None and failed[0] in self.spec.nodes:
+            task, exc = failed
+            if isinstance(exc, Infeasible):
+                return Status.OOM, str(exc), task
+            tool = self.spec.nodes[task].tool_class().display_name()
+            if _is_oom(exc):
+                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {_one_line(exc)}", task
+            return Status.ERROR, f"node {task} ({tool}) failed: {_one_line(exc)}", task
+        if failed is not None:
+            node, exc = failed
+            return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}", node
+        return Status.ERROR, f"graph failed: {_one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
+

@@ -1,0 +1,147 @@
+"""Every policy by name, and the one factory that builds them.
+
+Entries name their class by module path so that a policy's module (and whatever it imports: an
+LLM client, the agent) is imported only when that policy is chosen. ``make_policy`` raises a
+one-line ``PolicyError`` for an unknown name, an option the policy does not accept, or a policy
+whose module cannot be imported.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsched.errors import PolicyError
+from agentsched.policies.base import Policy
+
+
+class PolicyName(str, enum.Enum):
+    """Registered policy names (registry order = report order)."""
+
+    ALL_GPU = "all-gpu"
+    HEFT = "heft"
+    HEFT_CF = "heft-cf"
+    UCB1 = "ucb1"
+    STARPU = "starpu"
+    MEM_GREEDY = "mem-greedy"
+    ORACLE = "oracle"
+    AGENT_RULES = "agent-rules"
+    AGENT_RULES_COLD = "agent-rules-cold"  # agent-rules with --start cold, as its own row in reports
+    AGENT_LLM = "agent-llm"
+    AGENT_PLAN = "agent-plan"  # model-based planner (issue 9)
+    AGENT_PLAN_COLD = "agent-plan-cold"  # agent-plan from names and tags only
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How to build one registered policy."""
+
+    name: PolicyName  # registry name
+    target: str  # "module:Class", imported on first use
+    options: frozenset[str]  # keyword options the constructor accepts
+    summary: str  # one line for --help and reports
+    fixed: dict[str, Any] = field(default_factory=dict)  # keyword arguments always passed
+    online: bool = True  # False: offline reference (the oracle)
+    baseline: bool = True  # one of the paper's classical baselines (the bench default)
+
+
+_AGENT_OPTIONS = frozenset({"start", "monitor"})
+
+REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
+    PolicySpec(PolicyName.ALL_GPU, "agentsched.policies.all_gpu:AllGpuPolicy", frozenset(),
+               "every GPU-capable tool on gpu_now (agent-framework default)"),
+    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy", frozenset({"cpu_cores", "machine"}),
+               "HEFT list scheduling on isolated card costs (Topcuoglu et al. 2002)"),
+    PolicySpec(PolicyName.HEFT_CF, "agentsched.policies.heft_cf:HeftCfPolicy",
+               frozenset({"cpu_cores", "machine", "contention_factor"}),
+               "HEFT with GPU costs inflated by a static contention factor"),
+    PolicySpec(PolicyName.UCB1, "agentsched.policies.ucb1:Ucb1Policy", frozenset({"exploration"}),
+               "UCB1 bandit over complete mappings (Auer et al. 2002)"),
+    PolicySpec(PolicyName.STARPU, "agentsched.policies.starpu:StarpuPolicy", frozenset({"cpu_cores"}),
+               "StarPU dmda-like greedy with online history models (Augonnet et al. 2009)"),
+    PolicySpec(PolicyName.MEM_GREEDY, "agentsched.policies.mem_greedy:MemGreedyPolicy", frozenset(),
+               "gpu_now by GPU speedup until the VRAM budget is used, then CPU"),
+    PolicySpec(PolicyName.ORACLE, "agentsched.policies.oracle_ref:OracleRefPolicy", frozenset({"oracle"}),
+               "brute-force best mapping (offline reference, not an online policy)", online=False,
+               baseline=False),
+    PolicySpec(PolicyName.AGENT_RULES, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS,
+               "agentic scheduler, rule-based reasoner", fixed={"reasoner": "rules"}, baseline=False),
+    PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy", frozenset({"monitor"}),
+               "agent-rules in cold start (tool names, tags and workload lines; no cards)",
+               fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
+    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm"},
+               "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
+    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
+               "model-based planner: online contention model, predictor, search, probing by value", baseline=False),
+    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"probe_fraction"}),
+               "agent-plan in cold start (tool names and tags; no cards)", fixed={"start": "cold"}, baseline=False),
+)}
+
+
+def list_policies() -> list[str]:
+    """Registered names, in registry order."""
+    return list(REGISTRY)
+
+
+def baseline_policies() -> list[str]:
+    """The paper's classical baselines (all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy)."""
+    return [n for n, s in REGISTRY.items() if s.baseline]
+
+
+def get_spec(name: str) -> PolicySpec:
+    """The spec of ``name``; a one-line PolicyError listing the valid names otherwise."""
+    spec = REGISTRY.get(str(name).strip().lower())
+    if spec is None:
+        raise PolicyError(f"unknown policy {name!r} (valid: {', '.join(REGISTRY)})")
+    return spec
+
+
+def accepts(name: str, option: str) -> bool:
+    """True when policy ``name`` takes keyword ``option``."""
+    return option in get_spec(name).options
+
+
+def _load_class(spec: PolicySpec) -> type[Policy]:
+    module, _, attr = spec.target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise PolicyError(f"policy {spec.name.value} is unavailable: cannot import {spec.target} ({reason})") from None
+    return cls
+
+
+def is_available(name: str) -> bool:
+    """True when the policy's module imports (the agent policies may not be installed yet)."""
+    try:
+        _load_class(get_spec(name))
+    except PolicyError:
+        return False
+    return True
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build policy ``name`` with ``options``; one-line PolicyError on any bad name or option."""
+    spec = get_spec(name)
+    pname = spec.name.value
+    for key, value in options.items():
+        if key in spec.options:
+            continue
+        if key == "start":
+            takers = ", ".join(n for n, s in REGISTRY.items() if "start" in s.options)
+            raise PolicyError(f"policy {pname} has no {value} start (--start is for {takers})")
+        if key == "llm":
+            raise PolicyError(f"policy {pname} takes no LLM options (they are for agent-llm)")
+        valid = ", ".join(sorted(spec.options)) or "none"
+        raise PolicyError(f"policy {pname} takes no option {key!r} (options: {valid})")
+    cls = _load_class(spec)
+    try:
+        policy = cls(**spec.fixed, **options)
+    except TypeError as e:  # a constructor that disagrees with its spec: report, don't crash
+        raise PolicyError(f"policy {pname}: {e}") from None
+    return policy

@@ -1,0 +1,193 @@
+"""The public tool API: ``agentsched.Tool``, the base class of every tool a workflow can run.
+
+A tool is one computation with a model (or none) that can live on the host or on a GPU::
+
+    class Transcribe(agentsched.Tool):
+        name = "transcribe"
+        workload = "speech to text, 30 s of 16 kHz audio per call"
+        tags = ("compute-bound",)
+        has_gpu = True
+
+        def load(self, device):            # "cpu" or "cuda:N": build the model there
+            ...
+        def run(self, inputs):             # one call; inputs: see below
+            return text
+        def unload(self):                  # free the model (and its GPU memory)
+            ...
+
+``inputs`` maps each predecessor task id to that task's output; a source task (no predecessor)
+receives the invocation's arguments (name -> value). A workflow names a tool by its import path
+``"package.module:Class"`` (importable from the current directory or the environment); built-in
+tools keep their names (``clip``, ``minilm_l6``...). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentsched.errors import ToolError
+from agentsched.model.cards import ToolCard
+
+# "package.module:Class" (dotted module, dotted attribute path inside it)
+_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+# Placeholder latency of a tool no profiler measured: cards need a figure, but a cold-start policy
+# never reads it (agent-rules in cold start sees names, tags and workload lines only).
+UNMEASURED_MS = 1.0
+
+
+class Tool(ABC):
+    """Base class of a user tool. Subclasses set the class attributes and implement ``run``.
+
+    ``load``/``unload`` default to no-ops (a tool without a model); ``sync``, ``move`` and
+    ``example_inputs`` are optional hooks with working defaults.
+    """
+
+    name: ClassVar[str] = ""  # short name shown to schedulers (default: the class name)
+    workload: ClassVar[str] = ""  # one line: what one call computes (read by cold-start schedulers)
+    tags: ClassVar[tuple[str, ...]] = ()  # e.g. compute-bound, memory-bound, compute-light, io-bound
+    has_gpu: ClassVar[bool] = True  # False: a GPU placement runs the same host code
+    #: argument names a source task needs from the invocation (optional; checked before a run)
+    input_names: ClassVar[tuple[str, ...]] = ()
+
+    def load(self, device: str) -> None:
+        """Build the model on ``device`` ("cpu" or "cuda:N"). Called before the first ``run``."""
+
+    @abstractmethod
+    def run(self, inputs: dict[str, Any]) -> Any:
+        """One call. ``inputs``: predecessor task id -> its output, or the invocation's arguments
+        for a source task. Returns this task's output (passed on to its successors)."""
+
+    def unload(self) -> None:
+        """Drop the model and free its memory (GPU memory included)."""
+
+    def sync(self) -> None:
+        """Wait for queued device work so a timer around ``run(); sync()`` measures the call."""
+
+    def move(self, device: str) -> None:
+        """Move a loaded tool to ``device`` (default: unload, then load there)."""
+        self.unload()
+        self.load(device)
+
+    def example_inputs(self) -> dict[str, Any] | None:
+        """Inputs the profiler times ``run`` on (None: this tool cannot be profiled alone)."""
+        return None
+
+    @classmethod
+    def display_name(cls) -> str:
+        return cls.name or cls.__name__
+
+
+# ---- import paths -----------------------------------------------------------------------------
+def is_tool_path(text: str) -> bool:
+    """True for ``package.module:Class`` (a user tool), False for a built-in tool name."""
+    return bool(_PATH_RE.match(text))
+
+
+def _registry_key(obj: type[Tool] | Tool) -> str:
+    cls = obj if isinstance(obj, type) else type(obj)
+    key = f"{cls.__module__}:{cls.__qualname__}"
+    return key if isinstance(obj, type) else f"{key}.i{id(obj)}"
+
+
+# Tools given in memory (workflow_from_tools): classes that cannot be imported by path (defined in
+# __main__ or a function) and instances. Keyed by a path-shaped name the workflow's task names.
+_IN_MEMORY: dict[str, type[Tool] | Tool] = {}
+
+
+def register_tool(obj: type[Tool] | Tool) -> str:
+    """The path a workflow names ``obj`` by: its import path when that resolves to this class,
+    else a path-shaped key of an in-memory registry (instances are always kept in memory)."""
+    if isinstance(obj, type):
+        if not issubclass(obj, Tool):
+            raise ToolError(f"{obj.__module__}.{obj.__qualname__} is not an agentsched.Tool subclass")
+        path = f"{obj.__module__}:{obj.__qualname__}"
+        try:
+            if "<locals>" not in path and _import_attr(path) is obj:
+                return path
+        except ToolError:
+            pass
+    elif not isinstance(obj, Tool):
+        raise ToolError(f"{type(obj).__name__} object is not an agentsched.Tool (subclass it)")
+    key = _registry_key(obj).replace("<locals>.", "")
+    _IN_MEMORY[key] = obj
+    return key
+
+
+def _import_attr(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path and "" not in sys.path:  # "importable from the current directory"
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.startswith(e.name):
+            raise ToolError(f"tool {path}: no module named {e.name!r} (not in the current directory "
+                            "or the environment)") from None
+        raise ToolError(f"tool {path}: importing {module} failed: {_one_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - user code: any failure is one line
+        raise ToolError(f"tool {path}: importing {module} failed: {_one_line(e)}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ToolError(f"tool {path}: module {module} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def resolve_tool(path: str) -> type[Tool] | Tool:
+    """The class (or in-memory instance) a ``package.module:Class`` path names; one-line ToolError
+    when it does not import or is not a ``Tool``."""
+    if not is_tool_path(path):
+        raise ToolError(f"tool {path!r} is not an import path (package.module:Class)")
+    if path in _IN_MEMORY:
+        return _IN_MEMORY[path]
+    obj = _import_attr(path)
+    if not (inspect.isclass(obj) and issubclass(obj, Tool)):
+        what = f"class {obj.__name__}" if inspect.isclass(obj) else type(obj).__name__
+        raise ToolError(f"tool {path}: {what} is not an agentsched.Tool subclass")
+    if inspect.isabstract(obj):
+        raise ToolError(f"tool {path}: class {obj.__name__} does not implement run(inputs)")
+    return obj
+
+
+def tool_class(path: str) -> type[Tool]:
+    obj = resolve_tool(path)
+    return obj if isinstance(obj, type) else type(obj)
+
+
+def new_tool(path: str) -> Tool:
+    """A tool instance for ``path``: a new one for a class, the registered one for an instance."""
+    obj = resolve_tool(path)
+    if not isinstance(obj, type):
+        return obj
+    try:
+        return obj()
+    except Exception as e:  # noqa: BLE001 - user code
+        raise ToolError(f"tool {path}: {obj.__name__}() failed: {_one_line(e)}") from None
+
+
+def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:
+    """The card of a tool no profiler measured: its name, workload line and tags, placeholder
+    latencies, and - for a GPU tool - a conservative VRAM figure: the whole budget (so the start
+    rules admit it only while no other task holds VRAM: it can never overrun the budget), or 0
+    without a budget. Only cold-start policies may schedule with such cards."""
+    cls = tool_class(path)
+    gpu = cls.has_gpu
+    return ToolCard(
+        name=path, workload=cls.workload or f"user tool {cls.display_name()} (not profiled)",
+        cpu_ms=UNMEASURED_MS, gpu_ms=UNMEASURED_MS if gpu else None,
+        load_ms=0.0 if gpu else None, vram_mb=(vram_budget_mb or 0.0) if gpu else None,
+        tags=tuple(cls.tags),
+    )

@@ -1,0 +1,5 @@
+"""The runtime: user tools run on demand, learning their placement across invocations."""
+
+from agentsched.runtime.runtime import COLD_CAPABLE, InvokeResult, Runtime, workflow_from_tools
+
+__all__ = ["COLD_CAPABLE", "InvokeResult", "Runtime", "workflow_from_tools"]

@@ -1,0 +1,461 @@
+"""The runtime: run a workflow of real tools on demand and learn its placement across invocations.
+
+``Runtime(workflow, policy=..., store=...)`` then ``invoke(**inputs)`` any number of times. Each
+invocation is one execution of the online loop (``loop.runner.run_loop``, the same loop ``run`` and
+``bench`` use): one mapping serves ``round_size`` invocations (a round); the policy observes the
+round and proposes the next mapping. What-ifs and reprobes the monitor asks for are answered by
+live invocations too (the caller's own inputs run under the what-if mapping), never by extra
+work, and only within an exploration budget: a probe may run while probes stay at most
+``explore_fraction`` of all invocations.
+
+How it keeps the one loop: ``run_loop`` runs on a background thread against a *live* testbed
+whose ``run(workflow, mapping)`` waits for the next ``invoke()``, executes that invocation for real
+under ``mapping`` and returns its ``Execution``. A tool that raises or runs out of memory makes that
+invocation's status ``error``/``oom`` with a one-line message; the runtime carries on (the loop
+sees a failed execution of that mapping, as in any run).
+
+Persistence and resuming (``store``): every execution is appended to the learner's sequence in the
+store. A new runtime on the same store and settings *replays* that sequence: the loop runs again
+from round 0 and each execution it asks for is answered from the store instead of being run, so
+the policy (deterministic given its seed and the executions it saw) reaches exactly the state it
+had, then continues live. Two processes on one learner share its sequence the same way: a place
+another process recorded first is replayed, and one's own execution at that place is kept in the
+history outside the sequence. A policy that does not reproduce its choices (an LLM) stops the
+replay where it diverges and continues live from there (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import AgentschedError, PolicyError, StoreError, ToolError, WorkflowError
+from agentsched.loop.runner import RoundRecord, run_loop
+from agentsched.model.execution import Execution, Status
+from agentsched.model.mapping import mapping_key
+from agentsched.model.tool import is_tool_path, tool_class
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
+from agentsched.store.store import Store
+from agentsched.testbeds.base import Testbed
+
+log = logging.getLogger("agentsched.runtime")
+
+# run_loop needs a round count; a runtime serves invocations until it is closed
+_ENDLESS_ROUNDS = 10**9
+# policies that schedule without profile cards (names, tags, workload lines, or measurements only)
+COLD_CAPABLE = ("agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
+
+
+@dataclass(frozen=True)
+class InvokeResult:
+    """What one invocation returns."""
+
+    outputs: dict[str, Any]  # sink task id -> its output (empty when the invocation failed)
+    mapping: dict[str, Mode]  # the placement it ran under
+    e2e_ms: float | None  # end-to-end latency; None when it failed
+    timeline: tuple[dict[str, Any], ...]  # per-task spans (task, tool, mode, ready/start/end ms...)
+    status: Status  # ok, error (a tool raised) or oom
+    message: str  # the one-line error ("" when ok)
+    invocation_id: int | None  # its id in the store (None without a store)
+    kind: str = "round"  # "round" (the round's mapping) or "probe" (a what-if of the monitor)
+    round: int = 0  # the round it belongs to
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+class _Stopped(BaseException):
+    """Unwinds the loop thread when the runtime closes (a BaseException: no policy catches it)."""
+
+
+class _Tracked(Policy):
+    """Delegates to the policy and notes whether the loop is inside it (then a run is a probe)."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.online = inner.online
+        self.in_policy = False  # True while reset/propose/observe run: executions are probes
+        self.round = 0  # the round being proposed or observed
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    def reset(self, ctx: PolicyContext) -> None:
+        self.in_policy = True
+        try:
+            self.inner.reset(ctx)
+        finally:
+            self.in_policy = False
+
+    def propose(self, round_index: int) -> Proposal | dict[str, Mode]:
+        self.round = round_index
+        self.in_policy = True
+        try:
+            return self.inner.propose(round_index)
+        finally:
+            self.in_policy = False
+
+    def observe(self, result: RoundResult) -> dict[str, Any] | None:
+        self.in_policy = True
+        try:
+            return self.inner.observe(result)
+        finally:
+            self.in_policy = False
+
+    def preflight(self, workflow: Workflow) -> None:
+        self.inner.preflight(workflow)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+
+class _LiveTestbed(Testbed):
+    """The testbed the loop sees: each run is the next invocation (or a stored one, replayed)."""
+
+    name = "live"
+    deterministic = False
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+
+    def run(self, workflow: Workflow, mapping: Any, *, rng: random.Random | None = None,
+            inputs: Any = None) -> Execution:
+        return self.rt._serve(dict(mapping), rng)
+
+
+class Runtime:
+    """Run a workflow on demand and learn where each task runs best. See the module docstring."""
+
+    def __init__(
+        self,
+        workflow: Workflow | str | Path,
+        policy: str | Policy = "agent-rules",
+        store: str | Path | Store | None = "agentsched.db",
+        testbed: str | Testbed = "local",
+        *,
+        round_size: int = 5,
+        explore_fraction: float = 0.1,
+        seed: int = 0,
+        cards: str | None = None,
+        policy_options: dict[str, Any] | None = None,
+        size: str = "small",
+        cpu_workers: int | None = None,
+    ) -> None:
+        if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
+            raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
+        if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
+                or not 0 <= explore_fraction <= 1:
+            raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
+        self.workflow = _workflow(workflow, cards)  # what runs
+        self.round_size = round_size  # invocations per round (one mapping each)
+        self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
+        self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
+        self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
+        self._own_testbed = not isinstance(testbed, Testbed)
+        self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
+        self.host_only = _no_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
+        if self.host_only:
+            # every placement is the same host run here: cards without a GPU say so to the start
+            # rules (the policy was chosen above, from the real cards)
+            log.info("this machine has no CUDA GPU: every task runs on the CPU")
+            self.workflow = _host_only(self.workflow)
+        self.store: Store | None = None
+        self._own_store = False
+        self.learner_id: int | None = None
+        try:
+            self.testbed.preflight(self.workflow)
+            self.policy.preflight(self.workflow)
+            if store is not None:
+                self._own_store = not isinstance(store, Store)
+                self.store = store if isinstance(store, Store) else Store(store)
+                settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
+                            "testbed": self.testbed.name}
+                self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
+        except BaseException:
+            self._release()
+            raise
+        # executions the loop has been served (replayed or live), and how many were probes
+        self.executions = 0
+        self.probes = 0
+        self.replayed = 0  # executions answered from the store
+        self.diverged_at: int | None = None  # place where a replay disagreed with the policy
+        self.records: list[RoundRecord] = []  # rounds observed by this process's loop (replays too)
+        self._inbox: queue.Queue = queue.Queue()  # invoke() -> loop: inputs, or _STOP
+        self._outbox: queue.Queue = queue.Queue()  # loop -> invoke(): InvokeResult or an exception
+        self._lock = threading.Lock()  # one invocation at a time
+        self._error: BaseException | None = None  # why the loop stopped, if it did
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="agentsched-runtime", daemon=True)
+        self._thread.start()
+
+    # ---- public ----------------------------------------------------------------------------
+    def invoke(self, **inputs: Any) -> InvokeResult:
+        """Run the workflow once on ``inputs`` (given to every source task) and return its sinks'
+        outputs, the mapping, E2E and timeline. A failing tool gives a failed result, not an
+        exception; bad inputs and an unusable store are one-line ``AgentschedError``s."""
+        self._check_inputs(inputs)
+        with self._lock:
+            if self._closed:
+                raise AgentschedError("runtime is closed")
+            if self._error is not None:
+                raise AgentschedError(f"runtime stopped: {self._error}")
+            self._inbox.put(inputs)
+            item = self._outbox.get()
+            if isinstance(item, BaseException):
+                self._error = item
+                if isinstance(item, AgentschedError):
+                    raise item
+                raise AgentschedError(f"runtime stopped: {type(item).__name__}: {item}")
+            return item
+
+    def close(self) -> None:
+        """Stop the loop, unload the tools, close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(_STOP)
+        self._thread.join(timeout=60)
+        self._release()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- checks ----------------------------------------------------------------------------
+    def _check_inputs(self, inputs: dict[str, Any]) -> None:
+        wf = self.workflow
+        for t in wf.task_ids:
+            if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
+                continue  # built-in tools compute on generated inputs
+            cls = tool_class(wf.tasks[t].tool)
+            missing = [n for n in cls.input_names if n not in inputs]
+            if not inputs or missing:
+                need = ", ".join(missing or cls.input_names) or "its arguments"
+                raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
+                                f"{need} (give them as invoke(NAME=VALUE) / --input NAME=VALUE)")
+
+    # ---- the loop thread -------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            run_loop(self.workflow, self.policy, _LiveTestbed(self), rounds=_ENDLESS_ROUNDS,
+                     repeats=self.round_size, seed=self.seed, on_round=self._on_round,
+                     probe_allowed=self._probe_allowed)
+        except _Stopped:
+            return
+        except BaseException as e:  # noqa: BLE001 - handed to the next invoke()
+            self._error = e
+            self._outbox.put(e)
+
+    def _probe_allowed(self) -> bool:
+        # one more probe keeps probes within their share of every invocation (itself included)
+        return self.probes + 1 <= self.explore_fraction * (self.executions + 1) + 1e-9
+
+    def _on_round(self, rec: RoundRecord) -> None:
+        self.records.append(rec)
+        if self.store is not None and self.learner_id is not None:
+            r = rec.result
+            self.store.add_round(self.learner_id, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after,
+                                 str(rec.proposal_info.get("reason", "")))
+
+    def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
+        """The next execution the loop asks for: stored (replay) or the next invocation's."""
+        kind = "probe" if self.policy.in_policy else "round"
+        seq = self.executions
+        stored = self._stored(seq, mapping)
+        if stored is not None:
+            self.replayed += 1
+            return self._count(kind, stored)
+        inputs = self._inbox.get()
+        if inputs is _STOP:
+            raise _Stopped
+        x = self._execute(mapping, inputs, rng)
+        invocation_id = None
+        served = x
+        if self.store is not None and self.learner_id is not None:
+            try:
+                invocation_id, took = self.store.append(
+                    self.learner_id, None if self.diverged_at is not None else seq, kind, self.policy.round, x)
+                if not took:  # another process recorded this place first: learn what it recorded
+                    theirs = self.store.execution_at(self.learner_id, seq)
+                    if theirs is not None and mapping_key(self.workflow, theirs.mapping) == mapping_key(
+                            self.workflow, mapping):
+                        served = theirs
+                    else:
+                        self._diverge(seq, "another process recorded a different mapping at this place")
+            except StoreError as e:
+                self._outbox.put(e)  # the invocation ran, but its record could not be kept
+                raise
+        sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
+        self._outbox.put(InvokeResult(
+            outputs=sinks, mapping=dict(x.mapping), e2e_ms=x.e2e_ms, timeline=tuple(s.to_dict() for s in x.spans),
+            status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=self.policy.round))
+        return self._count(kind, served)
+
+    def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
+        if self.store is None or self.learner_id is None or self.diverged_at is not None:
+            return None
+        x = self.store.execution_at(self.learner_id, seq)
+        if x is None:
+            return None
+        if mapping_key(self.workflow, x.mapping) != mapping_key(self.workflow, mapping):
+            self._diverge(seq, "the policy asked for a different mapping than the stored one")
+            return None
+        return x
+
+    def _diverge(self, seq: int, why: str) -> None:
+        self.diverged_at = seq
+        log.warning("replay stopped at execution %d (%s): the policy continues live from what it learned "
+                    "before; later executions are kept in the history outside the replayed sequence", seq, why)
+
+    def _count(self, kind: str, x: Execution) -> Execution:
+        self.executions += 1
+        if kind == "probe":
+            self.probes += 1
+        return x
+
+    def _execute(self, mapping: dict[str, Mode], inputs: dict[str, Any], rng: random.Random | None) -> Execution:
+        try:
+            return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
+        except AgentschedError as e:  # the testbed refused this mapping (e.g. no GPU): a failed invocation
+            return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
+                             peak_vram_mb=0.0, spans=(), message=str(e), testbed=self.testbed.name)
+
+    def _release(self) -> None:
+        try:
+            self.policy.close()
+        except Exception:  # noqa: BLE001 - closing must not hide the reason we stopped
+            pass
+        if self._own_testbed:
+            self.testbed.close()
+        if self.store is not None and self._own_store:
+            self.store.close()
+
+
+_STOP = object()
+
+
+# ---- construction helpers ---------------------------------------------------------------------
+def _workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
+    from agentsched.scenarios import resolve_workflow
+
+    wf = workflow if isinstance(workflow, Workflow) else resolve_workflow(workflow)
+    if cards:
+        wf = wf.with_cards(cards)
+    return wf
+
+
+def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    from agentsched.loop.registry import get_spec, make_policy
+
+    name = get_spec(policy).name.value
+    opts = dict(options or {})
+    if name == "oracle":
+        raise PolicyError("policy oracle is an offline reference: a runtime needs an online policy")
+    if wf.unprofiled:
+        tasks = ", ".join(sorted(wf.unprofiled))
+        if name not in COLD_CAPABLE:
+            raise PolicyError(f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
+                              f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}")
+        if name in ("agent-rules", "agent-llm") and opts.get("start", "cold") != "cold":
+            raise PolicyError(f"policy {name}: start warm needs cards, but task(s) {tasks} have none")
+        if name in ("agent-rules", "agent-llm"):
+            opts["start"] = "cold"
+            log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
+    return make_policy(name, **opts)
+
+
+def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> Testbed:
+    if isinstance(testbed, Testbed):
+        return testbed
+    from agentsched.testbeds.factory import make_testbed
+
+    if str(testbed) == "local":
+        return make_testbed("local", size=size, **({"cpu_workers": cpu_workers} if cpu_workers else {}))
+    if str(testbed) == "sim":
+        return make_testbed("sim")
+    return make_testbed(testbed)
+
+
+def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:
+    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
+    workflow with a GPU-capable tool (torch is imported only then)."""
+    from agentsched.testbeds.local import LocalBackend, LocalTestbed
+    from agentsched.testbeds.ray import RayTestbed
+
+    if not any(c.has_gpu for c in wf.task_cards.values()):
+        return False
+    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
+        return not testbed.gpu_available(wf)
+    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
+            and not testbed.backend._cuda_available())
+
+
+def _host_only(wf: Workflow) -> Workflow:
+    """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code)."""
+    from agentsched.model.cards import CardSet
+    from agentsched.model.tool import cold_card
+
+    cards = {}
+    for tid, t in wf.tasks.items():
+        card = cold_card(t.tool, wf.vram_budget_mb) if tid in wf.unprofiled else wf.card_set.resolve(t.tool)
+        cards[t.tool] = card.model_copy(update={"gpu_ms": None, "load_ms": None, "vram_mb": None})
+    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source="no CUDA GPU: host only", cards=cards))
+
+
+def workflow_from_tools(
+    name: str,
+    tools: dict[str, Any],
+    edges: Any = (),
+    *,
+    decision_space: str = "three_way",
+    vram_budget_mb: float | None = None,
+    cards: Any = None,
+) -> Workflow:
+    """A workflow of tools given in memory: ``tools`` maps each task id to a ``Tool`` class or
+    instance, ``edges`` is a list of (from, to) task ids. ``cards``: a ``CardSet``, a card-set name
+    or file, or a dict tool path/task id -> ``ToolCard``; tasks without a card run in cold start."""
+    from agentsched.model.cards import CardSet, ToolCard
+    from agentsched.model.tool import register_tool
+
+    if not isinstance(tools, dict) or not tools:
+        raise WorkflowError(f"workflow {name!r}: tools must be a non-empty dict task id -> Tool class or instance")
+    paths = {str(t): register_tool(obj) for t, obj in tools.items()}
+    try:
+        wf = Workflow(name=name, tasks={t: {"tool": p} for t, p in paths.items()},
+                      edges=[list(e) for e in edges], decision_space=decision_space, vram_budget_mb=vram_budget_mb)
+    except AgentschedError:
+        raise
+    except Exception as e:  # pydantic's validation error: one line
+        first = getattr(e, "errors", lambda: [{"msg": str(e), "loc": ()}])()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
+        raise WorkflowError(f"workflow {name!r}: {loc}: {first['msg']}") from None
+    if cards is None:
+        card_set = CardSet(name="none", source="no profile: cold start", cards={})
+    elif isinstance(cards, CardSet):
+        card_set = cards
+    elif isinstance(cards, dict):
+        by_path = {}
+        for key, card in cards.items():
+            if not isinstance(card, ToolCard):
+                raise WorkflowError(f"workflow {name!r}: cards[{key!r}] is not a ToolCard")
+            by_path[paths.get(key, key)] = card.model_copy(update={"name": paths.get(key, key)})
+        card_set = CardSet(name=f"{name}-cards", source="given in memory", cards=by_path)
+    else:
+        return wf.with_cards(str(cards))
+    return wf.with_cards(card_set)

@@ -1,0 +1,397 @@
+"""The persistent store: one SQLite file (standard library ``sqlite3``, WAL mode) that keeps what a
+runtime learned, so a new process resumes where the last one stopped.
+
+Tables (schema version ``SCHEMA_VERSION``, recorded in ``schema_version``):
+
+* ``workflows`` (content hash -> name, JSON) and ``card_sets`` (hash of the cards a policy sees ->
+  JSON): what a learner is keyed by;
+* ``learners``: one per (workflow hash, card hash, policy, settings): its id and key;
+* ``executions``: every execution of a learner, append-only: its place ``seq`` in the learner's
+  sequence (NULL for an execution another process had already recorded at that place), kind
+  (round run or probe), round, mapping, status, E2E, message and the full record (per-task
+  timings) at full float precision;
+* ``rounds``: one row per observed round (mapping, status, median E2E, what the policy said).
+
+Concurrency: every write is one short transaction (``BEGIN IMMEDIATE``) and readers never block
+writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing is ever updated or deleted,
+so a failure costs at most the write that failed. A store that is locked past the timeout,
+read-only, corrupt, not an agentsched store, or from a newer schema is a one-line ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import StoreError
+from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.workflow import Mode, Workflow
+
+SCHEMA_VERSION = 1
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS workflows (
+    hash TEXT PRIMARY KEY, name TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS card_sets (
+    hash TEXT PRIMARY KEY, name TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS learners (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, workflow_hash TEXT NOT NULL,
+    workflow_name TEXT NOT NULL, card_hash TEXT NOT NULL, policy TEXT NOT NULL,
+    settings TEXT NOT NULL, created_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS executions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, learner_id INTEGER NOT NULL REFERENCES learners(id),
+    seq INTEGER, kind TEXT NOT NULL, round INTEGER, mapping TEXT NOT NULL, status TEXT NOT NULL,
+    e2e_ms REAL, message TEXT NOT NULL, record TEXT NOT NULL, pid INTEGER NOT NULL,
+    created_s REAL NOT NULL, UNIQUE (learner_id, seq));
+CREATE TABLE IF NOT EXISTS rounds (
+    learner_id INTEGER NOT NULL REFERENCES learners(id), round INTEGER NOT NULL,
+    mapping TEXT NOT NULL, status TEXT NOT NULL, e2e_ms REAL, executions_after INTEGER NOT NULL,
+    reason TEXT NOT NULL, created_s REAL NOT NULL, PRIMARY KEY (learner_id, round));
+"""
+
+
+# ---- records <-> JSON ---------------------------------------------------------------------------
+def _json_safe(value: Any) -> Any:
+    """``value`` when JSON can hold it (finite numbers, text, lists, dicts of them), else None."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def execution_to_doc(x: Execution) -> dict[str, Any]:
+    """An execution as JSON-able data at full precision (outputs are not kept: they are the
+    caller's data, possibly large or not serialisable)."""
+    return {
+        "status": x.status.value, "mapping": {t: m.value for t, m in x.mapping.items()},
+        "e2e_ms": x.e2e_ms, "elapsed_ms": x.elapsed_ms, "peak_vram_mb": x.peak_vram_mb,
+        "spans": [[s.task, s.tool, s.mode.value, s.ready_ms, s.start_ms, s.end_ms, s.load_ms, s.vram_mb]
+                  for s in x.spans],
+        "vram_timeline": [list(p) for p in x.vram_timeline], "message": x.message, "testbed": x.testbed,
+        "extra": {k: v for k, v in x.extra.items() if _json_safe(v) is not None},
+    }
+
+
+def execution_from_doc(doc: Mapping[str, Any]) -> Execution:
+    """The inverse of ``execution_to_doc`` (``outputs`` empty)."""
+    spans = tuple(TaskSpan(task=s[0], tool=s[1], mode=Mode(s[2]), ready_ms=s[3], start_ms=s[4], end_ms=s[5],
+                           load_ms=s[6], vram_mb=s[7]) for s in doc["spans"])
+    return Execution(
+        status=Status(doc["status"]), mapping={t: Mode(m) for t, m in doc["mapping"].items()},
+        e2e_ms=doc["e2e_ms"], elapsed_ms=doc["elapsed_ms"], peak_vram_mb=doc["peak_vram_mb"], spans=spans,
+        vram_timeline=tuple(tuple(p) for p in doc["vram_timeline"]), message=doc["message"],
+        testbed=doc["testbed"], extra=dict(doc["extra"]),
+    )
+
+
+def _digest(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def workflow_doc(wf: Workflow) -> dict[str, Any]:
+    """The workflow's content (DAG, decision space, budget), without where its cards come from."""
+    return {"name": wf.name, "decision_space": wf.decision_space.value, "vram_budget_mb": wf.vram_budget_mb,
+            "tasks": {t: {"tool": k.tool, "repeat": k.repeat} for t, k in wf.tasks.items()},
+            "edges": [list(e) for e in wf.edges]}
+
+
+def cards_doc(wf: Workflow) -> dict[str, Any]:
+    """The cards a policy sees for ``wf`` (cold-start cards included) and which tasks have none."""
+    return {"name": wf.card_set.name,
+            "cards": {t: c.model_dump(mode="json", exclude_none=True) for t, c in wf.task_cards.items()},
+            "unprofiled": sorted(wf.unprofiled)}
+
+
+# ---- rows ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LearnerRow:
+    """One learner: a workflow under a card set, learned by one policy with one set of settings."""
+
+    id: int
+    key: str
+    workflow_name: str
+    workflow_hash: str
+    card_hash: str
+    policy: str
+    settings: dict[str, Any]
+    created_s: float
+
+
+@dataclass(frozen=True)
+class ExecutionRow:
+    """One stored execution (an invocation of a runtime)."""
+
+    id: int  # the invocation id
+    learner_id: int
+    seq: int | None  # place in the learner's sequence; None: recorded by another process first
+    kind: str  # "round" or "probe"
+    round: int | None
+    mapping: dict[str, str]
+    status: str
+    e2e_ms: float | None
+    message: str
+    created_s: float
+
+    def execution(self, record: str) -> Execution:
+        return execution_from_doc(json.loads(record))
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """One observed round of a learner."""
+
+    learner_id: int
+    round: int
+    mapping: dict[str, str]
+    status: str
+    e2e_ms: float | None
+    executions_after: int
+    reason: str
+    created_s: float
+
+
+# ---- the store ----------------------------------------------------------------------------------
+class Store:
+    """One SQLite store file. Thread-safe (one connection, serialised); many processes may share it."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)  # the store file
+        self.read_only = read_only  # open for reading only (history)
+        self.busy_timeout_s = busy_timeout_s  # how long a busy store is waited for
+        self._lock = threading.Lock()
+        self._conn = self._open()
+
+    # ---- opening ---------------------------------------------------------------------------
+    def _fail(self, what: str, exc: BaseException | None = None) -> StoreError:
+        reason = f": {exc}" if exc is not None and str(exc) else ""
+        return StoreError(f"store {self.path} {what}{reason}")
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            return self._fail(f"is locked by another process (waited {self.busy_timeout_s:g} s)")
+        if "readonly" in text or "read-only" in text:
+            return self._fail("is read-only (check the file's and its folder's permissions)")
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return self._fail("is corrupt or not an SQLite file", exc)
+        if "unable to open" in text:
+            return self._fail("cannot be opened (missing folder or no permission)")
+        if "disk" in text and ("full" in text or "i/o" in text):
+            return self._fail("cannot be written", exc)
+        return self._fail("failed", exc)
+
+    def _open(self) -> sqlite3.Connection:
+        p = self.path
+        if p.exists() and not p.is_file():
+            raise self._fail("is not a regular file")
+        if self.read_only:
+            if not p.exists():
+                raise self._fail("does not exist")
+            uri = f"file:{p.resolve()}?mode=ro"
+        else:
+            if not p.parent.is_dir():
+                raise self._fail(f"cannot be created: folder {p.parent} does not exist")
+            if p.exists() and not os.access(p, os.W_OK):
+                raise self._fail("is read-only (check the file's permissions; `history` can read it)")
+            if not p.exists() and not os.access(p.parent, os.W_OK):
+                raise self._fail(f"cannot be created: folder {p.parent} is read-only")
+            uri = f"file:{p.resolve()}?mode=rwc"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as e:
+            raise self._translate(e) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "schema_version" not in tables:
+                raise self._fail("is an SQLite file but not an agentsched store (no schema_version table)")
+            if not self.read_only:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise self._fail(f"cannot use WAL mode (journal mode {mode})")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                if not tables:
+                    self._create(conn)
+            elif not tables:
+                raise self._fail("is empty (no runtime has written to it yet)")
+            self._check_version(conn)
+        except sqlite3.Error as e:
+            conn.close()
+            raise self._translate(e) from None
+        except StoreError:
+            conn.close()
+            raise
+        return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            present = conn.execute("SELECT name FROM sqlite_master WHERE name = 'schema_version'").fetchone()
+            if present is None:  # another process may have created it while we waited
+                for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _check_version(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        version = row[0] if row else None
+        if version is None:
+            raise self._fail("has no schema version (not an agentsched store, or corrupt)")
+        if version > SCHEMA_VERSION:
+            raise self._fail(f"has schema version {version}, newer than this agentsched's {SCHEMA_VERSION}: "
+                             "upgrade agentsched to use it")
+        if version < SCHEMA_VERSION:  # no older schema exists yet; a migration would go here
+            raise self._fail(f"has unknown old schema version {version}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # ---- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise self._fail("was opened read-only")
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except sqlite3.IntegrityError:
+                self._conn.execute("ROLLBACK")
+                raise
+            except sqlite3.Error as e:
+                self._rollback()
+                raise self._translate(e) from None
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _read(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
+
+    # ---- learners --------------------------------------------------------------------------
+    def learner(self, wf: Workflow, policy: str, settings: Mapping[str, Any]) -> LearnerRow:
+        """The learner of ``wf`` (its content and cards) under ``policy`` and ``settings``,
+        created on first use. Records the workflow and its cards."""
+        wdoc, cdoc = workflow_doc(wf), cards_doc(wf)
+        whash, chash = _digest(wdoc), _digest(cdoc)
+        settings = dict(settings)
+        key = _digest({"workflow": whash, "cards": chash, "policy": policy, "settings": settings})
+        with self._write() as c:
+            c.execute("INSERT OR IGNORE INTO workflows (hash, name, doc) VALUES (?, ?, ?)",
+                      (whash, wf.name, json.dumps(wdoc)))
+            c.execute("INSERT OR IGNORE INTO card_sets (hash, name, doc) VALUES (?, ?, ?)",
+                      (chash, cdoc["name"], json.dumps(cdoc)))
+            c.execute("INSERT OR IGNORE INTO learners (key, workflow_hash, workflow_name, card_hash, policy, "
+                      "settings, created_s) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (key, whash, wf.name, chash, policy, json.dumps(settings, sort_keys=True), time.time()))
+        rows = self._read("SELECT id, key, workflow_name, workflow_hash, card_hash, policy, settings, created_s "
+                          "FROM learners WHERE key = ?", (key,))
+        return _learner(rows[0])
+
+    def learners(self, workflow: str | None = None) -> list[LearnerRow]:
+        """Every learner, or those of one workflow (by name or content hash), oldest first."""
+        sql = "SELECT id, key, workflow_name, workflow_hash, card_hash, policy, settings, created_s FROM learners"
+        args: tuple = ()
+        if workflow is not None:
+            sql += " WHERE workflow_name = ? OR workflow_hash = ?"
+            args = (workflow, workflow)
+        return [_learner(r) for r in self._read(sql + " ORDER BY id", args)]
+
+    def workflow_doc(self, whash: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT doc FROM workflows WHERE hash = ?", (whash,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def card_doc(self, chash: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT doc FROM card_sets WHERE hash = ?", (chash,))
+        return json.loads(rows[0][0]) if rows else None
+
+    # ---- executions ------------------------------------------------------------------------
+    def execution_at(self, learner_id: int, seq: int) -> Execution | None:
+        """The execution recorded at place ``seq`` of a learner's sequence, if any."""
+        rows = self._read("SELECT record FROM executions WHERE learner_id = ? AND seq = ?", (learner_id, seq))
+        return execution_from_doc(json.loads(rows[0][0])) if rows else None
+
+    def append(self, learner_id: int, seq: int | None, kind: str, round_index: int | None,
+               x: Execution) -> tuple[int, bool]:
+        """Record ``x`` at place ``seq`` (None: outside the sequence). Returns (its id, whether it
+        took place ``seq``): when another process recorded place ``seq`` first, ``x`` is still
+        kept, outside the sequence."""
+        doc = execution_to_doc(x)
+        row = (learner_id, kind, round_index, json.dumps(doc["mapping"]), x.status.value,
+               x.e2e_ms if x.e2e_ms is not None and math.isfinite(x.e2e_ms) else None, x.message,
+               json.dumps(doc), os.getpid(), time.time())
+        sql = ("INSERT INTO executions (learner_id, seq, kind, round, mapping, status, e2e_ms, message, record, "
+               "pid, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        if seq is not None:
+            try:
+                with self._write() as c:
+                    cur = c.execute(sql, (row[0], seq, *row[1:]))
+                    return int(cur.lastrowid), True
+            except sqlite3.IntegrityError:
+                pass  # place taken by another process: keep ours outside the sequence
+        with self._write() as c:
+            cur = c.execute(sql, (row[0], None, *row[1:]))
+            return int(cur.lastrowid), False
+
+    def executions(self, learner_id: int) -> list[ExecutionRow]:
+        """Every execution of a learner, in the order they were recorded."""
+        rows = self._read("SELECT id, learner_id, seq, kind, round, mapping, status, e2e_ms, message, created_s "
+                          "FROM executions WHERE learner_id = ? ORDER BY id", (learner_id,))
+        return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
+
+    def sequence_length(self, learner_id: int) -> int:
+        rows = self._read("SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS NOT NULL", (learner_id,))
+        return int(rows[0][0])
+
+    # ---- rounds ----------------------------------------------------------------------------
+    def add_round(self, learner_id: int, round_index: int, mapping: Mapping[str, Mode], status: Status,
+                  e2e_ms: float | None, executions_after: int, reason: str) -> None:
+        """Record an observed round (a round already recorded, e.g. by a replay, is kept as is)."""
+        with self._write() as c:
+            c.execute("INSERT OR IGNORE INTO rounds (learner_id, round, mapping, status, e2e_ms, executions_after, "
+                      "reason, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (learner_id, round_index, json.dumps({t: m.value for t, m in mapping.items()}),
+                       status.value, e2e_ms, executions_after, reason, time.time()))
+
+    def rounds(self, learner_id: int) -> list[RoundRow]:
+        rows = self._read("SELECT learner_id, round, mapping, status, e2e_ms, executions_after, reason, created_s "
+                          "FROM rounds WHERE learner_id = ? ORDER BY round", (learner_id,))
+        return [RoundRow(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+
+def _learner(r: tuple) -> LearnerRow:
+    return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7])

@@ -1,0 +1,287 @@
+"""One driver for every testbed; backends change only the clock and how tasks start and finish.
+
+The shape is SimPy's ``core.Environment`` with ``rt.RealtimeEnvironment``: one event loop, and
+the real-time variant overrides only how time passes. Here the ``Driver`` owns
+
+* the start rules (``rules.Dispatcher``): after every batch of finishes it asks ``poll()`` which
+  tasks start now and starts exactly those; an ``Infeasible`` answer ends the run as ``oom``;
+* the data flow: a source task receives the invocation's ``inputs``; a task with predecessors
+  receives ``{pred_task_id: pred_output}``; every finished task's output goes to
+  ``Execution.outputs`` (backends that compute none, the simulator, record none);
+* all timeline recording (ready/start/end/load per task, the VRAM step curve, the peak) and the
+  ``Execution`` it returns, ``ok``, ``oom`` or ``error`` alike.
+
+A ``Backend`` supplies only its clock (``now_ms``), how to start a task (``start``), how to wait
+for the next completion(s) (``wait``), and setup/cleanup/abort of one run. The simulator
+(``sim.SimBackend``) advances a discrete-event clock; the local backend (``local.LocalBackend``)
+runs threads and CUDA streams against ``time.perf_counter``. A new testbed is one backend file
+plus one registry line in ``factory.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.rules import Dispatcher, Infeasible, Start
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a backend reports when a task ends (or fails)."""
+
+    task: str  # task id
+    start_ms: float  # when it really began on the run's clock (gpu_queue: before loading)
+    end_ms: float  # when it ended (or failed)
+    load_ms: float = 0.0  # load-in paid first (gpu_queue), on the run's clock
+    output: Any = None  # what the task returned (None when the backend computes nothing)
+    error: BaseException | None = None  # the exception the task raised; None when it finished
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run that ends before its clock starts (e.g. a tool that cannot load)."""
+
+    status: Status  # oom or error
+    task: str  # the task that failed
+    message: str  # one line
+
+
+class Backend(ABC):
+    """How one kind of testbed starts tasks and lets time pass. One run at a time:
+    ``begin`` -> (``start`` ... ``wait``)* -> [``abort``] -> ``end``; then the next run."""
+
+    #: the testbed's name, recorded in every ``Execution.testbed``
+    name: str = "backend"
+    #: True when repeated runs of one mapping give one answer
+    deterministic: bool = False
+    #: True when tasks compute outputs (the driver then builds each task's inputs and keeps outputs)
+    computes_outputs: bool = True
+
+    @property
+    def cpu_slots(self) -> int | None:
+        """At most this many CPU tasks at once (the Dispatcher's cap); None: unbounded."""
+        return None
+
+    def can_expect(self) -> bool:
+        """True when ``begin(..., expected=True)`` gives the noise-free execution."""
+        return False
+
+    def preflight(self, workflow: Workflow) -> None:
+        """One-line ``TestbedError`` when the workflow's placements cannot run here at all."""
+        return None
+
+    @abstractmethod
+    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
+              expected: bool = False) -> Failure | None:
+        """Prepare one run and start its clock at 0; a ``Failure`` ends it before any task starts.
+        ``expected``: run without noise (only asked when ``can_expect()``)."""
+
+    @abstractmethod
+    def now_ms(self) -> float:
+        """The run's clock, in ms since ``begin``."""
+
+    @abstractmethod
+    def start(self, start: Start, inputs: Mapping[str, Any] | None) -> None:
+        """Start ``start.task`` now (``start.mode`` says where it really runs; ``start.load_ms``
+        is the load the cards predict for a queued task). ``inputs`` is None when the backend
+        computes no outputs."""
+
+    @abstractmethod
+    def wait(self) -> list[Completion]:
+        """Block (or advance the clock) until at least one started task ends; return every task
+        that ended, in the order their finishes are to be applied."""
+
+    def abort(self) -> dict[str, float]:
+        """The run failed: stop the tasks still running (they end without a completion). Return
+        the load each of them pays, where the backend knows it (task -> load_ms), for the record."""
+        return {}
+
+    def end(self) -> dict[str, Any]:
+        """Release what ``begin`` set up (also after a failure); return the testbed-specific
+        details of the run for ``Execution.extra``."""
+        return {}
+
+    def close(self) -> None:
+        """Release long-lived resources (loaded models)."""
+        return None
+
+
+def is_oom(exc: BaseException) -> bool:
+    """A real CUDA out-of-memory (torch's error type, or its message on older versions). Never
+    imports torch: an exception of torch's type means torch is loaded already."""
+    torch = sys.modules.get("torch")
+    oom_type = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if isinstance(oom_type, type) and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _vram_point(timeline: list[tuple[float, float]], now: float, vram_mb: float) -> None:
+    """Append (now, vram_mb) to a step curve: one point per instant, none when unchanged."""
+    if timeline and timeline[-1][0] == now:
+        timeline.pop()
+    if not timeline or timeline[-1][1] != vram_mb:
+        timeline.append((now, vram_mb))
+
+
+class Driver(Testbed):
+    """A testbed made of the shared event loop and one backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend  # how tasks start and time passes
+        self.name = backend.name
+        self.deterministic = backend.deterministic
+
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
+            inputs: Mapping[str, Any] | None = None) -> Execution:
+        return self._drive(workflow, mapping, rng, inputs, expected=False)
+
+    def expected(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution | None:
+        if not self.backend.can_expect():
+            return None
+        return self._drive(workflow, mapping, None, None, expected=True)
+
+    def preflight(self, workflow: Workflow) -> None:
+        self.backend.preflight(workflow)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def _drive(self, workflow: Workflow, mapping: Mapping[str, Mode], rng: random.Random | None,
+               inputs: Mapping[str, Any] | None, *, expected: bool) -> Execution:
+        backend = self.backend
+        try:
+            early = backend.begin(workflow, mapping, rng=rng, expected=expected)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                backend.end()
+            raise
+        if early is not None:
+            extra = backend.end()
+            return Execution(status=early.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
+                             peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
+                             extra={**extra, "failed_task": early.task})
+        rec = _Run(workflow, mapping, backend.computes_outputs, inputs)
+        failure: tuple[Status, str, str, float] | None = None  # status, message, task, needed MB
+        try:
+            failure = rec.loop(backend)
+            fail_ms = backend.now_ms()
+            if failure is not None:
+                rec.loads.update(backend.abort())
+        except BaseException:
+            backend.abort()
+            backend.end()
+            raise
+        extra = backend.end()
+        return rec.execution(self.name, failure, fail_ms, extra)
+
+
+class _Run:
+    """The bookkeeping of one run: the Dispatcher, the timeline, the outputs."""
+
+    def __init__(self, workflow: Workflow, mapping: Mapping[str, Mode], keep_outputs: bool,
+                 inputs: Mapping[str, Any] | None) -> None:
+        self.workflow = workflow
+        self.mapping = mapping
+        self.cards = workflow.task_cards
+        self.keep_outputs = keep_outputs  # build inputs and keep outputs (not on the simulator)
+        self.inputs = dict(inputs or {})  # the invocation's arguments, given to source tasks
+        self.ready_at: dict[str, float] = {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}
+        self.starts_at: dict[str, float] = {}
+        self.ends_at: dict[str, float] = {}
+        self.loads: dict[str, float] = {}
+        self.vram_of: dict[str, float] = {}
+        self.order: list[str] = []  # tasks in start order
+        self.outputs: dict[str, Any] = {}
+        self.vram_timeline: list[tuple[float, float]] = [(0.0, 0.0)]  # step curve of VRAM in use
+        self.peak = 0.0
+
+    def task_inputs(self, task: str) -> Mapping[str, Any]:
+        preds = self.workflow.preds[task]
+        if not preds:
+            return self.inputs
+        return {p: self.outputs.get(p) for p in preds}
+
+    def loop(self, backend: Backend) -> tuple[Status, str, str, float] | None:
+        """Start, wait, finish until every task ended; the failure that ended it early, if any."""
+        disp = Dispatcher(self.workflow, self.mapping, self.cards, cpu_slots=backend.cpu_slots)
+        running: set[str] = set()
+        while True:
+            decision = disp.poll()
+            if isinstance(decision, Infeasible):
+                return Status.OOM, decision.message, decision.task, decision.needed_mb
+            now = 0.0
+            for st in decision:
+                now = backend.now_ms()
+                self.order.append(st.task)
+                self.starts_at[st.task] = now
+                self.vram_of[st.task] = st.vram_mb
+                running.add(st.task)
+                backend.start(st, self.task_inputs(st.task) if self.keep_outputs else None)
+            if decision:
+                _vram_point(self.vram_timeline, now, disp.vram_in_use_mb)
+                self.peak = max(self.peak, disp.vram_in_use_mb)
+            if not running:
+                return None
+            done = backend.wait()
+            failure = None
+            for c in done:  # the first failure decides; it is judged before this batch's finishes
+                if c.error is not None and failure is None:
+                    failure = self._failed(c, disp.vram_in_use_mb)
+            for c in done:
+                running.discard(c.task)
+                if c.error is not None:
+                    continue
+                self.starts_at[c.task] = c.start_ms
+                self.ends_at[c.task] = c.end_ms
+                self.loads[c.task] = c.load_ms
+                if self.keep_outputs:
+                    self.outputs[c.task] = c.output
+                for nt in disp.finish(c.task):
+                    self.ready_at[nt] = c.end_ms
+                _vram_point(self.vram_timeline, c.end_ms, disp.vram_in_use_mb)
+            if failure is not None:
+                return failure
+
+    def _failed(self, c: Completion, vram_in_use_mb: float) -> tuple[Status, str, str, float]:
+        name = self.cards[c.task].name
+        assert c.error is not None
+        if is_oom(c.error):
+            return (Status.OOM, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}", c.task,
+                    vram_in_use_mb)
+        return Status.ERROR, f"task {c.task} ({name}) failed: {one_line(c.error)}", c.task, 0.0
+
+    def execution(self, testbed: str, failure: tuple[Status, str, str, float] | None, fail_ms: float,
+                  extra: dict[str, Any]) -> Execution:
+        cards, mapping = self.cards, self.mapping
+        spans = tuple(
+            TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=self.ready_at.get(t, self.starts_at[t]),
+                     start_ms=self.starts_at[t], end_ms=self.ends_at.get(t), load_ms=self.loads.get(t, 0.0),
+                     vram_mb=self.vram_of.get(t, 0.0))
+            for t in self.order
+        )
+        if failure is not None:
+            status, message, task, needed = failure
+            return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
+                             peak_vram_mb=max(self.peak, needed), spans=spans,
+                             vram_timeline=tuple(self.vram_timeline), message=message, testbed=testbed,
+                             extra={**extra, "failed_task": task}, outputs=self.outputs)
+        e2e = max(self.ends_at[t] for t in self.workflow.sinks)
+        return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=self.peak,
+                         spans=spans, vram_timeline=tuple(self.vram_timeline), testbed=testbed, extra=extra,
+                         outputs=self.outputs)

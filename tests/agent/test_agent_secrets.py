@@ -1,0 +1,150 @@
+"""Secrets never leave: URL credentials and the API key are masked in every message, log line,
+exception text, audit record and JSON file, whichever path the text takes (issue 13 item 2)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+
+import pytest
+
+from agentsched.agent.llm import LLMConfig, LLMReasoner
+from agentsched.agent.local_llm import error_body
+from agentsched.agent.policy import AgentPolicy
+from agentsched.agent.secrets import redact, redact_options, redact_url, url_secrets
+from agentsched.errors import PolicyError
+from agentsched.loop.runner import run_loop
+from agentsched.scenarios import load_scenario
+from agentsched.testbeds.sim import SimTestbed
+
+KEY = "sk-live-0123456789abcdef"
+PASSWORD = "hunter2-SECRET"
+
+
+def quote_the_key(body, script):
+    """What some servers do: an error body that quotes the key (and the URL) they were given."""
+    return 401, error_body(f"Incorrect API key provided: {KEY}. Basic auth bob:{PASSWORD} refused.",
+                           "authentication_error")
+
+
+def with_credentials(url: str) -> str:
+    return url.replace("http://", f"http://bob:{PASSWORD}@")
+
+
+def assert_clean(text: str) -> None:
+    assert KEY not in text and PASSWORD not in text
+
+
+# ---- the function ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, secrets, expected", [
+    ("http://user:SECRET@host/v1", (), "http://***@host/v1"),
+    ("https://TOKEN@host:8443/v1 and http://a:b@c/d", (), "https://***@host:8443/v1 and http://***@c/d"),
+    ("see 'http://u:p%40ss@h/v1'", (), "see 'http://***@h/v1'"),
+    ("http://host/v1 has no credentials; mail a@b.c", (), "http://host/v1 has no credentials; mail a@b.c"),
+    (f"bad key {KEY}!", (KEY,), "bad key ***!"),
+    ("key k in the text", ("k",), "key k in the text"),  # too short to search for
+    ("EMPTY is the local placeholder", ("EMPTY",), "EMPTY is the local placeholder"),
+    ("ab sk-1234 sk-12345", ("sk-1234", "sk-12345"), "ab *** ***"),  # the longer one masked whole
+])
+def test_redact(text, secrets, expected):
+    assert redact(text, secrets) == expected
+
+
+def test_url_secrets_and_redact_url():
+    assert url_secrets("http://bob:p%40ss@h/v1") == ("bob", "p%40ss", "p@ss")
+    assert url_secrets("http://h/v1") == ()
+    assert redact_url("gguf:/models/x.gguf") == "gguf:/models/x.gguf"
+
+
+def test_redact_options_masks_keys_and_urls_in_a_tree():
+    opts = {"agent-llm": {"llm": {"base_url": with_credentials("http://h/v1"), "api_key": KEY, "model": "m",
+                                  "note": f"uses {PASSWORD}"}}, "heft": {"cpu_cores": 4}}
+    out = redact_options(opts)
+    assert out == {"agent-llm": {"llm": {"base_url": "http://***@h/v1", "api_key": "***", "model": "m",
+                                         "note": "uses ***"}}, "heft": {"cpu_cores": 4}}
+    assert opts["agent-llm"]["llm"]["api_key"] == KEY  # a copy
+
+
+# ---- every path -----------------------------------------------------------------------------------
+def test_config_errors_and_reports_hide_url_credentials():
+    with pytest.raises(PolicyError) as e:
+        LLMConfig.from_options({"base_url": f"http://bob:{PASSWORD}@[::1", "model": "m"}, {})
+    assert str(e.value) == "llm base_url is not a valid URL: 'http://***@[::1' (Invalid IPv6 URL)"
+    with pytest.raises(PolicyError) as e:
+        LLMConfig.from_options({"base_url": f"ftp://bob:{PASSWORD}@h/v1", "model": "m"}, {})
+    assert_clean(str(e.value))
+    c = LLMConfig.from_options({"base_url": f"http://bob:{PASSWORD}@h/v1", "model": "m", "api_key": KEY}, {})
+    assert c.to_dict()["base_url"] == "http://***@h/v1" and "api_key" not in c.to_dict()
+    assert_clean(json.dumps(AgentPolicy("llm", llm={"base_url": c.base_url, "model": "m", "api_key": KEY}).describe()))
+
+
+def test_preflight_error_hides_the_key_the_server_quotes(serve):
+    server, _ = serve(quote_the_key)
+    url = with_credentials(server.base_url)
+    with pytest.raises(PolicyError) as e:
+        LLMReasoner(LLMConfig.from_options({"base_url": url, "model": "m", "api_key": KEY}, {})).preflight()
+    msg = str(e.value)
+    assert_clean(msg)
+    assert msg == (f"LLM endpoint {server.base_url.replace('http://', 'http://***@')} is not usable: "
+                   "HTTP 401: Incorrect API key provided: ***. Basic auth bob:*** refused.")
+
+
+def test_round_audit_and_logs_hide_secrets(serve, caplog):
+    server, _ = serve(quote_the_key)
+    caplog.set_level(logging.DEBUG, logger="agentsched")
+    policy = AgentPolicy("llm", llm={"base_url": with_credentials(server.base_url), "model": "m", "api_key": KEY})
+    wf = load_scenario("S1")
+    run = run_loop(wf, policy, SimTestbed(seed=0), rounds=2, repeats=1)
+    audit = json.dumps([rec.proposal_info for rec in run.records])
+    assert_clean(audit)
+    assert "Incorrect API key provided: ***" in audit  # the message is kept, the key is not
+    assert run.records[0].proposal_info["base_url"] == server.base_url.replace("http://", "http://***@")
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    assert "circuit open" in logs
+    assert_clean(logs)
+
+
+def test_cli_error_line_and_run_json_hide_secrets(cli, serve, tmp_path, monkeypatch):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", f"http://bob:{PASSWORD}@127.0.0.1:{port}/v1",
+                         "--llm-model", "m", "--llm-api-key", KEY, "--rounds", "1", "--repeats", "1")
+    assert code != 0 and err == f"error: LLM endpoint http://***@127.0.0.1:{port}/v1 is not usable: connection refused\n"
+    # the key from the environment, a server that quotes it: the CLI's error line masks it too
+    server, _ = serve(quote_the_key)
+    monkeypatch.setenv("AGENTSCHED_LLM_API_KEY", KEY)
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", with_credentials(server.base_url),
+                         "--llm-model", "m", "--rounds", "1", "--repeats", "1")
+    assert code != 0 and "Incorrect API key provided: ***" in err
+    assert_clean(err)
+    # a run that goes through: its JSON records the model and the redacted URL, never a secret
+    good = '{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}'
+    server, _ = serve(good)
+    path = tmp_path / "run.json"
+    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", with_credentials(server.base_url),
+                         "--llm-model", "tiny", "--rounds", "2", "--repeats", "1", "--json-out", str(path))
+    assert code == 0, err
+    text = path.read_text()
+    assert_clean(text + out + err)
+    reasoner = json.loads(text)["policy_info"]["reasoner"]
+    assert reasoner["model"] == "tiny" and reasoner["base_url"] == server.base_url.replace("http://", "http://***@")
+    assert reasoner["fallback"]["name"] == "rules"
+
+
+def test_bench_results_json_hides_secrets_and_records_the_model(serve):
+    from agentsched.experiments.bench import BenchConfig, results_dict, run_bench
+
+    server, _ = serve('{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}')
+    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=2, repeats=1, seeds=(0,),
+                         policy_options={"agent-llm": {"llm": {"base_url": with_credentials(server.base_url),
+                                                               "model": "tiny", "api_key": KEY}}})
+    doc = results_dict(run_bench(config))
+    assert_clean(json.dumps(doc))
+    masked = server.base_url.replace("http://", "http://***@")
+    assert doc["config"]["policy_options"]["agent-llm"]["llm"] == {"base_url": masked, "model": "tiny",
+                                                                   "api_key": "***"}
+    reasoner = doc["policy_info"]["agent-llm"]["reasoner"]
+    assert reasoner["model"] == "tiny" and reasoner["base_url"] == masked

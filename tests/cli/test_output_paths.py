@@ -1,0 +1,62 @@
+"""cli/output.py: output files and folders are checked before the work, written after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
+from agentsched.errors import AgentschedError
+
+
+def test_check_output_file_leaves_nothing_and_keeps_an_existing_file(tmp_path):
+    new = tmp_path / "new.json"
+    assert check_output_file(new, "--json") == new and not new.exists()
+    old = tmp_path / "old.json"
+    old.write_text("keep me")
+    check_output_file(old, "--json")
+    assert old.read_text() == "keep me"
+
+
+def test_check_output_file_errors(tmp_path):
+    with pytest.raises(AgentschedError) as e:
+        check_output_file(tmp_path / "no" / "x.json", "--json")
+    assert str(e.value) == f"--json: folder {tmp_path / 'no'} does not exist"
+    with pytest.raises(AgentschedError) as e:
+        check_output_file(tmp_path, "--out")
+    assert str(e.value) == f"--out: {tmp_path} is a folder"
+    made = tmp_path / "a" / "b" / "x.json"
+    check_output_file(made, "--out", create_parent=True)
+    assert made.parent.is_dir() and not made.exists()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_unwritable_places_are_one_line_errors():
+    with pytest.raises(AgentschedError, match=r"^--json: cannot write /proc/x\.json: "):
+        check_output_file("/proc/x.json", "--json")
+    with pytest.raises(AgentschedError, match=r"^cannot create output folder /proc/x: "):
+        prepare_output_dir("/proc/x")
+    with pytest.raises(AgentschedError, match=r"^cannot write /proc/x\.json: "):
+        write_json("/proc/x.json", {})
+
+
+def test_prepare_output_dir_creates_it_and_leaves_it_empty(tmp_path):
+    out = prepare_output_dir(tmp_path / "a" / "b")
+    assert out.is_dir() and list(out.iterdir()) == []
+
+
+def test_write_json(tmp_path):
+    write_json(tmp_path / "x.json", {"a": 1}, indent=2)
+    assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1}
+
+
+def test_one_loader_of_the_papers_tables():
+    import agentsched.data as data
+    from agentsched.experiments import paper
+    from agentsched.report import markdown
+
+    assert paper.paper_tables is data.paper_tables and markdown.paper_tables is data.paper_tables
+    assert not hasattr(markdown, "PAPER_FIRST_MATCH")
+    assert paper.paper_first_match_rounds() == {"S11": 2, "S12": 1, "S13": 3}  # Table 5

@@ -1,0 +1,34 @@
+"""One meaning of --seed, and static schedulers planning the CPU cores --cpu-slots gives the testbed."""
+
+from __future__ import annotations
+
+import json
+
+from agentsched.cli.common import cpu_cores_option
+from agentsched.loop.runner import noise_stream, policy_stream
+
+
+def test_cpu_cores_follow_cpu_slots_for_planners_only():
+    assert cpu_cores_option("heft", {}, 2) == {"cpu_cores": 2}
+    assert cpu_cores_option("heft-cf", {"contention_factor": 0.5}, 3) == {"contention_factor": 0.5, "cpu_cores": 3}
+    assert cpu_cores_option("ucb1", {}, 2) == {}
+    assert cpu_cores_option("heft", {}, None) == {}
+
+
+def test_bench_passes_cpu_slots_to_heft(cli, tmp_path):
+    code, _, err = cli("bench", "--scenarios", "S5", "--policies", "heft,ucb1", "--seeds", "1", "--rounds", "1",
+                       "--repeats", "1", "--cpu-slots", "1", "--no-ablation", "--out", str(tmp_path / "b"))
+    assert code == 0, err
+    doc = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert doc["config"]["policy_options"] == {"heft": {"cpu_cores": 1}}
+
+
+def test_seed_streams_are_independent_and_reproducible():
+    assert noise_stream(3).random() == noise_stream(3).random()
+    assert noise_stream(3).random() != policy_stream(3).random()
+
+
+def test_simulate_uses_the_noise_stream_of_its_seed(cli):
+    outs = [cli("simulate", "S5", "--mapping", "A=gpu,B=gpu,C=gpu,D=cpu", "--seed", s, "--json")[1] for s in "112"]
+    e2e = [json.loads(o)["e2e_ms"] for o in outs]
+    assert e2e[0] == e2e[1] != e2e[2]

@@ -1,0 +1,127 @@
+"""The run journal: each finished run is recorded as it completes; --resume continues an interrupted
+bench (killed with SIGKILL at random moments) and its results equal an uninterrupted run's."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentsched.errors import AgentschedError
+from agentsched.experiments.journal import JOURNAL_NAME, RunJournal, journaled
+
+# 27 runs, each long enough (tens of ms) that a kill can land between two of them
+BENCH = ["bench", "--scenarios", "S1,S5,S13", "--policies", "heft,ucb1,agent-rules", "--seeds", "3",
+         "--rounds", "40", "--repeats", "5", "--no-ablation"]
+
+
+def _bench(out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "agentsched", *BENCH, "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _comparable(out: Path) -> dict:
+    doc = json.loads((out / "results.json").read_text())
+    doc.pop("wall_s")
+    doc["notes"] = [n for n in doc["notes"] if not n.startswith("resumed:")]
+    return doc
+
+
+def _runs_recorded(out: Path) -> int:
+    try:
+        with sqlite3.connect(out / JOURNAL_NAME, timeout=1) as db:
+            return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_a_bench_killed_at_random_moments_resumes_to_the_same_results(tmp_path):
+    whole = tmp_path / "whole"
+    p = _bench(whole)
+    assert p.wait(timeout=300) == 0, p.stderr.read()
+    expected = _comparable(whole)
+
+    broken = tmp_path / "broken"
+    rng = random.Random(7)
+    kills = 0
+    first = True
+    for _ in range(3):  # kill a few times at random moments, each time after some progress
+        before = _runs_recorded(broken)
+        p = _bench(broken, *([] if first else ["--resume"]))
+        first = False
+        target = before + rng.randint(1, 5)  # a random moment: after 1-5 more finished runs
+        deadline = time.monotonic() + 120
+        while _runs_recorded(broken) < target and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            kills += 1
+        p.wait(timeout=60)
+    assert kills == 3 and not (broken / "results.json").exists()
+    p = _bench(broken, "--resume")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "resumed:" in out
+    assert _comparable(broken) == expected
+
+
+def test_resume_refuses_a_journal_of_another_experiment(tmp_path):
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.put("k", {"x": 1})
+    j.close()
+    with pytest.raises(AgentschedError, match="belongs to a different experiment"):
+        RunJournal(tmp_path / "j.sqlite", {"a": 2}, resume=True)
+    again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+    assert again.get("k") == {"x": 1} and len(again) == 1
+    again.close()
+
+
+def test_without_resume_an_old_journal_is_replaced(tmp_path):
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.put("k", 1)
+    j.close()
+    fresh = RunJournal(tmp_path / "j.sqlite", {"a": 2})
+    assert fresh.get("k") is None and len(fresh) == 0
+    fresh.close()
+
+
+def test_a_corrupt_journal_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "j.sqlite"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(AgentschedError, match="unusable"):
+        RunJournal(bad, {"a": 1}, resume=True)
+
+
+def test_journaled_computes_once(tmp_path):
+    j = RunJournal(tmp_path / "j.sqlite", {})
+    calls = []
+    assert journaled(j, "k", lambda: calls.append(1) or 5) == 5
+    assert journaled(j, "k", lambda: calls.append(1) or 6) == 5
+    assert calls == [1] and j.resumed == 1
+    assert journaled(None, "k", lambda: 7) == 7
+    j.close()
+
+
+def test_ablation_resume_needs_a_journal(cli):
+    code, _, err = cli("ablation", "S13", "--resume", "--seeds", "1", "--rounds", "1")
+    assert code == 2 and err.strip() == "error: --resume needs --journal FILE (where the interrupted ablation " \
+                                        "recorded its runs)"
+
+
+def test_ablation_journal_resumes(cli, tmp_path):
+    args = ("ablation", "S13", "--seeds", "2", "--rounds", "3", "--repeats", "1", "--initial", "rules",
+            "--journal", str(tmp_path / "a.sqlite"))
+    code, first, err = cli(*args)
+    assert code == 0, err
+    code, second, err = cli(*args, "--resume")
+    assert code == 0, err
+    assert "resumed: 10 finished runs" in second  # 5 variants x 2 seeds
+    assert second.replace("resumed: 10 finished runs taken from " + str(tmp_path / "a.sqlite") + "\n", "") == first

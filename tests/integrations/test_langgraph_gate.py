@@ -1,0 +1,78 @@
+"""The start rules under LangGraph's own scheduling (gate.Gate)."""
+
+import threading
+
+import pytest
+
+from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
+from agentsched.model.workflow import Mode
+
+C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
+
+
+def _enter_in_thread(gate: Gate, task: str, log: list) -> threading.Thread:
+    def go() -> None:
+        try:
+            gate.enter(task)
+            log.append(("in", task))
+        except (Aborted, Infeasible) as e:
+            log.append((type(e).__name__, task))
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    return th
+
+
+def test_gpu_now_over_the_budget_is_infeasible() -> None:
+    gate = Gate({"a": N, "b": N}, {"a": 600, "b": 500}, budget_mb=1000, cpu_slots=None)
+    gate.enter("a")
+    with pytest.raises(Infeasible) as e:
+        gate.enter("b")
+    assert str(e.value) == "gpu_now task b needs 500 MB with 600 MB held: 1100 > budget 1000 MB"
+    gate.leave("a")
+    gate.enter("b")  # fits once a left
+    assert gate.peak_vram_mb == 600
+
+
+def test_gpu_queue_runs_one_at_a_time_in_arrival_order() -> None:
+    gate = Gate({"a": Q, "b": Q, "c": Q}, {"a": 10, "b": 10, "c": 10}, budget_mb=None, cpu_slots=None)
+    log: list = []
+    gate.enter("a")
+    tb = _enter_in_thread(gate, "b", log)
+    tb.join(0.2)
+    tc = _enter_in_thread(gate, "c", log)
+    tc.join(0.2)
+    assert log == []  # both wait while a runs
+    gate.leave("a")
+    tb.join(5)
+    tc.join(0.2)
+    assert log == [("in", "b")]  # b first (it arrived first); c still waits
+    gate.leave("b")
+    tc.join(5)
+    assert log == [("in", "b"), ("in", "c")]
+
+
+def test_gpu_queue_head_waits_for_vram_and_is_infeasible_above_the_budget() -> None:
+    gate = Gate({"a": N, "q": Q, "big": Q}, {"a": 700, "q": 500, "big": 1200}, budget_mb=1000, cpu_slots=None)
+    with pytest.raises(Infeasible, match="gpu_queue task big needs 1200 MB, more than the whole budget 1000 MB"):
+        gate.enter("big")
+    log: list = []
+    gate.enter("a")
+    tq = _enter_in_thread(gate, "q", log)
+    tq.join(0.2)
+    assert log == []  # 700 + 500 > 1000: waits (no VRAM held while waiting)
+    gate.leave("a")
+    tq.join(5)
+    assert log == [("in", "q")]
+
+
+def test_cpu_slots_cap_and_abort_releases_waiters() -> None:
+    gate = Gate({"a": C, "b": C}, {}, budget_mb=None, cpu_slots=1)
+    log: list = []
+    gate.enter("a")
+    tb = _enter_in_thread(gate, "b", log)
+    tb.join(0.2)
+    assert log == []
+    gate.abort()
+    tb.join(5)
+    assert log == [("Aborted", "b")]

@@ -1,0 +1,273 @@
+"""GraphRuntime: a LangGraph graph through agentsched.Runtime, against the same pipeline run with
+``agentsched invoke`` (Runtime.invoke on its YAML workflow), with the real langgraph and SQLite.
+
+The tools live in a module written to a new folder, as a user would, imported from the current
+directory (the runtime's rule for import paths)."""
+
+import json
+import textwrap
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from agentsched.integrations.langgraph import GraphError, GraphRuntime, tool_node  # noqa: E402
+from agentsched.model.execution import Status  # noqa: E402
+
+TOOLS = '''
+from agentsched import Tool
+
+
+class Split(Tool):
+    name = "split"
+    workload = "split each document into lower-case words"
+    tags = ("compute-light",)
+    has_gpu = False
+    input_names = ("documents",)
+
+    def run(self, inputs):
+        if any("FAIL" in d for d in inputs["documents"]):
+            raise ValueError("a document says FAIL")
+        return [d.lower().split() for d in inputs["documents"]]
+
+
+class Count(Tool):
+    name = "count"
+    workload = "word counts"
+    tags = ("compute-light",)
+
+    def load(self, device):
+        self.device = device
+
+    def run(self, inputs):
+        counts = {}
+        for words in inputs["split"]:
+            for w in words:
+                counts[w] = counts.get(w, 0) + 1
+        return counts
+
+
+class Longest(Tool):
+    name = "longest"
+    workload = "longest word per document"
+
+    def run(self, inputs):
+        return [max(words, key=len) if words else "" for words in inputs["split"]]
+
+
+class Where(Tool):
+    name = "where"
+    workload = "reports the device it was loaded on"
+    tags = ("compute-bound",)
+
+    def load(self, device):
+        self.device = device
+
+    def unload(self):
+        self.device = None
+
+    def run(self, inputs):
+        return self.device
+
+
+class Report(Tool):
+    name = "report"
+    workload = "join the counts and the longest words"
+    has_gpu = False
+
+    def run(self, inputs):
+        top = sorted(inputs["count"].items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        return {"top": top, "longest": inputs["longest"]}
+'''
+
+YAML = """
+name: words
+decision_space: three_way
+tasks:
+  split: {tool: "pipe_tools:Split"}
+  count: {tool: "pipe_tools:Count"}
+  longest: {tool: "pipe_tools:Longest"}
+  report: {tool: "pipe_tools:Report"}
+edges: [[split, count], [split, longest], [count, report], [longest, report]]
+"""
+
+DOCS = [["the cat sat on the mat", "a dog"], ["Graphs of tools", "placement matters the most"],
+        ["one", "two two", "three three three"]]
+
+
+class State(TypedDict, total=False):
+    documents: Any
+    split: Any
+    count: Any
+    longest: Any
+    report: Any
+    note: Any
+
+
+@pytest.fixture
+def pipe(tmp_path, monkeypatch):
+    """The user's folder: a tool module and the YAML workflow; the current directory is it."""
+    (tmp_path / "pipe_tools.py").write_text(textwrap.dedent(TOOLS))
+    (tmp_path / "words.yaml").write_text(YAML)
+    monkeypatch.chdir(tmp_path)
+    import sys
+
+    from agentsched.model.tool import tool_class
+
+    tool_class("pipe_tools:Split")  # imported as the runtime imports a tool path: from the current directory
+    yield tmp_path, sys.modules["pipe_tools"]
+    sys.modules.pop("pipe_tools", None)
+
+
+def words_graph(mod: Any, *, with_host: bool = False) -> StateGraph:
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("count", tool_node(mod.Count))
+    g.add_node("longest", tool_node(mod.Longest))
+    g.add_node("report", tool_node(mod.Report))
+    g.add_edge(START, "split")
+    if with_host:  # a host step (an LLM call, say) between split and count
+        g.add_node("note", lambda s: {"note": "host"})
+        g.add_edge("split", "note")
+        g.add_edge("note", "count")
+    else:
+        g.add_edge("split", "count")
+    g.add_edge("split", "longest")
+    g.add_edge(["count", "longest"], "report")
+    g.add_edge("report", END)
+    return g
+
+
+def test_graph_outputs_equal_the_yaml_pipeline_through_invoke(pipe) -> None:
+    folder, mod = pipe
+    from agentsched.runtime import Runtime
+    from agentsched.scenarios import resolve_workflow
+
+    yaml_wf = resolve_workflow(str(folder / "words.yaml"))
+    with Runtime(yaml_wf, store=str(folder / "a.db"), testbed="local", round_size=2) as rt, \
+            GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "a.db"), round_size=2) as grt:
+        assert grt.workflow.task_ids == yaml_wf.task_ids and grt.workflow.edges == yaml_wf.edges
+        for docs in DOCS:
+            a = rt.invoke(documents=docs)
+            b = grt.invoke({"documents": docs})
+            assert a.ok and b.ok, (a.message, b.message)
+            assert a.outputs == {"report": b.state["report"]} == {"report": b.outputs["report"]}
+            assert b.state["split"] == [d.lower().split() for d in docs]
+            assert set(b.mapping) == {"split", "count", "longest", "report"}
+
+
+def test_placements_show_in_history_and_learning_resumes(pipe, cli) -> None:
+    folder, mod = pipe
+    db = str(folder / "h.db")
+    seen = []
+    with GraphRuntime(words_graph(mod, with_host=True), "words-graph", store=db, round_size=2) as grt:
+        for docs in DOCS:
+            r = grt.invoke(documents=docs)
+            assert r.ok and [h["node"] for h in r.host_spans] == ["note"]
+            seen.append((r.invocation_id, {t: m.value for t, m in r.mapping.items()}, r.e2e_ms))
+    with GraphRuntime(words_graph(mod, with_host=True), "words-graph", store=db, round_size=2) as grt:
+        r = grt.invoke(documents=DOCS[0])  # a new process on the same store: the history continues
+        assert r.ok and r.invocation_id == len(DOCS) + 1
+        seen.append((r.invocation_id, {t: m.value for t, m in r.mapping.items()}, r.e2e_ms))
+    code, out, err = cli("history", "words-graph", "--store", db, "--json")
+    assert code == 0, err
+    (learner,) = json.loads(out)["learners"]
+    assert learner["settings"]["testbed"] == "langgraph"
+    assert learner["task_ids"] == ["split", "count", "longest", "report"]  # the host node is not a task
+    got = [(e["invocation_id"], e["mapping"], e["e2e_ms"]) for e in learner["executions"]]
+    assert [(i, m) for i, m, _ in got] == [(i, m) for i, m, _ in seen]
+    assert all(abs(a - b) < 1e-6 for (_, _, a), (_, _, b) in zip(got, seen, strict=True))
+
+
+def test_a_node_that_raises_fails_that_invocation_and_the_next_runs(pipe) -> None:
+    folder, mod = pipe
+    with GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "f.db")) as grt:
+        bad = grt.invoke(documents=["FAIL here"])
+        assert bad.status is Status.ERROR and bad.state is None and bad.e2e_ms is None
+        assert bad.message == "node split (split) failed: ValueError: a document says FAIL"
+        good = grt.invoke(documents=["fine"])
+        assert good.ok and good.state["report"]["longest"] == ["fine"]
+
+
+def test_graph_the_runtime_cannot_map_is_refused_naming_the_node(pipe) -> None:
+    folder, mod = pipe
+    g = words_graph(mod)
+    g.add_conditional_edges("report", lambda s: END, {"again": "split", END: END})
+    with pytest.raises(GraphError, match="^graph has a cycle through node 'split' "):
+        GraphRuntime(g, "words-graph", store=str(folder / "c.db"))
+    g = StateGraph(State)
+    g.add_node("split", mod.Split)  # a Tool class as is, not wrapped
+    g.add_edge(START, "split")
+    with pytest.raises(GraphError, match="^node 'split' is the agentsched.Tool class Split"):
+        GraphRuntime(g, "words-graph", store=str(folder / "c.db"))
+
+
+def test_missing_input_is_one_line(pipe) -> None:
+    folder, mod = pipe
+    from agentsched.errors import AgentschedError
+
+    with GraphRuntime(words_graph(mod), "words-graph", store=None) as grt:
+        with pytest.raises(AgentschedError, match="missing input.*source task split.*documents"):
+            grt.invoke(text="no documents")
+
+
+def test_conditional_graph_learns_over_invocations_that_skip_a_branch(pipe) -> None:
+    folder, mod = pipe
+    from typing import Literal
+
+    def which(state: State) -> Literal["count", "longest"]:
+        return "count" if len(state["documents"]) > 1 else "longest"
+
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("count", tool_node(mod.Count))
+    g.add_node("longest", tool_node(mod.Longest))
+    g.add_edge(START, "split")
+    g.add_conditional_edges("split", which)
+    with GraphRuntime(g, "words-branch", store=str(folder / "b.db"), round_size=2) as grt:
+        assert grt.workflow.task_ids == ["split", "count", "longest"]  # the placement covers both branches
+        for i in range(6):
+            docs = ["a b", "c d e"] if i % 2 else ["only one document"]
+            r = grt.invoke(documents=docs)
+            assert r.ok, r.message
+            ran = {s["task"] for s in r.timeline}
+            assert ran == ({"split", "count"} if i % 2 else {"split", "longest"})
+            assert set(r.mapping) == {"split", "count", "longest"}
+            assert r.invocation_id == i + 1
+
+
+def test_each_node_runs_on_the_device_the_runtime_chose(pipe) -> None:
+    folder, mod = pipe
+    from agentsched.integrations.langgraph import LangGraphTestbed
+
+    class FakeGpu(LangGraphTestbed):  # tools that only record their device: no CUDA needed
+        def _cuda_available(self) -> bool:
+            return True
+
+    class WState(TypedDict, total=False):
+        documents: Any
+        split: Any
+        w1: Any
+        w2: Any
+
+    g = StateGraph(WState)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("w1", tool_node(mod.Where))
+    g.add_node("w2", tool_node(mod.Where))
+    g.add_edge(START, "split")
+    g.add_edge("split", "w1")
+    g.add_edge("split", "w2")
+    device = {"cpu": "cpu", "gpu_now": "cuda:0", "gpu_queue": "cuda:0"}
+    modes = set()
+    with GraphRuntime(g, "where", store=str(folder / "w.db"), round_size=1, explore_fraction=0.5,
+                      testbed=FakeGpu(g)) as grt:
+        for _ in range(8):
+            r = grt.invoke(documents=["x"])
+            assert r.ok, r.message
+            for t in ("w1", "w2"):
+                assert r.state[t] == device[r.mapping[t].value]
+                modes.add(r.mapping[t].value)
+    assert modes - {"cpu"}  # the policy did place nodes on the GPU modes

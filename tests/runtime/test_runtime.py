@@ -1,0 +1,172 @@
+"""The runtime in process: real user tools, failures, the exploration budget, resuming from the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsched import Runtime
+from agentsched.errors import PolicyError, StoreError, ToolError
+from agentsched.model.execution import Status
+from agentsched.model.mapping import mapping_key
+from agentsched.model.workflow import load_workflow_file
+from agentsched.scenarios import load_scenario
+from agentsched.store import Store
+from agentsched.testbeds.sim import SimTestbed
+
+
+@pytest.fixture
+def words(on_path):
+    return load_workflow_file(on_path / "words.yaml")
+
+
+def test_invoke_runs_the_user_tools_and_returns_the_sinks(words, tmp_path):
+    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+        res = rt.invoke(text="the quick brown fox")
+    assert res.ok and res.outputs == {"B": 4, "C": "THE QUICK BROWN FOX"}
+    assert set(res.mapping) == {"A", "B", "C"} and res.e2e_ms > 0 and res.invocation_id == 1
+    assert [s["task"] for s in res.timeline][0] == "A" and res.kind == "round" and res.round == 0
+    assert rt.policy.label == "agent-rules-cold"  # no card: cold start
+
+
+def test_a_failing_tool_fails_that_invocation_only(words, tmp_path):
+    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+        bad = rt.invoke(text="boom")
+        good = rt.invoke(text="still works")
+    assert bad.status is Status.ERROR and bad.outputs == {}
+    assert bad.message == "task A (wordtools:Split) failed: ValueError: cannot split boom"
+    assert good.ok and good.outputs["B"] == 2
+
+
+def test_missing_inputs_are_refused_before_running(words, tmp_path):
+    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+        with pytest.raises(ToolError, match=r"missing input\(s\) for source task A \(wordtools:Split\): text"):
+            rt.invoke()
+        with pytest.raises(ToolError, match="text"):
+            rt.invoke(other="x")
+        assert rt.invoke(text="a").ok  # nothing was consumed by the refused calls
+    assert len(Store(tmp_path / "s.db").executions(1)) == 1
+
+
+def test_policies_that_need_cards_are_refused_for_unprofiled_tools(words, tmp_path):
+    with pytest.raises(PolicyError, match=r"policy heft needs profile cards, but task\(s\) A, B, C have none"):
+        Runtime(words, policy="heft", store=tmp_path / "s.db")
+    with pytest.raises(PolicyError, match="offline reference"):
+        Runtime(words, policy="oracle", store=tmp_path / "s.db")
+
+
+def _sim(**kw):
+    return SimTestbed(noise_sigma=0.0, **kw)
+
+
+def test_probes_stay_within_the_exploration_budget():
+    wf = load_scenario("S13")  # three-way under a budget: the monitor wants many what-ifs
+    for fraction in (0.0, 0.1, 0.3):
+        with Runtime(wf, store=None, testbed=_sim(), round_size=3, explore_fraction=fraction) as rt:
+            kinds = [rt.invoke().kind for _ in range(60)]
+        probes = kinds.count("probe")
+        assert probes <= fraction * 60 + 1e-9
+        if fraction > 0:
+            assert probes >= 1  # the budget is used, not ignored
+        assert rt.probes == probes and rt.executions == 60
+
+
+def test_a_new_runtime_resumes_learning_where_the_last_stopped(tmp_path):
+    """30 invocations in one runtime, or 12 then 18 in a second one on the same store: the same
+    mapping for every invocation (the second replays the first's executions into the policy)."""
+    wf = load_scenario("S13")
+
+    def mappings(rt, n):
+        return [mapping_key(wf, rt.invoke().mapping) for _ in range(n)]
+
+    with Runtime(wf, store=None, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+        straight = mappings(rt, 30)
+    db = tmp_path / "s.db"
+    with Runtime(wf, store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+        first = mappings(rt, 12)
+    with Runtime(wf, store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+        second = mappings(rt, 18)
+        assert rt.replayed == 12 and rt.diverged_at is None
+    assert first + second == straight
+    assert len(set(straight)) > 1  # it did learn something (the mapping changed)
+    st = Store(db, read_only=True)
+    assert [r.round for r in st.rounds(1)] == list(range(len(st.rounds(1))))
+    assert len(st.executions(1)) == 30
+
+
+def test_other_settings_start_another_learner(tmp_path):
+    wf = load_scenario("S5")
+    db = tmp_path / "s.db"
+    with Runtime(wf, store=db, testbed=_sim(), round_size=3) as rt:
+        rt.invoke()
+    with Runtime(wf, store=db, testbed=_sim(), round_size=4) as rt:
+        rt.invoke()
+        assert rt.replayed == 0
+    assert len(Store(db).learners("S5")) == 2
+
+
+def test_a_locked_store_fails_the_invocation_in_one_line(tmp_path):
+    import sqlite3
+
+    wf = load_scenario("S5")
+    db = tmp_path / "s.db"
+    st = Store(db, busy_timeout_s=0.2)
+    rt = Runtime(wf, store=st, testbed=_sim(), round_size=3)
+    rt.invoke()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="is locked"):
+            rt.invoke()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        rt.close()
+        st.close()
+    assert len(Store(db).executions(1)) == 1  # the history before the lock is intact
+
+
+def test_workflow_from_tools_runs_classes_and_instances(tmp_path):
+    import agentsched
+    from agentsched.runtime import workflow_from_tools
+
+    class Add(agentsched.Tool):
+        has_gpu = False
+
+        def run(self, inputs):
+            return inputs["x"] + 1
+
+    class Double(agentsched.Tool):
+        has_gpu = False
+
+        def __init__(self, factor):
+            self.factor = factor
+
+        def run(self, inputs):
+            return inputs["A"] * self.factor
+
+    wf = workflow_from_tools("arith", {"A": Add, "B": Double(3)}, [("A", "B")])
+    with Runtime(wf, store=tmp_path / "s.db", cpu_workers=1) as rt:
+        assert rt.invoke(x=1).outputs == {"B": 6}
+        assert rt.invoke(x=10).outputs == {"B": 33}
+
+
+def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
+    out = tmp_path / "cards.json"
+    code, _, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup", "0",
+                       "--busy", "ignore")
+    assert code == 0, err
+    from agentsched.model.cards import load_card_set
+
+    card = load_card_set(out).cards["wordtools:Shout"]
+    assert card.cpu_ms > 0 and card.gpu_ms is None  # measured on the CPU; a host-only tool
+    assert card.workload == "upper-case the words, joined" and card.tags == ("compute-bound",)
+    wf_file = tmp_path / "words.yaml"
+    wf_file.write_text((on_path / "words.yaml").read_text() + "cards: cards.json\n")
+    wf = load_workflow_file(wf_file)
+    assert wf.unprofiled == frozenset({"A", "B"}) and wf.task_cards["C"].cpu_ms == card.cpu_ms
+
+    code, _, err = cli("profile", "--tools", "wordtools:Split", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and err.strip() == ("error: tool wordtools:Split defines no example_inputs() (a dict of the "
+                                         "inputs run() takes): the profiler has nothing to time it on")
+    code, _, err = cli("profile", "--tools", "wordtools:Plain", "--out", str(tmp_path / "x.json"))
+    assert code == 2 and "class Plain is not an agentsched.Tool subclass" in err

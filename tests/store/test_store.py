@@ -1,0 +1,205 @@
+"""The persistent store: records round-trip exactly, concurrent appends, and every bad store is a
+one-line StoreError that loses no history."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from agentsched.errors import StoreError
+from agentsched.model.cards import CardSet
+from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.workflow import Mode
+from agentsched.scenarios import load_scenario
+from agentsched.store import SCHEMA_VERSION, Store, execution_from_doc, execution_to_doc
+
+
+def _execution(e2e: float = 12.345678901234567, status: Status = Status.OK) -> Execution:
+    spans = (TaskSpan("A", "groupby", Mode.CPU, 0.0, 0.1, 5.123456789, 0.0, 0.0),
+             TaskSpan("B", "clip", Mode.GPU_QUEUE, 5.123456789, 5.2, None if status is not Status.OK else e2e,
+                      1.5, 300.25))
+    return Execution(status=status, mapping={"A": Mode.CPU, "B": Mode.GPU_QUEUE},
+                     e2e_ms=e2e if status is Status.OK else None, elapsed_ms=e2e, peak_vram_mb=300.25, spans=spans,
+                     vram_timeline=((0.0, 0.0), (5.2, 300.25)), message="" if status is Status.OK else "boom",
+                     testbed="local", extra={"size": "small", "failed_task": None, "obj": object()},
+                     outputs={"B": object()})
+
+
+def test_execution_round_trips_at_full_precision():
+    x = _execution()
+    y = execution_from_doc(execution_to_doc(x))
+    assert y.mapping == x.mapping and y.spans == x.spans and y.e2e_ms == x.e2e_ms
+    assert y.vram_timeline == x.vram_timeline and y.status is Status.OK
+    assert "obj" not in y.extra and y.extra["size"] == "small"  # what JSON cannot hold is dropped
+    assert y.outputs == {}  # outputs are the caller's data, never stored
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = Store(tmp_path / "s.db")
+    yield st
+    st.close()
+
+
+def test_new_store_is_wal_with_a_schema_version(store):
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+def test_learner_is_keyed_by_workflow_cards_policy_and_settings(store):
+    wf = load_scenario("S5")
+    a = store.learner(wf, "agent-rules", {"round_size": 5})
+    assert store.learner(wf, "agent-rules", {"round_size": 5}).id == a.id
+    assert store.learner(wf, "agent-rules", {"round_size": 3}).id != a.id
+    slower = CardSet(name="slower", cards={k: c.model_copy(update={"cpu_ms": c.cpu_ms * 2})
+                                           for k, c in wf.card_set.cards.items()})
+    assert store.learner(wf.with_cards(slower), "agent-rules", {"round_size": 5}).id != a.id
+    assert store.learner(load_scenario("S6"), "agent-rules", {"round_size": 5}).id != a.id
+    assert [ln.id for ln in store.learners("S5")] == [a.id, a.id + 1, a.id + 2]
+    assert store.card_doc(a.card_hash)["cards"]["A"]["name"] == wf.task_cards["A"].name
+
+
+def test_a_taken_place_keeps_the_execution_outside_the_sequence(tmp_path):
+    a, b = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    lid = a.learner(load_scenario("S5"), "p", {}).id
+    first, took = a.append(lid, 0, "round", 0, _execution(10.0))
+    second, took2 = b.append(lid, 0, "round", 0, _execution(11.0))
+    assert took and not took2 and second > first
+    assert b.execution_at(lid, 0).e2e_ms == 10.0
+    rows = a.executions(lid)
+    assert [(r.seq, r.e2e_ms) for r in rows] == [(0, 10.0), (None, 11.0)]
+    assert a.sequence_length(lid) == 1
+
+
+def test_rounds_are_recorded_once(store):
+    lid = store.learner(load_scenario("S5"), "p", {}).id
+    store.add_round(lid, 0, {"A": Mode.CPU}, Status.OK, 5.0, 5, "r0")
+    store.add_round(lid, 0, {"A": Mode.GPU_NOW}, Status.OK, 1.0, 5, "replayed")  # kept as first written
+    rows = store.rounds(lid)
+    assert len(rows) == 1 and rows[0].mapping == {"A": "cpu"} and rows[0].reason == "r0"
+
+
+# ---- bad stores ------------------------------------------------------------------------------
+def _count(path) -> int:
+    return sqlite3.connect(path).execute("SELECT COUNT(*) FROM executions").fetchone()[0]
+
+
+def test_newer_schema_is_refused(tmp_path):
+    p = tmp_path / "s.db"
+    Store(p).close()
+    with sqlite3.connect(p) as c:
+        c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than .* upgrade agentsched"):
+        Store(p)
+
+
+@pytest.mark.parametrize("content", [b"garbage, not a database" * 100, b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_corrupt_store_is_refused(tmp_path, content):
+    p = tmp_path / "s.db"
+    p.write_bytes(content)
+    with pytest.raises(StoreError, match=r"store .*s.db is corrupt or not an SQLite file") as e:
+        Store(p)
+    assert "\n" not in str(e.value)
+    assert p.read_bytes() == content  # left untouched
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    p = tmp_path / "other.db"
+    with sqlite3.connect(p) as c:
+        c.execute("CREATE TABLE mine (x)")
+    with pytest.raises(StoreError, match="not an agentsched store"):
+        Store(p)
+
+
+def test_locked_store_is_a_one_line_error_and_loses_nothing(tmp_path):
+    p = tmp_path / "s.db"
+    st = Store(p)
+    lid = st.learner(load_scenario("S5"), "p", {}).id
+    st.append(lid, 0, "round", 0, _execution())
+    holder = sqlite3.connect(p, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        st.busy_timeout_s = 0.2  # (the store already open, as a runtime's would be)
+        st._conn.execute("PRAGMA busy_timeout = 200")
+        with pytest.raises(StoreError, match=r"is locked by another process \(waited 0.2 s\)"):
+            st.append(lid, 1, "round", 0, _execution())
+        other = Store(p, busy_timeout_s=0.2)  # WAL: opening and reading still work
+        assert len(other.executions(lid)) == 1
+        with pytest.raises(StoreError, match="is locked"):
+            other.add_round(lid, 0, {"A": Mode.CPU}, Status.OK, 1.0, 1, "")
+        other.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert _count(p) == 1
+    st.append(lid, 1, "round", 0, _execution())  # usable again once the lock is gone
+    assert _count(p) == 2
+
+
+def test_read_only_open_refuses_writes_and_reads(tmp_path):
+    p = tmp_path / "s.db"
+    st = Store(p)
+    lid = st.learner(load_scenario("S5"), "p", {}).id
+    st.append(lid, 0, "round", 0, _execution())
+    st.close()
+    ro = Store(p, read_only=True)
+    assert len(ro.executions(lid)) == 1
+    with pytest.raises(StoreError, match="opened read-only"):
+        ro.append(lid, 1, "round", 0, _execution())
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "missing.db", read_only=True)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
+def test_read_only_file_is_refused(tmp_path):
+    p = tmp_path / "s.db"
+    Store(p).close()
+    p.chmod(0o444)
+    with pytest.raises(StoreError, match="is read-only"):
+        Store(p)
+
+
+def test_store_in_a_missing_folder(tmp_path):
+    with pytest.raises(StoreError, match="folder .* does not exist"):
+        Store(tmp_path / "nope" / "s.db")
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from agentsched.model.execution import Execution, Status
+    from agentsched.model.workflow import Mode
+    from agentsched.scenarios import load_scenario
+    from agentsched.store import Store
+
+    st = Store(sys.argv[1])
+    lid = st.learner(load_scenario("S5"), "p", {}).id
+    for i in range(int(sys.argv[2])):
+        seq = st.sequence_length(lid)
+        x = Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=float(i), elapsed_ms=1.0,
+                      peak_vram_mb=0.0, spans=())
+        st.append(lid, seq, "round", 0, x)
+    st.close()
+""")
+
+
+def test_two_processes_append_to_one_store(tmp_path):
+    p = tmp_path / "s.db"
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(p), "40"], stderr=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    conn = sqlite3.connect(p)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0] == 80  # nothing lost
+    seqs = [r[0] for r in conn.execute("SELECT seq FROM executions WHERE seq IS NOT NULL ORDER BY seq")]
+    assert seqs == list(range(len(seqs)))  # the sequence has no hole and no duplicate
+    pids = {r[0] for r in conn.execute("SELECT pid FROM executions")}
+    assert len(pids) == 2

@@ -1,0 +1,226 @@
+"""The ray testbed on a real multi-node Ray cluster started on this machine (``ray.cluster_utils``):
+CPU-only nodes that declare one fake GPU and 1000 MB of ``vram_mb`` each, light fake tools (sleeps),
+GPUs emulated. Skipped only when ray is not installed."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+
+import pytest
+
+import agentsched
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from agentsched.model.execution import Status  # noqa: E402
+from agentsched.model.workflow import Mode, parse_workflow  # noqa: E402
+from agentsched.testbeds.local import LocalBackend, LocalTestbed  # noqa: E402
+from agentsched.testbeds.ray import EMULATED_NOTE, RayTestbed  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
+NODE_VRAM_MB = 1000.0  # every node's vram_mb: clip (656 MB) + bert_base (486 MB) do not fit on one
+NODE = {"num_cpus": 1, "num_gpus": 1, "resources": {"vram_mb": NODE_VRAM_MB}}
+
+# the fake tools are shipped to the Ray workers by value (the workers cannot import this test module)
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class SleepTool:
+    """A light fake tool: ``run`` sleeps and returns what it was given (its inputs' keys)."""
+
+    def __init__(self, name: str, call_s: float) -> None:
+        self.name, self.call_s = name, call_s
+        self.has_gpu = name not in ("web_search", "log_analyzer", "pdf_parser")
+        self.device: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self.device is not None
+
+    def load(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def move(self, device: str) -> None:
+        self.device = device
+
+    def run(self, inputs: dict) -> tuple[str, list[str]]:
+        time.sleep(self.call_s)
+        return self.name, sorted(inputs)
+
+    def sync(self) -> None:
+        pass
+
+    def unload(self) -> None:
+        self.device = None
+
+
+class SleepFactory:
+    """Builds SleepTools; picklable (Ray ships it to every node's actors)."""
+
+    def __init__(self, call_s: float = 0.05) -> None:
+        self.call_s = call_s
+
+    def __call__(self, name: str, size: str, seed: int = 0) -> SleepTool:
+        return SleepTool(name, self.call_s)
+
+
+def wf(tasks: dict, edges=(), budget=None):
+    return parse_workflow({"name": "t", "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,
+                           "tasks": tasks, "edges": [list(e) for e in edges]}, "t")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={
+        **NODE, "_system_config": {"idle_worker_killing_time_threshold_ms": 3_600_000}})
+    c.add_node(**NODE)
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def make_tb(cluster, call_s=0.05, **kw) -> RayTestbed:
+    return RayTestbed(address=cluster.address, emulate_gpu=True, tool_factory=SleepFactory(call_s), **kw)
+
+
+def test_tasks_spread_over_the_nodes_and_data_flows(cluster):
+    # two 1-CPU nodes: the two middle tasks run at once only on different nodes
+    tb = make_tb(cluster, call_s=0.3)
+    try:
+        w = wf({"A": "groupby", "B": "doc_merger", "C": "image_resize", "D": "vector_search"},
+               [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+        ex = tb.run(w, {"A": C, "B": C, "C": C, "D": C}, inputs={"q": 1})
+        assert ex.ok, ex.message
+        assert ex.extra["nodes"]["B"] != ex.extra["nodes"]["C"]
+        assert len(set(ex.extra["nodes"].values())) == 2
+        s = {sp.task: sp for sp in ex.spans}
+        assert s["B"].start_ms < s["C"].end_ms and s["C"].start_ms < s["B"].end_ms  # they overlapped
+        assert s["D"].start_ms >= max(s["B"].end_ms, s["C"].end_ms)
+        assert ex.outputs["A"] == ("groupby", ["q"])  # a source task gets the invocation's inputs
+        assert ex.outputs["D"] == ("vector_search", ["B", "C"])  # a join gets its predecessors' outputs
+        assert ex.extra["emulated_gpu"] is True and ex.extra["timing_note"] == EMULATED_NOTE
+    finally:
+        tb.close()
+
+
+def test_gpu_now_tasks_over_a_nodes_vram_are_never_colocated(cluster):
+    # no workflow budget: the start rules admit both at once; only Ray's vram_mb keeps them apart
+    tb = make_tb(cluster, call_s=0.3)
+    try:
+        w = wf({"A": "clip", "B": "bert_base", "C": "clip"})
+        for _ in range(3):
+            ex = tb.run(w, {"A": N, "B": N, "C": N})
+            assert ex.ok, ex.message
+            s = {sp.task: sp for sp in ex.spans}
+            nodes = ex.extra["nodes"]
+            for x, y in itertools.combinations("ABC", 2):
+                if nodes[x] == nodes[y]:  # same node: one after the other
+                    assert s[x].end_ms <= s[y].start_ms + 1 or s[y].end_ms <= s[x].start_ms + 1, (x, y, ex.spans)
+            assert ex.peak_vram_mb == pytest.approx(656 + 486 + 656)  # all three admitted together
+    finally:
+        tb.close()
+
+
+def test_a_task_no_node_can_hold_is_an_error_not_a_hang(cluster):
+    tb = make_tb(cluster)
+    try:
+        ex = tb.run(wf({"A": "llama_1b"}), {"A": N})  # 2,400+ MB > every node's 1000 MB
+        assert ex.status is Status.ERROR and "no Ray node offers" in ex.message
+    finally:
+        tb.close()
+
+
+def test_concurrent_invocations_each_get_an_execution(cluster):
+    tb = make_tb(cluster, call_s=0.1)
+    try:
+        w = wf({"A": "groupby", "B": "clip"}, [("A", "B")])
+        res = tb.run_concurrent(w, {"A": C, "B": Q}, 3)
+        assert len(res.executions) == 3 and all(e.ok for e in res.executions)
+        assert res.throughput_per_s > 0
+    finally:
+        tb.close()
+
+
+def test_ray_and_local_agree_on_feasibility(cluster, monkeypatch):
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: True)  # fake GPU tools locally
+    w = wf({"A": "clip", "B": "bert_base"}, budget=1100)  # both on gpu_now: 1142 MB > 1100: oom
+    tb = make_tb(cluster, call_s=0.02)
+    local = LocalTestbed(size="small", tool_factory=SleepFactory(0.02))
+    try:
+        seen = set()
+        for a, b in itertools.product((C, N, Q), repeat=2):
+            m = {"A": a, "B": b}
+            rs, ls = tb.run(w, m).status, local.run(w, m).status
+            assert rs is ls, (m, rs, ls)
+            seen.add(rs)
+        assert seen == {Status.OK, Status.OOM}
+    finally:
+        tb.close()
+        local.close()
+
+
+def test_a_node_removed_mid_run_is_retried_or_an_error_never_a_hang(cluster):
+    extra = cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    tb = make_tb(cluster, call_s=2.0, timeout_s=60)
+    w = wf({"A": "groupby", "B": "doc_merger", "C": "image_resize", "D": "vector_search"})
+    out: list = []
+    th = threading.Thread(target=lambda: out.append(tb.run(w, {t: C for t in "ABCD"})))
+    try:
+        assert tb.run(w, {t: C for t in "ABCD"}).ok  # warm: actors and workers on all three nodes
+        th.start()
+        time.sleep(1.0)  # three 1-CPU nodes: three 2-s tasks are running, one on the new node
+        cluster.remove_node(extra)
+        th.join(timeout=120)
+        assert not th.is_alive(), "the run hung after a node was removed"
+        ex = out[0]
+        assert ex.status in (Status.OK, Status.ERROR)
+        if ex.ok:  # Ray re-ran the lost lease on a surviving node
+            assert set(ex.extra["nodes"].values()) <= {n["NodeID"][:12] for n in ray.nodes() if n["Alive"]}
+    finally:
+        th.join(timeout=120)
+        tb.close()
+
+
+class Words(agentsched.Tool):
+    """A user tool (the public API): splits its ``text`` argument."""
+
+    name = "words"
+    has_gpu = False
+    input_names = ("text",)
+
+    def run(self, inputs):
+        return inputs["text"].split()
+
+
+class Count(agentsched.Tool):
+    """A user tool with a GPU version (emulated here): counts its predecessor's words."""
+
+    name = "count"
+    has_gpu = True
+
+    def run(self, inputs):
+        return len(inputs["A"])
+
+
+def test_runtime_invokes_user_tools_on_the_cluster(cluster):
+    from agentsched.runtime import Runtime, workflow_from_tools
+
+    w = workflow_from_tools("words", {"A": Words, "B": Count}, [("A", "B")], vram_budget_mb=500)
+    tb = make_tb(cluster)
+    with Runtime(w, policy="agent-rules-cold", store=None, testbed=tb, round_size=2) as rt:
+        results = [rt.invoke(text="one two three") for _ in range(4)]
+    tb.close()
+    assert [r.status for r in results] == ["ok"] * 4, [r.message for r in results]
+    assert all(r.outputs == {"B": 3} for r in results)
+    assert all(sorted(sp["task"] for sp in r.timeline) == ["A", "B"] for r in results)
