@@ -116,6 +116,15 @@ class PlanPolicy(Policy):
             if s.end_ms is not None:
                 self.seen_modes.add((s.task, s.mode is not Mode.CPU and self.model.has_gpu(s.task)))
 
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "start": self.start, "probe_fraction": self.probe_fraction,
+                "probes_per_round": self.probes_per_round, "min_gain": self.min_gain}
+
+    def _may_probe(self) -> bool:
+        """Within the planner's probe budget and, under the runtime, its exploration budget."""
+        allowed = self.ctx.probe_allowed
+        return self.probes_used < self.probe_budget and (allowed is None or allowed())
+
     def _probe(self, mapping: MappingT) -> Execution:
         x = self.ctx.probe(mapping)
         self.probes_used += 1
@@ -136,7 +145,7 @@ class PlanPolicy(Policy):
         fit, pred, res = self._plan()
         last = round_index >= self.ctx.rounds - 1
         per_round = 0
-        while not last and per_round < self.probes_per_round and self.probes_used < self.probe_budget:
+        while not last and per_round < self.probes_per_round and self._may_probe():
             target = self._probe_target(fit, pred, res)
             if target is None:
                 break
@@ -266,6 +275,9 @@ class PlanPolicy(Policy):
         except compute-bound ones (their CPU latency follows the GPU one by the tag's speedup: a CPU
         run of a dense model is the most expensive probe there is)."""
         wf = self.ctx.workflow
+        allowed = self.ctx.probe_allowed
+        if allowed is not None and not allowed():
+            return
         no_gpu = [t for t in self.ids if self.model.has_gpu(t) and (t, True) not in self.seen_modes]
         if no_gpu:
             gpu_mode = Mode.GPU_QUEUE if wf.decision_space is DecisionSpace.THREE_WAY else Mode.GPU_NOW
