@@ -279,9 +279,14 @@ class PlanPolicy(Policy):
         if allowed is not None and not allowed():
             return
         no_gpu = [t for t in self.ids if self.model.has_gpu(t) and (t, True) not in self.seen_modes]
+        # a task seen nowhere that is not compute-bound is profiled on the CPU in the same probe (one
+        # probe instead of two); its GPU latency stays uncertain, so probing by value tries it if it could pay
+        neither = [t for t in no_gpu if (t, False) not in self.seen_modes and "compute-bound" not in self.tags[t]]
+        no_gpu = [t for t in no_gpu if t not in neither]
         if no_gpu:
             gpu_mode = Mode.GPU_QUEUE if wf.decision_space is DecisionSpace.THREE_WAY else Mode.GPU_NOW
-            self._probe({t: (gpu_mode if t in no_gpu else self._last_round_mode(t)) for t in self.ids})
+            self._probe({t: (gpu_mode if t in no_gpu else Mode.CPU if t in neither else self._last_round_mode(t))
+                         for t in self.ids})
             notes.append(f"cold-start profile: {', '.join(no_gpu)} on {wf.decision_space.label(gpu_mode)}")
         no_cpu = [t for t in self.ids if (t, False) not in self.seen_modes and "compute-bound" not in self.tags[t]]
         if no_cpu:
