@@ -79,3 +79,11 @@ def test_bench_empty_folder_is_one_line(cli, tmp_path):
     (tmp_path / "empty").mkdir()
     code, _, err = cli("bench", "--scenarios", str(tmp_path / "empty"), "--out", str(tmp_path / "b"))
     assert code == 2 and "holds no workflow files" in err
+
+
+def test_bench_scores_a_workflow_too_large_to_enumerate_against_the_best_known(cli, tmp_path):
+    cli("generate", "--tasks", "11", "--space", "three_way", "--out", str(tmp_path / "g"))  # 3^11 > 60,000
+    code, out, err = cli("bench", "--scenarios", str(tmp_path / "g"), "--policies", "heft", "--rounds", "1",
+                         "--repeats", "1", "--seeds", "1", "--out", str(tmp_path / "b"), "--no-ablation")
+    assert code == 0, err
+    assert "no oracle (1.77e+05 mappings); its ratios are over the best known mapping" in " ".join(out.split())
