@@ -67,12 +67,12 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
 
 @pytest.mark.parametrize("args,message", [
     (["--policy", "nope"], "error: unknown policy 'nope' (valid: all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, "
-                           "oracle, agent-rules, agent-rules-cold, agent-llm)"),
+                           "oracle, agent-rules, agent-rules-cold, agent-llm, agent-plan, agent-plan-cold)"),
     (["--policy", "heft", "--rounds", "0"], "error: --rounds must be >= 1, got 0"),
     (["--policy", "heft", "--repeats", "0"], "error: --repeats must be >= 1, got 0"),
     (["--policy", "heft", "--start", "lukewarm"], "error: --start must be warm or cold, got 'lukewarm'"),
     (["--policy", "heft", "--start", "cold"],
-     "error: policy heft has no cold start (--start is for agent-rules, agent-llm)"),
+     "error: policy heft has no cold start (--start is for agent-rules, agent-llm, agent-plan)"),
     (["--policy", "heft", "--noise", "-1"], "error: --noise must be a finite number >= 0, got -1"),
     (["--policy", "heft", "--noise", "nan"], "error: --noise must be a finite number >= 0, got nan"),
     (["--policy", "heft", "--noise", "inf"], "error: --noise must be a finite number >= 0, got inf"),
@@ -121,12 +121,12 @@ def test_run_unknown_cards(cli):
     (["--policies", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
     (["--policies", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
     (["--policies", "heft,bogus"], "error: unknown policy 'bogus' (valid: all-gpu, heft, heft-cf, ucb1, starpu, "
-                                   "mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm)"),
+                                   "mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm, agent-plan, agent-plan-cold)"),
     (["--policies", "heft,heft"], "error: --policies names heft twice"),
     (["--policies", ","], "error: --policies is empty"),
     (["--scenarios", ","], "error: --scenarios is empty"),
     (["--policies", "heft", "--start", "cold"],
-     "error: --start cold: none of the chosen policies has a start option (agent-rules, agent-llm do)"),
+     "error: --start cold: none of the chosen policies has a start option (agent-rules, agent-llm, agent-plan do)"),
     (["--policies", "heft", "--start", "hot"], "error: --start must be warm or cold, got 'hot'"),
     (["--policies", "heft", "--llm-model", "m"], "error: --llm-model applies only when agent-llm is among --policies"),
     (["--policies", "heft", "--llm-model", "m", "--llm-base-url", "u"],

@@ -16,7 +16,7 @@ from agentsched.loop.registry import (
     make_policy,
 )
 
-VALID = "all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm"
+VALID = "all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm, agent-plan, agent-plan-cold"
 
 
 def test_names_in_report_order():
@@ -48,7 +48,7 @@ def test_unknown_name_lists_the_valid_ones():
 def test_start_on_a_baseline_is_refused():
     with pytest.raises(PolicyError) as e:
         make_policy("heft", start="cold")
-    assert str(e.value) == "policy heft has no cold start (--start is for agent-rules, agent-llm)"
+    assert str(e.value) == "policy heft has no cold start (--start is for agent-rules, agent-llm, agent-plan)"
 
 
 def test_llm_options_on_a_baseline_are_refused():

@@ -67,6 +67,21 @@ def loop_counts(*, rounds: int | None = None, repeats: int | None = None, seeds:
             raise AgentschedError(f"{flag} must be <= {limit:,}, got {value}")
 
 
+def expand_folders(names: list[str]) -> list[str]:
+    """Each folder in ``names`` replaced by its workflow files (*.yaml, *.yml, *.json), sorted."""
+    out: list[str] = []
+    for n in names:
+        p = Path(n)
+        if p.is_dir():
+            files = sorted(str(f) for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json") and f.is_file())
+            if not files:
+                raise AgentschedError(f"--scenarios folder {n} holds no workflow files (*.yaml, *.yml, *.json)")
+            out.extend(files)
+        else:
+            out.append(n)
+    return out
+
+
 HEFT_MODEL_HELP = ("heft/heft-cf machine: parallel (default: the GPU runs tasks side by side at isolated "
                    "speed) or classical (one task at a time per processor: --cpu-slots cores, default 1, "
                    "and one GPU)")
@@ -335,8 +350,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bench")
     def bench_cmd(
-        scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios or workflow files "
-                                                           "(default: all 13)"),
+        scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios, workflow files or "
+                                                           "folders of them (default: all 13)"),
         policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, "
                                                           "oracle, agent-rules and agent-rules-cold)"),
         rounds: int = typer.Option(20, help="rounds per run"),
@@ -395,6 +410,7 @@ def register(app: typer.Typer) -> None:
             if dup:
                 raise AgentschedError(f"--policies names {', '.join(dup)} twice")
         names = list_scenarios() if scenarios is None else [s.strip() for s in scenarios.split(",") if s.strip()]
+        names = expand_folders(names)  # a folder (e.g. from `agentsched generate`) means its workflow files
         if not names:
             raise AgentschedError("--scenarios is empty")
         for n in names:
@@ -406,7 +422,7 @@ def register(app: typer.Typer) -> None:
             takers = [p for p in pols if accepts(p, "start")]
             if not takers:
                 raise AgentschedError(f"--start {start}: none of the chosen policies has a start option "
-                                      "(agent-rules, agent-llm do)")
+                                      "(agent-rules, agent-llm, agent-plan do)")
             for p in takers:
                 options.setdefault(p, {})["start"] = start
         if llm:

@@ -38,6 +38,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.loop_cmds",  # run, bench
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
+    "agentsched.cli.generate_cmd",  # generate (random workflows)
     "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
     "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
     "agentsched.cli.tools_cmd",  # tools (the 19-tool library)

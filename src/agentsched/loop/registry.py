@@ -30,6 +30,8 @@ class PolicyName(str, enum.Enum):
     AGENT_RULES = "agent-rules"
     AGENT_RULES_COLD = "agent-rules-cold"  # agent-rules with --start cold, as its own row in reports
     AGENT_LLM = "agent-llm"
+    AGENT_PLAN = "agent-plan"  # model-based planner (issue 9)
+    AGENT_PLAN_COLD = "agent-plan-cold"  # agent-plan from names and tags only
 
     def __str__(self) -> str:
         return self.value
@@ -74,6 +76,10 @@ REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
                fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
     PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm"},
                "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
+    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
+               "model-based planner: online contention model, predictor, search, probing by value", baseline=False),
+    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"probe_fraction"}),
+               "agent-plan in cold start (tool names and tags; no cards)", fixed={"start": "cold"}, baseline=False),
 )}
 
 

@@ -1,0 +1,189 @@
+"""Prediction: E2E and peak VRAM of a mapping under a fitted model, by a discrete-event run of the
+same start rules as every testbed (``testbeds.rules.Dispatcher``) and the same contention law
+(``testbeds.contention.gpu_rates``).
+
+The model here is a table of per-task figures (``TaskParams``) that the planner estimated; nothing
+comes from the testbed's world. Between events, CPU tasks and queue loads progress at rate 1 and
+GPU tasks at their contention rate, as in the simulator, so given the simulator's own figures the
+prediction equals its noise-free execution (a test checks it on random DAGs).
+
+Speed: CPU tasks and loads are kept as absolute end times in a heap, so an event costs a pass over
+the GPU tasks running at that moment only; results are cached per mapping.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentsched.errors import PolicyError
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.testbeds.contention import gpu_rates
+from agentsched.testbeds.rules import Dispatcher, Infeasible
+
+_EPS = 1e-9  # the simulator's relative tolerance for "this task has finished"
+
+Key = tuple[Mode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskParams:
+    """The planner's estimate of one task (one tool x repeat)."""
+
+    cpu_ms: float  # isolated latency on the CPU
+    gpu_ms: float | None  # isolated latency on the GPU; None: no GPU implementation
+    load_ms: float  # load-in a gpu_queue admission pays
+    vram_mb: float  # VRAM held while on the GPU
+    sensitivity: float  # how much the task slows per unit of foreign GPU pressure
+    pressure: float  # how much GPU it takes from others
+
+    # the three attributes the Dispatcher reads from a card
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_ms is not None
+
+    @property
+    def vram_needed_mb(self) -> float:
+        return self.vram_mb if self.gpu_ms is not None else 0.0
+
+    @property
+    def load_needed_ms(self) -> float:
+        return self.load_ms if self.gpu_ms is not None else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """What the model expects of one mapping."""
+
+    e2e_ms: float | None  # None: the start rules say it runs out of VRAM
+    peak_vram_mb: float  # max VRAM held (for an infeasible mapping: what the failing start needed)
+    failed_task: str | None = None  # the start that breaks the budget
+
+    @property
+    def feasible(self) -> bool:
+        return self.e2e_ms is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A predicted execution, task by task (for the search's critical-path moves)."""
+
+    prediction: Prediction
+    start_ms: dict[str, float]  # when each started task started
+    end_ms: dict[str, float]  # when each finished task finished
+    ready_ms: dict[str, float]  # when each task's predecessors were done
+
+
+class Predictor:
+    """Evaluates mappings of one workflow under one table of ``TaskParams``; caches by mapping."""
+
+    def __init__(self, workflow: Workflow, params: Mapping[str, TaskParams], *,
+                 cpu_slots: int | None = None, cache_size: int = 200_000) -> None:
+        missing = [t for t in workflow.task_ids if t not in params]
+        if missing:
+            raise PolicyError(f"predictor: no estimate for task(s) {', '.join(missing)}")
+        self.workflow = workflow
+        self.params = dict(params)
+        self.cpu_slots = cpu_slots
+        self.ids = workflow.task_ids
+        self._index = {t: i for i, t in enumerate(self.ids)}
+        self._cache: dict[Key, Prediction] = {}
+        self._cache_size = cache_size
+        self.evaluations = 0  # discrete-event runs done (cache misses)
+
+    def key(self, mapping: Mapping[str, Mode]) -> Key:
+        return tuple(mapping[t] for t in self.ids)
+
+    def predict(self, mapping: Mapping[str, Mode] | Key) -> Prediction:
+        """Expected E2E and peak VRAM of ``mapping`` (a task->mode dict or a key in task order)."""
+        key = mapping if isinstance(mapping, tuple) else self.key(mapping)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        pred = self._run(dict(zip(self.ids, key, strict=True)), None)
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()  # why: a bounded memory footprint beats an LRU's bookkeeping here
+        self._cache[key] = pred
+        return pred
+
+    def timeline(self, mapping: Mapping[str, Mode]) -> Timeline:
+        """The predicted execution with every task's start and end."""
+        starts: dict[str, float] = {}
+        ends: dict[str, float] = {}
+        ready: dict[str, float] = {}
+        pred = self._run(dict(mapping), (starts, ends, ready))
+        return Timeline(pred, starts, ends, ready)
+
+    def _run(self, mapping: dict[str, Mode], record: tuple[dict, dict, dict] | None) -> Prediction:
+        self.evaluations += 1
+        p = self.params
+        disp = Dispatcher(self.workflow, mapping, p, cpu_slots=self.cpu_slots)  # type: ignore[arg-type]
+        index = self._index
+        fixed: list[tuple[float, int, str, int]] = []  # (end_ms, task order, task, phase 0 load / 1 cpu)
+        gpu: dict[str, float] = {}  # GPU task in its run phase -> remaining isolated work (ms)
+        now = 0.0
+        peak = 0.0
+        end_of: dict[str, float] = {}
+        if record is not None:
+            starts, ends, ready = record
+            for t in self.ids:
+                if not self.workflow.preds[t]:
+                    ready[t] = 0.0
+        while True:
+            decision = disp.poll()
+            if isinstance(decision, Infeasible):
+                return Prediction(None, max(peak, decision.needed_mb), decision.task)
+            for st in decision:
+                t = st.task
+                if record is not None:
+                    starts[t] = now
+                if st.mode is Mode.CPU:
+                    heapq.heappush(fixed, (now + p[t].cpu_ms, index[t], t, 1))
+                elif st.load_ms > 0:
+                    heapq.heappush(fixed, (now + st.load_ms, index[t], t, 0))
+                else:
+                    gpu[t] = p[t].gpu_ms  # type: ignore[assignment]
+            if decision and disp.vram_in_use_mb > peak:
+                peak = disp.vram_in_use_mb
+            if not fixed and not gpu:
+                break
+            rates: Sequence[float] = ()
+            names = list(gpu)
+            if len(names) > 1:
+                rates = gpu_rates([p[t].sensitivity for t in names], [p[t].pressure for t in names])
+            dt = fixed[0][0] - now if fixed else math.inf
+            for i, t in enumerate(names):
+                r = rates[i] if rates else 1.0
+                d = gpu[t] / r
+                if d < dt:
+                    dt = d
+            if not math.isfinite(dt):
+                raise PolicyError(f"predictor: time overflowed on {self.workflow.name}")
+            now += dt
+            tol = _EPS * max(1.0, now)
+            finished: list[str] = []
+            for i, t in enumerate(names):
+                rem = gpu[t] - dt * (rates[i] if rates else 1.0)
+                if rem <= tol:
+                    finished.append(t)
+                else:
+                    gpu[t] = rem
+            for t in finished:
+                del gpu[t]
+            while fixed and fixed[0][0] - now <= tol:
+                _, _, t, phase = heapq.heappop(fixed)
+                if phase == 0:  # load done: the run starts now
+                    gpu[t] = p[t].gpu_ms  # type: ignore[assignment]
+                else:
+                    finished.append(t)
+            for t in sorted(finished, key=index.__getitem__):
+                end_of[t] = now
+                for nt in disp.finish(t):
+                    if record is not None:
+                        ready[nt] = now
+            if record is not None:
+                ends.update({t: end_of[t] for t in finished})
+        e2e = max(end_of[t] for t in self.workflow.sinks)
+        return Prediction(e2e, peak)

@@ -1,0 +1,90 @@
+"""agent-plan as a policy: registered, never reads the testbed's contention, reaches the oracle."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentsched.errors import PolicyError
+from agentsched.loop.metrics import oracle_view, run_metrics
+from agentsched.loop.runner import reference_oracle, run_loop
+from agentsched.policies.base import PolicyContext
+from agentsched.loop.registry import list_policies, make_policy
+from agentsched.scenarios import load_scenario
+from agentsched.testbeds.sim import SimTestbed
+
+
+def test_registered_warm_and_cold():
+    assert {"agent-plan", "agent-plan-cold"} <= set(list_policies())
+    assert make_policy("agent-plan").label == "agent-plan"
+    assert make_policy("agent-plan-cold").label == "agent-plan-cold"
+    assert make_policy("agent-plan", start="cold").label == "agent-plan-cold"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"start": "hot"}, "start must be warm or cold"),
+    ({"probe_fraction": 1.5}, "probe_fraction must be a number"),
+    ({"probe_fraction": True}, "probe_fraction must be a number"),
+])
+def test_bad_options(kwargs, message):
+    with pytest.raises(PolicyError, match=message):
+        make_policy("agent-plan", **kwargs)
+
+
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_decisions_never_depend_on_the_simulated_contention(start):
+    """Two worlds (a5500, perturbed:3) give identical round-0 choices and inputs: the world is reachable
+    from the testbed only, and the planner's inputs (workflow, cards) do not change with it."""
+    props = []
+    for world in ("a5500", "perturbed:3"):
+        wf = load_scenario("S13")
+        assert SimTestbed(world=world).world.name == world
+
+        def no_probe(_m):
+            raise AssertionError("no execution: the planner decides round 0 from the prior")
+
+        pol = make_policy("agent-plan", start=start, probe_fraction=0.0)
+        pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
+                                rounds=20, repeats=5))
+        props.append(pol.propose(0))
+    assert props[0].mapping == props[1].mapping
+    assert props[0].info["predicted_e2e_ms"] == props[1].info["predicted_e2e_ms"]
+
+
+@pytest.mark.parametrize("name", ["S5", "S13"])
+@pytest.mark.parametrize("policy", ["agent-plan", "agent-plan-cold"])
+def test_reaches_the_oracle_by_round_1(name, policy):
+    wf = load_scenario(name)
+    tb = SimTestbed(noise_sigma=0.03)
+    view = oracle_view(wf, reference_oracle(wf, tb))
+    run = run_loop(wf, make_policy(policy), tb, rounds=6, repeats=3, seed=0)
+    m = run_metrics(run, view)
+    assert m.first_equivalent_round is not None and m.first_equivalent_round <= 1
+    assert view.equivalent(run.rounds[-1].mapping)
+    info = run.records[-1].proposal_info
+    assert info["reasoner"] == "plan" and "probe_budget" in info
+
+
+def test_the_planner_source_never_touches_the_world():
+    """No module of the planner imports the world or reads contention from a card."""
+    import pathlib
+
+    import agentsched.agent.plan as plan
+
+    for f in pathlib.Path(plan.__file__).parent.glob("*.py"):
+        text = f.read_text()
+        for banned in ("testbeds.world", ".contention(", "contention_sensitivity", "contention_pressure",
+                       "load_world", ".world"):
+            assert banned not in text, (f.name, banned)
+
+
+def test_learns_different_models_under_different_worlds():
+    """Same inputs, different worlds: what the planner learns differs (it reads the executions)."""
+    wf = load_scenario("S5")
+    fits = []
+    for world in ("a5500", "perturbed:3"):
+        pol = make_policy("agent-plan")
+        run_loop(wf, pol, SimTestbed(noise_sigma=0.03, world=world), rounds=3, repeats=3, seed=0)
+        fits.append(pol.model.fit().theta)
+    assert any(abs(a - b) > 0.05 for a, b in zip(*fits, strict=True))
