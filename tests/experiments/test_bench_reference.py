@@ -30,7 +30,7 @@ def bench_doc(reference) -> dict:
 @pytest.mark.slow
 def test_the_reference_is_the_default_bench(reference):
     cfg = reference["config"]
-    assert cfg["policies"] == [*baseline_policies(), "oracle", "agent-rules", "agent-rules-cold"]
+    assert cfg["policies"] == [*baseline_policies(), "oracle", "agent-rules", "agent-rules-cold"]  # the v0.1 default
     assert len(cfg["scenarios"]) == 13 and cfg["seeds"] == [0, 1, 2, 3, 4]
 
 

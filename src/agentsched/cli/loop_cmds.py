@@ -353,7 +353,7 @@ def register(app: typer.Typer) -> None:
         scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios, workflow files or "
                                                            "folders of them (default: all 13)"),
         policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, "
-                                                          "oracle, agent-rules and agent-rules-cold)"),
+                                                          "oracle, agent-rules, agent-rules-cold, agent-plan, agent-plan-cold)"),
         rounds: int = typer.Option(20, help="rounds per run"),
         repeats: int = typer.Option(5, help="executions per round (median)"),
         seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
@@ -400,6 +400,8 @@ def register(app: typer.Typer) -> None:
             pols = baseline_policies() + ["oracle"]
             if is_available("agent-rules"):
                 pols += ["agent-rules", "agent-rules-cold"]
+            if is_available("agent-plan"):  # beyond the paper: the model-based planner, beside every baseline
+                pols += ["agent-plan", "agent-plan-cold"]
             else:
                 notes.append("agent-rules skipped: agentsched.agent.policy is not importable")
         else:

@@ -15,7 +15,7 @@ from agentsched.model.text import plural
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
-AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm")
+AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm", "agent-plan", "agent-plan-cold")
 TABLE4 = tuple(f"S{i}" for i in range(1, 11))
 TABLE5 = ("S11", "S12", "S13")
 
