@@ -5,18 +5,23 @@ consequences into evidence.
 Constructed by the policy registry as ``AgentPolicy(reasoner="rules"|"llm", **options)`` with
 options ``start`` ("warm"|"cold"), ``llm`` (dict: base_url, model, api_key, temperature,
 timeout_s, ...; environment variables fill gaps), ``monitor`` (dict of ``MonitorConfig`` switches
-and the probe budget) and ``stability`` (the adoption threshold, a fraction).
+and the probe budget), ``stability`` (the adoption threshold, a fraction) and ``predictions``
+(bool, default False: the fifth stream, the agent-plan planner's top candidates with predicted E2E,
+peak VRAM and a range, fitted to every execution the agent sees; ``agent/plan/forecast.py``; only
+the LLM's prompt renders it, the rules reasoner ignores it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentsched.agent.reasoner import FallbackReasoner, Reasoner
 from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, Measured, ToolView
 from agentsched.errors import PolicyError
-from agentsched.model.mapping import format_mapping
+from agentsched.model.execution import Execution
+from agentsched.model.mapping import MappingT, format_mapping
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.monitor import RuntimeMonitor
@@ -45,7 +50,7 @@ class AgentPolicy(Policy):
     def __init__(self, reasoner: str = "rules", **options: Any) -> None:
         if reasoner not in REASONERS:
             raise PolicyError(f"unknown agent reasoner {reasoner!r} (valid: {', '.join(REASONERS)})")
-        known = {"start", "llm", "monitor", "stability", "initial"}
+        known = {"start", "llm", "monitor", "stability", "initial", "predictions"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise PolicyError(f"unknown option(s) for agent-{reasoner}: {', '.join(unknown)} "
@@ -59,6 +64,10 @@ class AgentPolicy(Policy):
         initial = options.get("initial") or "rules"
         if initial not in INITIALS:
             raise PolicyError(f"agent initial must be one of {', '.join(INITIALS)}, got {initial!r}")
+        predictions = options.get("predictions", False)
+        if not isinstance(predictions, bool):
+            raise PolicyError(f"agent predictions must be true or false, got {predictions!r}")
+        self.predictions = predictions  # the fifth stream (model predictions) in the view
         self.initial = initial  # round 0: "rules" (the written rules) or "all-gpu" (no prior, for ablations)
         self.reasoner_name = reasoner  # "rules" or "llm"
         self.start = start  # "warm": profile cards; "cold": names, tags and workload lines only
@@ -74,6 +83,11 @@ class AgentPolicy(Policy):
             self.reasoner = FallbackReasoner(LLMReasoner(LLMConfig.from_options(options.get("llm"))), self.reasoner)
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
+        self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run
+        if predictions:
+            from agentsched.agent.plan.forecast import Forecaster
+
+            self.forecaster = Forecaster(start)
 
     @property
     def label(self) -> str:
@@ -86,15 +100,31 @@ class AgentPolicy(Policy):
             off = ["no-monitor"]
         if self.initial != "rules":
             off.append(f"r0={self.initial}")
+        if self.predictions:
+            off.append("predictions")
         return base + (f"[{','.join(off)}]" if off else "")
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         cards = ctx.cards if self.start == "warm" else None
-        self.monitor = RuntimeMonitor(ctx.workflow, ctx.probe, self.monitor_config, cards=cards,
+        probe = ctx.probe
+        if self.forecaster is not None:
+            self.forecaster.reset(ctx)
+            probe = self._observed_probe(ctx.probe)
+        self.monitor = RuntimeMonitor(ctx.workflow, probe, self.monitor_config, cards=cards,
                                       probe_allowed=ctx.probe_allowed)
         self.reasoner.reset()
         self._evidence = None
+
+    def _observed_probe(self, probe: Callable[[MappingT], Execution]) -> Callable[[MappingT], Execution]:
+        """``probe`` that also feeds each monitor probe's execution to the prediction model."""
+        def run(mapping: MappingT) -> Execution:
+            x = probe(mapping)
+            assert self.forecaster is not None
+            self.forecaster.record(x)
+            return x
+
+        return run
 
     def preflight(self, workflow: Workflow) -> None:
         """The reasoner's check (one cheap request to an LLM endpoint; nothing for the rules)."""
@@ -106,11 +136,14 @@ class AgentPolicy(Policy):
 
     def describe(self) -> dict[str, Any]:
         """Label, start and the reasoner's settings (an LLM's model and redacted base URL)."""
-        return {**super().describe(), "start": self.start, "initial": self.initial,
-                "reasoner": self.reasoner.describe()}
+        out = {**super().describe(), "start": self.start, "initial": self.initial,
+               "reasoner": self.reasoner.describe()}
+        if self.predictions:  # only when on: recorded runs without the stream keep their records
+            out["predictions"] = True
+        return out
 
     def view(self, round_index: int) -> AgentView:
-        """The four streams as they stand before ``round_index``."""
+        """The four streams (five with predictions on) as they stand before ``round_index``."""
         ctx = self.ctx
         assert self.monitor is not None
         warm = self.start == "warm"
@@ -124,15 +157,24 @@ class AgentPolicy(Policy):
             history=tuple(self.monitor.history), best=self.monitor.best(), evidence=self._evidence,
             measured=measured, observed_vram_mb=dict(self.monitor.observed_vram_mb),
             monitor_enabled=self.monitor_config.enabled, stability=self.stability,
+            predictions=None if self.forecaster is None else self.forecaster.predictions(),
         )
 
     def propose(self, round_index: int) -> Proposal:
         view = self.view(round_index)
         d = self.reasoner.propose(view)
-        return Proposal(d.mapping, {**d.audit, "reason": d.reason,
-                                    "mapping": format_mapping(view.workflow, d.mapping)})
+        info = {**d.audit, "reason": d.reason, "mapping": format_mapping(view.workflow, d.mapping)}
+        if view.predictions is not None:  # what the fifth stream showed, in every reasoner's audit
+            info["predictions"] = [{"mapping": format_mapping(view.workflow, c.mapping),
+                                    "predicted_e2e_ms": round(c.e2e_ms, 3),
+                                    "range_ms": [round(c.e2e_low_ms, 3), round(c.e2e_high_ms, 3)],
+                                    "peak_vram_mb": round(c.peak_vram_mb, 3)} for c in view.predictions.candidates]
+        return Proposal(d.mapping, info)
 
     def observe(self, result: RoundResult) -> dict[str, Any]:
         assert self.monitor is not None
+        if self.forecaster is not None:  # the round's runs first; the monitor's probes feed it as they run
+            for x in result.executions:
+                self.forecaster.record(x)
         self._evidence = self.monitor.observe(result)
         return self._evidence.to_dict()

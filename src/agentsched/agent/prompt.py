@@ -1,9 +1,13 @@
-"""The prompt: the four evidence streams as text, with regime-specific guidance.
+"""The prompt: the four evidence streams as text, with regime-specific guidance, and the optional
+fifth (model predictions).
 
 Templates live in ``agent/prompts/<name>.<version>.md`` (versioned; a change of wording is a new
-version, so recorded runs stay reproducible). The prompt never states a target mapping: the only
-complete mappings it contains are rounds already executed (the history stream); what-ifs are
-written relative to a mapping ("B->cpu").
+version, so recorded runs stay reproducible). The prompt never states a target mapping: outside the
+optional "Model predictions" section the only complete mappings it contains are rounds already
+executed (the history stream); what-ifs are written relative to a mapping ("B->cpu"). The
+predictions section (present only when the view carries ``predictions``: ``AgentPolicy(predictions=True)``)
+lists the planner's candidate mappings as predictions with a range, framed as estimates, never as
+instructions; without it the prompt is byte-identical to the four-stream prompt.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from string import Template
 from agentsched.agent.view import AgentView
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.text import plural
 from agentsched.model.workflow import DecisionSpace, Mode
 from agentsched.monitor.render import average_lines, whatif_line
 
@@ -169,6 +174,44 @@ def _monitor(view: AgentView) -> list[str]:
     return out
 
 
+def _predictions(view: AgentView, number: int, version: str) -> list[str]:
+    """Stream 5: the planner's top candidates, as predictions with their range (only when the view has them)."""
+    pr = view.predictions
+    assert pr is not None
+    wf = view.workflow
+    out = [f"## {number}. Model predictions (estimates of a model, not measurements; optional stream)",
+           load_template("predictions", version)]
+    if not pr.candidates:
+        out.append(f"No predictions this round: {pr.note}.")
+        return out
+    lo, hi = (f"{q:.0%}" for q in pr.quantiles)
+    search = (f"every one of the {pr.evaluated} mappings" if pr.exhaustive
+              else f"{pr.evaluated} mappings by local search")
+    if pr.executions:
+        basis = (f"Model fitted to {plural(pr.executions, 'execution')} (rounds and probes); it estimates "
+                 f"run-to-run noise at about {pr.noise_sigma:.0%} per task.")
+    else:
+        basis = ("The model has seen no execution yet: its figures are the cards' isolated profiles with a prior "
+                 f"on GPU contention by tag (run-to-run noise assumed about {pr.noise_sigma:.0%} per task).")
+    out.append(f"{basis} Range: the {lo} to {hi} quantiles of the predicted E2E over {pr.draws} draws from "
+               "the model's uncertainty (noise not included).")
+    out.append(f"Its {plural(len(pr.candidates), 'mapping')} with the lowest predicted E2E (searched {search}; "
+               "each within the VRAM budget as predicted), lowest first:")
+    rows = []
+    for i, c in enumerate(pr.candidates, 1):
+        m = view.measured_for(c.mapping)
+        if m is None:
+            seen = "never run"
+        elif m.mean_e2e_ms is None:
+            seen = "ran infeasible"
+        else:
+            seen = f"{m.mean_e2e_ms:.0f} ms (mean of {m.samples}{', a round' if m.was_round else ', a probe'})"
+        rows.append([f"P{i}", format_mapping(wf, c.mapping), f"{c.e2e_ms:.0f}",
+                     f"{c.e2e_low_ms:.0f}-{c.e2e_high_ms:.0f}", f"{c.peak_vram_mb:.0f}", seen])
+    out.extend(_table(["#", "mapping", "predicted E2E ms", "range ms", "predicted peak VRAM MB", "measured"], rows))
+    return out
+
+
 def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
     """Render the prompt for ``view.round``."""
     wf = view.workflow
@@ -180,6 +223,11 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
                                       version)).substitute(stability=f"{view.stability:.0%}")
     answer = Template(load_template("answer", version)).substitute(
         tasks=", ".join(wf.task_ids), modes=", ".join(sp.label(m) for m in sp.modes))
+    fifth = view.predictions is not None
+    predictions = [*_predictions(view, 5, version), ""] if fifth else []
+    system = load_template("system", version)
+    if fifth:
+        system += "\n\n" + load_template("system_predictions", version)
     parts = [
         f"# Round R{view.round} of R0..R{view.rounds - 1}: workflow {wf.name}, {view.start} start",
         "",
@@ -193,12 +241,13 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
         "",
         *_monitor(view),
         "",
-        "## 5. Guidance",
+        *predictions,
+        f"## {6 if fifth else 5}. Guidance",
         guidance,
         "",
         evidence,
         "",
-        "## 6. Answer",
+        f"## {7 if fifth else 6}. Answer",
         answer,
     ]
-    return Prompt(version, load_template("system", version), "\n".join(parts) + "\n")
+    return Prompt(version, system, "\n".join(parts) + "\n")

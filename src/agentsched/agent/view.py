@@ -4,7 +4,10 @@
 2. tools: full profile cards in warm start, only names, tags and one-line workload descriptions in
    cold start;
 3. execution history (per round: mapping, feasibility, E2E, peak VRAM) and the best-ever mapping;
-4. the monitor's what-if data (running averages, reprobes, swaps, hints).
+4. the monitor's what-if data (running averages, reprobes, swaps, hints);
+5. optionally (``AgentPolicy(predictions=True)``), the model predictions: the agent-plan planner's
+   top candidate mappings with predicted E2E, peak VRAM and an uncertainty. Predictions, not
+   measurements and not instructions; the rules reasoner never reads them.
 
 Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder renders it as text.
 """
@@ -18,8 +21,6 @@ from agentsched.model.cards import ToolCard
 from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
-
-
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,31 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class PredictedMapping:
+    """One candidate of the planner's model: what it expects of a mapping (never measured by the model)."""
+
+    mapping: MappingT  # the complete mapping
+    e2e_ms: float  # predicted E2E at the posterior mean of the model
+    e2e_low_ms: float  # low end of the predicted range (a low quantile over posterior draws)
+    e2e_high_ms: float  # high end of the predicted range
+    peak_vram_mb: float  # predicted peak VRAM held (within the budget: infeasible mappings are never listed)
+
+
+@dataclass(frozen=True)
+class ModelPredictions:
+    """The fifth stream: the planner's top candidates under its online model, best predicted first."""
+
+    candidates: tuple[PredictedMapping, ...]  # sorted by predicted E2E; empty when the model knows too little
+    executions: int  # executions the model has been fitted to (rounds' runs and probes)
+    noise_sigma: float  # the model's estimate of run-to-run log-latency noise (0.03 ~ +-3% per task)
+    draws: int  # posterior draws behind each range
+    quantiles: tuple[float, float]  # the range's quantiles, e.g. (0.1, 0.9)
+    evaluated: int  # mappings the planner's search evaluated
+    exhaustive: bool  # True when it evaluated every mapping
+    note: str = ""  # why there are no candidates (e.g. cold start before any execution)
+
+
+@dataclass(frozen=True)
 class AgentView:
     """Everything one proposal may use. Never contains the oracle."""
 
@@ -59,6 +85,7 @@ class AgentView:
     observed_vram_mb: dict[str, float]  # task -> VRAM seen held on the GPU
     monitor_enabled: bool  # False in the "no monitor" ablation: streams 4 is empty
     stability: float  # adopt a what-if only if it beats the best by more than this fraction
+    predictions: ModelPredictions | None = None  # stream 5; None unless the agent's predictions option is on
 
     @property
     def hints(self) -> tuple[Hint, ...]:

@@ -139,6 +139,9 @@ def register(app: typer.Typer) -> None:
         start: str = typer.Option("warm", "--start", help=START_HELP),
         rounds: int = typer.Option(20, help="rounds the prompt announces"),
         cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+        predictions: bool = typer.Option(False, "--predictions/--no-predictions",
+                                         help="with the optional model-predictions stream (agent-llm "
+                                              "--llm-predictions)"),
     ) -> None:
         """Print the round-0 prompt the llm reasoner would send (system and user messages)."""
         import random
@@ -153,7 +156,7 @@ def register(app: typer.Typer) -> None:
         def no_probe(_mapping: object) -> object:
             raise AgentschedError("printing a prompt executes nothing")
 
-        policy = AgentPolicy("rules", start=_start(start))
+        policy = AgentPolicy("rules", start=_start(start), predictions=predictions)
         policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
                                    rounds=rounds, repeats=1))
         typer.echo(build_prompt(policy.view(0)).text())

@@ -48,6 +48,9 @@ LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
 LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
 LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: temperature")
 LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
+LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
+                               help="agent-llm: add the planner's model predictions (top mappings with predicted "
+                                    "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
 
 
 # upper bounds of the loop options: far above any sensible run, far below what overflows or never ends
@@ -137,7 +140,8 @@ def flags_apply(llm: dict[str, Any]) -> str:
     return f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'}"
 
 
-def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict[str, Any]:
+def _policy_options(policy: str, start: str | None, llm: dict[str, Any],
+                    predictions: bool | None = None) -> dict[str, Any]:
     """make_policy keyword options for ``policy`` from the command line."""
     opts: dict[str, Any] = {}
     if start is not None:
@@ -146,6 +150,11 @@ def _policy_options(policy: str, start: str | None, llm: dict[str, Any]) -> dict
         if policy != "agent-llm":
             raise AgentschedError(f"{flags_apply(llm)} only to --policy agent-llm (got {policy})")
         opts["llm"] = llm
+    if predictions is not None:
+        if policy != "agent-llm":
+            raise AgentschedError(f"--llm-predictions applies only to --policy agent-llm (got {policy})")
+        if predictions:  # off is the default: the option is left out so the policy is the plain agent-llm
+            opts["predictions"] = True
     return opts
 
 
@@ -217,6 +226,7 @@ def register(app: typer.Typer) -> None:
         llm_api_key: Optional[str] = LLM_API_KEY,
         llm_temperature: Optional[float] = LLM_TEMPERATURE,
         llm_timeout: Optional[float] = LLM_TIMEOUT,
+        llm_predictions: Optional[bool] = LLM_PREDICTIONS,
     ) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
         from agentsched.loop.metrics import oracle_view, run_metrics
@@ -230,7 +240,8 @@ def register(app: typer.Typer) -> None:
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                           temperature=llm_temperature, timeout_s=llm_timeout)
-        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm), cpu_slots)
+        opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm,
+                                                                 llm_predictions), cpu_slots)
         opts = heft_model_option([spec.name.value], {spec.name.value: opts}, heft_model)[spec.name.value]
         pol = make_policy(spec.name.value, **opts)
         wf, wf_world = load_workflow_and_world(workflow, cards)
@@ -379,6 +390,7 @@ def register(app: typer.Typer) -> None:
         llm_api_key: Optional[str] = LLM_API_KEY,
         llm_temperature: Optional[float] = LLM_TEMPERATURE,
         llm_timeout: Optional[float] = LLM_TIMEOUT,
+        llm_predictions: Optional[bool] = LLM_PREDICTIONS,
     ) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
@@ -429,6 +441,10 @@ def register(app: typer.Typer) -> None:
                 options.setdefault(p, {})["start"] = start
         if llm:
             options.setdefault("agent-llm", {})["llm"] = llm
+        if llm_predictions is not None and "agent-llm" not in pols:
+            raise AgentschedError("--llm-predictions applies only when agent-llm is among --policies")
+        if llm_predictions:
+            options.setdefault("agent-llm", {})["predictions"] = True
         loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
         wfs = [wf for wf, _ in loaded]
         sim_world = pick_world(testbed, world, [w for _, w in loaded])

@@ -74,7 +74,7 @@ REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
     PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy", frozenset({"monitor"}),
                "agent-rules in cold start (tool names, tags and workload lines; no cards)",
                fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm"},
+    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm", "predictions"},
                "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
     PolicySpec(PolicyName.AGENT_PLAN, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
                "model-based planner: online contention model, predictor, search, probing by value", baseline=False),

@@ -116,6 +116,14 @@ class PlanPolicy(Policy):
             if s.end_ms is not None:
                 self.seen_modes.add((s.task, s.mode is not Mode.CPU and self.model.has_gpu(s.task)))
 
+    def record(self, x: Execution) -> None:
+        """Feed one execution seen elsewhere to the model (the agent's prediction stream: agent/plan/forecast.py)."""
+        self._record(x)
+
+    def plan(self) -> tuple[Fit, Predictor, SearchResult]:
+        """Fit the model to what it has seen and search under it; runs nothing (no probe, no round)."""
+        return self._plan()
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "start": self.start, "probe_fraction": self.probe_fraction,
                 "probes_per_round": self.probes_per_round, "min_gain": self.min_gain}
