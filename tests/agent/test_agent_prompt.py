@@ -111,3 +111,20 @@ def test_complete_mapping_detector_sees_both_styles():
         {"A": "gpu", "B": "cpu", "C": "gpu_queue", "D": "cpu"}]
     assert complete_mappings('{"A": "gpu", "B": "cpu", "C": "cpu", "D": "gpu"}', list("ABCD"))
     assert complete_mappings('{"A": "<mode>", ...}', list("ABCD")) == []
+
+
+def test_golden_s5_predictions_block_after_one_round():
+    # the optional fifth stream (AgentPolicy predictions=True): S5 (frozen cards), warm, after one round of
+    # five runs on the simulated testbed (default world, seed 0) and the monitor's probes; only the block
+    # is compared, so a change elsewhere in the prompt does not touch this file
+    from agentsched.testbeds.sim import SimTestbed
+
+    policy = AgentPolicy("rules", predictions=True)
+    run_loop(s5(), policy, SimTestbed(), rounds=1, repeats=5, seed=0)
+    user = build_prompt(policy.view(1)).user
+    block = user[user.index("## 5. Model predictions"):user.index("## 6. Guidance")]
+    path = GOLDEN / f"S5_predictions_R1.{PROMPT_VERSION}.txt"
+    if REGEN:
+        path.write_text(block)
+    assert path.exists(), f"missing golden file {path}; regenerate with AGENTSCHED_REGEN_GOLDEN=1"
+    assert block == path.read_text()

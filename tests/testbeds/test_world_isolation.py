@@ -34,8 +34,8 @@ def llm_server():
     server.close()
 
 
-def _round0(policy_name: str, scenario: str, world: Any, server: ChatServer) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
+def _round0(policy_name: str, scenario: str, world: Any, server: ChatServer, **extra: Any) -> dict[str, Any]:
+    opts: dict[str, Any] = dict(extra)
     if policy_name == "agent-llm":
         opts["llm"] = {"base_url": server.base_url, "model": "scripted", "timeout_s": 5.0}
     policy = make_policy(policy_name, **opts)
@@ -77,6 +77,19 @@ def test_two_worlds_give_identical_policy_inputs_and_round0_proposals(policy_nam
         assert a[key] == b[key], key
     if policy_name == "agent-llm":
         assert a["prompts"]  # the LLM was asked, with the same messages in both worlds
+
+
+@pytest.mark.parametrize("scenario", ["S5", "S13"])
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_two_worlds_give_identical_inputs_with_model_predictions(scenario, start, llm_server):
+    # the fifth stream (the planner's model, fed by the agent's executions) reads the cards and a prior,
+    # never the world: round 0's prompt, predictions included, is the same under both worlds
+    a, b = (_round0("agent-llm", scenario, w, llm_server, predictions=True, start=start) for w in WORLDS)
+    for key in ("workflow", "cards", "rounds", "repeats", "mapping", "probes", "prompts"):
+        assert a[key] == b[key], key
+    user = a["prompts"][0]["messages"][-1]["content"]
+    assert "## 5. Model predictions" in user
+    assert ("| P1 |" in user) == (start == "warm")  # warm predicts from the cards; cold has seen nothing yet
 
 
 def test_the_world_is_not_in_the_workflow_cards_or_context():

@@ -195,8 +195,9 @@ def _predictions(view: AgentView, number: int, version: str) -> list[str]:
                  f"on GPU contention by tag (run-to-run noise assumed about {pr.noise_sigma:.0%} per task).")
     out.append(f"{basis} Range: the {lo} to {hi} quantiles of the predicted E2E over {pr.draws} draws from "
                "the model's uncertainty (noise not included).")
-    out.append(f"Its {plural(len(pr.candidates), 'mapping')} with the lowest predicted E2E (searched {search}; "
-               "each within the VRAM budget as predicted), lowest first:")
+    fits = "" if wf.vram_budget_mb is None else "; each predicted to fit the VRAM budget"
+    out.append(f"Its {plural(len(pr.candidates), 'mapping')} with the lowest predicted E2E (searched {search}"
+               f"{fits}), lowest first:")
     rows = []
     for i, c in enumerate(pr.candidates, 1):
         m = view.measured_for(c.mapping)
