@@ -304,7 +304,7 @@ def register(app: typer.Typer) -> None:
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
-            regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{metrics.regret:.3f}"
+            regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{round(metrics.regret, 3) + 0.0:.3f}"
             say.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
                           f"executions {metrics.executions} ({metrics.probes} probes, "
                           f"{metrics.infeasible_executions} infeasible), regret {regret}",
@@ -480,7 +480,8 @@ def register(app: typer.Typer) -> None:
                 finally:
                     journal.close()
             if journal.resumed:
-                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
+                notes.append(f"resumed: {journal.resumed} finished runs (bench and S13 ablation runs together) "
+                             f"taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes
@@ -506,5 +507,5 @@ def _print_summary(result: Any) -> None:
                   "OOM" if s.final_ratio_mean is None else f"{s.final_ratio_mean:.3f}", first,
                   f"{s.executions_mean:g}",
                   # an execution that fails at once costs ~0 ms: a never-feasible policy's regret means nothing
-                  "n/a (oom)" if s.best_ratio_mean is None else f"{s.regret_mean:.3f}")
+                  "n/a (oom)" if s.best_ratio_mean is None else f"{round(s.regret_mean, 3) + 0.0:.3f}")  # no -0.000
     console.print(t)
