@@ -268,7 +268,8 @@ def register(app: typer.Typer) -> None:
                 say.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
-                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
+                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False,
+                              soft_wrap=True)  # one line per round, however wide
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
                 summary = list(summary or [])
                 for line in summary[:SUMMARY_PRINT_MAX_LINES]:
