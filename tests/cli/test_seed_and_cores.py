@@ -32,3 +32,15 @@ def test_simulate_uses_the_noise_stream_of_its_seed(cli):
     outs = [cli("simulate", "S5", "--mapping", "A=gpu,B=gpu,C=gpu,D=cpu", "--seed", s, "--json")[1] for s in "112"]
     e2e = [json.loads(o)["e2e_ms"] for o in outs]
     assert e2e[0] == e2e[1] != e2e[2]
+
+
+def test_cards_without_any_gpu_figure_get_a_note(cli, tmp_path):
+    cards = tmp_path / "cpu.json"
+    cards.write_text(json.dumps({"name": "cpuonly", "cards": {
+        "minilm_l6": {"cpu_ms": 10}, "reranker": {"cpu_ms": 20}, "doc_merger": {"cpu_ms": 30}, "groupby": {"cpu_ms": 5}}}))
+    code, out, err = cli("oracle", "S2", "--cards", str(cards), "--json")
+    assert code == 0, err
+    assert "note: card set cpuonly has no GPU figures for any task of S2" in err
+    json.loads(out)  # stdout stays pure JSON
+    code, _, err = cli("oracle", "S2", "--json")
+    assert "no GPU figures" not in err

@@ -125,3 +125,29 @@ def test_ablation_journal_resumes(cli, tmp_path):
     assert code == 0, err
     assert "resumed: 10 finished runs" in second  # 5 variants x 2 seeds
     assert second.replace("resumed: 10 finished runs taken from " + str(tmp_path / "a.sqlite") + "\n", "") == first
+
+
+@pytest.mark.parametrize("content", [b"my precious notes\n", None])
+def test_a_file_that_is_not_a_journal_is_never_replaced(tmp_path, content):
+    f = tmp_path / "notes.db"
+    if content is None:  # another SQLite database (e.g. a runtime store)
+        with sqlite3.connect(f) as db:
+            db.execute("CREATE TABLE executions (id INTEGER)")
+        before = f.read_bytes()
+    else:
+        f.write_bytes(content)
+        before = content
+    with pytest.raises(AgentschedError, match="exists and is not a run journal"):
+        RunJournal(f, {"a": 1})
+    assert f.read_bytes() == before
+
+
+def test_ctrl_c_is_exit_130_with_one_line(cli, monkeypatch):
+    import agentsched.loop.runner as runner
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_loop", interrupted)
+    code, out, err = cli("run", "S5", "-p", "heft", "--rounds", "1", "--no-oracle")
+    assert code == 130 and err.splitlines()[-1] == "error: interrupted"

@@ -51,7 +51,14 @@ def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
 def load_workflow_and_world(name_or_path: str, cards: str | None = None) -> tuple[Workflow, str | None]:
     """``load_workflow``, and the world the workflow file's ``world:`` key names (None: none)."""
     wf, world = resolve_workflow_and_world(name_or_path)
-    return (wf.with_cards(cards) if cards else wf), world
+    if cards:
+        wf = wf.with_cards(cards)
+        host_only = [t for t, c in wf.task_cards.items() if not c.has_gpu]
+        if host_only and len(host_only) == len(wf.task_ids):  # e.g. a card set profiled with --device cpu
+            err_console.print(f"note: card set {wf.card_set.name} has no GPU figures for any task of {wf.name}: "
+                              "every GPU placement runs as a CPU task (profile on a GPU for GPU cards)",
+                              highlight=False, markup=False, soft_wrap=True)
+    return wf, world
 
 
 def pick_world(testbed: str, world: str | None, from_workflows: list[str | None]) -> World | None:

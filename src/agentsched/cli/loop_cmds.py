@@ -279,7 +279,8 @@ def register(app: typer.Typer) -> None:
                 say.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
-                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False)
+                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False,
+                              soft_wrap=True)  # one line per round, however wide
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
                 summary = list(summary or [])
                 for line in summary[:SUMMARY_PRINT_MAX_LINES]:
@@ -315,7 +316,7 @@ def register(app: typer.Typer) -> None:
                           f"{' (noise-free)' if testbed == 'sim' else ''}", highlight=False, markup=False)
             first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
-            regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{metrics.regret:.3f}"
+            regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{round(metrics.regret, 3) + 0.0:.3f}"
             say.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
                           f"executions {metrics.executions} ({metrics.probes} probes, "
                           f"{metrics.infeasible_executions} infeasible), regret {regret}",
@@ -496,7 +497,8 @@ def register(app: typer.Typer) -> None:
                 finally:
                     journal.close()
             if journal.resumed:
-                notes.append(f"resumed: {journal.resumed} finished runs taken from {Path(out) / JOURNAL_NAME}")
+                notes.append(f"resumed: {journal.resumed} finished runs (bench and S13 ablation runs together) "
+                             f"taken from {Path(out) / JOURNAL_NAME}")
         finally:
             tb.close()
         result.notes[:0] = notes
@@ -522,5 +524,5 @@ def _print_summary(result: Any) -> None:
                   "OOM" if s.final_ratio_mean is None else f"{s.final_ratio_mean:.3f}", first,
                   f"{s.executions_mean:g}",
                   # an execution that fails at once costs ~0 ms: a never-feasible policy's regret means nothing
-                  "n/a (oom)" if s.best_ratio_mean is None else f"{s.regret_mean:.3f}")
+                  "n/a (oom)" if s.best_ratio_mean is None else f"{round(s.regret_mean, 3) + 0.0:.3f}")  # no -0.000
     console.print(t)

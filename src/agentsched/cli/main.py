@@ -111,7 +111,12 @@ def main(argv: list[str] | None = None) -> None:
         _error(old, args)
         sys.exit(2)
     try:
-        app(args=argv, prog_name="agentsched", standalone_mode=False)
+        code = app(args=argv, prog_name="agentsched", standalone_mode=False)
+        # typer turns Ctrl-C into Exit(130), which non-standalone click *returns*: exit with it
+        if isinstance(code, int) and not isinstance(code, bool) and code:
+            if code == 130:
+                _error("interrupted", args)
+            sys.exit(code)
     except typer.Exit as e:  # --help and friends
         sys.exit(e.exit_code)
     except typer.Abort:

@@ -37,7 +37,8 @@ class RunJournal:
         self.path = Path(path)
         self.config_json = json.dumps(config, sort_keys=True, default=str)
         self.resumed = 0  # runs taken from the journal instead of being run again
-        if not resume:
+        if not resume and self.path.exists():
+            self._check_is_journal()  # never replace a file that holds something else
             self._remove()
         try:
             self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
@@ -47,6 +48,17 @@ class RunJournal:
             self._check_or_write_meta()
         except sqlite3.DatabaseError as e:
             raise AgentschedError(f"run journal {self.path}: unusable ({e}); remove it or run without --resume") from None
+
+    def _check_is_journal(self) -> None:
+        """Raise unless ``self.path`` is a run journal (a SQLite file with exactly our two tables)."""
+        try:
+            with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0) as db:
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError:
+            tables = set()
+        if tables != {"meta", "runs"}:
+            raise AgentschedError(f"run journal {self.path}: the file exists and is not a run journal; "
+                                  "choose another path (it was left untouched)")
 
     def _remove(self) -> None:
         for suffix in ("", "-wal", "-shm"):
