@@ -174,3 +174,19 @@ def test_agent_llm_with_predictions_sends_and_audits_the_block(serve):
         p1 = info["predictions"][0]["mapping"]
         assert f"| P1 | {p1} |" in info["prompt"]
         assert format_mapping(wf, rec.result.mapping) == p1  # the stand-in followed the table's first row
+
+
+@pytest.mark.parametrize("flag", ["--llm-predictions", "--no-llm-predictions"])
+def test_run_command_switches_the_stream(flag, serve, cli, tmp_path):
+    server, _ = serve(_answer_p1)
+    f = tmp_path / "run.json"
+    code, out, err = cli("run", "S5", "--policy", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
+                         "scripted", flag, "--rounds", "2", "--repeats", "1", "--no-oracle", "--json-out", str(f))
+    assert code == 0, err
+    doc = json.loads(f.read_text())
+    on = flag == "--llm-predictions"
+    assert doc["policy_info"].get("predictions", False) is on
+    assert all((f"## 5. {HEADER}" in r["prompt"]) is on for r in doc["rounds"])
+    # every request the server got (the preflight aside) carried the block only when on
+    asked = [b["messages"][-1]["content"] for b in server.requests if len(b.get("messages", [])) > 1]
+    assert len(asked) == 2 and all((HEADER in u) is on for u in asked)
