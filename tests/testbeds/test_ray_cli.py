@@ -25,3 +25,31 @@ def test_throughput_concurrency_must_be_positive(cli):
 def test_unknown_testbed_lists_ray(cli):
     code, _, err = cli("run", "S2", "--policy", "all-gpu", "--testbed", "nope")
     assert code == 2 and "ray" in err and err.count("\n") == 1
+
+
+def test_throughput_json_is_a_flag_a_path_after_it_points_to_json_out(cli):
+    code, out, err = cli("throughput", "S2", "--json", "tp.json")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--json is a flag now (JSON on stdout); to write a file use --json-out tp.json" in err
+
+
+@pytest.mark.parametrize("address, hp", [("auto", None), ("10.0.0.5:6379", ("10.0.0.5", 6379)),
+                                         ("ray://head:10001", ("head", 10001)), ("[::1]:6379", ("::1", 6379)),
+                                         ("head", None), ("head:port", None)])
+def test_host_port_of_a_cluster_address(address, hp):
+    from agentsched.testbeds.ray import host_port
+
+    assert host_port(address) == hp
+
+
+def test_an_unreachable_ray_address_is_one_line_naming_it(cli):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        code, out, err = cli("run", "S2", "-p", "all-gpu", "--testbed", "ray", "--ray-address", address,
+                             "--size", "small", "--rounds", "1")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot join the Ray cluster at {address}: ")

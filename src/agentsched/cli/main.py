@@ -56,7 +56,7 @@ for _mod in _COMMAND_MODULES:
 
 # commands whose --json took a FILE before the one convention (docs/json.md): a file name after
 # --json there is the old form and gets a one-line pointer to --json-out
-_JSON_FILE_BEFORE = ("run", "ablation", "agent-check")
+_JSON_FILE_BEFORE = ("run", "ablation", "agent-check", "throughput")
 
 
 def old_json_form(argv: list[str]) -> str | None:

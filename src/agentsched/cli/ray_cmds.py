@@ -11,12 +11,16 @@ import typer
 from agentsched.cli.common import (
     CPU_SLOTS_HELP,
     EMULATE_GPU_HELP,
+    JSON_HELP,
+    JSON_OUT_HELP,
     RAY_ADDRESS_HELP,
     SIZE_HELP,
     build_testbed,
     console,
+    err_console,
     load_workflow,
     positive,
+    print_json,
     testbed_notes,
 )
 from agentsched.cli.output import check_output_file, write_json
@@ -40,7 +44,8 @@ def register(app: typer.Typer) -> None:
         emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
         size: str = typer.Option("small", help=SIZE_HELP),
         cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
-        json_file: Optional[Path] = typer.Option(None, "--json", help="write every invocation to this JSON file"),
+        json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
+        json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
     ) -> None:
         """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
         invocation's E2E and the throughput (ok invocations per second of wall time)."""
@@ -56,17 +61,18 @@ def register(app: typer.Typer) -> None:
         wf = load_workflow(workflow)
         m = parse_mapping(wf, mapping) if mapping else {t: Mode.CPU for t in wf.task_ids}
         if json_file is not None:
-            check_output_file(json_file, "--json")
+            check_output_file(json_file, "--json-out")  # before the work, not after it
+        say = err_console if json_out else console  # with --json, stdout holds the JSON only
         tb = build_testbed("ray", seed=0, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
                            emulate_gpu=emulate_gpu)
         assert isinstance(tb, RayTestbed)
         try:
-            tb.preflight(wf)
+            tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node
             nodes = tb.nodes()
-            console.print(f"{wf.name} {format_mapping(wf, m)}: {concurrency} at once x {batches} batches on "
+            say.print(f"{wf.name} {format_mapping(wf, m)}: {concurrency} at once x {batches} batches on "
                           f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
             for n in testbed_notes(tb):
-                console.print(f"note: {n}", highlight=False, markup=False)
+                say.print(f"note: {n}", highlight=False, markup=False)
             tb.run_concurrent(wf, m, concurrency)  # warm-up: loads and worker processes, not measured
             results = [tb.run_concurrent(wf, m, concurrency) for _ in range(batches)]
         finally:
@@ -77,20 +83,24 @@ def register(app: typer.Typer) -> None:
         throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
         for i, r in enumerate(results):
             row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
-            console.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
+            say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
                           highlight=False, markup=False)
         if e2e:
-            console.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
+            say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
                           f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
                           highlight=False, markup=False)
         for e in failed[:3]:
-            console.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
-        if json_file is not None:
-            write_json(json_file, {
+            say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
+        if json_file is not None or json_out:
+            doc = {
                 "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
                 "nodes": len(nodes), "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
                 "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4),
                 "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]}
                             for r in results],
-            })
-            console.print(f"invocations written to {json_file}", highlight=False, markup=False)
+            }
+            if json_file is not None:
+                write_json(json_file, doc)
+                say.print(f"invocations written to {json_file}", highlight=False, markup=False)
+            if json_out:
+                print_json(doc)

@@ -33,6 +33,7 @@ import importlib.util
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import uuid
@@ -61,6 +62,9 @@ DEFAULT_TIMEOUT_S = 3600.0  # longest one run may take before it ends as error (
 # A local instance keeps idle worker processes an hour (Ray's default: 1 s above one per CPU): each
 # running lease blocks one, and starting one on demand costs a second or more inside a timeline.
 WORKER_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 3_600_000}
+# ray.init retries an address whose GCS does not answer without end: a TCP connect bounded by this
+# fails first, in one line
+CONNECT_TIMEOUT_S = 5.0
 LEASE_RETRIES = 3  # Ray re-runs a lease whose worker or node died this many times
 EMULATED_NOTE = ("emulated GPU: GPU placements ran their CPU implementation while holding a Ray GPU share "
                  "and vram_mb; timings are not GPU timings")
@@ -318,6 +322,7 @@ class _Cluster:
                          log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
                 self.started_local, self.local_vram_mb = True, want
             elif not ray.is_initialized():
+                check_reachable(self.address, CONNECT_TIMEOUT_S)
                 try:
                     ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
                              log_to_driver=False)
@@ -466,7 +471,8 @@ class RayBackend(Backend):
         return self._cpu_slots
 
     def preflight(self, workflow: Workflow) -> None:
-        """Connect, and fail before any run when GPU placements cannot run on the cluster."""
+        """Connect, and fail before any run when GPU placements cannot run on the cluster (a policy
+        may place any task there; a caller that knows its mapping uses ``RayTestbed.check_mapping``)."""
         self.cluster.connect(workflow)
         self.cluster.check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
 
@@ -658,6 +664,14 @@ class RayTestbed(Driver):
             return False
         return c.emulate_gpu or c.address is not None or bool(_cuda_memory_mb())
 
+    def check_mapping(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
+        """Connect, and fail in one line before any run when ``mapping`` itself cannot run on the
+        cluster (a GPU placement and no GPU node). Unlike ``preflight``, an all-cpu mapping passes on a
+        CPU-only cluster."""
+        mapping = validate_mapping(workflow, mapping)
+        self.cluster.connect(workflow)
+        self.cluster.check_gpu(workflow, mapping)
+
     def nodes(self) -> list[NodeInfo]:
         """The cluster's alive nodes (connecting first)."""
         self.cluster.connect()
@@ -707,6 +721,32 @@ class RayTestbed(Driver):
 
 
 # ---- pure helpers ------------------------------------------------------------------------------------
+def host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a cluster address (``HOST:PORT``, ``[IPv6]:PORT``, ``ray://HOST:PORT``);
+    None for ``auto`` or anything without a numeric port (Ray judges those itself)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, timeout_s: float) -> None:
+    """One-line TestbedError unless a TCP connection to ``address`` opens within ``timeout_s``
+    (a joined cluster's GCS); ``auto`` and addresses without a port are left to Ray."""
+    hp = host_port(address)
+    if hp is None:
+        return
+    try:
+        with socket.create_connection(hp, timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = (f"no answer within {timeout_s:g} s" if isinstance(e, socket.timeout)
+               else (e.strerror or type(e).__name__).lower())
+        raise TestbedError(f"cannot join the Ray cluster at {address}: {why} (is `ray start --head` "
+                           "running there? check the host and port)") from None
+
+
 def _real_modes(workflow: Workflow, mapping: Mapping[str, Mode]) -> dict[str, Mode]:
     """Where each task really runs: a GPU placement of a host-only tool is a CPU task (rules.Dispatcher)."""
     cards = workflow.task_cards
