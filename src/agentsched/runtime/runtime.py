@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, ToolError, WorkflowError
+from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, ToolError, WorkflowError
 from agentsched.loop.runner import RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
@@ -162,6 +162,7 @@ class Runtime:
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
         self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
+        _check_sim_cards(testbed, self.workflow)
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
@@ -378,6 +379,20 @@ def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) 
             opts["start"] = "cold"
             log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
     return make_policy(name, **opts)
+
+
+def _check_sim_cards(testbed: str | Testbed, wf: Workflow) -> None:
+    """Refuse the simulator for tasks without a card: it would time them from placeholder cards
+    (cold start figures, not measurements) and print made-up E2Es as if they were real."""
+    from agentsched.testbeds.sim import SimTestbed
+
+    if not wf.unprofiled or not (testbed == "sim" or isinstance(testbed, SimTestbed)):
+        return
+    tasks = sorted(wf.unprofiled)
+    tools = sorted({wf.tasks[t].tool for t in tasks})
+    raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
+                       f"none (its times would be placeholders): profile them with `agentsched profile --tools "
+                       f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
 
 
 def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> Testbed:
