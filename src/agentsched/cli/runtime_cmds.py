@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         wf = resolve_workflow(workflow)
         with Runtime(wf, policy=policy, store=store, testbed=testbed, round_size=round_size,
                      explore_fraction=explore_fraction, seed=seed, cards=cards, size=size,
-                     cpu_workers=cpu_slots) as rt:
+                     cpu_workers=cpu_slots, on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
             res = rt.invoke(**inputs)
         label = wf.decision_space.label
         mapping = _mapping_text(label, wf.task_ids, res.mapping)

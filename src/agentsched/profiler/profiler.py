@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import logging
 import math
 import os
 import platform
 import statistics
-import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -193,7 +193,7 @@ def measure(
     finally:
         try:
             tool.unload()
-        except Exception:  # noqa: BLE001 - the load/run error (if any) is the one worth reporting
+        except Exception:  # the load/run error (if any) is the one worth reporting
             log.warning("tool %s: unload() failed", name, exc_info=True)
         del tool
         gc.collect()

@@ -30,6 +30,7 @@ import logging
 import queue
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ class Runtime:
         policy_options: dict[str, Any] | None = None,
         size: str = "small",
         cpu_workers: int | None = None,
+        on_store_wait: Callable[[str], None] | None = None,
     ) -> None:
         if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
             raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
@@ -180,7 +182,7 @@ class Runtime:
             self.policy.preflight(self.workflow)
             if store is not None:
                 self._own_store = not isinstance(store, Store)
-                self.store = store if isinstance(store, Store) else Store(store)
+                self.store = store if isinstance(store, Store) else Store(store, on_wait=on_store_wait)
                 settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
                             "testbed": self.testbed.name}
                 self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
