@@ -43,8 +43,8 @@ def test_history_plot_format_is_checked_before_the_table(project, cli):
     assert code != 0 and out == ""  # nothing printed before the error
     assert err.splitlines() == [f"error: --plot {project / 'c.txt'}: unsupported format (use .png, .svg, .pdf)"]
     code, _, err = cli("history", "echo", "--store", str(project / "s.db"), "--plot", str(project / "no" / "c.png"))
-    assert code != 0 and err.splitlines() == [f"error: --plot {project / 'no' / 'c.png'}: folder "
-                                              f"{project / 'no'} does not exist"]
+    missing = project / "no"
+    assert code != 0 and err.splitlines() == [f"error: --plot {missing / 'c.png'}: folder {missing} does not exist"]
 
 
 def test_history_counts_are_singular_for_one(project, cli):

@@ -54,8 +54,8 @@ def user_tools(tmp_path, monkeypatch):
 @pytest.mark.parametrize("tool, message", [
     ("mt2:Boom", "error: tool mt2:Boom failed in run() on cpu: ValueError: kaboom"),
     ("mt2:Hungry", "error: tool mt2:Hungry failed in load() on cpu: MemoryError: no room for the weights"),
-    ("mt2:Answer", "error: tool mt2:Answer: example_inputs() returned int (42), not a dict of the inputs run() "
-                   "takes: the profiler has nothing to time it on"),
+    ("mt2:Answer", ("error: tool mt2:Answer: example_inputs() returned int (42), not a dict of the inputs run() "
+                    "takes: the profiler has nothing to time it on")),
 ])
 def test_a_failing_user_tool_is_one_line(user_tools, cli, tool, message):
     out = user_tools / "cards.json"
