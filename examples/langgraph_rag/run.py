@@ -36,16 +36,42 @@ def _load(path: Path, name: str):  # noqa: ANN202 - a module
     return mod
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1 (0 or -1 invocations would silently do nothing)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--invocations", type=int, default=8)
+    ap.add_argument("--invocations", type=_at_least_one, default=8)
     ap.add_argument("--store", default="langgraph_rag.db")
-    ap.add_argument("--round-size", type=int, default=2)
+    ap.add_argument("--round-size", type=_at_least_one, default=2)
     ap.add_argument("--policy", default="agent-rules")
     ap.add_argument("--compare", action="store_true", help="also run rag.yaml through Runtime.invoke")
     args = ap.parse_args(argv)
 
+    from agentsched.errors import AgentschedError
+
+    try:
+        return _run(args)
+    except AgentschedError as e:  # a bad store, policy, ...: one line, as the agentsched CLI prints it
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agentsched.errors import StoreError
     from agentsched.integrations.langgraph import GraphRuntime
+
+    store = Path(args.store)
+    if not store.parent.is_dir():  # checked before the tools load and the documents are written
+        raise StoreError(f"store {store} cannot be created: folder {store.parent} does not exist")
 
     rag_tools = _load(RAG / "rag_tools.py", "rag_tools")
     graph = _load(HERE / "graph.py", "langgraph_rag_graph").build_graph(rag_tools)
@@ -54,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         _load(RAG / "make_docs.py", "rag_make_docs").main(str(docs))
 
     answers = []
-    with GraphRuntime(graph, "rag-langgraph", store=args.store, policy=args.policy,
+    with GraphRuntime(graph, "rag-langgraph", store=str(store), policy=args.policy,
                       round_size=args.round_size) as rt:
         for i in range(args.invocations):
             q = QUESTIONS[i % len(QUESTIONS)]

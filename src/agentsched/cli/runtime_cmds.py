@@ -31,10 +31,14 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
         if not isinstance(doc, dict):
             raise AgentschedError(f"--input-json {json_file}: expected a JSON object of NAME: VALUE")
         inputs.update(doc)
+    seen: set[str] = set()
     for item in items:
         name, eq, value = item.partition("=")
         if not eq or not name.strip():
             raise AgentschedError(f"--input {item!r} is not NAME=VALUE")
+        if name.strip() in seen:  # keeping only the last would drop a value silently
+            raise AgentschedError(f"--input {name.strip()!r} is given more than once (give each input once)")
+        seen.add(name.strip())
         inputs[name.strip()] = value
     return inputs
 
@@ -91,7 +95,7 @@ def register(app: typer.Typer) -> None:
         wf = resolve_workflow(workflow)
         with Runtime(wf, policy=policy, store=store, testbed=testbed, round_size=round_size,
                      explore_fraction=explore_fraction, seed=seed, cards=cards, size=size,
-                     cpu_workers=cpu_slots) as rt:
+                     cpu_workers=cpu_slots, on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
             res = rt.invoke(**inputs)
         label = wf.decision_space.label
         mapping = _mapping_text(label, wf.task_ids, res.mapping)
@@ -127,14 +131,18 @@ def register(app: typer.Typer) -> None:
         workflow: str = typer.Argument(..., help="workflow name or file"),
         store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
         json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="write the learning curve to this PNG"),
+        plot: Optional[Path] = typer.Option(None, "--plot",
+                                            help="write the learning curve to this file (.png, .svg or .pdf)"),
     ) -> None:
         """Show every round and invocation a store holds for a workflow, and the learning curve."""
         from agentsched.cli.output import check_output_file
         from agentsched.store import Store
 
         name = _workflow_name(workflow)
-        if plot is not None:
+        if plot is not None:  # the path and format are checked before the store is read
+            from agentsched.report.gantt import check_figure_path
+
+            check_figure_path(plot, "--plot")
             check_output_file(plot, "--plot")
         st = Store(store, read_only=True)
         try:
@@ -190,6 +198,7 @@ def _learner_doc(st: Any, ln: Any) -> dict[str, Any]:
 
 
 def _print_learner(d: dict[str, Any]) -> None:
+    from agentsched.model.text import plural
     from agentsched.model.workflow import DecisionSpace
 
     space = DecisionSpace(d["decision_space"])
@@ -202,8 +211,9 @@ def _print_learner(d: dict[str, Any]) -> None:
 
     s = d["settings"]
     console.print(f"learner {d['learner']}: policy {d['policy']}, round size {s.get('round_size')}, explore "
-                  f"fraction {s.get('explore_fraction')}, testbed {s.get('testbed')}: {d['invocations']} "
-                  f"invocations ({d['probes']} probes), {len(d['rounds'])} rounds observed")
+                  f"fraction {s.get('explore_fraction')}, testbed {s.get('testbed')}: "
+                  f"{plural(d['invocations'], 'invocation')} ({plural(d['probes'], 'probe')}), "
+                  f"{plural(len(d['rounds']), 'round')} observed")
     t = Table(title="rounds (learning curve: best so far)")
     for col in ("round", "mapping", "status", "median E2E ms", "best so far ms", "invocations after"):
         t.add_column(col, justify="left" if col in ("mapping", "status") else "right")

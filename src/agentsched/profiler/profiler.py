@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import logging
 import math
 import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ from agentsched.errors import AgentschedError
 from agentsched.model.cards import CardSet, ToolCard, load_card_set
 
 BUSY_POLICIES = ("warn", "wait", "ignore")
+log = logging.getLogger(__name__)
 
 
 class ProfileError(AgentschedError):
@@ -167,32 +170,52 @@ def measure(
         base_mem = torch.cuda.memory_allocated()
     la = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     try:
-        t0 = time.perf_counter()
-        tool.load(device)
-        tool.sync()
-        load_ms = (time.perf_counter() - t0) * 1000
-        for _ in range(warmup):
-            tool.run(inputs)
-            tool.sync()
-        calls = []
-        for _ in range(runs):
+        with _phase(name, "load", device):
             t0 = time.perf_counter()
-            tool.run(inputs)
+            tool.load(device)
             tool.sync()
-            calls.append(max((time.perf_counter() - t0) * 1000, 1e-3))
+            load_ms = (time.perf_counter() - t0) * 1000
+        with _phase(name, "run", device):
+            for _ in range(warmup):
+                tool.run(inputs)
+                tool.sync()
+            calls = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                tool.run(inputs)
+                tool.sync()
+                calls.append(max((time.perf_counter() - t0) * 1000, 1e-3))
         vram = None
         if cuda:
             import torch
 
             vram = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
     finally:
-        tool.unload()
+        try:
+            tool.unload()
+        except Exception:  # the load/run error (if any) is the one worth reporting
+            log.warning("tool %s: unload() failed", name, exc_info=True)
         del tool
         gc.collect()
 
     return Measurement(tool=name, device="cuda" if cuda else "cpu", size=size, load_ms=load_ms,
                        call_ms=statistics.median(calls), calls_ms=calls, vram_mb=vram,
                        busy_pct=busy_pct, loadavg_1m=la)
+
+
+@contextmanager
+def _phase(name: str, phase: str, device: str) -> Iterator[None]:
+    """Turn an exception of a tool's ``phase`` (load, run, example_inputs) into a one-line
+    ProfileError naming the tool and the phase: the user's code failed, not the profiler."""
+    try:
+        yield
+    except ProfileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of user code (MemoryError included)
+        first = (str(e).strip().splitlines() or [""])[0]
+        where = f" on {device}" if device else ""
+        raise ProfileError(f"tool {name} failed in {phase}(){where}: {type(e).__name__}"
+                           + (f": {first}" if first else "")) from None
 
 
 def _profiled_tool(name: str, size: str, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -204,10 +227,11 @@ def _profiled_tool(name: str, size: str, seed: int) -> tuple[Any, dict[str, Any]
             tool = new_tool(name)
         except AgentschedError as e:
             raise ProfileError(str(e)) from None
-        inputs = tool.example_inputs()
+        with _phase(name, "example_inputs", ""):
+            inputs = tool.example_inputs()
         if not isinstance(inputs, dict):
-            raise ProfileError(f"tool {name} defines no example_inputs() (a dict of the inputs run() takes): "
-                               "the profiler has nothing to time it on")
+            raise ProfileError(f"tool {name}: example_inputs() returned {type(inputs).__name__} ({inputs!r:.40}), "
+                               "not a dict of the inputs run() takes: the profiler has nothing to time it on")
         return tool, inputs
     from agentsched.tools import get_tool
 

@@ -9,21 +9,27 @@ from pathlib import Path
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import Mode, Workflow
 
-GANTT_FORMATS = (".png", ".svg", ".pdf")  # what the chart can be written as
+GANTT_FORMATS = (".png", ".svg", ".pdf")  # what a chart (Gantt, learning curve) can be written as
 
 
-def check_gantt_path(path: str | Path) -> Path:
-    """Validate an output path before any work: a known suffix, in an existing folder, not a folder."""
+def check_figure_path(path: str | Path, flag: str) -> Path:
+    """Validate a chart's output path before any work: a known suffix, in an existing folder, not a
+    folder. ``flag`` names the option in the one-line error (``--gantt``, ``--plot``)."""
     from agentsched.errors import AgentschedError
 
     p = Path(path)
     if p.is_dir():
-        raise AgentschedError(f"--gantt {path}: is a folder; give a file name such as {p / 'gantt.png'}")
+        raise AgentschedError(f"{flag} {path}: is a folder; give a file name such as {p / 'chart.png'}")
     if p.suffix.lower() not in GANTT_FORMATS:
-        raise AgentschedError(f"--gantt {path}: unsupported format (use {', '.join(GANTT_FORMATS)})")
+        raise AgentschedError(f"{flag} {path}: unsupported format (use {', '.join(GANTT_FORMATS)})")
     if not p.parent.is_dir():
-        raise AgentschedError(f"--gantt {path}: folder {p.parent} does not exist")
+        raise AgentschedError(f"{flag} {path}: folder {p.parent} does not exist")
     return p
+
+
+def check_gantt_path(path: str | Path) -> Path:
+    """Validate a ``--gantt`` output path before any work (see ``check_figure_path``)."""
+    return check_figure_path(path, "--gantt")
 
 
 _COLORS = {Mode.CPU: "#4C72B0", Mode.GPU_NOW: "#55A868", Mode.GPU_QUEUE: "#C44E52"}

@@ -30,11 +30,12 @@ import logging
 import queue
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, ToolError, WorkflowError
+from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, ToolError, WorkflowError
 from agentsched.loop.runner import RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
@@ -152,6 +153,7 @@ class Runtime:
         policy_options: dict[str, Any] | None = None,
         size: str = "small",
         cpu_workers: int | None = None,
+        on_store_wait: Callable[[str], None] | None = None,
     ) -> None:
         if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
             raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
@@ -162,6 +164,7 @@ class Runtime:
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
         self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
+        _check_sim_cards(testbed, self.workflow)
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
@@ -179,7 +182,7 @@ class Runtime:
             self.policy.preflight(self.workflow)
             if store is not None:
                 self._own_store = not isinstance(store, Store)
-                self.store = store if isinstance(store, Store) else Store(store)
+                self.store = store if isinstance(store, Store) else Store(store, on_wait=on_store_wait)
                 settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
                             "testbed": self.testbed.name}
                 self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
@@ -378,6 +381,20 @@ def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) 
             opts["start"] = "cold"
             log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
     return make_policy(name, **opts)
+
+
+def _check_sim_cards(testbed: str | Testbed, wf: Workflow) -> None:
+    """Refuse the simulator for tasks without a card: it would time them from placeholder cards
+    (cold start figures, not measurements) and print made-up E2Es as if they were real."""
+    from agentsched.testbeds.sim import SimTestbed
+
+    if not wf.unprofiled or not (testbed == "sim" or isinstance(testbed, SimTestbed)):
+        return
+    tasks = sorted(wf.unprofiled)
+    tools = sorted({wf.tasks[t].tool for t in tasks})
+    raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
+                       f"none (its times would be placeholders): profile them with `agentsched profile --tools "
+                       f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
 
 
 def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> Testbed:

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from agentsched.model.workflow import Mode, Workflow
 
 SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+WAIT_NOTICE_S = 2.0  # a lock wait longer than this is announced (on_wait, else a logged warning)
+log = logging.getLogger("agentsched.store")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -163,17 +166,50 @@ class RoundRow:
     created_s: float
 
 
+def _set_busy_timeout(conn: sqlite3.Connection, seconds: float) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 # ---- the store ----------------------------------------------------------------------------------
 class Store:
     """One SQLite store file. Thread-safe (one connection, serialised); many processes may share it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False,
-                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, on_wait: Callable[[str], None] | None = None,
+                 wait_notice_s: float | None = None) -> None:
         self.path = Path(path)  # the store file
         self.read_only = read_only  # open for reading only (history)
         self.busy_timeout_s = busy_timeout_s  # how long a busy store is waited for
+        self.on_wait = on_wait  # told (one line) when a lock wait passes wait_notice_s; None: logged
+        # read at construction, not at import: tests and callers may lower the module's threshold
+        self.wait_notice_s = WAIT_NOTICE_S if wait_notice_s is None else wait_notice_s
         self._lock = threading.Lock()
         self._conn = self._open()
+
+    def _waiting(self, conn: sqlite3.Connection, step: Callable[[], Any]) -> Any:
+        """Run ``step``, which may wait for another process's lock. SQLite's busy handler waits
+        silently for up to ``busy_timeout_s``, which looks like a hang, so it first waits only
+        ``wait_notice_s``; still locked, it says so once (``on_wait``, else a logged warning) and
+        waits the rest of the timeout."""
+        first_s = min(self.wait_notice_s, self.busy_timeout_s)
+        _set_busy_timeout(conn, first_s)
+        try:
+            try:
+                return step()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e) or first_s >= self.busy_timeout_s:
+                    raise
+            (self.on_wait or log.warning)(f"waiting for the store {self.path} (locked by another process) for "
+                                          f"up to {self.busy_timeout_s:g} s ...")
+            _set_busy_timeout(conn, self.busy_timeout_s - first_s)
+            return step()
+        finally:
+            _set_busy_timeout(conn, self.busy_timeout_s)
 
     # ---- opening ---------------------------------------------------------------------------
     def _fail(self, what: str, exc: BaseException | None = None) -> StoreError:
@@ -216,20 +252,7 @@ class Store:
         except sqlite3.Error as e:
             raise self._translate(e) from None
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables and "schema_version" not in tables:
-                raise self._fail("is an SQLite file but not an agentsched store (no schema_version table)")
-            if not self.read_only:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise self._fail(f"cannot use WAL mode (journal mode {mode})")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                if not tables:
-                    self._create(conn)
-            elif not tables:
-                raise self._fail("is empty (no runtime has written to it yet)")
-            self._check_version(conn)
+            self._waiting(conn, lambda: self._prepare(conn))
         except sqlite3.Error as e:
             conn.close()
             raise self._translate(e) from None
@@ -237,6 +260,23 @@ class Store:
             conn.close()
             raise
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Check (and on first use create) the schema; switch to WAL. Repeatable (a lock wait
+        past the notice threshold runs it again)."""
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "schema_version" not in tables:
+            raise self._fail("is an SQLite file but not an agentsched store (no schema_version table)")
+        if not self.read_only:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise self._fail(f"cannot use WAL mode (journal mode {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not tables:
+                self._create(conn)
+        elif not tables:
+            raise self._fail("is empty (no runtime has written to it yet)")
+        self._check_version(conn)
 
     def _create(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -273,7 +313,7 @@ class Store:
             raise self._fail("was opened read-only")
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._waiting(self._conn, lambda: self._conn.execute("BEGIN IMMEDIATE"))
             except sqlite3.Error as e:
                 raise self._translate(e) from None
             try:

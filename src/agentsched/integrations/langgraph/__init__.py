@@ -37,11 +37,16 @@ from agentsched.integrations.langgraph.nodes import (  # noqa: E402
     placeable,
     tool_node,
 )
-from agentsched.integrations.langgraph.runtime import GraphResult, GraphRuntime, workflow_from_graph  # noqa: E402
+from agentsched.integrations.langgraph.runtime import (  # noqa: E402
+    GraphInputError,
+    GraphResult,
+    GraphRuntime,
+    workflow_from_graph,
+)
 from agentsched.integrations.langgraph.testbed import LangGraphTestbed  # noqa: E402
 
 __all__ = [
-    "FunctionNode", "Gate", "GraphError", "GraphResult", "GraphRuntime", "GraphSpec", "Infeasible",
+    "FunctionNode", "Gate", "GraphError", "GraphInputError", "GraphResult", "GraphRuntime", "GraphSpec", "Infeasible",
     "LangGraphTestbed", "MissingExtraError", "NodeError", "PlaceableNode", "ToolNode", "inspect_graph",
     "placeable", "tool_node", "workflow_from_graph",
 ]

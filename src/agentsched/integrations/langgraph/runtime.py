@@ -15,6 +15,7 @@ invocations, and a new ``GraphRuntime`` on the same store and graph resumes lear
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
 from agentsched.integrations.langgraph.testbed import LangGraphTestbed
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
+
+
+class GraphInputError(AgentschedError):
+    """An invocation's input is not a state mapping the graph can start from."""
 
 
 def workflow_from_graph(graph: Any, name: str, *, decision_space: str = "three_way",
@@ -93,10 +98,13 @@ class GraphRuntime:
     def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
         """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node
         that raises gives a failed result with a one-line message; the next invocation runs."""
+        if inputs is not None and not isinstance(inputs, Mapping):
+            raise GraphInputError(f"graph input must be a mapping of state keys to values (e.g. "
+                                  f"{{'question': ...}}), got {type(inputs).__name__}")
         args = {**(inputs or {}), **kwargs}
         bad = [k for k in args if not isinstance(k, str)]
         if bad:
-            raise AgentschedError(f"graph input keys must be text, got {bad[0]!r}")
+            raise GraphInputError(f"graph input keys must be text, got {bad[0]!r}")
         self.testbed.forget()
         r = self.runtime.invoke(**args)
         x = self.testbed.last_execution  # None when the testbed refused the mapping before running

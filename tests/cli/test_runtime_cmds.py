@@ -1,0 +1,84 @@
+"""invoke/history as a new user meets them: errors before any work, in one line; honest wording."""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+import threading
+
+import pytest
+
+TOOLS = textwrap.dedent('''
+    import agentsched
+
+
+    class Echo(agentsched.Tool):
+        name = "echo"
+        workload = "return the docs"
+        tags = ("compute-light",)
+        has_gpu = False
+        input_names = ("docs",)
+
+        def run(self, inputs):
+            return inputs["docs"]
+''')
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "rtfix_tools.py").write_text(TOOLS)
+    (tmp_path / "echo.yaml").write_text('name: echo\ntasks:\n  A: {tool: "rtfix_tools:Echo"}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def _invoke(cli, project, *extra: str):
+    return cli("invoke", str(project / "echo.yaml"), "--store", str(project / "s.db"), "--cpu-slots", "1", *extra)
+
+
+def test_history_plot_format_is_checked_before_the_table(project, cli):
+    code, _, err = _invoke(cli, project, "--input", "docs=a")
+    assert code == 0, err
+    code, out, err = cli("history", "echo", "--store", str(project / "s.db"), "--plot", str(project / "c.txt"))
+    assert code != 0 and out == ""  # nothing printed before the error
+    assert err.splitlines() == [f"error: --plot {project / 'c.txt'}: unsupported format (use .png, .svg, .pdf)"]
+    code, _, err = cli("history", "echo", "--store", str(project / "s.db"), "--plot", str(project / "no" / "c.png"))
+    missing = project / "no"
+    assert code != 0 and err.splitlines() == [f"error: --plot {missing / 'c.png'}: folder {missing} does not exist"]
+
+
+def test_history_counts_are_singular_for_one(project, cli):
+    code, _, err = _invoke(cli, project, "--input", "docs=a", "--round-size", "1")
+    assert code == 0, err
+    code, out, err = cli("history", "echo", "--store", str(project / "s.db"))
+    assert code == 0, err
+    head = next(line for line in out.splitlines() if line.startswith("learner "))
+    assert head.endswith(": 1 invocation (0 probes), 1 round observed"), head
+
+
+def test_a_repeated_input_name_is_an_error(project, cli):
+    code, out, err = _invoke(cli, project, "--input", "docs=a", "--input", "docs=b")
+    assert code != 0 and out == ""
+    assert err.splitlines() == ["error: --input 'docs' is given more than once (give each input once)"]
+    assert not (project / "s.db").exists()  # refused before the store was opened
+
+
+def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
+    from agentsched.store import Store
+    from agentsched.store import store as store_mod
+
+    db = project / "s.db"
+    Store(db).close()
+    monkeypatch.setattr(store_mod, "WAIT_NOTICE_S", 0.1)  # the injected threshold (2 s by default)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    release = threading.Timer(1.0, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        code, out, err = _invoke(cli, project, "--input", "docs=a")
+    finally:
+        release.join()
+        holder.close()
+    assert code == 0, err
+    assert err.splitlines() == [f"waiting for the store {db} (locked by another process) for up to 30 s ..."]
+    assert "output A: \"a\"" in out

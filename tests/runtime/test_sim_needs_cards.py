@@ -1,0 +1,42 @@
+"""The simulator is refused for user tools without cards: it would print placeholder times as real."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsched import Runtime
+from agentsched.errors import TestbedError
+from agentsched.model.workflow import load_workflow_file
+from agentsched.testbeds.sim import SimTestbed
+
+MESSAGE = (r"^the sim testbed needs profiled cards for user tools, but task\(s\) A, B, C have none \(its times "
+           r"would be placeholders\): profile them with `agentsched profile --tools "
+           r"wordtools:Count,wordtools:Shout,wordtools:Split --out cards.json`")
+
+
+@pytest.mark.parametrize("testbed", ["sim", SimTestbed(noise_sigma=0.0)], ids=["by-name", "instance"])
+def test_sim_on_unprofiled_user_tools_is_refused(on_path, tmp_path, testbed):
+    wf = load_workflow_file(on_path / "words.yaml")
+    with pytest.raises(TestbedError, match=MESSAGE):
+        Runtime(wf, store=tmp_path / "s.db", testbed=testbed)
+    assert not (tmp_path / "s.db").exists()  # refused before the store was created
+
+
+def test_cli_invoke_on_sim_is_one_line(on_path, tmp_path, cli):
+    code, out, err = cli("invoke", str(on_path / "words.yaml"), "--input", "text=a b", "--store",
+                         str(tmp_path / "s.db"), "--testbed", "sim")
+    assert code != 0 and "E2E" not in out
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("error: the sim testbed needs profiled cards for user tools")
+
+
+def test_sim_with_cards_still_runs(on_path, tmp_path):
+    from agentsched.model.cards import CardSet, ToolCard
+
+    wf = load_workflow_file(on_path / "words.yaml")
+    cards = CardSet(name="words", source="test", cards={
+        t: ToolCard(name=t, cpu_ms=ms, workload="w", tags=("compute-light",))
+        for t, ms in (("wordtools:Split", 1.0), ("wordtools:Count", 2.0), ("wordtools:Shout", 3.0))})
+    with Runtime(wf.with_cards(cards), store=None, testbed=SimTestbed(noise_sigma=0.0)) as rt:
+        res = rt.invoke(text="a b")
+    assert res.ok and res.e2e_ms == pytest.approx(4.0, abs=0.5)  # A then the longer of B, C: the cards' times
