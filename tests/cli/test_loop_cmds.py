@@ -58,7 +58,7 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
                          "--noise", "0", "--json-out", str(f))
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[1] == "R0   A=gpu,B=cpu  E2E       10.0 ms  ok  executions 2 (1 probes)"
+    assert lines[1] == "R0   A=gpu,B=cpu  E2E       10.0 ms  ok  executions 2 (1 probe)"
     assert lines[2:4] == ["      line one", "      line two"]
     r0 = json.loads(f.read_text())["rounds"][0]
     assert (r0["prompt"], r0["response"], r0["probes"], r0["executions"]) == ("p0", "r", 1, 2)

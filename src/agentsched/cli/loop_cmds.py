@@ -279,7 +279,7 @@ def register(app: typer.Typer) -> None:
                 say.print(f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}"
                               f"  E2E {_fmt_ms(r.e2e_ms):>10s} ms"
                               f"  {status}  executions {rec.executions_after}"
-                              + (f" ({len(rec.probes)} probes)" if rec.probes else ""), highlight=False, markup=False,
+                              + (f" ({plural(len(rec.probes), 'probe')})" if rec.probes else ""), highlight=False, markup=False,
                               soft_wrap=True)  # one line per round, however wide
                 summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
                 summary = list(summary or [])
@@ -318,7 +318,7 @@ def register(app: typer.Typer) -> None:
             # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
             regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{round(metrics.regret, 3) + 0.0:.3f}"
             say.print(f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
-                          f"executions {metrics.executions} ({metrics.probes} probes, "
+                          f"executions {metrics.executions} ({plural(metrics.probes, 'probe')}, "
                           f"{metrics.infeasible_executions} infeasible), regret {regret}",
                           highlight=False, markup=False)
         if json_file is not None or json_out:
