@@ -5,7 +5,6 @@ GPUs emulated. Skipped only when ray is not installed."""
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 
@@ -20,55 +19,13 @@ from agentsched.model.execution import Status  # noqa: E402
 from agentsched.model.workflow import Mode, parse_workflow  # noqa: E402
 from agentsched.testbeds.local import LocalBackend, LocalTestbed  # noqa: E402
 from agentsched.testbeds.ray import EMULATED_NOTE, RayTestbed  # noqa: E402
+from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 NODE_VRAM_MB = 1000.0  # every node's vram_mb: clip (656 MB) + bert_base (486 MB) do not fit on one
 NODE = {"num_cpus": 1, "num_gpus": 1, "resources": {"vram_mb": NODE_VRAM_MB}}
-
-# the fake tools are shipped to the Ray workers by value (the workers cannot import this test module)
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-class SleepTool:
-    """A light fake tool: ``run`` sleeps and returns what it was given (its inputs' keys)."""
-
-    def __init__(self, name: str, call_s: float) -> None:
-        self.name, self.call_s = name, call_s
-        self.has_gpu = name not in ("web_search", "log_analyzer", "pdf_parser")
-        self.device: str | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self.device is not None
-
-    def load(self, device: str = "cpu") -> None:
-        self.device = device
-
-    def move(self, device: str) -> None:
-        self.device = device
-
-    def run(self, inputs: dict) -> tuple[str, list[str]]:
-        time.sleep(self.call_s)
-        return self.name, sorted(inputs)
-
-    def sync(self) -> None:
-        pass
-
-    def unload(self) -> None:
-        self.device = None
-
-
-class SleepFactory:
-    """Builds SleepTools; picklable (Ray ships it to every node's actors)."""
-
-    def __init__(self, call_s: float = 0.05) -> None:
-        self.call_s = call_s
-
-    def __call__(self, name: str, size: str, seed: int = 0) -> SleepTool:
-        return SleepTool(name, self.call_s)
-
 
 def wf(tasks: dict, edges=(), budget=None):
     return parse_workflow({"name": "t", "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,

@@ -5,8 +5,6 @@ Light fake tools (sleeps) stand in for the built-in ones. Skipped only when ray 
 from __future__ import annotations
 
 import json
-import sys
-import time
 
 import pytest
 
@@ -18,43 +16,11 @@ from agentsched.model.workflow import Mode  # noqa: E402
 from agentsched.scenarios import load_scenario  # noqa: E402
 from agentsched.testbeds import ray as ray_testbed  # noqa: E402
 from agentsched.testbeds.ray import RayTestbed  # noqa: E402
+from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-# the fake tools are shipped to the Ray workers by value (the workers cannot import this test module)
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-class SleepTool:
-    """A light fake tool: ``run`` sleeps briefly and returns its name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.device: str | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self.device is not None
-
-    def load(self, device: str = "cpu") -> None:
-        self.device = device
-
-    def move(self, device: str) -> None:
-        self.device = device
-
-    def run(self, inputs: dict) -> str:
-        time.sleep(0.01)
-        return self.name
-
-    def sync(self) -> None:
-        pass
-
-    def unload(self) -> None:
-        self.device = None
-
-
-def sleep_tool(name: str, size: str, seed: int = 0) -> SleepTool:
-    return SleepTool(name)
+sleep_tool = SleepFactory(call_s=0.01)  # Ray ships it to the workers by value (tests/support/sleep_tool.py)
 
 
 @pytest.fixture(scope="module")
