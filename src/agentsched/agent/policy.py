@@ -22,6 +22,7 @@ from agentsched.agent.view import AgentView, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import MappingT, format_mapping
+from agentsched.model.options import INITIALS, STARTS
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.monitor import RuntimeMonitor
@@ -29,8 +30,6 @@ from agentsched.monitor.records import Evidence
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 
 REASONERS = ("rules", "llm")
-STARTS = ("warm", "cold")
-INITIALS = ("rules", "all-gpu")  # round-0 choice of the rules reasoner
 DEFAULT_STABILITY = 0.02  # adopt a what-if only if it beats the best by more than 2%
 
 # short names of switched-off mechanisms, for labels that tell ablation variants apart

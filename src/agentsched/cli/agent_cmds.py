@@ -20,12 +20,13 @@ from agentsched.cli.common import (
 from agentsched.cli.loop_cmds import loop_counts
 from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
+from agentsched.model.options import INITIALS, STARTS
 
 START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
 
 
 def _start(value: str) -> str:
-    if value not in ("warm", "cold"):
+    if value not in STARTS:
         raise AgentschedError(f"--start must be warm or cold, got {value!r}")
     return value
 
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.experiments.ablation import run_ablation
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
-        if initial not in (None, "rules", "all-gpu"):
+        if initial is not None and initial not in INITIALS:
             raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
         wf, wf_world = load_workflow_and_world(workflow, cards)
         sim_world = pick_world("sim", world, [wf_world])  # the ablation runs on the simulator
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
 
         if resume and journal_file is None:
             raise AgentschedError("--resume needs --journal FILE (where the interrupted ablation recorded its runs)")
-        initials = ("rules", "all-gpu") if initial is None else (initial,)
+        initials = INITIALS if initial is None else (initial,)
         journal = None
         if journal_file is not None:
             check_output_file(journal_file, "--journal")
@@ -120,7 +121,7 @@ def register(app: typer.Typer) -> None:
         from agentsched.scenarios import list_scenarios
 
         loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
-        starts = ("warm", "cold") if start is None else (_start(start),)
+        starts = STARTS if start is None else (_start(start),)
         baselines = _baselines(baseline)
         loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
         wfs = [wf for wf, _ in loaded]

@@ -12,9 +12,9 @@ from rich.table import Table
 from agentsched.cli.common import (
     CPU_SLOTS_HELP,
     EMULATE_GPU_HELP,
-    RAY_ADDRESS_HELP,
     JSON_HELP,
     JSON_OUT_HELP,
+    RAY_ADDRESS_HELP,
     SEED_HELP,
     SIZE_HELP,
     TESTBED_HELP,
@@ -26,12 +26,13 @@ from agentsched.cli.common import (
     load_workflow_and_world,
     pick_world,
     positive,
-    testbed_notes,
     print_json,
+    testbed_notes,
 )
 from agentsched.cli.output import check_output_file, prepare_output_dir, write_json
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.mapping import format_mapping
+from agentsched.model.options import STARTS
 from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
@@ -108,7 +109,7 @@ def heft_model_option(policies: list[str], options: dict[str, dict[str, Any]],
 
 
 def _check_start(start: str | None) -> str | None:
-    if start is not None and start not in ("warm", "cold"):
+    if start is not None and start not in STARTS:
         raise AgentschedError(f"--start must be warm or cold, got {start!r}")
     return start
 
@@ -229,10 +230,10 @@ def register(app: typer.Typer) -> None:
         llm_predictions: Optional[bool] = LLM_PREDICTIONS,
     ) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
-        from agentsched.loop.metrics import oracle_view, run_metrics
-        from agentsched.loop.runner import reference_oracle, run_loop
-        from agentsched.loop.registry import get_spec, make_policy
         from agentsched.experiments.bench import round_dicts
+        from agentsched.loop.metrics import oracle_view, run_metrics
+        from agentsched.loop.registry import get_spec, make_policy
+        from agentsched.loop.runner import reference_oracle, run_loop
 
         loop_counts(rounds=rounds, repeats=repeats)
         say = err_console if json_out else console  # with --json, stdout holds the JSON only
@@ -396,10 +397,14 @@ def register(app: typer.Typer) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
         report.md and plots."""
         from agentsched.cli.progress import bench_progress
-        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
-
-        from agentsched.loop.registry import accepts, baseline_policies, get_spec, is_available
         from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
+        from agentsched.loop.registry import (
+            accepts,
+            baseline_policies,
+            get_spec,
+            is_available,
+        )
         from agentsched.report.outputs import write_outputs
         from agentsched.scenarios import list_scenarios, resolve_workflow
 

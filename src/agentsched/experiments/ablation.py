@@ -18,10 +18,11 @@ from agentsched.experiments.paper import ABLATION_SCENARIO as PAPER_SCENARIO
 from agentsched.experiments.paper import is_paper_scenario, paper_table6
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, RunMetrics
 from agentsched.model.mapping import format_mapping
+from agentsched.model.options import INITIALS
+from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world
-from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,6 @@ class VariantResult:
         }
 
 
-INITIALS = ("rules", "all-gpu")  # round-0 choices an ablation can run from
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.paper import paper_first_match_rounds
 from agentsched.loop.registry import is_available, make_policy
+from agentsched.model.options import STARTS
+from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world
-from agentsched.model.text import plural
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def _baseline(name: str) -> Policy | None:
 def run_check(
     workflows: list[Workflow],
     *,
-    starts: tuple[str, ...] = ("warm", "cold"),
+    starts: tuple[str, ...] = STARTS,
     seeds: tuple[int, ...] = (0, 1, 2),
     rounds: int = 20,
     repeats: int = 5,

@@ -34,10 +34,16 @@ from agentsched.agent.plan.timeline import observe
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping
+from agentsched.model.options import STARTS
 from agentsched.model.workflow import DecisionSpace, Mode
-from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
+from agentsched.policies.base import (
+    MappingT,
+    Policy,
+    PolicyContext,
+    Proposal,
+    RoundResult,
+)
 
-STARTS = ("warm", "cold")
 DEFAULT_PROBE_FRACTION = 0.1
 SMALL_TASKS = 12  # up to here the search and the value estimate get a generous budget
 
