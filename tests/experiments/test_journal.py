@@ -17,14 +17,18 @@ import pytest
 from agentsched.errors import AgentschedError
 from agentsched.experiments.journal import JOURNAL_NAME, RunJournal, journaled
 
-# 27 runs, each long enough (tens of ms) that a kill can land between two of them
-BENCH = ["bench", "--scenarios", "S1,S5,S13", "--policies", "heft,ucb1,agent-rules", "--seeds", "3",
+# 45 runs, each long enough (tens of ms) that a kill can land between two of them, and enough of them
+# that three kills after at most 5 more finished runs each leave some unfinished
+BENCH = ["bench", "--scenarios", "S1,S5,S13", "--policies", "heft,ucb1,agent-rules", "--seeds", "5",
          "--rounds", "40", "--repeats", "5", "--no-ablation"]
+RUNS = 45
 
 
-def _bench(out: Path, *extra: str) -> subprocess.Popen:
+def _bench(out: Path, *extra: str, capture: bool = False, log: Path | None = None) -> subprocess.Popen:
+    # an unread pipe could fill and stall the child: runs that get killed write to ``log`` instead
+    sink = subprocess.PIPE if capture else (open(log, "a") if log else subprocess.DEVNULL)  # noqa: SIM115
     return subprocess.Popen([sys.executable, "-m", "agentsched", *BENCH, "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=sink, stderr=subprocess.STDOUT if not capture else sink, text=True)
 
 
 def _comparable(out: Path) -> dict:
@@ -45,8 +49,9 @@ def _runs_recorded(out: Path) -> int:
 @pytest.mark.slow
 def test_a_bench_killed_at_random_moments_resumes_to_the_same_results(tmp_path):
     whole = tmp_path / "whole"
-    p = _bench(whole)
-    assert p.wait(timeout=300) == 0, p.stderr.read()
+    p = _bench(whole, capture=True)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
     expected = _comparable(whole)
 
     broken = tmp_path / "broken"
@@ -55,7 +60,7 @@ def test_a_bench_killed_at_random_moments_resumes_to_the_same_results(tmp_path):
     first = True
     for _ in range(3):  # kill a few times at random moments, each time after some progress
         before = _runs_recorded(broken)
-        p = _bench(broken, *([] if first else ["--resume"]))
+        p = _bench(broken, *([] if first else ["--resume"]), log=tmp_path / "attempts.log")
         first = False
         target = before + rng.randint(1, 5)  # a random moment: after 1-5 more finished runs
         deadline = time.monotonic() + 120
@@ -65,8 +70,9 @@ def test_a_bench_killed_at_random_moments_resumes_to_the_same_results(tmp_path):
             p.send_signal(signal.SIGKILL)
             kills += 1
         p.wait(timeout=60)
-    assert kills == 3 and not (broken / "results.json").exists()
-    p = _bench(broken, "--resume")
+    why = (tmp_path / "attempts.log").read_text()[-2000:]
+    assert kills == 3 and not (broken / "results.json").exists() and _runs_recorded(broken) < RUNS, why
+    p = _bench(broken, "--resume", capture=True)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     assert "resumed:" in out
