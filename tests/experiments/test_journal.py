@@ -40,7 +40,8 @@ def _comparable(out: Path) -> dict:
 
 def _runs_recorded(out: Path) -> int:
     try:
-        with sqlite3.connect(out / JOURNAL_NAME, timeout=1) as db:
+        # read-only: connecting must never create the file the bench is about to create
+        with sqlite3.connect(f"file:{out / JOURNAL_NAME}?mode=ro", uri=True, timeout=1) as db:
             return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     except sqlite3.Error:
         return 0

@@ -4,8 +4,10 @@ import threading
 
 import pytest
 
-from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
-from agentsched.model.workflow import Mode
+pytest.importorskip("langgraph")  # the package's __init__ needs it, even for the gate alone
+
+from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible  # noqa: E402
+from agentsched.model.workflow import Mode  # noqa: E402
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 

@@ -37,8 +37,8 @@ class RunJournal:
         self.path = Path(path)
         self.config_json = json.dumps(config, sort_keys=True, default=str)
         self.resumed = 0  # runs taken from the journal instead of being run again
-        if not resume and self.path.exists():
-            self._check_is_journal()  # never replace a file that holds something else
+        if not resume and self.path.exists() and self.path.stat().st_size > 0:
+            self._check_is_journal()  # never replace a file that holds something else (an empty one holds nothing)
             self._remove()
         try:
             self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)

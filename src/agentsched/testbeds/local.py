@@ -49,6 +49,19 @@ from agentsched.tools import cuda_available
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
 
 
+TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
+                    "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
+
+def builtin_tool(name: str, size: str, *, seed: int = 0) -> Any:
+    """One of the 19 built-in tools; a one-line TestbedError when the tools extra is missing."""
+    from agentsched.tools import get_tool, tools_installed
+
+    if not tools_installed():
+        raise TestbedError(f"built-in tool {name!r} needs the tools extra: {TOOLS_EXTRA_HINT}")
+    return get_tool(name, size, seed=seed)
+
+
 class _Cancelled(Exception):
     """A running task stopped early because the execution already failed."""
 
@@ -134,13 +147,8 @@ class LocalBackend(Backend):
         # torch intra-op threads during a run (None: torch's default, one per core). Concurrent CPU
         # tasks each use them all, so e.g. cpu_workers=2 on 2 cores oversubscribes; set 1 to avoid it.
         self.torch_threads = torch_threads
-        if tool_factory is None:
-            from agentsched.tools import get_tool, tools_installed
-
-            if not tools_installed():
-                raise TestbedError("the local testbed needs the tools extra: pip install 'agentsched[tools]'")
-            tool_factory = get_tool
-        self._factory = tool_factory  # builds tools (tests inject fakes)
+        # builds the built-in tools (tests inject fakes); user tools (package.module:Class) need no extra
+        self._factory = tool_factory if tool_factory is not None else builtin_tool
         self._cache: dict[tuple[str, str], Any] = {}  # (base tool, device) -> loaded, shared tool
         self._run: _LocalRun | None = None  # the run in progress
 
