@@ -13,12 +13,12 @@ import pytest
 import agentsched
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from agentsched.model.execution import Status  # noqa: E402
 from agentsched.model.workflow import Mode, parse_workflow  # noqa: E402
 from agentsched.testbeds.local import LocalBackend, LocalTestbed  # noqa: E402
 from agentsched.testbeds.ray import EMULATED_NOTE, RayTestbed  # noqa: E402
+from tests.support.ray_cluster import ray_cluster  # noqa: E402
 from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -34,16 +34,8 @@ def wf(tasks: dict, edges=(), budget=None):
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster(initialize_head=True, head_node_args={
-        **NODE, "_system_config": {"idle_worker_killing_time_threshold_ms": 3_600_000}})
-    c.add_node(**NODE)
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False, logging_level="ERROR")
-    try:
+    with ray_cluster({**NODE, "_system_config": {"idle_worker_killing_time_threshold_ms": 3_600_000}}, NODE) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 def make_tb(cluster, call_s=0.05, **kw) -> RayTestbed:

@@ -9,13 +9,13 @@ import json
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from agentsched.errors import TestbedError  # noqa: E402
 from agentsched.model.workflow import Mode  # noqa: E402
 from agentsched.scenarios import load_scenario  # noqa: E402
 from agentsched.testbeds import ray as ray_testbed  # noqa: E402
 from agentsched.testbeds.ray import RayTestbed  # noqa: E402
+from tests.support.ray_cluster import ray_cluster  # noqa: E402
 from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -25,14 +25,8 @@ sleep_tool = SleepFactory(call_s=0.01)  # Ray ships it to the workers by value (
 
 @pytest.fixture(scope="module")
 def cpu_cluster():
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0})
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False, logging_level="ERROR")
-    try:
+    with ray_cluster({"num_cpus": 2, "num_gpus": 0}) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 @pytest.fixture
