@@ -15,7 +15,7 @@ import pytest
 from tests.support.views import round0_view
 
 from agentsched.agent.local_llm import completion
-from agentsched.agent.plan.forecast import TOP_K
+from agentsched.agent.forecast import TOP_K
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.prompt import build_prompt, load_template
 from agentsched.agent.rules import RulesReasoner

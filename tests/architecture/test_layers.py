@@ -20,7 +20,7 @@ LAYERS: dict[str, float] = {
     "errors": 0, "data": 0, "model": 1, "scenarios": 1.5,
     "tools": 2, "testbeds": 3, "oracle": 3.5, "profiler": 3.5,
     "monitor": 4,
-    "policies": 5, "agent": 5.5,
+    "policies": 5, "planner": 5.25, "agent": 5.5,
     "loop": 6,
     "store": 6.5, "runtime": 7, "integrations": 7.5,
     "experiments": 8,
@@ -103,3 +103,15 @@ def test_the_check_sees_lazy_and_string_imports(tmp_path):
     f.write_text("def g():\n    from agentsched.experiments import bench\n    from ..report import plots\n")
     assert _imports(f, tmp_path / "agentsched") >= {"agentsched.experiments", "agentsched.report.plots"}
     assert ("agentsched.loop.registry", "loop", "agent") in _edges()
+
+
+def test_planner_and_agent_never_see_a_testbed():
+    """Decisions are made from cards and measurements: the start rules and the contention law they
+    predict with live in ``model/`` (rules.py, contention.py), the simulated world in ``testbeds/``."""
+    bad = [f"{mod} imports testbeds" for mod, src, dst in _edges() if src in {"planner", "agent"} and dst == "testbeds"]
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_domain_rules_live_in_model():
+    assert (SRC / "model" / "rules.py").exists() and (SRC / "model" / "contention.py").exists()
+    assert not (SRC / "testbeds" / "rules.py").exists() and not (SRC / "testbeds" / "contention.py").exists()

@@ -13,7 +13,7 @@ from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow, parse_workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
-from agentsched.testbeds.rules import Start
+from agentsched.model.rules import Start
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 

@@ -13,7 +13,7 @@ from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, parse_workflow
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
-from agentsched.testbeds.rules import Dispatcher, Infeasible
+from agentsched.model.rules import Dispatcher, Infeasible
 from agentsched.testbeds.sim import SimTestbed
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE

@@ -7,7 +7,7 @@ options ``start`` ("warm"|"cold"), ``llm`` (dict: base_url, model, api_key, temp
 timeout_s, ...; environment variables fill gaps), ``monitor`` (dict of ``MonitorConfig`` switches
 and the probe budget), ``stability`` (the adoption threshold, a fraction) and ``predictions``
 (bool, default False: the fifth stream, the agent-plan planner's top candidates with predicted E2E,
-peak VRAM and a range, fitted to every execution the agent sees; ``agent/plan/forecast.py``; only
+peak VRAM and a range, fitted to every execution the agent sees; ``agent/forecast.py``; only
 the LLM's prompt renders it, the rules reasoner ignores it).
 """
 
@@ -84,7 +84,7 @@ class AgentPolicy(Policy):
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run
         if predictions:
-            from agentsched.agent.plan.forecast import Forecaster
+            from agentsched.agent.forecast import Forecaster
 
             self.forecaster = Forecaster(start)
 

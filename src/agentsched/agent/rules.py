@@ -2,17 +2,8 @@
 would. It reads the same four streams as the LLM (``AgentView``) and nothing else; it never
 enumerates mappings or predicts E2E with a model. docs/agent.md lists the rules.
 
-Round 0
-  * warm start, binary space: the ratio guideline (ratio = cpu_ms / gpu_ms): no GPU implementation
-    or ratio < 1 -> cpu; ratio >= 7 -> gpu; 1 <= ratio < 7 is ambiguous: cpu only if its cpu_ms
-    stays within the longest task it runs beside (so the offload costs no time and relieves the GPU).
-  * warm start, three-way space: structural rules. gpu_now goes, while the VRAM budget holds for
-    tasks that can overlap, to the tasks that lose most per MB without it (loss = what the cheaper
-    of cpu and gpu_queue costs over gpu_now). The others go to gpu_queue if their place in the
-    serial queue (every earlier queued task's load + run, then their own) still ends before their
-    cpu_ms, else to cpu.
-  * cold start: semantic tags. compute-bound -> gpu (gpu_now); memory-bound, compute-light,
-    io-bound, cpu-bound, no-gpu or untagged -> cpu.
+Round 0: ``planner/initial.py`` (the ratio guideline, the structural rules, the tags), shared with the
+planner's search seeds.
 
 Later rounds, first rule that applies:
   1. last round of the run: the best-ever mapping (nothing left to learn from);
@@ -30,11 +21,9 @@ from __future__ import annotations
 from agentsched.agent.reasoner import Decision, Reasoner
 from agentsched.agent.view import AgentView, MappingT
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import DecisionSpace, Mode, fits_vram
+from agentsched.model.workflow import DecisionSpace, Mode
+from agentsched.planner.initial import card_mapping, tag_mapping
 
-GPU_TAGS = frozenset({"compute-bound"})  # cold start: tags of dense kernels a GPU accelerates
-RATIO_GPU = 7.0  # ratio at and above which a task stays on the GPU
-RATIO_CPU = 1.0  # ratio below which the CPU is faster even in isolation
 
 
 __all__ = ["Decision", "RulesReasoner"]
@@ -62,75 +51,8 @@ class RulesReasoner(Reasoner):
             return Decision({t: Mode.GPU_NOW for t in view.workflow.task_ids},
                             "round 0 without a prior: every task on gpu_now (the framework default)")
         if not view.warm:
-            return self._tags(view)
-        if view.workflow.decision_space is DecisionSpace.BINARY:
-            return self._ratio(view)
-        return self._structural(view)
-
-    def _tags(self, view: AgentView) -> Decision:
-        m = {t: (Mode.GPU_NOW if GPU_TAGS & set(view.tools[t].tags) else Mode.CPU) for t in view.workflow.task_ids}
-        return Decision(m, "round 0, cold start: compute-bound tags on the GPU, every other tag on the CPU")
-
-    def _ratio(self, view: AgentView) -> Decision:
-        ids = view.workflow.task_ids
-        cards = _cards(view)
-        m, capable = _cpu_only(view)
-        ambiguous = []
-        for t in capable:
-            if cards[t].speedup >= RATIO_GPU:  # type: ignore[operator]
-                m[t] = Mode.GPU_NOW
-            else:
-                ambiguous.append(t)
-        def time_ms(u: str) -> float:
-            cu = cards[u]
-            on_cpu = m.get(u, Mode.GPU_NOW) is Mode.CPU or not cu.has_gpu
-            return cu.cpu_ms if on_cpu else cu.gpu_ms  # type: ignore[return-value]
-
-        times = {u: time_ms(u) for u in ids}  # kept current as tasks are decided: one lookup per pair
-        for t in ambiguous:
-            c = cards[t]
-            bottleneck = max((times[u] for u in view.concurrent[t]), default=0.0)
-            m[t] = Mode.CPU if c.cpu_ms <= bottleneck else Mode.GPU_NOW
-            times[t] = time_ms(t)
-        return Decision({t: m[t] for t in ids}, "round 0, warm start: ratio guideline (cpu_ms/gpu_ms)")
-
-    def _structural(self, view: AgentView) -> Decision:
-        wf = view.workflow
-        ids = wf.task_ids
-        cards = _cards(view)
-        budget = wf.vram_budget_mb
-        m, gpu_capable = _cpu_only(view)
-
-        def loss(t: str) -> float:
-            c = cards[t]
-            assert c is not None and c.gpu_ms is not None
-            return min(c.cpu_ms, c.gpu_ms + c.load_needed_ms) - c.gpu_ms
-
-        def density(t: str) -> float:
-            v = cards[t].vram_needed_mb  # type: ignore[union-attr]
-            return loss(t) / v if v > 0 else float("inf")
-
-        now: list[str] = []
-        for t in sorted(gpu_capable, key=lambda u: (-density(u), ids.index(u))):
-            if budget is None or _fits(view, now + [t], budget):
-                now.append(t)
-        queue_end_ms = 0.0
-        for t in ids:
-            if t in m:
-                continue
-            c = cards[t]
-            assert c is not None and c.gpu_ms is not None
-            if t in now:
-                m[t] = Mode.GPU_NOW
-                continue
-            finish = queue_end_ms + c.load_needed_ms + c.gpu_ms
-            if finish < c.cpu_ms and (budget is None or c.vram_needed_mb <= budget):
-                m[t] = Mode.GPU_QUEUE
-                queue_end_ms = finish
-            else:
-                m[t] = Mode.CPU
-        return Decision({t: m[t] for t in ids},
-                        "round 0, warm start: structural rules (VRAM budget, queue load cost, queue timeline)")
+            return Decision(*tag_mapping(view.workflow, {t: tuple(v.tags) for t, v in view.tools.items()}))
+        return Decision(*card_mapping(view.workflow, _cards(view)))
 
     # ---- later rounds ------------------------------------------------------------------------
     def propose(self, view: AgentView) -> Decision:
@@ -219,29 +141,6 @@ def _cards(view: AgentView) -> dict[str, ToolCard]:
         assert c is not None, "the ratio and structural rules need cards (warm start)"
         out[t] = c
     return out
-
-
-def _cpu_only(view: AgentView) -> tuple[MappingT, list[str]]:
-    """Tasks the CPU wins outright (no GPU implementation, or ratio < 1) -> cpu; the rest, in order."""
-    cards = _cards(view)
-    m: MappingT = {}
-    capable = []
-    for t in view.workflow.task_ids:
-        c = cards[t]
-        if not c.has_gpu or (c.speedup or 0.0) < RATIO_CPU:
-            m[t] = Mode.CPU
-        else:
-            capable.append(t)
-    return m, capable
-
-
-def _fits(view: AgentView, now: list[str], budget: float) -> bool:
-    """VRAM of every gpu_now task plus the gpu_now tasks that can overlap it stays in the budget."""
-    for t in now:
-        beside = sum(view.vram_mb(u) or 0.0 for u in now if u in view.concurrent[t])
-        if not fits_vram(beside, view.vram_mb(t) or 0.0, budget):
-            return False
-    return True
 
 
 def _order_key(view: AgentView, mapping: MappingT) -> tuple[int, ...]:

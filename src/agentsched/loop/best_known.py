@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agentsched.agent.plan.search import search
+from agentsched.planner.search import search
 from agentsched.errors import AgentschedError
 from agentsched.model.workflow import DecisionSpace, Mode, Workflow
 from agentsched.policies.heft import HeftPolicy

@@ -76,9 +76,9 @@ REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
                fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
     PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm", "predictions"},
                "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
+    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.planner.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
                "model-based planner: online contention model, predictor, search, probing by value", baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.agent.plan.policy:PlanPolicy", frozenset({"probe_fraction"}),
+    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.planner.policy:PlanPolicy", frozenset({"probe_fraction"}),
                "agent-plan in cold start (tool names and tags; no cards)", fixed={"start": "cold"}, baseline=False),
 )}
 

@@ -3,7 +3,7 @@ of machine: the simulator (``sim``) and real execution on this machine (``local`
 
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
-from agentsched.testbeds.rules import Dispatcher, Infeasible, Start
+from agentsched.model.rules import Dispatcher, Infeasible, Start
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world
 

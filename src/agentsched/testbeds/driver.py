@@ -31,7 +31,7 @@ from typing import Any
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.rules import Dispatcher, Infeasible, Start
+from agentsched.model.rules import Dispatcher, Infeasible, Start
 
 
 @dataclass(frozen=True, slots=True)

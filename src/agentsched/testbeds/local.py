@@ -43,7 +43,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
-from agentsched.testbeds.rules import Start
+from agentsched.model.rules import Start
 from agentsched.tools import cuda_available
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool

@@ -48,7 +48,7 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
 from agentsched.testbeds.local import call_tool, quiet_loading
-from agentsched.testbeds.rules import Start
+from agentsched.model.rules import Start
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from typing import Any
 from agentsched.errors import TestbedError
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.testbeds.contention import gpu_rates
+from agentsched.model.contention import gpu_rates
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
-from agentsched.testbeds.rules import Start
+from agentsched.model.rules import Start
 from agentsched.testbeds.world import World, load_world
 
 _EPS = 1e-9

@@ -1,4 +1,4 @@
-"""The start rules of ``testbeds/rules.py`` when LangGraph, not agentsched, decides when a node
+"""The start rules of ``model/rules.py`` when LangGraph, not agentsched, decides when a node
 is called: a node blocks in ``enter`` until its placement may start, and ``leave`` releases it.
 
 * ``cpu``: at most ``cpu_slots`` placeable nodes at once (None: no cap);

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentsched.agent.plan import prior as pr
-from agentsched.agent.plan.predict import TaskParams
-from agentsched.agent.plan.timeline import ExecutionObservations, GpuRun
+from agentsched.planner import prior as pr
+from agentsched.planner.predict import TaskParams
+from agentsched.planner.timeline import ExecutionObservations, GpuRun
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Workflow
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from agentsched.errors import PolicyError
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.testbeds.contention import gpu_rates
-from agentsched.testbeds.rules import Dispatcher, Infeasible
+from agentsched.model.contention import gpu_rates
+from agentsched.model.rules import Dispatcher, Infeasible
 
 _EPS = 1e-9  # the simulator's relative tolerance for "this task has finished"
 

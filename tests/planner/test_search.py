@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from agentsched.agent.plan.predict import Predictor, TaskParams
-from agentsched.agent.plan.search import search, space_size
+from agentsched.planner.predict import Predictor, TaskParams
+from agentsched.planner.search import search, space_size
 from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Mode, Workflow
 

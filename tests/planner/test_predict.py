@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from agentsched.agent.plan.predict import Predictor, TaskParams
+from agentsched.planner.predict import Predictor, TaskParams
 from agentsched.errors import PolicyError
 from agentsched.model.generate import generate_workflow
 from agentsched.model.mapping import enumerate_mappings

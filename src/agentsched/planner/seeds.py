@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentsched.agent.plan.predict import TaskParams
-from agentsched.agent.rules import RulesReasoner
-from agentsched.agent.view import AgentView, ToolView
+from agentsched.planner.predict import TaskParams
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import DecisionSpace, Mode, Workflow
+from agentsched.planner.initial import card_mapping
+from agentsched.planner.initial import tag_mapping as _tag_mapping
 from agentsched.policies.heft import HeftPolicy
 
 MappingT = dict[str, Mode]
@@ -26,16 +26,13 @@ def estimate_seeds(workflow: Workflow, params: Mapping[str, TaskParams]) -> list
     return out
 
 
-def card_seeds(workflow: Workflow, cards: Mapping[str, ToolCard], rounds: int) -> list[MappingT]:
-    """Warm start: HEFT's mapping and the rules reasoner's round 0."""
+def card_seeds(workflow: Workflow, cards: Mapping[str, ToolCard]) -> list[MappingT]:
+    """Warm start: HEFT's mapping and the rules' round 0 (``initial.card_mapping``)."""
     out = [{t: p.mode for t, p in HeftPolicy().schedule(workflow, cards).items()}]
-    tools = {t: ToolView(t, c.name, c.workload, tuple(c.tags), c) for t, c in cards.items()}
-    view = AgentView(workflow=workflow, start="warm", tools=tools, round=0, rounds=rounds, history=(), best=None,
-                     evidence=None, measured=(), observed_vram_mb={}, monitor_enabled=True, stability=0.02)
-    out.append(RulesReasoner().initial(view).mapping)
+    out.append(card_mapping(workflow, cards)[0])
     return out
 
 
 def tag_mapping(workflow: Workflow, tags: Mapping[str, tuple[str, ...]]) -> MappingT:
     """Cold start before any run: compute-bound tools on the GPU, the rest on the CPU (as agent-rules-cold)."""
-    return {t: (Mode.GPU_NOW if "compute-bound" in tags[t] else Mode.CPU) for t in workflow.task_ids}
+    return _tag_mapping(workflow, tags)[0]

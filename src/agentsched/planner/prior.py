@@ -1,7 +1,7 @@
 """The planner's prior on GPU contention, by semantic tag: its own guesses, written here from what
 the tags mean, never read from the testbed's world (which the planner cannot see).
 
-Each entry is (sensitivity, pressure) of the contention law in ``testbeds/contention.py``; the
+Each entry is (sensitivity, pressure) of the contention law in ``model/contention.py``; the
 prior is log-normal around it with ``PRIOR_LOG_SIGMA`` (a factor ~3.3 at one sigma), wide enough
 for a world whose contention differs by a factor of 3 either way, narrow enough that two or three
 overlapped runs already move the estimate.

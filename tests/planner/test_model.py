@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from agentsched.agent.plan.model import PlanModel, unit_of
-from agentsched.agent.plan.timeline import gpu_segments, observe
+from agentsched.planner.model import PlanModel, unit_of
+from agentsched.planner.timeline import gpu_segments, observe
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from agentsched.agent.plan.policy import PlanPolicy
-from agentsched.agent.plan.predict import Predictor
+from agentsched.planner.policy import PlanPolicy
+from agentsched.planner.predict import Predictor
 from agentsched.agent.view import ModelPredictions, PredictedMapping
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution

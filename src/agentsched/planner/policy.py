@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from agentsched.agent.plan import seeds as sd
-from agentsched.agent.plan.model import Fit, PlanModel
-from agentsched.agent.plan.predict import Predictor
-from agentsched.agent.plan.probe import candidate_values, worth_probing
-from agentsched.agent.plan.search import Candidate, Key, SearchResult, search
-from agentsched.agent.plan.timeline import observe
+from agentsched.planner import seeds as sd
+from agentsched.planner.model import Fit, PlanModel
+from agentsched.planner.predict import Predictor
+from agentsched.planner.probe import candidate_values, worth_probing
+from agentsched.planner.search import Candidate, Key, SearchResult, search
+from agentsched.planner.timeline import observe
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping
@@ -106,7 +106,7 @@ class PlanPolicy(Policy):
         self.probes_used = 0
         self.previous: list[Key] = []  # last decision's candidates (seeds of the next search)
         self._searched_at: np.ndarray | None = None  # the model's numbers at the last search
-        self.card_seed_maps = sd.card_seeds(wf, ctx.cards, ctx.rounds) if self.warm else []
+        self.card_seed_maps = sd.card_seeds(wf, ctx.cards) if self.warm else []
 
     def key(self, mapping: MappingT) -> Key:
         return tuple(mapping[t] for t in self.ids)
@@ -123,7 +123,7 @@ class PlanPolicy(Policy):
                 self.seen_modes.add((s.task, s.mode is not Mode.CPU and self.model.has_gpu(s.task)))
 
     def record(self, x: Execution) -> None:
-        """Feed one execution seen elsewhere to the model (the agent's prediction stream: agent/plan/forecast.py)."""
+        """Feed one execution seen elsewhere to the model (the agent's prediction stream: agent/forecast.py)."""
         self._record(x)
 
     def plan(self) -> tuple[Fit, Predictor, SearchResult]:

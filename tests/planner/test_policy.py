@@ -70,7 +70,7 @@ def test_the_planner_source_never_touches_the_world():
     """No module of the planner imports the world or reads contention from a card."""
     import pathlib
 
-    import agentsched.agent.plan as plan
+    import agentsched.planner as plan
 
     for f in pathlib.Path(plan.__file__).parent.glob("*.py"):
         text = f.read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsched.agent.plan.probe import candidate_values, worth_probing
+from agentsched.planner.probe import candidate_values, worth_probing
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import run_loop
 from agentsched.loop.registry import make_policy
