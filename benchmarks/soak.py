@@ -1,0 +1,122 @@
+"""Soak: memory and time per invocation of a long-running ``Runtime`` (issue 22).
+
+    python benchmarks/soak.py [--invocations 100000] [--window 10000] [--policy agent-rules]
+
+A 4-task workflow of trivial user tools (a fan-out of string work on a 2,000-word input) runs
+``--invocations`` times through one ``Runtime`` on the local testbed, with a store in a temporary
+folder. Per window of ``--window`` invocations it prints the peak RSS of the process (MB, from
+``resource.getrusage``; Linux reports kB) and the p50/p99 wall time of ``invoke`` (ms). Targets,
+side by side in this one run:
+
+* peak memory after the last window <= 1.5x the peak after the first 1,000 invocations;
+* time flat: the last window's p50 <= 1.2x the second window's p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import agentsched
+from agentsched.runtime.runtime import workflow_from_tools
+
+
+class Split(agentsched.Tool):
+    name = "split"
+    workload = "split a text into words"
+    tags = ("compute-light",)
+    has_gpu = False
+    input_names = ("text",)
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        return inputs["text"].split()
+
+
+class Count(agentsched.Tool):
+    name = "count"
+    workload = "count words"
+    tags = ("compute-light",)
+    has_gpu = False
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        (words,) = inputs.values()
+        return len(words)
+
+
+class Longest(agentsched.Tool):
+    name = "longest"
+    workload = "longest word"
+    tags = ("compute-light",)
+    has_gpu = False
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        (words,) = inputs.values()
+        return max(words, key=len)
+
+
+class Join(agentsched.Tool):
+    name = "join"
+    workload = "join two results"
+    tags = ("compute-light",)
+    has_gpu = False
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        return sorted(str(v) for v in inputs.values())
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kB
+
+
+def soak(invocations: int, window: int, policy: str) -> list[dict[str, float]]:
+    wf = workflow_from_tools("wordcount", {"split": Split, "count": Count, "longest": Longest, "join": Join},
+                             [("split", "count"), ("split", "longest"), ("count", "join"), ("longest", "join")],
+                             decision_space="binary")
+    text = " ".join(f"word{i % 97}" for i in range(2000))
+    rows = []
+    with tempfile.TemporaryDirectory() as d, agentsched.Runtime(wf, policy=policy, store=Path(d) / "soak.db",
+                                                                 testbed="local") as rt:
+        times: list[float] = []
+        for i in range(1, invocations + 1):
+            t0 = time.perf_counter()
+            res = rt.invoke(text=text)
+            times.append((time.perf_counter() - t0) * 1e3)
+            if not res.ok:
+                sys.exit(f"invocation {i} failed: {res.message}")
+            if i == 1000 or i % window == 0:
+                q = statistics.quantiles(times, n=100)
+                rows.append({"invocations": i, "peak_rss_mb": peak_rss_mb(), "p50_ms": statistics.median(times),
+                             "p99_ms": q[98]})
+                print(f"{i:>8} invocations: peak RSS {rows[-1]['peak_rss_mb']:.1f} MB, invoke p50 "
+                      f"{rows[-1]['p50_ms']:.2f} ms, p99 {rows[-1]['p99_ms']:.2f} ms", flush=True)
+                times = []
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--invocations", type=int, default=100_000)
+    ap.add_argument("--window", type=int, default=10_000)
+    ap.add_argument("--policy", default="agent-rules")
+    a = ap.parse_args()
+    if a.invocations < 2 * a.window or a.window < 1000:
+        sys.exit("--invocations must be at least two windows, and --window at least 1000")
+    rows = soak(a.invocations, a.window, a.policy)
+    first = next(r for r in rows if r["invocations"] == 1000)
+    windows = [r for r in rows if r["invocations"] % a.window == 0]
+    mem = windows[-1]["peak_rss_mb"] / first["peak_rss_mb"]
+    flat = windows[-1]["p50_ms"] / windows[1]["p50_ms"]
+    print(f"\npeak RSS after {windows[-1]['invocations']} / after 1000: {mem:.2f}x (target <= 1.5x: "
+          f"{'met' if mem <= 1.5 else 'missed'})")
+    print(f"p50 of the last window / the second window: {flat:.2f}x (target <= 1.2x: "
+          f"{'met' if flat <= 1.2 else 'missed'})")
+
+
+if __name__ == "__main__":
+    main()
