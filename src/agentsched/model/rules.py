@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow, effective_mode, fits_vram
+from agentsched.model.workflow import Mode, Workflow, effective_mapping, fits_vram
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Dispatcher:
     ) -> None:
         cards = cards if cards is not None else workflow.task_cards
         # where each task really runs: a GPU placement of a host-only tool is a CPU task
-        self.mapping = {t: effective_mode(cards[t], m) for t, m in mapping.items()}
+        self.mapping = effective_mapping(cards, mapping)
         self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
         self.cpu_slots = cpu_slots
         self._succs = workflow.succs

@@ -119,6 +119,11 @@ def effective_mode(card: ToolCard, mode: Mode) -> Mode:
     return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
 
 
+def effective_mapping(cards: Mapping[str, ToolCard], mapping: Mapping[str, Mode]) -> dict[str, Mode]:
+    """Where each task of ``mapping`` really runs (``effective_mode`` per task)."""
+    return {t: effective_mode(cards[t], m) for t, m in mapping.items()}
+
+
 class Workflow(BaseModel):
     """A validated workflow. Task order (file order) is the canonical order of mappings."""
 
