@@ -41,3 +41,10 @@ class ToolError(AgentschedError):
 
 class StoreError(AgentschedError):
     """The persistent store cannot be used: locked, read-only, corrupt, or from a newer schema."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception: how a foreign error (a tool's, a
+    library's) is quoted inside an agentsched one-line message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -7,7 +7,8 @@ from importlib import resources
 from pathlib import Path
 
 from agentsched.errors import WorkflowError
-from agentsched.model.workflow import Workflow, load_workflow_file_and_world, load_yaml, parse_workflow
+from agentsched.model.workflow import Workflow
+from agentsched.model.workflow_io import load_workflow_file_and_world, load_yaml, parse_workflow
 
 
 def list_scenarios() -> list[str]:

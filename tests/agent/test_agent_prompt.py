@@ -128,3 +128,11 @@ def test_golden_s5_predictions_block_after_one_round():
         path.write_text(block)
     assert path.exists(), f"missing golden file {path}; regenerate with AGENTSCHED_REGEN_GOLDEN=1"
     assert block == path.read_text()
+
+
+def test_an_endless_run_has_no_last_round_in_the_prompt():
+    """A runtime's run is endless (rounds=None): the prompt says so instead of "R0..R999999999"."""
+    wf = load_scenario("S5")
+    text = build_prompt(round0_view(wf, rounds=None)).user
+    assert "# Round R0 of an endless run (no last round)" in text and "R0..R" not in text
+    assert "# Round R0 of R0..R19" in build_prompt(round0_view(wf, rounds=20)).user

@@ -78,3 +78,21 @@ def test_cpu_slots_cap_and_abort_releases_waiters() -> None:
     gate.abort()
     tb.join(5)
     assert log == [("Aborted", "b")]
+
+
+def test_a_queued_node_too_big_for_the_budget_fails_alone_when_it_reaches_the_head() -> None:
+    """The Dispatcher's rule, by arrival: the queue head larger than the whole budget is refused when
+    it comes up; the refusal fails that node only, and the queue moves on to the next."""
+    gate = Gate({"a": Q, "big": Q, "c": Q}, {"a": 100, "big": 1200, "c": 100}, budget_mb=1000, cpu_slots=None)
+    log: list = []
+    gate.enter("a")
+    t_big = _enter_in_thread(gate, "big", log)
+    t_big.join(0.2)
+    tc = _enter_in_thread(gate, "c", log)
+    tc.join(0.2)
+    assert log == []  # both wait behind a
+    gate.leave("a")
+    t_big.join(5)
+    tc.join(5)
+    assert sorted(log) == [("Infeasible", "big"), ("in", "c")]  # (both woken at once: either logs first)
+    assert gate.vram_in_use_mb == 100 and gate.peak_vram_mb == 100

@@ -122,3 +122,26 @@ def test_same_seed_same_run(make_workflow, no_contention):
     b = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=7)
     c = run_loop(wf, Scripted([{"A": C}] * 3), tb, rounds=3, repeats=3, seed=8)
     assert [r.e2e_ms for r in a.rounds] == [r.e2e_ms for r in b.rounds] != [r.e2e_ms for r in c.rounds]
+
+
+def test_endless_run_has_no_round_count_and_stops_when_the_caller_stops_it(make_workflow, no_contention):
+    """rounds=None (a runtime): the policy sees no round count, the loop runs until on_round raises."""
+    wf = one_task(make_workflow)
+    seen: list[int | None] = []
+
+    class Stop(Exception):
+        pass
+
+    class Endless(Scripted):
+        def reset(self, ctx):
+            super().reset(ctx)
+            seen.append(ctx.rounds)
+
+    def on_round(rec):
+        if rec.result.round == 4:
+            raise Stop
+
+    pol = Endless([{"A": C}] * 10)
+    with pytest.raises(Stop):
+        run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=None, repeats=1, on_round=on_round)
+    assert seen == [None]

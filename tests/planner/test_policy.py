@@ -88,3 +88,27 @@ def test_learns_different_models_under_different_worlds():
         run_loop(wf, pol, SimTestbed(noise_sigma=0.03, world=world), rounds=3, repeats=3, seed=0)
         fits.append(pol.model.fit().theta)
     assert any(abs(a - b) > 0.05 for a, b in zip(*fits, strict=True))
+
+
+def test_endless_run_probes_within_a_per_round_allowance():
+    """rounds=None (a runtime): no last round, and the probe budget is probe_fraction x repeats per
+    round elapsed, so probes never run ahead of the rounds they are a share of."""
+    wf = load_scenario("S13")
+    tb = SimTestbed(noise_sigma=0.03)
+
+    class Stop(Exception):
+        pass
+
+    budgets: list[tuple[int, int, int]] = []  # (round, allowed, used)
+
+    def on_round(rec):
+        b = rec.proposal_info["probe_budget"]
+        budgets.append((rec.result.round, b["allowed"], b["used"]))
+        if rec.result.round == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_loop(wf, make_policy("agent-plan", probe_fraction=0.4), tb, rounds=None, repeats=5, seed=0,
+                 on_round=on_round)
+    assert [(r, a) for r, a, _ in budgets] == [(0, 2), (1, 4), (2, 6), (3, 8)]  # 0.4 x 5 per round
+    assert all(used <= allowed for _, allowed, used in budgets)

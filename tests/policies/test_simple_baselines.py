@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
-from agentsched.model import Mode, Status
-from agentsched.oracle import brute_force
 from agentsched.loop.registry import make_policy
+from agentsched.loop.runner import reference_oracle
+from agentsched.model import Mode, Status
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
@@ -56,13 +59,21 @@ def test_mem_greedy_without_budget_is_gpu_where_faster(make_workflow, make_conte
 def test_oracle_reference_is_offline_and_proposes_the_brute_force_best(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}},
                        {"A": "a", "B": "b"})
-    pol = make_policy("oracle")
-    assert pol.online is False
-    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
-    assert [r.mapping for r in run.rounds] == [{"A": G, "B": C}] * 2
-    # a precomputed search is used as given
-    given = brute_force(wf, SimTestbed(world=no_contention, noise_sigma=0.0))
+    testbed = SimTestbed(world=no_contention, noise_sigma=0.0)
+    given = reference_oracle(wf, testbed)  # the harness searches its own testbed and passes the result
     pol = make_policy("oracle", oracle=given)
-    run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=1, repeats=1)
-    assert run.rounds[0].mapping == given.best.mapping
+    assert pol.online is False
+    run = run_loop(wf, pol, testbed, rounds=2, repeats=1)
+    assert [r.mapping for r in run.rounds] == [{"A": G, "B": C}] * 2 == [given.best.mapping] * 2
     assert run.records[0].proposal_info == {"oracle_e2e_ms": 10.0}
+
+
+def test_oracle_reference_refuses_without_the_oracle_or_with_another_workflows(make_workflow, no_contention):
+    """A policy never builds a testbed: without the harness's oracle it refuses in one line."""
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}}, {"A": "a"})
+    testbed = SimTestbed(world=no_contention, noise_sigma=0.0)
+    with pytest.raises(PolicyError, match=r"^policy oracle needs the oracle searched on the run's testbed"):
+        run_loop(wf, make_policy("oracle"), testbed, rounds=1, repeats=1)
+    other = reference_oracle(wf.model_copy(update={"name": "other"}), testbed)
+    with pytest.raises(PolicyError, match=r"^policy oracle was given the oracle of other, not of "):
+        run_loop(wf, make_policy("oracle", oracle=other), testbed, rounds=1, repeats=1)

@@ -13,7 +13,7 @@ from agentsched.policies.base import PolicyContext
 _MODE = r'"?(cpu|gpu_now|gpu_queue|gpu)"?'
 
 
-def round0_view(wf: Workflow, start: str = "warm", rounds: int = 20) -> AgentView:
+def round0_view(wf: Workflow, start: str = "warm", rounds: int | None = 20) -> AgentView:
     """The view before round 0 (nothing executed)."""
     def no_probe(_m):
         raise AssertionError("round 0 needs no probe")

@@ -45,7 +45,7 @@ def test_tool_loading_emits_no_python_warnings(recwarn, capsys):
 
 def test_quiet_loading_sets_transformers_to_errors_only():
     transformers = pytest.importorskip("transformers")
-    from agentsched.testbeds.local import quiet_loading
+    from agentsched.testbeds.real import quiet_loading
 
     transformers.utils.logging.set_verbosity_warning()
     with quiet_loading():

@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray")
 from agentsched.errors import TestbedError  # noqa: E402
 from agentsched.model.workflow import Mode  # noqa: E402
 from agentsched.scenarios import load_scenario  # noqa: E402
-from agentsched.testbeds import ray as ray_testbed  # noqa: E402
+from agentsched.testbeds.ray import testbed as ray_testbed  # noqa: E402
 from agentsched.testbeds.ray import RayTestbed  # noqa: E402
 from tests.support.ray_cluster import ray_cluster  # noqa: E402
 from tests.support.sleep_tool import SleepFactory  # noqa: E402
@@ -32,7 +32,7 @@ def cpu_cluster():
 @pytest.fixture
 def fake_tools(monkeypatch):
     # the CLI builds its RayTestbed with the built-in tools; these sleep instead of loading models
-    monkeypatch.setattr(ray_testbed, "_builtin_tool", sleep_tool)
+    monkeypatch.setattr(ray_testbed, "builtin_tool", sleep_tool)
 
 
 def test_preflight_checks_gpu_placements_check_mapping_the_real_one(cpu_cluster):

@@ -60,6 +60,11 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
+def _of_rounds(rounds: int | None) -> str:
+    """Where the round stands in the run: ``of R0..R9``, or that the run is endless (a runtime)."""
+    return f"of R0..R{rounds - 1}" if rounds is not None else "of an endless run (no last round)"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
@@ -230,7 +235,7 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
     if fifth:
         system += "\n\n" + load_template("system_predictions", version)
     parts = [
-        f"# Round R{view.round} of R0..R{view.rounds - 1}: workflow {wf.name}, {view.start} start",
+        f"# Round R{view.round} {_of_rounds(view.rounds)}: workflow {wf.name}, {view.start} start",
         "",
         "## 1. DAG topology and execution semantics",
         *_topology(view),

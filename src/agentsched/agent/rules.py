@@ -65,7 +65,7 @@ class RulesReasoner(Reasoner):
         if view.round == 0 or not view.history:
             return self.initial(view)
         best = view.best
-        if best is not None and view.round >= view.rounds - 1:
+        if best is not None and view.rounds is not None and view.round >= view.rounds - 1:
             return Decision(dict(best.mapping), f"last round: keep the best mapping ({best.e2e_ms:.0f} ms)")
         if best is None:
             return self._recover(view)

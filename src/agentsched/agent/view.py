@@ -77,7 +77,7 @@ class AgentView:
     start: str  # "warm" or "cold"
     tools: dict[str, ToolView]  # task id -> tool view
     round: int  # the round to propose for (0-based)
-    rounds: int  # rounds in the run
+    rounds: int | None  # rounds in the run; None: endless (a runtime), no last round
     history: tuple[HistoryEntry, ...]  # rounds so far
     best: BestMapping | None  # best feasible round mapping so far
     evidence: Evidence | None  # the monitor's evidence after the last round (None before round 1)

@@ -20,7 +20,7 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
     """--input-json FILE (a JSON object) then --input NAME=VALUE items (text values) over it."""
     inputs: dict[str, Any] = {}
     if json_file is not None:
-        from agentsched.model.cards import read_small_text
+        from agentsched.model.files import read_small_text
 
         try:
             doc = json.loads(read_small_text(json_file, "--input-json file"))

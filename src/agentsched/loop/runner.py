@@ -6,6 +6,7 @@ cost is visible in ``executions_total`` and in the regret.
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult, brute_force
-from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
+from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
 from agentsched.testbeds.base import Testbed
 
 
@@ -101,19 +102,21 @@ def run_loop(
     policy: Policy,
     testbed: Testbed,
     *,
-    rounds: int = 20,
+    rounds: int | None = 20,
     repeats: int = 5,
     seed: int = 0,
     on_round: Callable[[RoundRecord], None] | None = None,
     probe_allowed: Callable[[], bool] | None = None,
 ) -> LoopRun:
-    """Run ``policy`` for ``rounds`` rounds of ``repeats`` executions each on ``testbed``.
+    """Run ``policy`` for ``rounds`` rounds of ``repeats`` executions each on ``testbed`` (``rounds``
+    None: until the caller stops it, e.g. a runtime's ``on_round`` raising; the policy then sees no
+    last round).
 
     The testbed's noise and the policy's randomness draw from two generators seeded from ``seed``,
     so runs are reproducible and policies cannot perturb each other's noise stream.
     ``probe_allowed`` (optional) is asked before each probe a policy's monitor wants to run.
     """
-    if rounds < 1:
+    if rounds is not None and rounds < 1:
         raise AgentschedError(f"rounds must be >= 1, got {rounds}")
     if repeats < 1:
         raise AgentschedError(f"repeats must be >= 1, got {repeats}")
@@ -133,10 +136,8 @@ def run_loop(
                         probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
     policy.reset(ctx)
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats)
-    for i in range(rounds):
+    for i in range(rounds) if rounds is not None else itertools.count():
         proposal = policy.propose(i)
-        if not isinstance(proposal, Proposal):
-            proposal = Proposal(dict(proposal))
         try:
             mapping: dict[str, Mode] = validate_mapping(workflow, proposal.mapping)
         except MappingError as e:

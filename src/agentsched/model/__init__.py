@@ -12,7 +12,8 @@ from agentsched.model.mapping import (
     validate_mapping,
 )
 from agentsched.model.tool import Tool
-from agentsched.model.workflow import DecisionSpace, Mode, Task, Workflow, load_workflow_file, parse_workflow
+from agentsched.model.workflow import DecisionSpace, Mode, Task, Workflow
+from agentsched.model.workflow_io import load_workflow_file, parse_workflow
 
 __all__ = [
     "CardSet", "DecisionSpace", "Execution", "Mode", "Status", "Task", "TaskSpan", "Tool", "ToolCard",

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentsched.errors import CardError
+from agentsched.model.files import read_document
 
 # Sanity bounds: beyond them a card is a typo, and float time would overflow in the simulator.
 MAX_MS = 1e9  # ~11.6 days for one call
@@ -166,41 +167,6 @@ class CardSet(BaseModel):
         Path(path).write_text(self.to_json() + "\n")
 
 
-MAX_INPUT_BYTES = 16 * 1024 * 1024  # workflow and card files are small; refuse devices and huge files
-
-
-def read_small_text(path: Path, kind: str) -> str:
-    """A regular, UTF-8 file of at most MAX_INPUT_BYTES; ValueError with a one-line reason otherwise."""
-    try:
-        if not path.is_file():
-            raise ValueError(f"{kind} {path}: not a regular file")
-        if path.stat().st_size > MAX_INPUT_BYTES:
-            raise ValueError(f"{kind} {path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{kind} {path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise ValueError(f"{kind} {path}: {e.strerror}") from None
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice (``json.loads`` would keep the last silently)."""
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise DuplicateKeyError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def loads_json_unique(text: str) -> Any:
-    """``json.loads`` that refuses duplicate keys in any object (DuplicateKeyError)."""
-    return json.loads(text, object_pairs_hook=_unique_pairs)
-
-
 def _validation_summary(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
@@ -241,14 +207,5 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
         raise CardError(
             f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
         )
-    try:
-        data = loads_json_unique(read_small_text(path, "card file"))
-    except json.JSONDecodeError as e:
-        raise CardError(f"card file {s}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except DuplicateKeyError as e:
-        raise CardError(f"card file {s}: invalid JSON: {e}") from None
-    except RecursionError:
-        raise CardError(f"card file {s}: nested too deeply") from None
-    except ValueError as e:  # read_small_text: not a regular file, too large, not UTF-8
-        raise CardError(str(e)) from None
+    data = read_document(path, "card file", CardError)
     return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem)

@@ -19,7 +19,8 @@ import yaml
 
 from agentsched.errors import WorkflowError
 from agentsched.model.cards import load_card_set
-from agentsched.model.workflow import DecisionSpace, Workflow, parse_workflow
+from agentsched.model.workflow import DecisionSpace, Workflow
+from agentsched.model.workflow_io import parse_workflow
 
 MAX_TASKS = 5000
 MIN_TASK_MS = 30.0  # a generated task's GPU latency (CPU for host-only tools), log-uniform in this range

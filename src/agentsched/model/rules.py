@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow, effective_mode, fits_vram
+from agentsched.model.workflow import Mode, Workflow, effective_mapping, fits_vram
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +63,35 @@ class Dispatcher:
     ) -> None:
         cards = cards if cards is not None else workflow.task_cards
         # where each task really runs: a GPU placement of a host-only tool is a CPU task
-        self.mapping = {t: effective_mode(cards[t], m) for t, m in mapping.items()}
-        self.budget_mb = vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb
-        self.cpu_slots = cpu_slots
+        real = effective_mapping(cards, mapping)
+        self._setup(real, {t: c.vram_needed_mb for t, c in cards.items()},
+                    {t: c.load_needed_ms for t, c in cards.items()},
+                    vram_budget_mb if vram_budget_mb is not None else workflow.vram_budget_mb, cpu_slots)
         self._succs = workflow.succs
         self._order = workflow.task_index
-        self._vram = {t: (c.vram_needed_mb if self.mapping[t] is not Mode.CPU else 0.0) for t, c in cards.items()}
-        self._load = {t: (c.load_needed_ms if self.mapping[t] is Mode.GPU_QUEUE else 0.0) for t, c in cards.items()}
         self._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}
+        self._mark_ready([t for t in workflow.task_ids if self._waiting_preds[t] == 0])
+
+    @classmethod
+    def by_arrival(cls, mapping: Mapping[str, Mode], vram_mb: Mapping[str, float], *,
+                   budget_mb: float | None, cpu_slots: int | None) -> Dispatcher:
+        """The same rules for a caller that decides itself when a task is ready (LangGraph calls a
+        node when its graph step comes): no task is ready until ``arrive``; ready order is arrival
+        order; a task may arrive again after it finished. ``mapping`` says where each task really
+        runs (host-only tools already resolved to ``cpu``); no load is predicted."""
+        d = cls.__new__(cls)
+        d._setup(dict(mapping), vram_mb, {}, budget_mb, cpu_slots)
+        d._succs = {t: () for t in mapping}
+        d._order = None
+        return d
+
+    def _setup(self, mapping: dict[str, Mode], vram_mb: Mapping[str, float], load_ms: Mapping[str, float],
+               budget_mb: float | None, cpu_slots: int | None) -> None:
+        self.mapping = mapping
+        self.budget_mb = budget_mb
+        self.cpu_slots = cpu_slots
+        self._vram = {t: (vram_mb.get(t, 0.0) if m is not Mode.CPU else 0.0) for t, m in mapping.items()}
+        self._load = {t: (load_ms.get(t, 0.0) if m is Mode.GPU_QUEUE else 0.0) for t, m in mapping.items()}
         # Invariant: a task is in exactly one of {pending, ready, queue, running, done}.
         self.ready: list[str] = []  # cpu/gpu_now tasks ready but not started (ready order)
         self.queue: deque[str] = deque()  # gpu_queue tasks ready, FIFO
@@ -79,13 +100,25 @@ class Dispatcher:
         self.queue_busy: str | None = None  # the one queued task admitted (loading or running)
         self.vram_in_use_mb = 0.0
         self.cpu_running = 0
-        self._mark_ready([t for t in workflow.task_ids if self._waiting_preds[t] == 0])
 
     def _mark_ready(self, tasks: list[str]) -> list[str]:
-        tasks = sorted(tasks, key=self._order.__getitem__)
+        if self._order is not None:  # (by arrival: in the order given)
+            tasks = sorted(tasks, key=self._order.__getitem__)
         for t in tasks:
             (self.queue if self.mapping[t] is Mode.GPU_QUEUE else self.ready).append(t)
         return tasks
+
+    def arrive(self, task: str) -> None:
+        """``task`` is ready now (``by_arrival`` only; a finished task may arrive again)."""
+        self.done.discard(task)
+        self._mark_ready([task])
+
+    def withdraw(self, task: str) -> None:
+        """Take a ready ``task`` back (a start the rules refused: the caller fails it alone)."""
+        if task in self.ready:
+            self.ready.remove(task)
+        elif task in self.queue:
+            self.queue.remove(task)
 
     @property
     def finished(self) -> bool:
@@ -122,11 +155,12 @@ class Dispatcher:
         """The tasks that start now (possibly none), or the start that makes the run infeasible.
 
         An ``Infeasible`` answer ends the execution: tasks this same poll had already admitted
-        before the failing one are counted as running but not returned (they never start).
+        before the failing one are counted as running but not returned (they never start); the
+        failing task stays ready (``withdraw`` takes it back).
         """
         starts: list[Start] = []
         still: list[str] = []
-        for t in self.ready:
+        for i, t in enumerate(self.ready):
             mode = self.mapping[t]
             if mode is Mode.CPU:
                 if self.cpu_slots is not None and self.cpu_running >= self.cpu_slots:
@@ -138,6 +172,7 @@ class Dispatcher:
                 if not self._fits(need):
                     assert self.budget_mb is not None
                     total = self.vram_in_use_mb + need
+                    self.ready = still + self.ready[i:]
                     return Infeasible(
                         t, total, self.budget_mb,
                         f"gpu_now task {t} needs {need:g} MB with {self.vram_in_use_mb:g} MB held: "

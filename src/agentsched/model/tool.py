@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentsched.errors import ToolError
+from agentsched.errors import ToolError, one_line
 from agentsched.model.cards import ToolCard
 
 # "package.module:Class" (dotted module, dotted attribute path inside it)
@@ -131,19 +131,14 @@ def _import_attr(path: str) -> Any:
         if e.name and module.startswith(e.name):
             raise ToolError(f"tool {path}: no module named {e.name!r} (not in the current directory "
                             "or the environment)") from None
-        raise ToolError(f"tool {path}: importing {module} failed: {_one_line(e)}") from None
+        raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
     except Exception as e:  # noqa: BLE001 - user code: any failure is one line
-        raise ToolError(f"tool {path}: importing {module} failed: {_one_line(e)}") from None
+        raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ToolError(f"tool {path}: module {module} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def resolve_tool(path: str) -> type[Tool] | Tool:
@@ -175,7 +170,7 @@ def new_tool(path: str) -> Tool:
     try:
         return obj()
     except Exception as e:  # noqa: BLE001 - user code
-        raise ToolError(f"tool {path}: {obj.__name__}() failed: {_one_line(e)}") from None
+        raise ToolError(f"tool {path}: {obj.__name__}() failed: {one_line(e)}") from None
 
 
 def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:

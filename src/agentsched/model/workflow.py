@@ -1,44 +1,23 @@
 """Workflows: a DAG of tool calls, the decision space a scheduler picks from, and a VRAM budget.
 
-File format (YAML or JSON), the same one the built-in scenarios use::
-
-    name: S13
-    cards: a5500              # built-in card set, or a path relative to this file
-    decision_space: three_way # binary (cpu/gpu, gpu == gpu_now) or three_way
-    vram_budget_mb: 1100      # optional
-    world: a5500              # optional: the simulated world (GPU contention) to run in; a built-in
-                              # name or a path relative to this file. Read by the CLI for the
-                              # sim testbed only: the Workflow object never carries it.
-    tasks:
-      A: {tool: clip, repeat: 12}
-    edges: []                 # list of [from, to]
+The types only; reading a workflow file (YAML or JSON) is ``model.workflow_io``, whose public
+functions stay importable from here (``load_workflow_file``, ``parse_workflow``, ...).
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-import json
 import re
 from collections.abc import Iterator, Mapping
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.model.cards import (
-    MAX_REPEAT,
-    CardSet,
-    DuplicateKeyError,
-    ToolCard,
-    load_card_set,
-    loads_json_unique,
-    read_small_text,
-)
+from agentsched.errors import WorkflowError
+from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set
 
 # Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
 # `oracle`'s refusal and a `run` round stay within seconds (benchmarks/large_inputs.py).
@@ -117,6 +96,11 @@ def effective_mode(card: ToolCard, mode: Mode) -> Mode:
     """Where a task placed on ``mode`` really runs: a tool without a GPU implementation placed on
     ``gpu_now`` or ``gpu_queue`` runs its host code as a ``cpu`` task (so both placements are one run)."""
     return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
+
+
+def effective_mapping(cards: Mapping[str, ToolCard], mapping: Mapping[str, Mode]) -> dict[str, Mode]:
+    """Where each task of ``mapping`` really runs (``effective_mode`` per task)."""
+    return {t: effective_mode(cards[t], m) for t, m in mapping.items()}
 
 
 class Workflow(BaseModel):
@@ -312,11 +296,6 @@ class Workflow(BaseModel):
         return sum(c.vram_needed_mb for c in self.task_cards.values())
 
 
-# PyYAML's C loader (libyaml) parses about 10x faster than the pure-Python one; fall back when the
-# wheel was built without libyaml. Only the parser differs: construction (and the checks below) is Python.
-_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 _BIT_BYTES = bytes.maketrans(b"01", b"\x00\x01")
 
 
@@ -346,119 +325,15 @@ class _ConcurrentSets(Mapping[str, frozenset[str]]):
         return len(self._wf.tasks)
 
 
-class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
-    """Safe loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
-        self.flatten_mapping(node)  # resolve merge keys (<<: *anchor) first, as SafeLoader does
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value", key_node.start_mark)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_sequence(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
-        # refuse a huge list before building it: YAML aliases make millions of entries cheap to write
-        if len(node.value) > MAX_SEQUENCE_ITEMS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})",
-                node.start_mark)
-        return super().construct_sequence(node, deep=deep)
+# the file loading lives in workflow_io (apart from the types); importable from here as before. Lazy:
+# workflow_io imports this module.
+_LOADING = frozenset({"WORLD_KEY", "load_yaml", "parse_workflow", "parse_workflow_and_world", "load_workflow_file",
+                      "load_workflow_file_and_world"})
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML safely, refusing duplicate keys and lists longer than MAX_SEQUENCE_ITEMS."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader subclass
+def __getattr__(name: str) -> Any:
+    if name in _LOADING:
+        from agentsched.model import workflow_io
 
-
-WORLD_KEY = "world"  # optional workflow-file key naming the simulated world (not a Workflow field)
-
-
-def _take_world(data: dict[str, Any], source: str, base_dir: Path | None) -> str | None:
-    """Remove the optional ``world:`` key from a workflow document; return it, a path resolved
-    against ``base_dir`` when such a file exists (else as written: a built-in name)."""
-    world = data.pop(WORLD_KEY, None)
-    if world is None:
-        return None
-    if not isinstance(world, str) or not world.strip():
-        raise WorkflowError(f"{source}: world: must be a built-in world name or a path to a world file")
-    if base_dir is not None:
-        candidate = base_dir / world
-        if candidate.exists():
-            return str(candidate)
-    return world
-
-
-def parse_workflow(data: Any, source: str, base_dir: Path | None = None) -> Workflow:
-    """Validate a decoded workflow document (and its tools against its card set). An optional
-    ``world:`` key is dropped: see ``parse_workflow_and_world``."""
-    return parse_workflow_and_world(data, source, base_dir)[0]
-
-
-def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = None) -> tuple[Workflow, str | None]:
-    """The workflow of a decoded document, and the world its ``world:`` key names (None: none)."""
-    if not isinstance(data, dict):
-        raise WorkflowError(f"{source}: expected a mapping at the top level")
-    data = dict(data)
-    world = _take_world(data, source, base_dir)
-    data.setdefault("name", Path(source).stem)
-    cards = data.get("cards")
-    if base_dir is not None and isinstance(cards, str):
-        candidate = base_dir / cards
-        if candidate.exists():
-            data["cards"] = str(candidate)
-    try:
-        wf = Workflow.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise WorkflowError(f"{source}: {loc}: {msg}") from None
-    except AgentschedError:
-        raise
-    try:
-        wf.validate_against_cards()
-    except AgentschedError as e:
-        raise WorkflowError(f"{source}: {e}") from None
-    return wf, world
-
-
-def load_workflow_file(path: str | Path) -> Workflow:
-    """Load a workflow from a .yaml/.yml/.json file (its ``world:`` key, if any, is dropped)."""
-    return load_workflow_file_and_world(path)[0]
-
-
-def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None]:
-    """Load a workflow file, and the world its optional ``world:`` key names (None: none)."""
-    p = Path(path)
-    if not p.exists():
-        raise WorkflowError(f"workflow file not found: {p}")
-    try:
-        text = read_small_text(p, "workflow file")
-    except ValueError as e:
-        raise WorkflowError(str(e)) from None
-    try:
-        if p.suffix == ".json":
-            data = loads_json_unique(text)
-        else:
-            data = load_yaml(text)
-    except json.JSONDecodeError as e:
-        raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except DuplicateKeyError as e:
-        raise WorkflowError(f"{p}: invalid JSON: {e}") from None
-    except RecursionError:
-        raise WorkflowError(f"{p}: nested too deeply") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        if "nesting depth" in problem:  # libyaml's own depth limit: the same words as the Python parser's
-            raise WorkflowError(f"{p}: nested too deeply") from None
-        raise WorkflowError(f"{p}: invalid YAML{where}: {problem}") from None
-    return parse_workflow_and_world(data, str(p), p.parent)
+        return getattr(workflow_io, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

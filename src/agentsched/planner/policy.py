@@ -102,7 +102,7 @@ class PlanPolicy(Policy):
         self.measured: dict[Key, list[float]] = {}  # mapping -> E2E of its feasible runs
         self.infeasible: set[Key] = set()  # mappings seen running out of memory
         self.seen_modes: set[tuple[str, bool]] = set()  # (task, ran on GPU) observed finishing
-        self.probe_budget = int(self.probe_fraction * ctx.rounds * ctx.repeats)
+        self.probe_budget = int(self.probe_fraction * (ctx.rounds or 1) * ctx.repeats)  # endless: grows per round
         self.probes_used = 0
         self.previous: list[Key] = []  # last decision's candidates (seeds of the next search)
         self._searched_at: np.ndarray | None = None  # the model's numbers at the last search
@@ -149,6 +149,8 @@ class PlanPolicy(Policy):
     def propose(self, round_index: int) -> Proposal:
         t0 = time.perf_counter()
         wf = self.ctx.workflow
+        if self.ctx.rounds is None:  # endless: a per-round allowance, for the rounds elapsed
+            self.probe_budget = int(self.probe_fraction * (round_index + 1) * self.ctx.repeats)
         if not self.warm and not self.measured and not self.infeasible:
             m = sd.tag_mapping(wf, self.tags)
             return self._proposal(m, "round 0, cold start: compute-bound tags on the GPU, the rest on the CPU",
@@ -157,7 +159,7 @@ class PlanPolicy(Policy):
         if not self.warm:
             self._profile(notes)
         fit, pred, res = self._plan()
-        last = round_index >= self.ctx.rounds - 1
+        last = self.ctx.rounds is not None and round_index >= self.ctx.rounds - 1
         per_round = 0
         while not last and per_round < self.probes_per_round and self._may_probe():
             target = self._probe_target(fit, pred, res)

@@ -30,7 +30,7 @@ class PolicyContext:
     cards: dict[str, ToolCard]  # task id -> profile card (cold-start policies use names/tags only)
     rng: random.Random  # the only source of randomness a policy may use
     probe: Callable[[MappingT], Execution]  # one extra testbed execution, counted by the runner
-    rounds: int  # rounds the runner will ask for
+    rounds: int | None  # rounds the runner will ask for; None: endless (a runtime), no last round
     repeats: int  # executions per round (the round's E2E is their median)
     # whether one more probe may run now (None: always; the runtime's exploration budget says no
     # when probes would exceed their share of live invocations)
@@ -58,8 +58,8 @@ class Policy(ABC):
         self.ctx = ctx
 
     @abstractmethod
-    def propose(self, round_index: int) -> Proposal | MappingT:
-        """The mapping for round ``round_index`` (a Proposal, or a bare mapping)."""
+    def propose(self, round_index: int) -> Proposal:
+        """The mapping for round ``round_index`` (and what to record with it)."""
 
     def observe(self, result: RoundResult) -> dict[str, Any] | None:
         """Learn from the round. May probe through ``ctx.probe``; may return evidence to record."""

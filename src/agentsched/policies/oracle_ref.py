@@ -5,15 +5,15 @@ lowest measured median E2E under exhaustive search in the same environment".
 
 NOT an online policy (``online = False``): it knows the answer before round 0, and it is the only
 policy module allowed to look at the brute-force oracle. Reports label it as a reference line.
-By default it searches the noise-free simulator with the workflow's cards; a harness that already
-has the oracle (``agentsched.oracle.brute_force`` on its own testbed) passes it as ``oracle=``.
+It never builds a testbed: the harness searches its own testbed (``loop.runner.reference_oracle``)
+and passes the result as ``oracle=``; without one, ``reset`` refuses in one line.
 """
 
 from __future__ import annotations
 
-from agentsched.oracle import OracleResult, brute_force
+from agentsched.errors import PolicyError
+from agentsched.oracle import OracleResult
 from agentsched.policies.base import Policy, PolicyContext, Proposal
-from agentsched.testbeds.sim import SimTestbed
 
 
 class OracleRefPolicy(Policy):
@@ -23,13 +23,16 @@ class OracleRefPolicy(Policy):
     online = False
 
     def __init__(self, *, oracle: OracleResult | None = None) -> None:
-        self.given = oracle  # precomputed oracle for this workflow, or None to compute one
+        self.given = oracle  # the oracle of this workflow on the run's own testbed
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         res = self.given
-        if res is None or res.workflow != ctx.workflow.name:
-            res = brute_force(ctx.workflow, SimTestbed(noise_sigma=0.0, seed=None))
+        if res is None:
+            raise PolicyError("policy oracle needs the oracle searched on the run's testbed "
+                              "(oracle=reference_oracle(workflow, testbed))")
+        if res.workflow != ctx.workflow.name:
+            raise PolicyError(f"policy oracle was given the oracle of {res.workflow}, not of {ctx.workflow.name}")
         self.best = res.best
 
     def propose(self, round_index: int) -> Proposal:

@@ -47,8 +47,6 @@ from agentsched.testbeds.base import Testbed
 
 log = logging.getLogger("agentsched.runtime")
 
-# run_loop needs a round count; a runtime serves invocations until it is closed
-_ENDLESS_ROUNDS = 10**9
 # policies that schedule without profile cards (names, tags, workload lines, or measurements only)
 COLD_CAPABLE = ("agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
 
@@ -97,7 +95,7 @@ class _Tracked(Policy):
         finally:
             self.in_policy = False
 
-    def propose(self, round_index: int) -> Proposal | dict[str, Mode]:
+    def propose(self, round_index: int) -> Proposal:
         self.round = round_index
         self.in_policy = True
         try:
@@ -254,7 +252,7 @@ class Runtime:
     # ---- the loop thread -------------------------------------------------------------------
     def _loop(self) -> None:
         try:
-            run_loop(self.workflow, self.policy, _LiveTestbed(self), rounds=_ENDLESS_ROUNDS,
+            run_loop(self.workflow, self.policy, _LiveTestbed(self), rounds=None,  # until closed
                      repeats=self.round_size, seed=self.seed, on_round=self._on_round,
                      probe_allowed=self._probe_allowed)
         except _Stopped:

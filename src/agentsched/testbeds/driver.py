@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentsched.errors import one_line
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
@@ -48,11 +49,13 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A run that ends before its clock starts (e.g. a tool that cannot load)."""
+    """Why a run ended early: before its clock started (a tool that cannot load, from ``begin``),
+    or during it (a start the rules refuse, a task that raised)."""
 
     status: Status  # oom or error
     task: str  # the task that failed
     message: str  # one line
+    needed_mb: float = 0.0  # VRAM in use plus what the failing start needed (oom; counts in the peak)
 
 
 class Backend(ABC):
@@ -125,12 +128,6 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
 
 
-def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` of an exception."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def _vram_point(timeline: list[tuple[float, float]], now: float, vram_mb: float) -> None:
     """Append (now, vram_mb) to a step curve: one point per instant, none when unchanged."""
     if timeline and timeline[-1][0] == now:
@@ -177,7 +174,6 @@ class Driver(Testbed):
                              peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
                              extra={**extra, "failed_task": early.task})
         rec = _Run(workflow, mapping, backend.computes_outputs, inputs)
-        failure: tuple[Status, str, str, float] | None = None  # status, message, task, needed MB
         try:
             failure = rec.loop(backend)
             fail_ms = backend.now_ms()
@@ -217,14 +213,14 @@ class _Run:
             return self.inputs
         return {p: self.outputs.get(p) for p in preds}
 
-    def loop(self, backend: Backend) -> tuple[Status, str, str, float] | None:
+    def loop(self, backend: Backend) -> Failure | None:
         """Start, wait, finish until every task ended; the failure that ended it early, if any."""
         disp = Dispatcher(self.workflow, self.mapping, self.cards, cpu_slots=backend.cpu_slots)
         running: set[str] = set()
         while True:
             decision = disp.poll()
             if isinstance(decision, Infeasible):
-                return Status.OOM, decision.message, decision.task, decision.needed_mb
+                return Failure(Status.OOM, decision.task, decision.message, decision.needed_mb)
             now = 0.0
             for st in decision:
                 now = backend.now_ms()
@@ -258,15 +254,15 @@ class _Run:
             if failure is not None:
                 return failure
 
-    def _failed(self, c: Completion, vram_in_use_mb: float) -> tuple[Status, str, str, float]:
+    def _failed(self, c: Completion, vram_in_use_mb: float) -> Failure:
         name = self.cards[c.task].name
         assert c.error is not None
         if is_oom(c.error):
-            return (Status.OOM, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}", c.task,
-                    vram_in_use_mb)
-        return Status.ERROR, f"task {c.task} ({name}) failed: {one_line(c.error)}", c.task, 0.0
+            return Failure(Status.OOM, c.task, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}",
+                           vram_in_use_mb)
+        return Failure(Status.ERROR, c.task, f"task {c.task} ({name}) failed: {one_line(c.error)}")
 
-    def execution(self, testbed: str, failure: tuple[Status, str, str, float] | None, fail_ms: float,
+    def execution(self, testbed: str, failure: Failure | None, fail_ms: float,
                   extra: dict[str, Any]) -> Execution:
         cards, mapping = self.cards, self.mapping
         spans = tuple(
@@ -276,11 +272,10 @@ class _Run:
             for t in self.order
         )
         if failure is not None:
-            status, message, task, needed = failure
-            return Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
-                             peak_vram_mb=max(self.peak, needed), spans=spans,
-                             vram_timeline=tuple(self.vram_timeline), message=message, testbed=testbed,
-                             extra={**extra, "failed_task": task}, outputs=self.outputs)
+            return Execution(status=failure.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
+                             peak_vram_mb=max(self.peak, failure.needed_mb), spans=spans,
+                             vram_timeline=tuple(self.vram_timeline), message=failure.message, testbed=testbed,
+                             extra={**extra, "failed_task": failure.task}, outputs=self.outputs)
         e2e = max(self.ends_at[t] for t in self.workflow.sinks)
         return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=self.peak,
                          spans=spans, vram_timeline=tuple(self.vram_timeline), testbed=testbed, extra=extra,

@@ -26,45 +26,23 @@ workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are neve
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import sys
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from agentsched.errors import TestbedError
-from agentsched.model.execution import Execution, Status
+from agentsched.errors import TestbedError, one_line
+from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
-from agentsched.model.workflow import Mode, Workflow
-from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom, one_line
 from agentsched.model.rules import Start
+from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
+from agentsched.testbeds.real import ToolFactory, base_and_k, builtin_tool, call_tool, load_failure, quiet_loading
 from agentsched.tools import cuda_available
-
-ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
-
-
-TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
-                    "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
-
-
-def builtin_tool(name: str, size: str, *, seed: int = 0) -> Any:
-    """One of the 19 built-in tools; a one-line TestbedError when the tools extra is missing."""
-    from agentsched.tools import get_tool, tools_installed
-
-    if not tools_installed():
-        raise TestbedError(f"built-in tool {name!r} needs the tools extra: {TOOLS_EXTRA_HINT}")
-    return get_tool(name, size, seed=seed)
-
-
-class _Cancelled(Exception):
-    """A running task stopped early because the execution already failed."""
-
 
 @dataclass
 class _Done:
@@ -74,46 +52,6 @@ class _Done:
     end_s: float  # perf_counter when its last call finished
     load_ms: float  # load paid first (gpu_queue), measured
     output: Any  # what the tool returned (its last call)
-
-
-def call_tool(tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None],
-              stop: threading.Event) -> Any:
-    """Run one task: ``k`` back-to-back calls of ``tool`` (amplification x repeat), each waited
-    for on the device; the last call's output. The ONE place the local backend invokes a tool:
-    the public ``Tool.run(inputs)``, with the invocation's arguments (a source task) or
-    ``{pred_task_id: pred_output}``. Built-in tools compute on their generated inputs unless an
-    argument they take is given (``tools.base.Tool.run``)."""
-    out = None
-    args = dict(inputs)
-    for _ in range(k):
-        if stop.is_set():
-            raise _Cancelled
-        out = tool.run(args)
-        sync(tool)
-    return out
-
-
-@contextlib.contextmanager
-def quiet_loading() -> Iterator[None]:
-    """Building and loading tools prints nothing: transformers' logging at error level (set before
-    it is first imported, through TRANSFORMERS_VERBOSITY, and after), Python warnings ignored, so
-    no warning precedes a command's one-line error or output."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    _set_transformers_quiet()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-    _set_transformers_quiet()
-
-
-def _set_transformers_quiet() -> None:
-    if "transformers" in sys.modules:  # never import it just for this (host-only tools do not need it)
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.set_verbosity_error()
-        except Exception:  # noqa: BLE001 - a transformers without this API: nothing to silence
-            pass
 
 
 class LocalBackend(Backend):
@@ -165,8 +103,8 @@ class LocalBackend(Backend):
 
     def _check_gpu(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
         # host-only tools on a GPU mode run as CPU tasks (rules.Dispatcher), so they need no CUDA
-        cards = workflow.task_cards
-        on_gpu = [t for t in workflow.task_ids if mapping[t] is not Mode.CPU and cards[t].has_gpu]
+        real = effective_mapping(workflow.task_cards, mapping)
+        on_gpu = [t for t in workflow.task_ids if real[t] is not Mode.CPU]
         if on_gpu and not self._cuda_available():
             t = on_gpu[0]
             raise TestbedError(
@@ -181,16 +119,6 @@ class LocalBackend(Backend):
         self._check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
 
     # ---- tools -------------------------------------------------------------------------------
-    def _base_and_k(self, workflow: Workflow, task: str) -> tuple[str, int]:
-        from agentsched.model.tool import is_tool_path
-        from agentsched.tools import parse_tool_name
-
-        t = workflow.tasks[task]
-        if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
-            return t.tool, t.repeat
-        base, k = parse_tool_name(t.tool)
-        return base, k * t.repeat
-
     def _new_tool(self, base: str) -> Any:
         from agentsched.model.tool import is_tool_path, new_tool
 
@@ -258,11 +186,9 @@ class _LocalRun:
         self.workflow = workflow
         # where each task really runs: a tool whose card has no GPU figure runs its host code
         # wherever it is placed (as the Dispatcher starts it), so it is loaded on the host
-        cards = workflow.task_cards
-        self.mapping = {t: (m if cards[t].has_gpu else Mode.CPU) for t, m in mapping.items()}
-        mapping = self.mapping
+        self.mapping = mapping = effective_mapping(workflow.task_cards, mapping)
         self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
-        self.bases = {t: backend._base_and_k(workflow, t) for t in workflow.task_ids}
+        self.bases = {t: base_and_k(workflow, t) for t in workflow.task_ids}
         self.tools: dict[str, Any] = {}
         self.own = [t for t in workflow.task_ids  # tasks with their own instance, unloaded after the run
                     if mapping[t] is Mode.GPU_QUEUE or (mapping[t] is Mode.GPU_NOW and self.staged)]
@@ -300,15 +226,8 @@ class _LocalRun:
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool that cannot load fails the execution
                 self._unload_own()
-                return self._load_failure(t, exc)
+                return load_failure(self.workflow, t, is_oom(exc), one_line(exc))
         return None
-
-    def _load_failure(self, task: str, exc: Exception) -> Failure:
-        """A run that failed before its clock started (a warm load raised)."""
-        name = self.workflow.task_cards[task].name
-        if is_oom(exc):
-            return Failure(Status.OOM, task, f"task {task} ({name}): CUDA out of memory while loading: {one_line(exc)}")
-        return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {one_line(exc)}")
 
     def _unload_own(self) -> None:
         for o in self.own:

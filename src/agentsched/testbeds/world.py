@@ -29,7 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentsched.errors import WorldError
-from agentsched.model.cards import ToolCard, read_small_text, split_amplified
+from agentsched.model.cards import ToolCard, split_amplified
+from agentsched.model.files import read_document
 
 MAX_CONTENTION = 1e3  # beyond it a parameter is a typo (and simulated time could overflow)
 DEFAULT_WORLD = "a5500"  # the calibrated world, used when none is named
@@ -105,14 +106,7 @@ def _load_builtin(name: str) -> World:
 
 
 def _load_file(path: Path) -> World:
-    try:
-        data = json.loads(read_small_text(path, "world file"))
-    except json.JSONDecodeError as e:
-        raise WorldError(f"world file {path}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except RecursionError:
-        raise WorldError(f"world file {path}: nested too deeply") from None
-    except ValueError as e:  # read_small_text: not a regular file, too large, not UTF-8
-        raise WorldError(str(e)) from None
+    data = read_document(path, "world file", WorldError)
     name = data.get("name", path.stem) if isinstance(data, dict) else path.stem
     return parse_world(data, name if isinstance(name, str) and name else path.stem)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig  # comes with langgraph
 
-from agentsched.errors import AgentschedError
+from agentsched.errors import AgentschedError, one_line
 from agentsched.model.tool import Tool
 
 #: key of ``config["configurable"]`` under which the adapter passes its per-invocation run context
@@ -109,7 +109,7 @@ class ToolNode(PlaceableNode):
         try:
             return self.tool()
         except Exception as e:  # noqa: BLE001 - user code: one line
-            raise NodeError(f"tool_node: {self.tool.__qualname__}() failed: {_one_line(e)}") from None
+            raise NodeError(f"tool_node: {self.tool.__qualname__}() failed: {one_line(e)}") from None
 
     def tool_class(self) -> type[Tool]:
         return self.tool if isinstance(self.tool, type) else type(self.tool)
@@ -240,8 +240,3 @@ def _check_arity(f: Callable[..., Any], arity: int) -> None:
     except TypeError:
         want = "state, device, model" if arity == 3 else "state, device"
         raise NodeError(f"placeable: {getattr(f, '__name__', f)} must take ({want})") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -21,32 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsched.errors import TestbedError
+from agentsched.errors import TestbedError, one_line
 from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
 from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
 from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
-from agentsched.model.workflow import Mode, Workflow, effective_mode
+from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.driver import is_oom
 from agentsched.tools import cuda_available
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    try:
-        import torch
-
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):
-        pass
-    return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
 
 
 @dataclass
@@ -244,10 +229,6 @@ class LangGraphTestbed(Testbed):
         """May GPU placements run here? (Tests replace it to drive tools that only record the device.)"""
         return self.device != "cpu" and self._real_cuda()
 
-    def _effective(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> dict[str, Mode]:
-        cards = workflow.task_cards
-        return {t: effective_mode(cards[t], m) for t, m in mapping.items()}
-
     def _check_gpu(self, workflow: Workflow, effective: Mapping[str, Mode]) -> None:
         on_gpu = [t for t in workflow.task_ids if effective[t] is not Mode.CPU]
         if on_gpu and not self._cuda_available():
@@ -257,7 +238,7 @@ class LangGraphTestbed(Testbed):
 
     def preflight(self, workflow: Workflow) -> None:
         """Fail before any run when GPU placements cannot run here (one-line TestbedError)."""
-        self._check_gpu(workflow, self._effective(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids}))
+        self._check_gpu(workflow, effective_mapping(workflow.task_cards, {t: Mode.GPU_NOW for t in workflow.task_ids}))
 
     # ---- tools -------------------------------------------------------------------------------
     def tool_of(self, task: str) -> Tool:
@@ -308,7 +289,7 @@ class LangGraphTestbed(Testbed):
         missing = [t for t in workflow.task_ids if t not in self.spec.nodes]
         if missing:
             raise TestbedError(f"langgraph testbed: task {missing[0]} is not a placeable node of this graph")
-        effective = self._effective(workflow, mapping)
+        effective = effective_mapping(workflow.task_cards, mapping)
         self._check_gpu(workflow, effective)
         staged = workflow.vram_budget_mb is not None
         self._last_state = None
@@ -319,11 +300,11 @@ class LangGraphTestbed(Testbed):
             try:
                 self.place(t, want)
             except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
-                status = Status.OOM if _is_oom(exc) else Status.ERROR
+                status = Status.OOM if is_oom(exc) else Status.ERROR
                 tool = self.spec.nodes[t].tool_class().display_name()
                 self._last_execution = Execution(
                     status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0, spans=(),
-                    message=f"node {t} ({tool}) failed to load: {_one_line(exc)}", testbed=self.name,
+                    message=f"node {t} ({tool}) failed to load: {one_line(exc)}", testbed=self.name,
                     extra={"failed_task": t})
                 return self._last_execution
         inv = _Invocation(self, workflow, mapping, effective, dict(inputs or {}), staged)
@@ -388,11 +369,11 @@ class LangGraphTestbed(Testbed):
             if isinstance(exc, Infeasible):
                 return Status.OOM, str(exc), task
             tool = self.spec.nodes[task].tool_class().display_name()
-            if _is_oom(exc):
-                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {_one_line(exc)}", task
-            return Status.ERROR, f"node {task} ({tool}) failed: {_one_line(exc)}", task
+            if is_oom(exc):
+                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {one_line(exc)}", task
+            return Status.ERROR, f"node {task} ({tool}) failed: {one_line(exc)}", task
         if failed is not None:
             node, exc = failed
-            return Status.ERROR, f"node {node} (host) failed: {_one_line(exc)}", node
-        return Status.ERROR, f"graph failed: {_one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
+            return Status.ERROR, f"node {node} (host) failed: {one_line(exc)}", node
+        return Status.ERROR, f"graph failed: {one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
 

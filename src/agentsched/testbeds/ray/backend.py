@@ -1,0 +1,183 @@
+"""The ray testbed's backend: how the driver starts tasks (leases on the cluster) and lets time pass.
+
+Start rules: the shared ``rules.Dispatcher``, exactly as the simulator and the local testbed drive
+it (a start that cannot fit the workflow's VRAM budget is an ``oom`` execution). A node that dies
+mid-run makes Ray retry the lease elsewhere (``LEASE_RETRIES``) or ends the run as ``error``; every
+run is bounded by the cluster's ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentsched.errors import TestbedError, one_line
+from agentsched.model.execution import Status
+from agentsched.model.rules import Start
+from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.driver import Backend, Completion, Failure
+from agentsched.testbeds.ray.cluster import EMULATED_NOTE, Cluster, ray_module, remote
+from agentsched.testbeds.ray.placement import lease_options, plan, resolve_user_tools, unplaceable
+from agentsched.testbeds.real import base_and_k, load_failure
+
+
+class RunState:
+    """One run's state inside a backend (begin .. end)."""
+
+    def __init__(self, workflow: Workflow, modes: Mapping[str, Mode], keys: dict[str, tuple[str, ...]],
+                 bases: dict[str, tuple[str, int]], staged: bool, user_tools: dict[str, Any],
+                 deadline_s: float) -> None:
+        self.workflow = workflow
+        self.modes = modes  # where each task really runs (host-only tools on a GPU mode: cpu)
+        self.keys, self.bases, self.staged, self.user_tools = keys, bases, staged, user_tools
+        self.deadline_s = deadline_s  # wall clock past which the run ends as error
+        self.t0 = time.time()  # the clock's zero (wall clock: leases report node wall-clock times)
+        self.pending: dict[Any, tuple[str, float]] = {}  # timings ObjectRef -> (task, submitted at)
+        self.out_refs: dict[str, Any] = {}  # task -> ObjectRef of its output
+        self.nodes: dict[str, str] = {}  # task -> node it ran on
+
+    def ms(self, at: float) -> float:
+        return (at - self.t0) * 1000
+
+
+class RayBackend(Backend):
+    """How the ray testbed starts tasks (leases on the cluster) and lets time pass (the wall clock)."""
+
+    name = "ray"
+    deterministic = False
+    computes_outputs = True
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster  # connection and actors, shared with the testbed's other backends
+        self._cpu_slots = cluster.cpu_slots or 1  # set from the cluster's CPUs at begin()
+        self.run: RunState | None = None
+
+    @property
+    def cpu_slots(self) -> int | None:
+        return self._cpu_slots
+
+    def preflight(self, workflow: Workflow) -> None:
+        """Connect, and fail before any run when GPU placements cannot run on the cluster (a policy
+        may place any task there; a caller that knows its mapping uses ``RayTestbed.check_mapping``)."""
+        self.cluster.connect(workflow)
+        self.cluster.check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
+
+    # ---- one run -----------------------------------------------------------------------------------
+    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
+              expected: bool = False) -> Failure | None:
+        """Connect, warm the tools on every node, then start the clock (``rng`` is unused)."""
+        c = self.cluster
+        c.connect(workflow)
+        c.check_gpu(workflow, mapping)
+        nodes = c.nodes()
+        self._cpu_slots = c.cpu_slots or max(1, int(sum(n.cpus for n in nodes)))
+        modes = effective_mapping(workflow.task_cards, mapping)
+        bases = {t: base_and_k(workflow, t) for t in workflow.task_ids}
+        keys, needs, staged = plan(workflow, modes, bases, emulated=c.emulate_gpu)
+        too_big = unplaceable(workflow, modes, nodes)
+        if too_big is not None:
+            return too_big
+        user_tools = resolve_user_tools(bases)
+        hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
+        if any(m is Mode.GPU_QUEUE for m in modes.values()):
+            c.queues([n for n in nodes if n.gpus > 0])
+        ray = ray_module()
+        try:
+            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=c.timeout_s)
+                        if f is not None]
+        except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
+            cause = getattr(exc, "cause", None) or exc
+            return Failure(Status.ERROR, workflow.task_ids[0],
+                           f"loading the tools on the Ray cluster failed: {one_line(cause)}")
+        if failures:
+            key, oom, reason = failures[0]
+            task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
+            return load_failure(workflow, task, oom, reason)
+        c.start_workers(modes, 1, nodes, self._cpu_slots)
+        self.run = RunState(workflow, modes, keys, bases, staged, user_tools, time.time() + c.timeout_s)
+        return None
+
+    def now_ms(self) -> float:
+        assert self.run is not None
+        return self.run.ms(time.time())
+
+    def start(self, start: Start, inputs: Mapping[str, Any] | None) -> None:
+        """Submit the task's lease; a predecessor's output travels as its ObjectRef (node to node)."""
+        r = self.run
+        assert r is not None
+        t = start.task
+        args = {k: r.out_refs.get(k, v) if k in r.workflow.preds[t] else v for k, v in (inputs or {}).items()}
+        kind = "queue" if start.mode is Mode.GPU_QUEUE else "host"
+        base, k = r.bases[t]
+        timings, out = remote("lease").options(num_returns=2, **lease_options(start.mode, start.vram_mb)).remote(
+            self.cluster.prefix, kind, r.keys[t], k, r.staged and start.mode is Mode.GPU_NOW, args,
+            r.user_tools.get(base) if kind == "queue" else None)
+        r.pending[timings] = (t, time.time())
+        r.out_refs[t] = out
+
+    def wait(self) -> list[Completion]:
+        """The next finished leases (their node-reported times, clamped to what the driver saw); a
+        lease past the run's deadline is reported as failed, so a lost node never hangs the run."""
+        r = self.run
+        assert r is not None and r.pending
+        ray = ray_module()
+        done, rest = ray.wait(list(r.pending), num_returns=1, timeout=max(r.deadline_s - time.time(), 0.0))
+        if not done:
+            task, submitted = next(iter(r.pending.values()))
+            now = time.time()
+            err = TestbedError(f"timed out after {self.cluster.timeout_s:g} s on the Ray cluster")
+            return [Completion(task, r.ms(submitted), r.ms(now), error=err)]
+        if rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            done = [*done, *more]
+        observed = time.time()
+        out: list[Completion] = []
+        for ref in done:
+            task, submitted = r.pending.pop(ref)
+            try:
+                d = ray.get(ref)
+                output = ray.get(r.out_refs[task])
+            except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
+                cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
+                out.append(Completion(task, r.ms(submitted), r.ms(observed), error=as_exception(cause)))
+                continue
+            start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
+            end = min(max(d["end_s"], start), observed)
+            r.nodes[task] = d["node"]
+            out.append(Completion(task, r.ms(start), r.ms(end), d["load_ms"], output))
+        return sorted(out, key=lambda c: c.end_ms)
+
+    def abort(self) -> dict[str, float]:
+        """Let the run's other leases end (until the deadline), then cancel what is left."""
+        r = self.run
+        if r is None or not r.pending:
+            return {}
+        ray = ray_module()
+        _, left = ray.wait(list(r.pending), num_returns=len(r.pending), timeout=max(r.deadline_s - time.time(), 0))
+        for ref in left:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already finished, or its node is gone
+                pass
+        r.pending.clear()
+        return {}
+
+    def end(self) -> dict[str, Any]:
+        """The run's details: where each task ran, and whether GPUs were emulated."""
+        r, self.run = self.run, None
+        extra: dict[str, Any] = {"size": self.cluster.size, "ray_address": self.cluster.address or "local",
+                                 "emulated_gpu": self.cluster.emulate_gpu}
+        if self.cluster.emulate_gpu:
+            extra["timing_note"] = EMULATED_NOTE
+        if r is not None:
+            extra["nodes"] = {t: n[:12] for t, n in r.nodes.items()}
+        return extra
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+def as_exception(cause: Any) -> BaseException:
+    return cause if isinstance(cause, BaseException) else TestbedError(str(cause))

@@ -1,0 +1,103 @@
+"""What the real testbeds execute alike: the local testbed, the ray testbed and LangGraph's.
+
+One place for how a task's tool is named, built, called and timed on a real machine: the tool
+and call count of a task (``base_and_k``), the built-in tool factory with its one-line hint, the
+quiet loading of models, the one call loop (``call_tool``), and the ``Failure`` of a tool that
+cannot load (a real CUDA out-of-memory is told apart by ``driver.is_oom``, which judges every run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from agentsched.errors import TestbedError
+from agentsched.model.execution import Status
+from agentsched.model.workflow import Workflow
+from agentsched.testbeds.driver import Failure
+
+ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
+
+TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
+                    "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
+
+def builtin_tool(name: str, size: str, *, seed: int = 0) -> Any:
+    """One of the 19 built-in tools; a one-line TestbedError when the tools extra is missing.
+    (Module-level, so Ray pickles it by reference.)"""
+    from agentsched.tools import get_tool, tools_installed
+
+    if not tools_installed():
+        raise TestbedError(f"built-in tool {name!r} needs the tools extra: {TOOLS_EXTRA_HINT}")
+    return get_tool(name, size, seed=seed)
+
+
+def base_and_k(workflow: Workflow, task: str) -> tuple[str, int]:
+    """The task's tool (built-in base name, or a user tool's import path) and its calls per run
+    (the tool name's amplification ``name_xK`` times the task's ``repeat``)."""
+    from agentsched.model.tool import is_tool_path
+    from agentsched.tools import parse_tool_name
+
+    t = workflow.tasks[task]
+    if is_tool_path(t.tool):  # a user tool: repeat is its only amplification
+        return t.tool, t.repeat
+    base, k = parse_tool_name(t.tool)
+    return base, k * t.repeat
+
+
+class Cancelled(Exception):
+    """A running task stopped early because the execution already failed."""
+
+
+def call_tool(tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None],
+              stop: threading.Event) -> Any:
+    """Run one task: ``k`` back-to-back calls of ``tool`` (amplification x repeat), each waited
+    for on the device; the last call's output. The ONE place a real backend invokes a tool:
+    the public ``Tool.run(inputs)``, with the invocation's arguments (a source task) or
+    ``{pred_task_id: pred_output}``. Built-in tools compute on their generated inputs unless an
+    argument they take is given (``tools.base.Tool.run``)."""
+    out = None
+    args = dict(inputs)
+    for _ in range(k):
+        if stop.is_set():
+            raise Cancelled
+        out = tool.run(args)
+        sync(tool)
+    return out
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Building and loading tools prints nothing: transformers' logging at error level (set before
+    it is first imported, through TRANSFORMERS_VERBOSITY, and after), Python warnings ignored, so
+    no warning precedes a command's one-line error or output."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    _set_transformers_quiet()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+    _set_transformers_quiet()
+
+
+def _set_transformers_quiet() -> None:
+    if "transformers" in sys.modules:  # never import it just for this (host-only tools do not need it)
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+        except Exception:  # noqa: BLE001 - a transformers without this API: nothing to silence
+            pass
+
+
+def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failure:
+    """A run that ends before its clock starts because ``task``'s tool failed to load
+    (``reason``: one line; ``oom``: it ran out of memory, the run is ``oom`` as on every testbed)."""
+    name = workflow.task_cards[task].name
+    if oom:
+        return Failure(Status.OOM, task, f"task {task} ({name}): out of memory while loading: {reason}")
+    return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {reason}")
