@@ -162,7 +162,8 @@ def _extend(data: dict[str, Any], name: str, base_dir: Path | None, depth: int) 
         raise WorldError(f"world {name!r}: base: must be a world name or a file path")
     if depth >= MAX_BASE_DEPTH:
         raise WorldError(f"world {name!r}: base: more than {MAX_BASE_DEPTH} worlds deep (a cycle?)")
-    if base_dir is not None and ref not in builtin_worlds() and not Path(ref).is_absolute():
+    named = ref in builtin_worlds() or ref.startswith((PERTURBED_PREFIX, DRIFT_PREFIX))
+    if base_dir is not None and not named and not Path(ref).is_absolute():
         ref = str(base_dir / ref)
     base = _resolve(ref, depth + 1)
     if isinstance(base, DriftWorld):
