@@ -170,3 +170,26 @@ def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
                                          "inputs run() takes): the profiler has nothing to time it on")
     code, _, err = cli("profile", "--tools", "wordtools:Plain", "--out", str(tmp_path / "x.json"))
     assert code == 2 and "class Plain is not an agentsched.Tool subclass" in err
+
+
+def test_a_long_running_runtime_keeps_a_bounded_window_of_rounds(tmp_path):
+    """Issue 22: the runtime keeps the last rounds only, and no tool output in any record; every
+    invocation still returns its output and the store still has the whole history."""
+    import agentsched
+    from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS
+    from agentsched.runtime import workflow_from_tools
+
+    class Big(agentsched.Tool):
+        has_gpu = False
+
+        def run(self, inputs):
+            return "y" * 50_000 + str(inputs["x"])
+
+    wf = workflow_from_tools("big", {"A": Big}, [])
+    n = ENDLESS_KEEP_ROUNDS + 10
+    with Runtime(wf, store=tmp_path / "s.db", cpu_workers=1, round_size=1) as rt:
+        for i in range(n):
+            assert rt.invoke(x=i).outputs["A"].endswith(str(i))
+        assert len(rt.records) == ENDLESS_KEEP_ROUNDS < n
+        assert all(x.outputs == {} for r in rt.records for x in (*r.result.executions, *r.probes))
+    assert len(Store(tmp_path / "s.db").executions(1)) == n

@@ -10,6 +10,7 @@ import itertools
 import random
 import statistics
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,16 +36,43 @@ class RoundRecord:
     executions_after: int = 0  # executions so far once the round is observed (its probes included)
 
 
+ENDLESS_KEEP_ROUNDS = 64  # rounds an endless run keeps (what reports and `history` read); the store keeps all
+
+
 @dataclass
 class LoopRun:
-    """A whole run of one policy on one workflow."""
+    """A whole run of one policy on one workflow.
+
+    ``records`` holds every round of a finite run; an endless one (``rounds=None``) keeps the last
+    ``keep_rounds`` only, so a server's memory stays flat. The totals and the best round are
+    counted as rounds arrive, so they cover the whole run either way."""
 
     workflow: Workflow  # what ran
     policy: str  # policy label
     online: bool  # False for offline references
     seed: int  # seed of the noise and policy generators
     repeats: int  # executions per round
-    records: list[RoundRecord] = field(default_factory=list)  # one per round, in order
+    keep_rounds: int | None = None  # None: keep every round's record
+    records: list[RoundRecord] = field(default_factory=list)  # one per round kept, in order
+    probes_total: int = 0  # every probe of the run, also of rounds no longer kept
+    rounds_total: int = 0  # every round of the run
+    _best: RoundResult | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        given, self.records = list(self.records), []
+        for record in given:  # a run rebuilt from its records (a journal) counts them like a live one
+            self.add(record)
+
+    def add(self, record: RoundRecord) -> None:
+        """Keep one observed round (dropping the oldest past ``keep_rounds``) and count it."""
+        self.records.append(record)
+        if self.keep_rounds is not None and len(self.records) > self.keep_rounds:
+            del self.records[0]
+        self.rounds_total += 1
+        self.probes_total += len(record.probes)
+        r = record.result
+        if r.e2e_ms is not None and (self._best is None or r.e2e_ms < self._best.e2e_ms):  # type: ignore[operator]
+            self._best = r
 
     @property
     def rounds(self) -> list[RoundResult]:
@@ -55,12 +83,8 @@ class LoopRun:
         """Every execution of the run: round runs and probes."""
         return self.records[-1].executions_after if self.records else 0
 
-    @property
-    def probes_total(self) -> int:
-        return sum(len(r.probes) for r in self.records)
-
     def all_executions(self) -> list[Execution]:
-        """Every execution of the run, round runs and probes (each round's runs, then its probes)."""
+        """Every execution of the kept rounds, round runs and probes (each round's runs, then its probes)."""
         out: list[Execution] = []
         for r in self.records:
             out.extend(r.result.executions)
@@ -68,8 +92,15 @@ class LoopRun:
         return out
 
     def best_round(self) -> RoundResult | None:
-        ok = [r for r in self.rounds if r.e2e_ms is not None]
-        return min(ok, key=lambda r: r.e2e_ms) if ok else None  # type: ignore[arg-type,return-value]
+        """The round with the lowest E2E of the whole run (the first of equals)."""
+        return self._best
+
+
+def _lean(x: Execution) -> Execution:
+    """``x`` without the tools' outputs: the loop and its policies read timelines and figures only;
+    outputs go to the caller (the runtime hands them over before the loop sees the execution) and
+    are never kept in records (a long run would hold every output of every invocation)."""
+    return dataclasses.replace(x, outputs={}) if x.outputs else x
 
 
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
@@ -107,6 +138,7 @@ def run_loop(
     seed: int = 0,
     on_round: Callable[[RoundRecord], None] | None = None,
     probe_allowed: Callable[[], bool] | None = None,
+    keep_rounds: int | None = None,
 ) -> LoopRun:
     """Run ``policy`` for ``rounds`` rounds of ``repeats`` executions each on ``testbed`` (``rounds``
     None: until the caller stops it, e.g. a runtime's ``on_round`` raising; the policy then sees no
@@ -115,6 +147,9 @@ def run_loop(
     The testbed's noise and the policy's randomness draw from two generators seeded from ``seed``,
     so runs are reproducible and policies cannot perturb each other's noise stream.
     ``probe_allowed`` (optional) is asked before each probe a policy's monitor wants to run.
+    ``keep_rounds``: how many round records the returned run keeps (default: all of a finite run,
+    the last ``ENDLESS_KEEP_ROUNDS`` of an endless one). Executions reach policies and records
+    without the tools' outputs.
     """
     if rounds is not None and rounds < 1:
         raise AgentschedError(f"rounds must be >= 1, got {rounds}")
@@ -127,7 +162,7 @@ def run_loop(
 
     def probe(mapping: MappingT) -> Execution:
         m = validate_mapping(workflow, mapping)
-        x = testbed.run(workflow, m, rng=noise_rng)
+        x = _lean(testbed.run(workflow, m, rng=noise_rng))
         counter["n"] += 1
         pending_probes.append(x)
         return x
@@ -136,7 +171,9 @@ def run_loop(
                         probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
     testbed.begin_round(0)  # round 0 begins with the policy's reset: its probes belong to it
     policy.reset(ctx)
-    run = LoopRun(workflow, policy.label, policy.online, seed, repeats)
+    if keep_rounds is None and rounds is None:
+        keep_rounds = ENDLESS_KEEP_ROUNDS
+    run = LoopRun(workflow, policy.label, policy.online, seed, repeats, keep_rounds)
     for i in range(rounds) if rounds is not None else itertools.count():
         if i > 0:
             testbed.begin_round(i)  # before the round's probes (propose) and runs
@@ -145,14 +182,14 @@ def run_loop(
             mapping: dict[str, Mode] = validate_mapping(workflow, proposal.mapping)
         except MappingError as e:
             raise PolicyError(f"policy {policy.label} proposed an invalid mapping in round {i}: {e}") from None
-        execs = [testbed.run(workflow, mapping, rng=noise_rng) for _ in range(repeats)]
+        execs = [_lean(testbed.run(workflow, mapping, rng=noise_rng)) for _ in range(repeats)]
         counter["n"] += len(execs)
         result = summarize_runs(workflow, mapping, execs, i, counter["n"])
         evidence = policy.observe(result)
         # probes from reset/propose (before the runs) and from observe (after) all belong here
         record = RoundRecord(result, tuple(pending_probes), dict(proposal.info), evidence, counter["n"])
         pending_probes.clear()
-        run.records.append(record)
+        run.add(record)
         if on_round is not None:
             on_round(record)
     return run

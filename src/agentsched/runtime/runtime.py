@@ -30,13 +30,14 @@ import logging
 import queue
 import random
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, ToolError, WorkflowError
-from agentsched.loop.runner import RoundRecord, run_loop
+from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.tool import is_tool_path, tool_class
@@ -192,7 +193,8 @@ class Runtime:
         self.probes = 0
         self.replayed = 0  # executions answered from the store
         self.diverged_at: int | None = None  # place where a replay disagreed with the policy
-        self.records: list[RoundRecord] = []  # rounds observed by this process's loop (replays too)
+        # the last rounds observed by this process's loop (replays too); the store keeps every one
+        self.records: deque[RoundRecord] = deque(maxlen=ENDLESS_KEEP_ROUNDS)
         self._inbox: queue.Queue = queue.Queue()  # invoke() -> loop: inputs, or _STOP
         self._outbox: queue.Queue = queue.Queue()  # loop -> invoke(): InvokeResult or an exception
         self._lock = threading.Lock()  # one invocation at a time
