@@ -24,6 +24,8 @@ budget.
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -42,20 +44,48 @@ ProbeFn = Callable[[MappingT], Execution]
 Key = tuple[Mode, ...]
 
 
+HISTORY_ROUNDS = 64  # rounds the monitor (and so the agent's view and prompt) keeps; totals cover all
+
+
+def _two_sum(a: float, b: float) -> tuple[float, float]:
+    """a + b as (rounded sum, exact rounding error) (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
 @dataclass
 class _Measured:
-    """Everything measured for one mapping (mutable monitor state, not reported as is)."""
+    """Everything measured for one mapping (mutable monitor state, not reported as is).
+
+    The feasible runs' E2E are kept as a count, the last value and an exact running sum (Shewchuk's
+    partials, as ``math.fsum`` keeps them), not as a list: a mapping served for days keeps O(1)
+    memory, and its mean is bit for bit ``statistics.fmean`` of every run."""
 
     mapping: MappingT  # the mapping
-    e2e_ms: list[float] = field(default_factory=list)  # every feasible run's E2E (rounds and probes)
+    samples: int = 0  # feasible runs measured (rounds and probes)
+    last_ms: float | None = None  # the last feasible run's E2E
     infeasible: bool = False  # some run of it failed
     peak_vram_mb: float = 0.0  # max over its runs
     message: str = ""  # the last failure's message
     first_round: int | None = None  # first round it was proposed in (None: only probed)
+    _partials: list[float] = field(default_factory=list, repr=False)
+
+    def add(self, e2e_ms: float) -> None:
+        """One more feasible run's E2E."""
+        x, out = e2e_ms, []
+        for y in self._partials:
+            x, err = _two_sum(x, y) if abs(x) >= abs(y) else _two_sum(y, x)
+            if err:
+                out.append(err)
+        out.append(x)
+        self._partials = out
+        self.samples += 1
+        self.last_ms = e2e_ms
 
     @property
     def mean_ms(self) -> float | None:
-        return statistics.fmean(self.e2e_ms) if self.e2e_ms and not self.infeasible else None
+        return math.fsum(self._partials) / self.samples if self.samples and not self.infeasible else None
 
 
 class RuntimeMonitor:
@@ -78,7 +108,7 @@ class RuntimeMonitor:
         self.cards = dict(cards) if cards is not None else None  # task -> isolated card; None: cold start
         self.space: DecisionSpace = workflow.decision_space
         self.budget_mb = workflow.vram_budget_mb
-        self.history: list[HistoryEntry] = []  # every round observed, in order
+        self.history: deque[HistoryEntry] = deque(maxlen=HISTORY_ROUNDS)  # the last rounds observed, in order
         self._measured: dict[Key, _Measured] = {}  # every mapping executed (rounds and probes)
         self._windows: dict[tuple[str, Mode], deque[float]] = {}  # (task, mode) -> recent run latencies
         self._observed_ok: set[tuple[str, Mode]] = set()  # (task, mode) seen finishing in a feasible run
@@ -118,7 +148,7 @@ class RuntimeMonitor:
 
     def measured_mappings(self) -> list[tuple[MappingT, float | None, int, bool]]:
         """(mapping, mean E2E or None, feasible samples, was run as a round) for everything measured."""
-        return [(dict(m.mapping), m.mean_ms, len(m.e2e_ms), m.first_round is not None)
+        return [(dict(m.mapping), m.mean_ms, m.samples, m.first_round is not None)
                 for m in self._measured.values()]
 
     def best(self) -> BestMapping | None:
@@ -126,7 +156,7 @@ class RuntimeMonitor:
         if not cands:
             return None
         b = min(cands, key=lambda m: (m.mean_ms, m.first_round))
-        return BestMapping(dict(b.mapping), b.mean_ms, len(b.e2e_ms), b.first_round)  # type: ignore[arg-type]
+        return BestMapping(dict(b.mapping), b.mean_ms, b.samples, b.first_round)  # type: ignore[arg-type]
 
     def averages(self) -> list[LatencyAverage]:
         out = []
@@ -159,7 +189,7 @@ class RuntimeMonitor:
             m.first_round = round_index
         m.peak_vram_mb = max(m.peak_vram_mb, x.peak_vram_mb)
         if x.ok and x.e2e_ms is not None:
-            m.e2e_ms.append(x.e2e_ms)
+            m.add(x.e2e_ms)
         else:
             m.infeasible = True
             m.message = x.message
@@ -219,11 +249,11 @@ class RuntimeMonitor:
                 mapping: MappingT, *, fresh: bool = False) -> WhatIf | None:
         """Measure ``mapping`` (or answer from an earlier run unless ``fresh``); None when out of budget."""
         known = self.measured(mapping)
-        if known is not None and (known.e2e_ms or known.infeasible) and not fresh:
-            last = known.e2e_ms[-1] if known.e2e_ms and not known.infeasible else None
+        if known is not None and (known.samples or known.infeasible) and not fresh:
+            last = known.last_ms if known.samples and not known.infeasible else None
             return WhatIf(kind, label, task, mode, swapped, dict(mapping),
                           Status.OOM if known.infeasible else Status.OK, last, known.mean_ms,
-                          len(known.e2e_ms), known.peak_vram_mb, known.message, executed=False)
+                          known.samples, known.peak_vram_mb, known.message, executed=False)
         if not self._budget_left():
             return None
         x = self.probe_fn(dict(mapping))
@@ -233,7 +263,7 @@ class RuntimeMonitor:
         m = self.measured(mapping)
         assert m is not None
         return WhatIf(kind, label, task, mode, swapped, dict(mapping), x.status, x.e2e_ms if x.ok else None,
-                      m.mean_ms, len(m.e2e_ms), x.peak_vram_mb, x.message, executed=True)
+                      m.mean_ms, m.samples, x.peak_vram_mb, x.message, executed=True)
 
     def _reprobes(self, base: MappingT, base_ok: bool) -> list[WhatIf]:
         c = self.config
@@ -274,7 +304,7 @@ class RuntimeMonitor:
         close = []
         for w in self._around.get(mapping_key(self.workflow, base), []):
             m = self.measured(w.mapping)
-            if m is None or m.first_round is not None or m.mean_ms is None or len(m.e2e_ms) >= c.confirm_samples:
+            if m is None or m.first_round is not None or m.mean_ms is None or m.samples >= c.confirm_samples:
                 continue
             if m.mean_ms <= best.e2e_ms * (1 + c.confirm_margin):
                 close.append((m.mean_ms, w))
@@ -283,7 +313,7 @@ class RuntimeMonitor:
         for _, w in close[:c.confirm_top]:
             m = self.measured(w.mapping)
             assert m is not None
-            while len(m.e2e_ms) < c.confirm_samples and not m.infeasible:
+            while m.samples < c.confirm_samples and not m.infeasible:
                 x = self._whatif("confirm", w.label, w.task, w.mode, w.swapped, w.mapping, fresh=True)
                 if x is None:
                     return out
@@ -369,8 +399,8 @@ class RuntimeMonitor:
         n = self.config.stagnation_rounds
         if len(self.history) < n:
             return False
-        last = self.history[-n:]
-        return all(h.mapping == last[0].mapping for h in last)
+        last = self.history[-1].mapping
+        return all(h.mapping == last for h in itertools.islice(reversed(self.history), n))
 
     def _hints(self) -> list[Hint]:
         """Placements never seen in a feasible run that could still fit the budget."""
