@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(e, "ctx", None)
         cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
+        message = message.replace("Value error, ", "")  # typer's prefix on an enum choice it rejects
         _error(f"{message} (see 'agentsched{cmd} --help')", args)
         sys.exit(getattr(e, "exit_code", 2))
     except AgentschedError as e:

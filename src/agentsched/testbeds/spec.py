@@ -62,15 +62,15 @@ class TestbedSpec:
         if self.cpu_slots is not None and (isinstance(self.cpu_slots, bool) or not isinstance(self.cpu_slots, int)
                                            or self.cpu_slots < 1):
             raise TestbedError(f"cpu_slots must be an integer >= 1, got {self.cpu_slots!r}")
-        if self.world is not None and not isinstance(self.world, World):  # a name, file or perturbed:SEED
-            object.__setattr__(self, "world", load_world(self.world if isinstance(self.world, (str, Path))
-                                                         else str(self.world)))
         if not isinstance(self.emulate_gpu, bool):
             raise TestbedError(f"emulate_gpu must be true or false, got {self.emulate_gpu!r}")
         for name, only in _ONLY.items():
             value = getattr(self, name)
             if kind is not only and value not in (None, False):
                 raise TestbedError(f"{name} applies only to the {only.value} testbed (got {kind.value})")
+        if self.world is not None and not isinstance(self.world, World):  # a name, file or perturbed:SEED
+            object.__setattr__(self, "world", load_world(self.world if isinstance(self.world, (str, Path))
+                                                         else str(self.world)))
         if kind is TestbedKind.SIM:  # concrete values: two specs of one simulator are equal
             if self.noise_sigma is None:
                 object.__setattr__(self, "noise_sigma", DEFAULT_NOISE_SIGMA)
