@@ -90,9 +90,9 @@ def test_unimportable_agent_fails_only_when_chosen(monkeypatch):
 def test_agent_entries_pass_the_reasoner(monkeypatch):
     seen = {}
 
-    class FakeAgent:
-        def __init__(self, **kw):
-            seen.update(kw)
+    class FakeAgent:  # the registry reads the options from this signature
+        def __init__(self, reasoner="rules", *, start=None, llm=None, monitor=None):
+            seen.update(reasoner=reasoner, start=start, llm=llm)
 
     monkeypatch.setattr(registry, "_load_class", lambda spec: FakeAgent)
     make_policy("agent-llm", start="warm", llm={"model": "m"})
