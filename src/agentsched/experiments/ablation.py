@@ -22,7 +22,7 @@ from agentsched.model.mapping import format_mapping
 from agentsched.model.options import INITIALS
 from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
-from agentsched.testbeds.spec import TestbedSpec, testbed_spec
+from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def run_ablation(
     calibrated a5500 world with default noise; each run's testbed takes the run's seed), from each
     round-0 rule in ``initial`` (by default both: with the rules' prior, and without one).
     ``journal``: record each finished run as it completes and reuse the runs it holds (``--resume``)."""
-    spec = testbed_spec(testbed)
+    spec = as_spec(testbed)
     if not spec.simulated:
         raise AgentschedError(f"the ablation runs on the sim testbed (got {spec.kind.value})")
     world = spec.world_name

@@ -45,7 +45,7 @@ from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResul
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import TestbedSpec, testbed_spec
+from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 log = logging.getLogger("agentsched.runtime")
 
@@ -169,7 +169,7 @@ class Runtime:
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
         self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
-        spec = None if isinstance(testbed, Testbed) else testbed_spec(testbed)  # a kind name: its default spec
+        spec = None if isinstance(testbed, Testbed) else as_spec(testbed)  # a kind name: its default spec
         _check_sim_cards(spec if spec is not None else testbed, self.workflow)
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)

@@ -122,7 +122,7 @@ class TestbedSpec:
         return cls(kind=kind, **values)
 
 
-def testbed_spec(value: TestbedSpec | TestbedKind | str | None) -> TestbedSpec:
+def as_spec(value: TestbedSpec | TestbedKind | str | None) -> TestbedSpec:
     """``value`` as a spec: a spec as is, a kind name (``"sim"``, ``"local"``, ``"ray"``) as that
     kind's default spec (the shorthand ``Runtime(..., testbed="sim")`` takes), None as the simulator."""
     if isinstance(value, TestbedSpec):
