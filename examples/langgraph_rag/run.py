@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--invocations", type=_at_least_one, default=8)
     ap.add_argument("--store", default="langgraph_rag.db")
     ap.add_argument("--round-size", type=_at_least_one, default=2)
-    ap.add_argument("--policy", default="agent-rules")
+    ap.add_argument("--policy", default=None, help="default: agent-plan (agent-plan-cold while a node has no card)")
     ap.add_argument("--compare", action="store_true", help="also run rag.yaml through Runtime.invoke")
     args = ap.parse_args(argv)
 

@@ -20,6 +20,8 @@ from agentsched.model import (
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario, resolve_workflow
 from agentsched.testbeds import SimTestbed, Testbed
+from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import TestbedSpec
 
 __version__ = "0.1.0"
 
@@ -33,6 +35,6 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy: the runtime pulls in the loo
 
 __all__ = [
     "AgentschedError", "CardSet", "InvokeResult", "Runtime", "DecisionSpace", "Execution", "Mode", "SimTestbed", "Status",
-    "TaskSpan", "Testbed", "Tool", "ToolCard", "Workflow", "brute_force", "list_scenarios",
+    "TaskSpan", "Testbed", "TestbedKind", "TestbedSpec", "Tool", "ToolCard", "Workflow", "brute_force", "list_scenarios",
     "load_card_set", "load_scenario", "load_workflow_file", "parse_mapping", "resolve_workflow",
 ]

@@ -32,8 +32,15 @@ def test_registry_builds_the_agent_with_options():
 
 
 def test_unknown_options_are_one_line_policy_errors():
-    with pytest.raises(PolicyError, match="unknown option"):
+    from agentsched.loop.registry import make_policy
+
+    with pytest.raises(PolicyError, match=r"^policy agent-rules takes no option 'temperature' \(options: initial, "
+                                          r"monitor, stability, start\)$"):
+        make_policy("agent-rules", temperature=0.1)
+    with pytest.raises(TypeError):  # explicit keyword arguments: Python itself refuses an unknown one
         AgentPolicy("rules", temperature=0.1)
+    with pytest.raises(PolicyError, match="llm options must be a mapping"):
+        AgentPolicy("llm", llm="http://x")
     with pytest.raises(PolicyError, match="unknown agent reasoner"):
         AgentPolicy("magic")
     with pytest.raises(PolicyError, match="warm or cold"):
@@ -80,7 +87,8 @@ def test_cli_ablation_writes_json(cli, tmp_path):
     assert code == 0, err
     assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
     code, _, err = cli("ablation", "S13", "--start", "hot")
-    assert code == 2 and err.strip() == "error: --start must be warm or cold, got 'hot'"
+    assert code == 2 and err.strip() == ("error: Invalid value for '--start': 'hot' is not one of 'warm', 'cold'. "
+                                         "(see 'agentsched ablation --help')")
 
 
 def test_cli_prompt_and_agent_check(cli):

@@ -135,7 +135,8 @@ def test_cli_error_line_and_run_json_hide_secrets(cli, serve, tmp_path, monkeypa
 
 
 def test_bench_results_json_hides_secrets_and_records_the_model(serve):
-    from agentsched.experiments.bench import BenchConfig, results_dict, run_bench
+    from agentsched.experiments.bench import BenchConfig, run_bench
+    from agentsched.experiments.results import results_dict
 
     server, _ = serve('{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}')
     config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=2, repeats=1, seeds=(0,),

@@ -74,7 +74,7 @@ BAD = [
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu"], "misses task(s) D"),
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu,Q=cpu"], "unknown task(s) Q"),
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu_queue"], "outside the binary decision space"),
-    (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu", "--testbed", "cloud"], "unknown testbed 'cloud'"),
+    (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu", "--testbed", "cloud"], "'cloud' is not one of 'sim', 'local', 'ray'"),
     (["oracle", "S5", "--top", "0"], "--top must be >= 1"),
     (["show", "S5", "--cards", "nosuchcards"], "neither a built-in set"),
     (["simulate", "S5"], "Missing option '--mapping'"),
@@ -82,9 +82,9 @@ BAD = [
     (["nosuch"], "No such command 'nosuch'"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "x.txt"], "unsupported format"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "/nonexistent/x.png"], "does not exist"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "--noise must be a number in [0, 1]"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "400"], "--noise must be a number in [0, 1]"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "--cpu-slots must be >= 1"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "noise_sigma must be a number in [0, 1]"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "400"], "noise_sigma must be a number in [0, 1]"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "cpu_slots must be an integer >= 1"),
 ]
 
 

@@ -40,8 +40,8 @@ class FakeAgent(Policy):
 
     name = "agent-rules"
 
-    def __init__(self, **options):
-        self.options = options
+    def __init__(self, reasoner="rules", *, start=None, monitor=None):  # the registry reads these options
+        self.options = {"reasoner": reasoner, "start": start, "monitor": monitor}
 
     def propose(self, round_index):
         return Proposal({"A": "gpu_now", "B": "cpu"}, {"prompt": f"p{round_index}", "response": "r"})
@@ -65,30 +65,50 @@ def test_run_prints_evidence_summary_and_copies_prompt(tmp_path, cli, monkeypatc
     assert r0["evidence"] == {"summary": ["line one", "line two"], "whatif": {"A->cpu": 100.0}}
 
 
+LLM = ["--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m"]  # an endpoint (never called: the error comes first)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--policy", "nope"], "error: unknown policy 'nope' (valid: all-gpu, heft, heft-cf, ucb1, starpu, mem-greedy, "
                            "oracle, agent-rules, agent-rules-cold, agent-llm, agent-plan, agent-plan-cold)"),
     (["--policy", "heft", "--rounds", "0"], "error: --rounds must be >= 1, got 0"),
     (["--policy", "heft", "--repeats", "0"], "error: --repeats must be >= 1, got 0"),
-    (["--policy", "heft", "--start", "lukewarm"], "error: --start must be warm or cold, got 'lukewarm'"),
+    (["--policy", "heft", "--start", "lukewarm"], "error: Invalid value for '--start': 'lukewarm' is not one of "
+                                                  "'warm', 'cold'. (see 'agentsched run --help')"),
     (["--policy", "heft", "--start", "cold"],
      "error: policy heft has no cold start (--start is for agent-rules, agent-llm, agent-plan)"),
-    (["--policy", "heft", "--noise", "-1"], "error: --noise must be a finite number >= 0, got -1"),
-    (["--policy", "heft", "--noise", "nan"], "error: --noise must be a finite number >= 0, got nan"),
-    (["--policy", "heft", "--noise", "inf"], "error: --noise must be a finite number >= 0, got inf"),
+    (["--policy", "heft", "--noise", "-1"], "error: noise_sigma must be a number in [0, 1], got -1.0"),
+    (["--policy", "heft", "--noise", "nan"], "error: noise_sigma must be a number in [0, 1], got nan"),
+    (["--policy", "heft", "--noise", "inf"], "error: noise_sigma must be a number in [0, 1], got inf"),
     (["--policy", "heft", "--llm-model", "m"], "error: --llm-model applies only to --policy agent-llm (got heft)"),
     (["--policy", "agent-rules", "--llm-predictions"],
      "error: --llm-predictions applies only to --policy agent-llm (got agent-rules)"),
     (["--policy", "heft", "--llm-model", "m", "--llm-timeout", "3"],
      "error: --llm-model, --llm-timeout apply only to --policy agent-llm (got heft)"),
-    (["--policy", "agent-llm", "--llm-temperature", "-1"],
+    (["--policy", "agent-llm", *LLM, "--llm-temperature", "-1"],
      "error: --llm-temperature must be a finite number >= 0, got -1"),
-    (["--policy", "agent-llm", "--llm-temperature", "nan"],
+    (["--policy", "agent-llm", *LLM, "--llm-temperature", "nan"],
      "error: --llm-temperature must be a finite number >= 0, got nan"),
-    (["--policy", "agent-llm", "--llm-timeout", "0"], "error: --llm-timeout must be a finite number > 0, got 0"),
-    (["--policy", "agent-llm", "--llm-timeout", "nan"], "error: --llm-timeout must be a finite number > 0, got nan"),
-    (["--policy", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
-    (["--policy", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
+    (["--policy", "agent-llm", *LLM, "--llm-timeout", "0"], "error: --llm-timeout must be a finite number > 0, got 0"),
+    (["--policy", "agent-llm", *LLM, "--llm-timeout", "nan"],
+     "error: --llm-timeout must be a finite number > 0, got nan"),
+    (["--policy", "agent-llm", *LLM, "--llm-timeout", "inf"],
+     "error: --llm-timeout must be a finite number > 0, got inf"),
+    (["--policy", "heft", "--testbed", "gpu"], "error: Invalid value for '--testbed': 'gpu' is not one of 'sim', "
+                                               "'local', 'ray'. (see 'agentsched run --help')"),
+    (["--policy", "heft", "--world", "a5500", "--testbed", "local"],
+     "error: world applies only to the sim testbed (got local)"),
+    (["--policy", "ucb1", "--policy-option", "explore=1"],
+     "error: --policy-option explore: no such option (valid: ucb1: exploration)"),
+    (["--policy", "ucb1", "--policy-option", "exploration=-1"],
+     "error: policy ucb1: exploration must be a finite number >= 0, got -1"),
+    (["--policy", "ucb1", "--policy-option", "exploration=lots"],
+     "error: policy ucb1: exploration must be a finite number >= 0, got 'lots'"),
+    (["--policy", "ucb1", "--policy-option", "exploration"], "error: --policy-option 'exploration' is not KEY=VALUE"),
+    (["--policy", "agent-plan", "--start", "cold", "--policy-option", "start=warm"],
+     "error: --policy-option start: --start sets it too; give it once"),
+    (["--policy", "oracle", "--policy-option", "oracle=x"], "error: --policy-option oracle: no such option "
+                                                            "(valid: oracle: none)"),
     (["--policy", "heft", "--json-out", "/nonexistent-dir/x.json"],
      "error: --json-out: folder /nonexistent-dir does not exist"),
 ])
@@ -116,12 +136,18 @@ def test_run_unknown_cards(cli):
     (["--seeds", "0"], "error: --seeds must be >= 1, got 0"),
     (["--rounds", "0"], "error: --rounds must be >= 1, got 0"),
     (["--repeats", "0"], "error: --repeats must be >= 1, got 0"),
-    (["--noise", "-0.5"], "error: --noise must be a finite number >= 0, got -0.5"),
-    (["--noise", "nan"], "error: --noise must be a finite number >= 0, got nan"),
-    (["--policies", "agent-llm", "--llm-temperature", "nan"],
+    (["--noise", "-0.5"], "error: noise_sigma must be a number in [0, 1], got -0.5"),
+    (["--noise", "nan"], "error: noise_sigma must be a number in [0, 1], got nan"),
+    (["--policies", "agent-llm", *LLM, "--llm-temperature", "nan"],
      "error: --llm-temperature must be a finite number >= 0, got nan"),
-    (["--policies", "agent-llm", "--llm-timeout", "inf"], "error: --llm-timeout must be a finite number > 0, got inf"),
-    (["--policies", "heft", "--testbed", "gpu"], "error: unknown testbed 'gpu' (valid: sim, local, ray)"),
+    (["--policies", "agent-llm", *LLM, "--llm-timeout", "inf"],
+     "error: --llm-timeout must be a finite number > 0, got inf"),
+    (["--policies", "heft", "--testbed", "gpu"], "error: Invalid value for '--testbed': 'gpu' is not one of 'sim', "
+                                                 "'local', 'ray'. (see 'agentsched bench --help')"),
+    (["--policies", "heft,ucb1", "--policy-option", "exploration=1", "--policy-option", "factor=2"],
+     "error: --policy-option factor: no such option (valid: heft: cpu_cores, machine; ucb1: exploration)"),
+    (["--policies", "heft", "--policy-option", "ucb1.exploration=1"],
+     "error: --policy-option ucb1.exploration=1: policy ucb1 is not among the chosen policies (heft)"),
     (["--policies", "heft,bogus"], "error: unknown policy 'bogus' (valid: all-gpu, heft, heft-cf, ucb1, starpu, "
                                    "mem-greedy, oracle, agent-rules, agent-rules-cold, agent-llm, agent-plan, agent-plan-cold)"),
     (["--policies", "heft,heft"], "error: --policies names heft twice"),
@@ -129,7 +155,8 @@ def test_run_unknown_cards(cli):
     (["--scenarios", ","], "error: --scenarios is empty"),
     (["--policies", "heft", "--start", "cold"],
      "error: --start cold: none of the chosen policies has a start option (agent-rules, agent-llm, agent-plan do)"),
-    (["--policies", "heft", "--start", "hot"], "error: --start must be warm or cold, got 'hot'"),
+    (["--policies", "heft", "--start", "hot"], "error: Invalid value for '--start': 'hot' is not one of 'warm', "
+                                               "'cold'. (see 'agentsched bench --help')"),
     (["--policies", "heft", "--llm-model", "m"], "error: --llm-model applies only when agent-llm is among --policies"),
     (["--policies", "heft", "--no-llm-predictions"],
      "error: --llm-predictions applies only when agent-llm is among --policies"),
@@ -379,7 +406,7 @@ def fake_local(monkeypatch, tmp_path):
 def test_bench_on_the_local_testbed_records_it(fake_local, cli, tmp_path):
     import jsonschema
 
-    from agentsched.experiments.bench import results_schema
+    from agentsched.experiments.results import results_schema
 
     out = tmp_path / "out"
     code, text, err = cli("bench", "--scenarios", fake_local, "--policies", "heft,oracle", "--testbed", "local",
@@ -388,8 +415,9 @@ def test_bench_on_the_local_testbed_records_it(fake_local, cli, tmp_path):
     assert code == 0, err
     doc = json.loads((out / "results.json").read_text())
     jsonschema.validate(doc, results_schema())
-    assert doc["config"]["testbed"] == {"name": "local", "noise_sigma": None, "size": "small", "cpu_slots": 2,
-                                          "world": None}
+    assert doc["config"]["testbed"] == {"name": "local", "seed": 0, "noise_sigma": None, "size": "small",
+                                        "cpu_slots": 2, "world": None, "ray_address": None, "emulate_gpu": None,
+                                        "timeout_s": None}
     assert doc["oracles"]["duo"]["executions"] == 4 * 3  # searched on the testbed itself: 4 mappings x 3 runs
     assert doc["config"]["ablation"] is False
     md = (out / "report.md").read_text()
@@ -405,11 +433,12 @@ def test_run_on_the_local_testbed(fake_local, cli):
 
 def test_bench_config_records_the_sim_testbed():
     from agentsched.experiments.bench import BenchConfig
+    from agentsched.testbeds.spec import TestbedSpec
 
-    cfg = BenchConfig(scenarios=("S1",), policies=("heft",), noise_sigma=0.05, cpu_slots=4)
-    assert cfg.to_dict()["testbed"] == {"name": "sim", "noise_sigma": 0.05, "size": None, "cpu_slots": 4,
-                                        "world": "a5500"}
-    tb = cfg.make_testbed()
+    cfg = BenchConfig(scenarios=("S1",), policies=("heft",), testbed=TestbedSpec(noise_sigma=0.05, cpu_slots=4))
+    assert cfg.to_dict()["testbed"] == {"name": "sim", "seed": 0, "noise_sigma": 0.05, "size": None, "cpu_slots": 4,
+                                        "world": "a5500", "ray_address": None, "emulate_gpu": None, "timeout_s": None}
+    tb = cfg.spec.build()
     assert (tb.name, tb.noise_sigma, tb.cpu_slots) == ("sim", 0.05, 4)
 
 

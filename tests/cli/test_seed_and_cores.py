@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 
-from agentsched.cli.common import cpu_cores_option
+from agentsched.cli.policy_opts import PolicyFlags, policy_options
 from agentsched.loop.runner import noise_stream, policy_stream
 
 
 def test_cpu_cores_follow_cpu_slots_for_planners_only():
-    assert cpu_cores_option("heft", {}, 2) == {"cpu_cores": 2}
-    assert cpu_cores_option("heft-cf", {"contention_factor": 0.5}, 3) == {"contention_factor": 0.5, "cpu_cores": 3}
-    assert cpu_cores_option("ucb1", {}, 2) == {}
-    assert cpu_cores_option("heft", {}, None) == {}
+    assert policy_options(["heft"], PolicyFlags(cpu_slots=2)) == {"heft": {"cpu_cores": 2}}
+    both = policy_options(["heft-cf", "ucb1"], PolicyFlags(cpu_slots=3, items=("contention_factor=0.5",)))
+    assert both == {"heft-cf": {"cpu_cores": 3, "contention_factor": 0.5}}
+    assert policy_options(["ucb1"], PolicyFlags(cpu_slots=2)) == {}
+    assert policy_options(["heft"], PolicyFlags()) == {}
 
 
 def test_bench_passes_cpu_slots_to_heft(cli, tmp_path):

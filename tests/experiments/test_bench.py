@@ -8,7 +8,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentsched.experiments.bench import BenchConfig, results_dict, results_schema, run_bench
+from agentsched.experiments.bench import BenchConfig, run_bench
+from agentsched.experiments.results import results_dict, results_schema
+from agentsched.testbeds.spec import TestbedSpec
 from agentsched.report.outputs import write_outputs
 
 TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
@@ -18,7 +20,8 @@ NO_CONTENTION = str(Path(__file__).parent.parent / "data" / "workflows" / "no_co
 @pytest.fixture(scope="module")
 def small_bench():
     cfg = BenchConfig(scenarios=(TINY, "S2", "S12"), policies=("all-gpu", "ucb1", "oracle"), rounds=4,
-                      repeats=2, seeds=(0, 1), noise_sigma=0.0, gantt_scenario="S12", world=NO_CONTENTION)
+                      repeats=2, seeds=(0, 1), gantt_scenario="S12",
+                      testbed=TestbedSpec(noise_sigma=0.0, world=NO_CONTENTION))
     return run_bench(cfg)  # one bench, one world: S2 and S12 run without contention here too
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentsched.experiments.bench import BenchConfig, results_dict, run_bench
+from agentsched.experiments.bench import BenchConfig, run_bench
+from agentsched.experiments.results import results_dict
 from agentsched.loop.registry import baseline_policies
 
 REFERENCE = Path(__file__).parent.parent / "data" / "bench_summary_v0_1.json"

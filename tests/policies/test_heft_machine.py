@@ -97,4 +97,4 @@ def test_cli_heft_model(cli):
     code, _, err = cli("run", "S5", "-p", "ucb1", "--heft-model", "classical")
     assert code == 2 and "--heft-model applies only to heft and heft-cf" in err
     code, _, err = cli("bench", "--scenarios", "S1", "--policies", "heft", "--heft-model", "both")
-    assert code == 2 and "--heft-model must be parallel or classical, got 'both'" in err
+    assert code == 2 and "Invalid value for '--heft-model': 'both' is not one of 'parallel', 'classical'" in err

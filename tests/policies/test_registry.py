@@ -90,10 +90,32 @@ def test_unimportable_agent_fails_only_when_chosen(monkeypatch):
 def test_agent_entries_pass_the_reasoner(monkeypatch):
     seen = {}
 
-    class FakeAgent:
-        def __init__(self, **kw):
-            seen.update(kw)
+    class FakeAgent:  # the registry reads the options from this signature
+        def __init__(self, reasoner="rules", *, start=None, llm=None, monitor=None):
+            seen.update(reasoner=reasoner, start=start, llm=llm)
 
     monkeypatch.setattr(registry, "_load_class", lambda spec: FakeAgent)
     make_policy("agent-llm", start="warm", llm={"model": "m"})
     assert seen == {"reasoner": "llm", "start": "warm", "llm": {"model": "m"}}
+
+
+def test_options_are_read_from_the_constructor_signature(monkeypatch):
+    from agentsched.loop.registry import get_spec, option_defaults
+
+    assert get_spec("agent-plan").options == {"start", "probe_fraction", "probes_per_round", "min_gain"}
+    assert get_spec("agent-plan-cold").options == {"probe_fraction", "probes_per_round", "min_gain"}  # start fixed
+    assert get_spec("agent-llm").options == {"start", "llm", "monitor", "stability", "initial", "predictions"}
+    assert get_spec("agent-rules").options == {"start", "monitor", "stability", "initial"}  # not the LLM's
+    assert get_spec("oracle").options == {"oracle"} and get_spec("oracle").public_options == set()
+    assert option_defaults("ucb1") == {"exploration": 2.0}
+    assert option_defaults("heft-cf") == {"contention_factor": 0.5, "cpu_cores": None, "machine": "parallel"}
+
+    class Fresh:  # a new keyword argument is a new option: declared once, in the constructor
+        def __init__(self, *, alpha: float = 1.0, beta: int | None = None, **rest):
+            self.alpha, self.beta = alpha, beta
+
+    monkeypatch.setattr(registry, "_load_class", lambda spec: Fresh)
+    assert get_spec("ucb1").options == {"alpha", "beta"}
+    assert make_policy("ucb1", alpha=3.0).alpha == 3.0
+    with pytest.raises(PolicyError, match=r"^policy ucb1 takes no option 'exploration' \(options: alpha, beta\)$"):
+        make_policy("ucb1", exploration=1.0)

@@ -12,6 +12,7 @@ from agentsched.model.workflow import load_workflow_file
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.spec import TestbedSpec
 
 
 @pytest.fixture
@@ -20,16 +21,16 @@ def words(on_path):
 
 
 def test_invoke_runs_the_user_tools_and_returns_the_sinks(words, tmp_path):
-    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+    with Runtime(words, store=tmp_path / "s.db", testbed=TestbedSpec(kind="local", cpu_slots=2)) as rt:
         res = rt.invoke(text="the quick brown fox")
     assert res.ok and res.outputs == {"B": 4, "C": "THE QUICK BROWN FOX"}
     assert set(res.mapping) == {"A", "B", "C"} and res.e2e_ms > 0 and res.invocation_id == 1
     assert [s["task"] for s in res.timeline][0] == "A" and res.kind == "round" and res.round == 0
-    assert rt.policy.label == "agent-rules-cold"  # no card: cold start
+    assert rt.policy.label == "agent-plan-cold"  # no card: the default policy, in cold start
 
 
 def test_a_failing_tool_fails_that_invocation_only(words, tmp_path):
-    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+    with Runtime(words, store=tmp_path / "s.db", testbed=TestbedSpec(kind="local", cpu_slots=2)) as rt:
         bad = rt.invoke(text="boom")
         good = rt.invoke(text="still works")
     assert bad.status is Status.ERROR and bad.outputs == {}
@@ -38,7 +39,7 @@ def test_a_failing_tool_fails_that_invocation_only(words, tmp_path):
 
 
 def test_missing_inputs_are_refused_before_running(words, tmp_path):
-    with Runtime(words, store=tmp_path / "s.db", cpu_workers=2) as rt:
+    with Runtime(words, store=tmp_path / "s.db", testbed=TestbedSpec(kind="local", cpu_slots=2)) as rt:
         with pytest.raises(ToolError, match=r"missing input\(s\) for source task A \(wordtools:Split\): text"):
             rt.invoke()
         with pytest.raises(ToolError, match="text"):
@@ -59,9 +60,9 @@ def _sim(**kw):
 
 
 def test_probes_stay_within_the_exploration_budget():
-    wf = load_scenario("S13")  # three-way under a budget: the monitor wants many what-ifs
+    wf = load_scenario("S13")  # three-way under a budget: the agent's monitor wants many what-ifs
     for fraction in (0.0, 0.1, 0.3):
-        with Runtime(wf, store=None, testbed=_sim(), round_size=3, explore_fraction=fraction) as rt:
+        with Runtime(wf, "agent-rules", store=None, testbed=_sim(), round_size=3, explore_fraction=fraction) as rt:
             kinds = [rt.invoke().kind for _ in range(60)]
         probes = kinds.count("probe")
         assert probes <= fraction * 60 + 1e-9
@@ -78,12 +79,12 @@ def test_a_new_runtime_resumes_learning_where_the_last_stopped(tmp_path):
     def mappings(rt, n):
         return [mapping_key(wf, rt.invoke().mapping) for _ in range(n)]
 
-    with Runtime(wf, store=None, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+    with Runtime(wf, "agent-rules", store=None, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
         straight = mappings(rt, 30)
     db = tmp_path / "s.db"
-    with Runtime(wf, store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+    with Runtime(wf, "agent-rules", store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
         first = mappings(rt, 12)
-    with Runtime(wf, store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
+    with Runtime(wf, "agent-rules", store=db, testbed=_sim(), round_size=3, explore_fraction=0.2) as rt:
         second = mappings(rt, 18)
         assert rt.replayed == 12 and rt.diverged_at is None
     assert first + second == straight
@@ -145,7 +146,7 @@ def test_workflow_from_tools_runs_classes_and_instances(tmp_path):
             return inputs["A"] * self.factor
 
     wf = workflow_from_tools("arith", {"A": Add, "B": Double(3)}, [("A", "B")])
-    with Runtime(wf, store=tmp_path / "s.db", cpu_workers=1) as rt:
+    with Runtime(wf, store=tmp_path / "s.db", testbed=TestbedSpec(kind="local", cpu_slots=1)) as rt:
         assert rt.invoke(x=1).outputs == {"B": 6}
         assert rt.invoke(x=10).outputs == {"B": 33}
 

@@ -45,7 +45,7 @@ def test_a_user_project_runs_and_history_shows_every_invocation(project, tmp_pat
     assert [e["invocation_id"] for e in ln["executions"]] == [1, 2, 3, 4, 5, 6]
     assert [e["e2e_ms"] for e in ln["executions"]] == [d["e2e_ms"] for d in docs]
     assert [r["round"] for r in ln["rounds"]] == list(range(len(ln["rounds"]))) and len(ln["rounds"]) >= 2
-    assert ln["policy"] == "agent-rules-cold"
+    assert ln["policy"] == "agent-plan-cold"  # the default where a tool has no card
 
     text = agentsched(project, "history", "words.yaml", "--store", str(store), "--plot", str(tmp_path / "c.png"))
     assert text.returncode == 0, text.stderr
@@ -124,8 +124,9 @@ def test_two_processes_invoke_on_one_store(project, tmp_path):
     store = tmp_path / "s.db"
     script = tmp_path / "client.py"
     script.write_text(
-        "import sys\nfrom agentsched import Runtime, load_workflow_file\n"
-        "with Runtime(load_workflow_file('words.yaml'), store=sys.argv[1], round_size=2, cpu_workers=1) as rt:\n"
+        "import sys\nfrom agentsched import Runtime, TestbedSpec, load_workflow_file\n"
+        "with Runtime(load_workflow_file('words.yaml'), store=sys.argv[1], round_size=2,\n"
+        "             testbed=TestbedSpec(kind='local', cpu_slots=1)) as rt:\n"
         "    for i in range(12):\n"
         "        r = rt.invoke(text=f'{sys.argv[2]} {i}')\n"
         "        assert r.ok and r.outputs['C'] == f'{sys.argv[2]} {i}'.upper(), r\n")

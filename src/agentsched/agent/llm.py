@@ -104,14 +104,17 @@ class LLMConfig:
     notice_after_s: float = 5.0  # print a "waiting for the LLM endpoint" line after this long (0: never)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> LLMConfig:
+    def from_options(cls, options: Mapping[str, Any] | None, env: Mapping[str, str] | None = None, *,
+                     names: Mapping[str, str] | None = None) -> LLMConfig:
+        """``names``: what to call a given option in errors (the CLI passes its flags, e.g.
+        ``--llm-temperature``); default ``llm <field>``."""
         env = os.environ if env is None else env
         opts = {k: v for k, v in dict(options or {}).items() if v is not None}
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(opts) - set(known))
         if unknown:
             raise PolicyError(f"unknown llm option(s) {', '.join(unknown)} (valid: {', '.join(known)})")
-        source = {k: f"llm {k}" for k in known}  # where each value came from, for error messages
+        source = {k: (names or {}).get(k, f"llm {k}") for k in known}  # where each value came from, for errors
         for key, var in (("base_url", ENV_BASE_URL), ("model", ENV_MODEL), ("api_key", ENV_API_KEY),
                          ("temperature", ENV_TEMPERATURE), ("timeout_s", ENV_TIMEOUT)):
             if key not in opts and env.get(var):

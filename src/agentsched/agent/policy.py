@@ -3,8 +3,8 @@ per-round fallback) over the four evidence streams, and the runtime monitor that
 consequences into evidence.
 
 Constructed by the policy registry as ``AgentPolicy(reasoner="rules"|"llm", **options)`` with
-options ``start`` ("warm"|"cold"), ``llm`` (dict: base_url, model, api_key, temperature,
-timeout_s, ...; environment variables fill gaps), ``monitor`` (dict of ``MonitorConfig`` switches
+options ``start`` ("warm"|"cold"), ``llm`` (an ``LLMConfig``, or a dict of its fields: base_url,
+model, api_key, temperature, timeout_s, ...; environment variables fill gaps), ``monitor`` (dict of ``MonitorConfig`` switches
 and the probe budget), ``stability`` (the adoption threshold, a fraction) and ``predictions``
 (bool, default False: the fifth stream, the agent-plan planner's top candidates with predicted E2E,
 peak VRAM and a range, fitted to every execution the agent sees; ``agent/forecast.py``; only
@@ -13,8 +13,8 @@ the LLM's prompt renders it, the rules reasoner ignores it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from agentsched.agent.reasoner import FallbackReasoner, Reasoner
 from agentsched.agent.rules import RulesReasoner
@@ -22,12 +22,15 @@ from agentsched.agent.view import AgentView, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import MappingT, format_mapping
-from agentsched.model.options import INITIALS, STARTS
+from agentsched.model.options import INITIALS, STARTS, InitialRule, StartKind
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.monitor import RuntimeMonitor
 from agentsched.monitor.records import Evidence
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
+
+if TYPE_CHECKING:
+    from agentsched.agent.llm import LLMConfig
 
 REASONERS = ("rules", "llm")
 DEFAULT_STABILITY = 0.02  # adopt a what-if only if it beats the best by more than 2%
@@ -46,24 +49,20 @@ class AgentPolicy(Policy):
     name = "agent"
     online = True
 
-    def __init__(self, reasoner: str = "rules", **options: Any) -> None:
+    def __init__(self, reasoner: str = "rules", *, start: StartKind | str | None = StartKind.WARM,
+                 llm: LLMConfig | Mapping[str, Any] | None = None, monitor: Mapping[str, Any] | None = None,
+                 stability: float = DEFAULT_STABILITY, initial: InitialRule | str | None = InitialRule.RULES,
+                 predictions: bool = False) -> None:
         if reasoner not in REASONERS:
             raise PolicyError(f"unknown agent reasoner {reasoner!r} (valid: {', '.join(REASONERS)})")
-        known = {"start", "llm", "monitor", "stability", "initial", "predictions"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise PolicyError(f"unknown option(s) for agent-{reasoner}: {', '.join(unknown)} "
-                              f"(valid: {', '.join(sorted(known))})")
-        start = options.get("start") or "warm"
+        start = str(start or StartKind.WARM)
         if start not in STARTS:
             raise PolicyError(f"agent start must be warm or cold, got {start!r}")
-        stability = options.get("stability", DEFAULT_STABILITY)
         if isinstance(stability, bool) or not isinstance(stability, (int, float)) or not 0 <= stability < 1:
             raise PolicyError(f"agent stability must be a fraction in [0, 1), got {stability!r}")
-        initial = options.get("initial") or "rules"
+        initial = str(initial or InitialRule.RULES)
         if initial not in INITIALS:
             raise PolicyError(f"agent initial must be one of {', '.join(INITIALS)}, got {initial!r}")
-        predictions = options.get("predictions", False)
         if not isinstance(predictions, bool):
             raise PolicyError(f"agent predictions must be true or false, got {predictions!r}")
         self.predictions = predictions  # the fifth stream (model predictions) in the view
@@ -71,15 +70,18 @@ class AgentPolicy(Policy):
         self.reasoner_name = reasoner  # "rules" or "llm"
         self.start = start  # "warm": profile cards; "cold": names, tags and workload lines only
         self.stability = float(stability)  # adoption threshold for what-ifs
-        self.monitor_config = MonitorConfig.from_options(options.get("monitor"))
-        if reasoner != "llm" and options.get("llm"):
+        self.monitor_config = MonitorConfig.from_options(monitor)
+        if reasoner != "llm" and llm:
             raise PolicyError("llm options are only valid with the llm reasoner (agent-llm)")
+        if llm is not None and not isinstance(llm, Mapping) and type(llm).__name__ != "LLMConfig":
+            raise PolicyError(f"agent llm options must be a mapping of LLM settings, got {llm!r}")
         self.reasoner: Reasoner = RulesReasoner(initial=initial)
         if reasoner == "llm":
             from agentsched.agent.llm import LLMConfig, LLMReasoner
 
             # an unusable answer in a round: the rules decide that round, on the same view
-            self.reasoner = FallbackReasoner(LLMReasoner(LLMConfig.from_options(options.get("llm"))), self.reasoner)
+            config = llm if isinstance(llm, LLMConfig) else LLMConfig.from_options(llm)
+            self.reasoner = FallbackReasoner(LLMReasoner(config), self.reasoner)
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run

@@ -8,27 +8,14 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import (
-    JSON_HELP,
-    JSON_OUT_HELP,
-    WORLD,
-    console,
-    load_workflow,
-    load_workflow_and_world,
-    pick_world,
-)
-from agentsched.cli.loop_cmds import loop_counts
+from agentsched.cli import options as o
+from agentsched.cli.common import console, load_workflow, load_workflow_and_world, loop_counts, testbed_spec
+from agentsched.cli.options import JSON_HELP, JSON_OUT_HELP, WORLD, InitialRule, StartKind
 from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
 from agentsched.model.options import INITIALS, STARTS
 
 START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
-
-
-def _start(value: str) -> str:
-    if value not in STARTS:
-        raise AgentschedError(f"--start must be warm or cold, got {value!r}")
-    return value
 
 
 def _baselines(values: list[str]) -> tuple[str, ...]:
@@ -50,137 +37,137 @@ def _baselines(values: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def ablation_cmd(
+    workflow: str = typer.Argument("S13", help="scenario name or workflow file (the paper uses S13)"),
+    rounds: int = typer.Option(20, help="rounds per run"),
+    repeats: int = typer.Option(5, help="executions per round (median)"),
+    seeds: int = typer.Option(5, help="runs per variant, seeds 0..N-1"),
+    start: StartKind = typer.Option(StartKind.WARM, "--start", help=START_HELP),
+    initial: Optional[InitialRule] = o.INITIAL,
+    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    world: Optional[str] = WORLD,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+    journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
+                                                                       "(SQLite) as it completes"),
+    resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
+) -> None:
+    """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
+    from agentsched.experiments.ablation import run_ablation
+
+    loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
+    wf, wf_world = load_workflow_and_world(workflow, cards)
+    spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[wf_world])  # the ablation runs on the simulator
+    if json_file:
+        check_output_file(json_file, "--json-out")  # before the work, not after it
+    from agentsched.experiments.journal import RunJournal
+    from agentsched.experiments.paper import is_paper_scenario
+
+    if resume and journal_file is None:
+        raise AgentschedError("--resume needs --journal FILE (where the interrupted ablation recorded its runs)")
+    initials = INITIALS if initial is None else (initial.value,)
+    journal = None
+    if journal_file is not None:
+        check_output_file(journal_file, "--journal")
+        journal = RunJournal(journal_file, {"workflow": wf.name, "tasks": wf.task_ids, "rounds": rounds,
+                                            "repeats": repeats, "seeds": seeds, "start": start.value,
+                                            "initial": list(initials), "cards": cards,
+                                            "world": spec.world_name}, resume=resume)
+    try:
+        res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start.value,
+                           initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
+                           journal=journal, testbed=spec)
+    finally:
+        if journal is not None:
+            journal.close()
+    if journal is not None and journal.resumed:
+        console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
+    emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
+
+
+def agent_check_cmd(
+    scenarios: Optional[list[str]] = typer.Argument(None, help="scenarios or workflow files (default: S1..S13)"),
+    rounds: int = typer.Option(20, help="rounds per run"),
+    repeats: int = typer.Option(5, help="executions per round (median)"),
+    seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
+    start: Optional[StartKind] = typer.Option(None, "--start", help="warm or cold (default: both)"),
+    baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
+    world: Optional[str] = WORLD,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+) -> None:
+    """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
+    from agentsched.experiments.check import run_check
+    from agentsched.scenarios import list_scenarios
+
+    loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
+    starts = STARTS if start is None else (start.value,)
+    baselines = _baselines(baseline)
+    loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
+    wfs = [wf for wf, _ in loaded]
+    spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[w for _, w in loaded])  # on the simulator
+    if json_file:
+        check_output_file(json_file, "--json-out")  # before the work, not after it
+    res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
+                    baselines=baselines, world=spec.world)
+    emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
+    if not res.all_reached:
+        raise typer.Exit(1)
+
+
+def prompt_cmd(
+    workflow: str = typer.Argument(..., help="scenario name or workflow file"),
+    start: StartKind = typer.Option(StartKind.WARM, "--start", help=START_HELP),
+    rounds: int = typer.Option(20, help="rounds the prompt announces"),
+    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    predictions: bool = typer.Option(False, "--predictions/--no-predictions",
+                                     help="with the optional model-predictions stream (agent-llm "
+                                          "--llm-predictions)"),
+) -> None:
+    """Print the round-0 prompt the llm reasoner would send (system and user messages)."""
+    import random
+
+    from agentsched.agent.policy import AgentPolicy
+    from agentsched.agent.prompt import build_prompt
+    from agentsched.policies.base import PolicyContext
+
+    loop_counts(rounds=rounds)
+    wf = load_workflow(workflow, cards)
+
+    def no_probe(_mapping: object) -> object:
+        raise AgentschedError("printing a prompt executes nothing")
+
+    policy = AgentPolicy("rules", start=start.value, predictions=predictions)
+    policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
+                               rounds=rounds, repeats=1))
+    typer.echo(build_prompt(policy.view(0)).text())
+
+
+def llm_serve_cmd(
+    model: str = typer.Argument(..., help="path to a GGUF model file"),
+    port: int = typer.Option(8080, help="port on 127.0.0.1"),
+    n_ctx: int = typer.Option(8192, "--n-ctx", help="context length"),
+    n_gpu_layers: int = typer.Option(0, "--n-gpu-layers", help="layers offloaded to a GPU (0: CPU only)"),
+    chat_format: Optional[str] = typer.Option(None, "--chat-format", help="llama.cpp chat format override"),
+) -> None:
+    """Serve a local GGUF model (llama-cpp-python, the local-llm extra) as an OpenAI-compatible endpoint."""
+    import threading
+
+    from agentsched.agent.local_llm import serve_gguf
+
+    server = serve_gguf(model, port=port, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, chat_format=chat_format)
+    console.print(f"serving {server.model} at {server.base_url} (Ctrl-C to stop); use "
+                  f"--llm-base-url {server.base_url} --llm-model {server.model}", markup=False)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("ablation")
-    def ablation_cmd(
-        workflow: str = typer.Argument("S13", help="scenario name or workflow file (the paper uses S13)"),
-        rounds: int = typer.Option(20, help="rounds per run"),
-        repeats: int = typer.Option(5, help="executions per round (median)"),
-        seeds: int = typer.Option(5, help="runs per variant, seeds 0..N-1"),
-        start: str = typer.Option("warm", "--start", help=START_HELP),
-        initial: Optional[str] = typer.Option(None, "--initial",
-                                              help="round 0: rules (the written rules) or all-gpu (no prior: "
-                                                   "what the monitor alone recovers); default: both tables"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        world: Optional[str] = WORLD,
-        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
-        journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
-                                                                           "(SQLite) as it completes"),
-        resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
-    ) -> None:
-        """The monitor ablation (paper Table 6): full; w/o cpu-to-queue reprobe; w/o swap; w/o hints; no monitor."""
-        from agentsched.experiments.ablation import run_ablation
-
-        loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
-        if initial is not None and initial not in INITIALS:
-            raise AgentschedError(f"--initial must be rules or all-gpu, got {initial!r}")
-        wf, wf_world = load_workflow_and_world(workflow, cards)
-        sim_world = pick_world("sim", world, [wf_world])  # the ablation runs on the simulator
-        start = _start(start)
-        if json_file:
-            check_output_file(json_file, "--json-out")  # before the work, not after it
-        from agentsched.experiments.journal import RunJournal
-        from agentsched.experiments.paper import is_paper_scenario
-
-        if resume and journal_file is None:
-            raise AgentschedError("--resume needs --journal FILE (where the interrupted ablation recorded its runs)")
-        initials = INITIALS if initial is None else (initial,)
-        journal = None
-        if journal_file is not None:
-            check_output_file(journal_file, "--journal")
-            journal = RunJournal(journal_file, {"workflow": wf.name, "tasks": wf.task_ids, "rounds": rounds,
-                                                "repeats": repeats, "seeds": seeds, "start": start,
-                                                "initial": list(initials), "cards": cards,
-                                                "world": sim_world.name if sim_world else None}, resume=resume)
-        try:
-            res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start,
-                               initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
-                               journal=journal, world=sim_world)
-        finally:
-            if journal is not None:
-                journal.close()
-        if journal is not None and journal.resumed:
-            console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
-        emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
-
-    @app.command("agent-check")
-    def agent_check_cmd(
-        scenarios: Optional[list[str]] = typer.Argument(None, help="scenarios or workflow files (default: S1..S13)"),
-        rounds: int = typer.Option(20, help="rounds per run"),
-        repeats: int = typer.Option(5, help="executions per round (median)"),
-        seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
-        start: Optional[str] = typer.Option(None, "--start", help="warm or cold (default: both)"),
-        baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
-        world: Optional[str] = WORLD,
-        json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-        json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
-    ) -> None:
-        """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
-        from agentsched.experiments.check import run_check
-        from agentsched.scenarios import list_scenarios
-
-        loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
-        starts = STARTS if start is None else (_start(start),)
-        baselines = _baselines(baseline)
-        loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
-        wfs = [wf for wf, _ in loaded]
-        sim_world = pick_world("sim", world, [w for _, w in loaded])  # the check runs on the simulator
-        if json_file:
-            check_output_file(json_file, "--json-out")  # before the work, not after it
-        res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,
-                        baselines=baselines, world=sim_world)
-        emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
-        if not res.all_reached:
-            raise typer.Exit(1)
-
-    @app.command("prompt")
-    def prompt_cmd(
-        workflow: str = typer.Argument(..., help="scenario name or workflow file"),
-        start: str = typer.Option("warm", "--start", help=START_HELP),
-        rounds: int = typer.Option(20, help="rounds the prompt announces"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        predictions: bool = typer.Option(False, "--predictions/--no-predictions",
-                                         help="with the optional model-predictions stream (agent-llm "
-                                              "--llm-predictions)"),
-    ) -> None:
-        """Print the round-0 prompt the llm reasoner would send (system and user messages)."""
-        import random
-
-        from agentsched.agent.policy import AgentPolicy
-        from agentsched.agent.prompt import build_prompt
-        from agentsched.policies.base import PolicyContext
-
-        loop_counts(rounds=rounds)
-        wf = load_workflow(workflow, cards)
-
-        def no_probe(_mapping: object) -> object:
-            raise AgentschedError("printing a prompt executes nothing")
-
-        policy = AgentPolicy("rules", start=_start(start), predictions=predictions)
-        policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
-                                   rounds=rounds, repeats=1))
-        typer.echo(build_prompt(policy.view(0)).text())
-
-    @app.command("llm-serve")
-    def llm_serve_cmd(
-        model: str = typer.Argument(..., help="path to a GGUF model file"),
-        port: int = typer.Option(8080, help="port on 127.0.0.1"),
-        n_ctx: int = typer.Option(8192, "--n-ctx", help="context length"),
-        n_gpu_layers: int = typer.Option(0, "--n-gpu-layers", help="layers offloaded to a GPU (0: CPU only)"),
-        chat_format: Optional[str] = typer.Option(None, "--chat-format", help="llama.cpp chat format override"),
-    ) -> None:
-        """Serve a local GGUF model (llama-cpp-python, the local-llm extra) as an OpenAI-compatible endpoint."""
-        import threading
-
-        from agentsched.agent.local_llm import serve_gguf
-
-        server = serve_gguf(model, port=port, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, chat_format=chat_format)
-        console.print(f"serving {server.model} at {server.base_url} (Ctrl-C to stop); use "
-                      f"--llm-base-url {server.base_url} --llm-model {server.model}", markup=False)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.close()
+    app.command("ablation")(ablation_cmd)
+    app.command("agent-check")(agent_check_cmd)
+    app.command("prompt")(prompt_cmd)
+    app.command("llm-serve")(llm_serve_cmd)

@@ -1,46 +1,28 @@
-"""Helpers shared by the CLI command modules: workflow/testbed options and output."""
+"""Helpers shared by the CLI command modules: workflows, the testbed spec, output. (Options shared
+by several commands are declared in ``options.py``.)"""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from agentsched.errors import AgentschedError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.factory import make_testbed
-from agentsched.testbeds.sim import MAX_NOISE_SIGMA
-from agentsched.testbeds.world import World, choose_world, load_world
+from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.world import choose_world, load_world
+from agentsched.tools.base import Size
 
 # wide tables when piped (docs, CI logs); the terminal width when interactive
 # markup off: task ids, names and messages are user text ("[bold" must print as itself, not crash)
 console = Console(width=None if sys.stdout.isatty() else 150, markup=False)
 err_console = Console(stderr=True, markup=False)
-
-# One JSON convention for every command (docs/json.md): --json prints JSON to stdout; --json-out FILE
-# writes the same document to a file and keeps the text output.
-JSON_HELP = "print JSON to stdout instead of text"
-JSON_OUT_HELP = "also write the JSON document to this file"
-TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
-RAY_ADDRESS_HELP = "ray testbed: cluster to join (auto, or HOST:PORT); default: start a local Ray instance"
-EMULATE_GPU_HELP = ("ray testbed without CUDA: GPU placements run on the CPU while holding Ray's GPU share and "
-                    "vram_mb (timings are not GPU timings)")
-SIZE_HELP = "local testbed model size: small (tiny configs) or paper"
-CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
-
-# The --world option of every command that runs the simulator, declared once (typer reads it as the default).
-WORLD = typer.Option(
-    None, "--world",
-    help="simulated world (GPU contention) of --testbed sim: a5500 (built-in, calibrated), a world JSON file, or "
-         "perturbed:SEED (a5500 with every parameter scaled by a seeded factor in [1/3, 3]); default: the workflow "
-         "file's world: key, else a5500",
-)
 
 
 def load_workflow(name_or_path: str, cards: str | None = None) -> Workflow:
@@ -61,52 +43,19 @@ def load_workflow_and_world(name_or_path: str, cards: str | None = None) -> tupl
     return wf, world
 
 
-def pick_world(testbed: str, world: str | None, from_workflows: list[str | None]) -> World | None:
-    """The world the simulator runs in: --world, else the workflow files' world: key, else a5500.
-    None for a testbed that is not simulated (a world given there with --world is an error)."""
-    if testbed != "sim":
-        if world is not None:
-            raise AgentschedError(f"--world applies only to --testbed sim (got --testbed {testbed})")
-        return None
-    return load_world(choose_world(world, from_workflows))
-
-
-SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two streams derived from S "
-             "('noise:S', 'policy:S'); same S, same result")
-
-
-def cpu_cores_option(policy: str, options: dict[str, Any], cpu_slots: int | None) -> dict[str, Any]:
-    """``options`` plus ``cpu_cores=cpu_slots`` for a policy that plans CPU cores (heft, heft-cf, starpu),
-    so its machine model has the cores the testbed has; unchanged otherwise."""
-    from agentsched.loop.registry import accepts
-
-    if cpu_slots is None or not accepts(policy, "cpu_cores"):
-        return options
-    return {**options, "cpu_cores": cpu_slots}
-
-
-def build_testbed(kind: str, *, seed: int, noise: float | None = None, size: str = "small",
-                  cpu_slots: int | None = None, world: World | None = None, ray_address: str | None = None,
-                  emulate_gpu: bool = False) -> Testbed:
-    """The testbed a command asked for (``world``: the simulator's, see ``pick_world``)."""
-    if noise is not None and not (math.isfinite(noise) and 0 <= noise <= MAX_NOISE_SIGMA):
-        raise AgentschedError(f"--noise must be a number in [0, {MAX_NOISE_SIGMA:g}], got {noise}")
-    if cpu_slots is not None and cpu_slots < 1:
-        raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
-    if kind != "ray" and (ray_address is not None or emulate_gpu):
-        flag = "--ray-address" if ray_address is not None else "--emulate-gpu"
-        raise AgentschedError(f"{flag} applies only to --testbed ray (got {kind})")
-    if kind == "sim":
-        opts: dict[str, Any] = {"seed": seed, "cpu_slots": cpu_slots, "world": world}
-        if noise is not None:
-            opts["noise_sigma"] = noise
-        return make_testbed("sim", **opts)
-    if kind == "ray":  # --cpu-slots caps concurrent CPU tasks (default: the cluster's CPUs)
-        return make_testbed("ray", size=size, seed=seed, address=ray_address, emulate_gpu=emulate_gpu,
-                            cpu_slots=cpu_slots)
-    if kind == "local":  # --cpu-slots is the local testbed's CPU worker pool size
-        return make_testbed("local", size=size, **({"cpu_workers": cpu_slots} if cpu_slots else {}))
-    return make_testbed(kind)  # raises the one-line error listing valid testbeds
+def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None, size: Size = Size.SMALL,
+                 cpu_slots: int | None = None, world: str | None = None,
+                 from_workflows: Sequence[str | None] = (), ray_address: str | None = None,
+                 emulate_gpu: bool = False) -> TestbedSpec:
+    """The command's testbed spec, built once. On the simulator the world is chosen here (--world,
+    else the workflow files' world: key, else a5500) and loaded once; a --world given to another
+    testbed is the spec's one-line error."""
+    kind = TestbedKind(kind)
+    chosen: Any = world
+    if kind is TestbedKind.SIM:
+        chosen = load_world(choose_world(world, list(from_workflows)))
+    return TestbedSpec(kind=kind, seed=seed, noise_sigma=noise, size=size, cpu_slots=cpu_slots, world=chosen,
+                       ray_address=ray_address, emulate_gpu=emulate_gpu)
 
 
 def print_json(obj: Any) -> None:
@@ -127,3 +76,38 @@ def testbed_notes(testbed: Testbed) -> list[str]:
 
     note = emulation_note(testbed)
     return [note] if note else []
+
+
+# upper bounds of the loop options: far above any sensible run, far below what overflows or never ends
+MAX_ROUNDS = 10_000
+MAX_REPEATS = 1_000
+MAX_SEEDS = 10_000
+
+
+def loop_counts(*, rounds: int | None = None, repeats: int | None = None, seeds: int | None = None) -> None:
+    """--rounds, --repeats, --seeds: >= 1 and at most MAX_*; one-line AgentschedError otherwise."""
+    for flag, value, limit in (("--rounds", rounds, MAX_ROUNDS), ("--repeats", repeats, MAX_REPEATS),
+                               ("--seeds", seeds, MAX_SEEDS)):
+        if value is None:
+            continue
+        positive(flag, value)
+        if value > limit:
+            raise AgentschedError(f"{flag} must be <= {limit:,}, got {value}")
+
+
+def preflight(testbed: Testbed, workflows: list[Workflow]) -> None:
+    """Fail before any run when ``testbed`` cannot run these workflows at all (the local testbed on a
+    machine without CUDA: every policy and the oracle place tasks on the GPU). One-line TestbedError."""
+    for wf in workflows:
+        testbed.preflight(wf)
+
+
+def policy_preflight(policy: Any, workflows: list[Workflow]) -> None:
+    """The policy's own check before any run (agent-llm: one cheap request to its endpoint): a one-line
+    error (``LLM endpoint <url> is not usable: <reason>``) instead of a fallback in every round."""
+    for wf in workflows:
+        policy.preflight(wf)
+
+
+def fmt_ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"

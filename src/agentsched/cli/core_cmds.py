@@ -9,10 +9,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from agentsched.cli.common import (
-    CPU_SLOTS_HELP, SIZE_HELP, TESTBED_HELP, WORLD, build_testbed, console, load_workflow, load_workflow_and_world,
-    pick_world, positive, print_json, SEED_HELP,
-)
+from agentsched.cli import options as o
+from agentsched.cli.common import console, load_workflow, load_workflow_and_world, positive, print_json, testbed_spec
 from agentsched.loop.runner import noise_stream
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
@@ -55,154 +53,160 @@ def timeline_table(wf: Workflow, ex: Execution) -> Table:
     return t
 
 
+def scenarios_cmd(json_out: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
+    """List the built-in scenarios (the paper's Table 3)."""
+    rows = []
+    for name in list_scenarios():
+        wf = load_scenario(name)
+        topo = "diamond" if wf.edges else "fan-out"
+        rows.append({"name": name, "topology": topo, "decision_space": wf.decision_space.value,
+                     "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": wf.total_vram_mb,
+                     "tools": [wf.task_cards[t].name for t in wf.task_ids]})
+    if json_out:
+        print_json(rows)
+        return
+    t = Table(title="Built-in scenarios (paper Table 3, cards a5500)")
+    for col in ("name", "topology", "space", "budget MB", "total VRAM MB", "tools (A, B, C, D)"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], r["topology"], r["decision_space"],
+                  "-" if r["vram_budget_mb"] is None else f"{r['vram_budget_mb']:g}",
+                  f"{r['total_vram_mb']:g}", ", ".join(r["tools"]))
+    console.print(t)
+
+
+def show_cmd(
+    workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+    cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show a workflow: its DAG, tool cards, budget and total VRAM."""
+    wf = load_workflow(workflow, cards)
+    tc = wf.task_cards
+    if json_out:
+        print_json({
+            "name": wf.name, "decision_space": wf.decision_space.value,
+            "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": wf.total_vram_mb,
+            "card_set": wf.card_set.name, "edges": [list(e) for e in wf.edges],
+            "tasks": {t: tc[t].model_dump(mode="json") for t in wf.task_ids},
+        })
+        return
+    console.print(Text.assemble((wf.name, "bold"), f" {wf.description}"))
+    console.print(f"decision space: {wf.decision_space.value}; VRAM budget: "
+                  f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
+                  f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
+    edges = ", ".join(f"{a}->{b}" for a, b in wf.edges) or "none (all tasks ready at t=0)"
+    if len(wf.edges) > RICH_TABLE_MAX_ROWS:
+        sys.stdout.write(f"edges ({len(wf.edges):,}): {edges}\n")
+    else:
+        console.print(f"edges: {edges}")
+    rows = []
+    for tid in wf.task_ids:
+        c = tc[tid]
+        rows.append([tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
+                     "-" if c.speedup is None else f"{c.speedup:.1f}x",
+                     "-" if c.load_ms is None else f"{c.load_ms:g}",
+                     "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
+    print_rows("", ["task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"],
+               rows)
+
+
+def simulate_cmd(
+    workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+    mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
+    seed: int = typer.Option(0, help=o.SEED_HELP),
+    noise: Optional[float] = o.NOISE,
+    cards: Optional[str] = o.CARDS,
+    testbed: o.TestbedKind = o.TESTBED,
+    size: o.Size = o.SIZE,
+    cpu_slots: Optional[int] = o.CPU_SLOTS,
+    world: Optional[str] = o.WORLD,
+    json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
+    gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
+) -> None:
+    """Execute one mapping once and print its timeline."""
+    from agentsched.report.gantt import check_gantt_path, save_gantt
+
+    gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
+    wf, wf_world = load_workflow_and_world(workflow, cards)
+    m = parse_mapping(wf, mapping)
+    tb = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
+                      from_workflows=[wf_world]).build()
+    try:
+        ex = tb.run(wf, m, rng=noise_stream(seed))
+    finally:
+        tb.close()
+    if gantt_path is not None:
+        gantt_path = save_gantt(wf, [(format_mapping(wf, m), ex)], gantt_path)
+    if json_out:
+        print_json(ex.to_dict())
+        return
+    console.print(timeline_table(wf, ex))
+    if gantt_path is not None:
+        console.print(f"Gantt chart written to {gantt_path}")
+
+
+def oracle_cmd(
+    workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+    top: int = typer.Option(5, help="how many mappings to show"),
+    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    testbed: o.TestbedKind = o.TESTBED,
+    size: o.Size = o.SIZE,
+    repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
+    seed: int = typer.Option(0),
+    cpu_slots: Optional[int] = o.CPU_SLOTS,
+    world: Optional[str] = o.WORLD,
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Brute-force every mapping and rank the feasible ones by E2E."""
+    from agentsched.oracle import brute_force
+
+    positive("--top", top)
+    positive("--repeats", repeats)
+    wf, wf_world = load_workflow_and_world(workflow, cards)
+    tb = testbed_spec(testbed, seed=seed, noise=0.0 if testbed is o.TestbedKind.SIM else None, size=size,
+                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world]).build()
+    try:
+        tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
+        res = brute_force(wf, tb, repeats=repeats)
+    finally:
+        tb.close()
+    feas = res.feasible
+    if json_out:
+        print_json({
+            "workflow": wf.name, "decision_space": wf.decision_space.value,
+            "vram_budget_mb": wf.vram_budget_mb, "mappings_total": len(res.ranked),
+            "feasible": len(feas), "executions": res.executions,
+            "top": [e.to_dict() for e in res.ranked[:top]],
+        })
+        return
+    t = Table(title=f"Oracle for {wf.name}: {len(feas)} of {len(res.ranked)} mappings feasible "
+                    f"({res.executions} executions)")
+    for col in ("rank", "mapping", "E2E ms", "x best", "peak VRAM MB"):
+        t.add_column(col)
+    best = feas[0].e2e_ms if feas else None
+    for i, e in enumerate(res.ranked[:top], 1):
+        t.add_row(str(i), format_mapping(wf, e.mapping), _fmt_ms(e.e2e_ms),
+                  "-" if e.e2e_ms is None or not best else f"{e.e2e_ms / best:.3f}",
+                  f"{e.peak_vram_mb:g}")
+    console.print(t)
+
+
+def calibrate_cmd(world: Optional[str] = o.WORLD, json_out: bool = typer.Option(False, "--json")) -> None:
+    """Compare the simulator (a5500 cards, a5500 world unless --world) with the paper: Table 3 oracles and
+    Table 2 latencies."""
+    from agentsched.experiments.calibration import calibrate, render_calibration
+
+    rep = calibrate(world=testbed_spec(o.TestbedKind.SIM, world=world).world)
+    if json_out:
+        print_json(rep.to_dict())
+        return
+    render_calibration(rep, console)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("scenarios")
-    def scenarios_cmd(json_out: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
-        """List the built-in scenarios (the paper's Table 3)."""
-        rows = []
-        for name in list_scenarios():
-            wf = load_scenario(name)
-            topo = "diamond" if wf.edges else "fan-out"
-            rows.append({"name": name, "topology": topo, "decision_space": wf.decision_space.value,
-                         "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": wf.total_vram_mb,
-                         "tools": [wf.task_cards[t].name for t in wf.task_ids]})
-        if json_out:
-            print_json(rows)
-            return
-        t = Table(title="Built-in scenarios (paper Table 3, cards a5500)")
-        for col in ("name", "topology", "space", "budget MB", "total VRAM MB", "tools (A, B, C, D)"):
-            t.add_column(col)
-        for r in rows:
-            t.add_row(r["name"], r["topology"], r["decision_space"],
-                      "-" if r["vram_budget_mb"] is None else f"{r['vram_budget_mb']:g}",
-                      f"{r['total_vram_mb']:g}", ", ".join(r["tools"]))
-        console.print(t)
-
-    @app.command("show")
-    def show_cmd(
-        workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
-        json_out: bool = typer.Option(False, "--json"),
-    ) -> None:
-        """Show a workflow: its DAG, tool cards, budget and total VRAM."""
-        wf = load_workflow(workflow, cards)
-        tc = wf.task_cards
-        if json_out:
-            print_json({
-                "name": wf.name, "decision_space": wf.decision_space.value,
-                "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": wf.total_vram_mb,
-                "card_set": wf.card_set.name, "edges": [list(e) for e in wf.edges],
-                "tasks": {t: tc[t].model_dump(mode="json") for t in wf.task_ids},
-            })
-            return
-        console.print(Text.assemble((wf.name, "bold"), f" {wf.description}"))
-        console.print(f"decision space: {wf.decision_space.value}; VRAM budget: "
-                      f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
-                      f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
-        edges = ", ".join(f"{a}->{b}" for a, b in wf.edges) or "none (all tasks ready at t=0)"
-        if len(wf.edges) > RICH_TABLE_MAX_ROWS:
-            sys.stdout.write(f"edges ({len(wf.edges):,}): {edges}\n")
-        else:
-            console.print(f"edges: {edges}")
-        rows = []
-        for tid in wf.task_ids:
-            c = tc[tid]
-            rows.append([tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
-                         "-" if c.speedup is None else f"{c.speedup:.1f}x",
-                         "-" if c.load_ms is None else f"{c.load_ms:g}",
-                         "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
-        print_rows("", ["task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"],
-                   rows)
-
-    @app.command("simulate")
-    def simulate_cmd(
-        workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-        mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
-        seed: int = typer.Option(0, help=SEED_HELP),
-        noise: Optional[float] = typer.Option(None, help="log-normal noise sigma (sim; 0 = expected values)"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        testbed: str = typer.Option("sim", help=TESTBED_HELP),
-        size: str = typer.Option("small", help=SIZE_HELP),
-        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
-        world: Optional[str] = WORLD,
-        json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
-        gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
-    ) -> None:
-        """Execute one mapping once and print its timeline."""
-        from agentsched.report.gantt import check_gantt_path, save_gantt
-
-        gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
-        wf, wf_world = load_workflow_and_world(workflow, cards)
-        m = parse_mapping(wf, mapping)
-        tb = build_testbed(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots,
-                           world=pick_world(testbed, world, [wf_world]))
-        try:
-            ex = tb.run(wf, m, rng=noise_stream(seed))
-        finally:
-            tb.close()
-        if gantt_path is not None:
-            gantt_path = save_gantt(wf, [(format_mapping(wf, m), ex)], gantt_path)
-        if json_out:
-            print_json(ex.to_dict())
-            return
-        console.print(timeline_table(wf, ex))
-        if gantt_path is not None:
-            console.print(f"Gantt chart written to {gantt_path}")
-
-    @app.command("oracle")
-    def oracle_cmd(
-        workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-        top: int = typer.Option(5, help="how many mappings to show"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
-        testbed: str = typer.Option("sim", help=TESTBED_HELP),
-        size: str = typer.Option("small", help=SIZE_HELP),
-        repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
-        seed: int = typer.Option(0),
-        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
-        world: Optional[str] = WORLD,
-        json_out: bool = typer.Option(False, "--json"),
-    ) -> None:
-        """Brute-force every mapping and rank the feasible ones by E2E."""
-        from agentsched.oracle import brute_force
-
-        positive("--top", top)
-        positive("--repeats", repeats)
-        wf, wf_world = load_workflow_and_world(workflow, cards)
-        tb = build_testbed(testbed, seed=seed, noise=0.0 if testbed == "sim" else None, size=size,
-                           cpu_slots=cpu_slots, world=pick_world(testbed, world, [wf_world]))
-        try:
-            tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
-            res = brute_force(wf, tb, repeats=repeats)
-        finally:
-            tb.close()
-        feas = res.feasible
-        if json_out:
-            print_json({
-                "workflow": wf.name, "decision_space": wf.decision_space.value,
-                "vram_budget_mb": wf.vram_budget_mb, "mappings_total": len(res.ranked),
-                "feasible": len(feas), "executions": res.executions,
-                "top": [e.to_dict() for e in res.ranked[:top]],
-            })
-            return
-        t = Table(title=f"Oracle for {wf.name}: {len(feas)} of {len(res.ranked)} mappings feasible "
-                        f"({res.executions} executions)")
-        for col in ("rank", "mapping", "E2E ms", "x best", "peak VRAM MB"):
-            t.add_column(col)
-        best = feas[0].e2e_ms if feas else None
-        for i, e in enumerate(res.ranked[:top], 1):
-            t.add_row(str(i), format_mapping(wf, e.mapping), _fmt_ms(e.e2e_ms),
-                      "-" if e.e2e_ms is None or not best else f"{e.e2e_ms / best:.3f}",
-                      f"{e.peak_vram_mb:g}")
-        console.print(t)
-
-    @app.command("calibrate")
-    def calibrate_cmd(world: Optional[str] = WORLD, json_out: bool = typer.Option(False, "--json")) -> None:
-        """Compare the simulator (a5500 cards, a5500 world unless --world) with the paper: Table 3 oracles and
-        Table 2 latencies."""
-        from agentsched.experiments.calibration import calibrate, render_calibration
-
-        rep = calibrate(world=pick_world("sim", world, []))
-        if json_out:
-            print_json(rep.to_dict())
-            return
-        render_calibration(rep, console)
+    app.command("scenarios")(scenarios_cmd)
+    app.command("show")(show_cmd)
+    app.command("simulate")(simulate_cmd)
+    app.command("oracle")(oracle_cmd)
+    app.command("calibrate")(calibrate_cmd)

@@ -9,24 +9,26 @@ import typer
 from agentsched.cli.common import console
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("generate")
-    def generate_cmd(
-        tasks: int = typer.Option(8, "--tasks", help="tasks per workflow"),
-        topology: str = typer.Option("layered", "--topology", help="chain, fan-out, layered or random"),
-        space: str = typer.Option("binary", "--space", help="decision space: binary or three_way"),
-        budget_tightness: float = typer.Option(0.0, "--budget-tightness",
-                                               help="0: no VRAM budget; t in (0, 1): budget (1 - t) x the GPU "
-                                                    "tasks' VRAM together"),
-        cards: str = typer.Option("a5500", "--cards", help="card set the tools are drawn from"),
-        seed: int = typer.Option(0, "--seed", help="seed of the draws (same arguments, same files)"),
-        count: int = typer.Option(1, "--count", help="workflows to write"),
-        out: Path = typer.Option(Path("generated"), "--out", help="output folder"),
-    ) -> None:
-        """Write random workflows (YAML) for `agentsched bench --scenarios DIR`."""
-        from agentsched.model.generate import generate_suite
+def generate_cmd(
+    tasks: int = typer.Option(8, "--tasks", help="tasks per workflow"),
+    topology: str = typer.Option("layered", "--topology", help="chain, fan-out, layered or random"),
+    space: str = typer.Option("binary", "--space", help="decision space: binary or three_way"),
+    budget_tightness: float = typer.Option(0.0, "--budget-tightness",
+                                           help="0: no VRAM budget; t in (0, 1): budget (1 - t) x the GPU "
+                                                "tasks' VRAM together"),
+    cards: str = typer.Option("a5500", "--cards", help="card set the tools are drawn from"),
+    seed: int = typer.Option(0, "--seed", help="seed of the draws (same arguments, same files)"),
+    count: int = typer.Option(1, "--count", help="workflows to write"),
+    out: Path = typer.Option(Path("generated"), "--out", help="output folder"),
+) -> None:
+    """Write random workflows (YAML) for `agentsched bench --scenarios DIR`."""
+    from agentsched.model.generate import generate_suite
 
-        paths = generate_suite(out, count=count, seed=seed, tasks=tasks, topology=topology, space=space,
-                               budget_tightness=budget_tightness, cards=cards)
-        for p in paths:
-            console.print(str(p), highlight=False)
+    paths = generate_suite(out, count=count, seed=seed, tasks=tasks, topology=topology, space=space,
+                           budget_tightness=budget_tightness, cards=cards)
+    for p in paths:
+        console.print(str(p), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate")(generate_cmd)

@@ -1,5 +1,6 @@
-"""The ``agentsched`` command line. Each command group lives in its own module with a
-``register(app)`` function; this module wires them and turns every ``AgentschedError`` (and any
+"""The ``agentsched`` command line. Each command family lives in its own module: module-level
+command functions and a ``register(app)`` that adds them (options several commands share are
+declared once, in ``options.py``); this module wires them and turns every ``AgentschedError`` (and any
 unexpected exception) into one line on stderr and a non-zero exit code, never a traceback."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def _print_version(value: bool) -> None:
     if value:
         from agentsched import __version__
@@ -35,7 +37,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 # Command modules, registered in this order (a missing optional module is skipped).
 _COMMAND_MODULES = (
     "agentsched.cli.core_cmds",  # scenarios, show, simulate, oracle, calibrate
-    "agentsched.cli.loop_cmds",  # run, bench
+    "agentsched.cli.run_cmd",  # run, policies
+    "agentsched.cli.bench_cmd",  # bench
     "agentsched.cli.agent_cmds",  # ablation and agent helpers
     "agentsched.cli.profile_cmd",  # profile (real tools)
     "agentsched.cli.generate_cmd",  # generate (random workflows)
@@ -128,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(e, "ctx", None)
         cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
+        message = message.replace("Value error, ", "")  # typer's prefix on an enum choice it rejects
         _error(f"{message} (see 'agentsched{cmd} --help')", args)
         sys.exit(getattr(e, "exit_code", 2))
     except AgentschedError as e:

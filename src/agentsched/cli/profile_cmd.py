@@ -7,61 +7,63 @@ from pathlib import Path
 import typer
 
 
+def profile_cmd(
+    out: Path = typer.Option(..., "--out", "-o", help="card-set JSON file to write"),
+    tools: str = typer.Option("all", help="'all' or a comma list, e.g. clip,groupby"),
+    device: str = typer.Option("cpu", help="cpu, gpu, or all"),
+    size: str = typer.Option("small", help="paper (the paper's architectures) or small (tiny configs)"),
+    runs: int = typer.Option(30, help="timed calls per tool and device (median); the paper uses 30"),
+    warmup: int = typer.Option(2, help="untimed calls before the timed ones"),
+    seed: int = typer.Option(0, help="seed of weights and inputs"),
+    name: str | None = typer.Option(None, help="card set name (default: the file's stem)"),
+    busy: str = typer.Option("warn", help="when other processes load the CPU: warn, wait, or ignore"),
+    max_busy_pct: float = typer.Option(30.0, help="CPU use by others (percent) counted as busy"),
+    max_wait_s: float = typer.Option(120.0, help="with --busy wait: longest wait per tool"),
+    merge: bool = typer.Option(True, help="keep cards (and cpu_ms) of an existing --out file"),
+) -> None:
+    """Measure each tool's latency, load time and VRAM on this machine; write a card set."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from agentsched.cli.output import check_output_file
+    from agentsched.model.cards import load_card_set
+    from agentsched.profiler.profiler import ProfileError, build_card_set, plan_profile, run_plan
+
+    console = Console(stderr=True)
+    # every check before the progress bar and the measurements: an error is the only stderr line
+    plan = plan_profile(tools, device, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
+                        max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
+    if out.exists() and not out.is_file() and not out.is_dir():  # e.g. /dev/full: merging would read it without end
+        raise ProfileError(f"--out: {out} is not a regular file")
+    check_output_file(out, "--out", create_parent=True)
+    base = load_card_set(out) if merge and out.is_file() else None
+    with Progress(TextColumn("[bold]profile[/bold] {task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def on_step(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total)
+
+        run = run_plan(plan, on_step=on_step, say=lambda msg: bar.console.print(msg))
+    cards = build_card_set(run, name or out.stem, base=base)
+    try:
+        cards.save(out)
+    except OSError as e:
+        raise ProfileError(f"cannot write {out}: {e.strerror}") from None
+    t = Table(title=f"{cards.name}: {run.machine.get('cpu')}"
+                    + (f" + {run.machine['gpu']}" if run.machine.get("gpu") else "")
+                    + f", size {plan.size}, {runs} runs")
+    for col in ("tool", "device", "load ms", "median ms", "VRAM MB", "spread", "busy %"):
+        t.add_column(col, justify="left" if col in ("tool", "device") else "right")
+    for m in run.measurements:
+        t.add_row(m.tool, m.device, f"{m.load_ms:,.1f}", f"{m.call_ms:,.2f}",
+                  "-" if m.vram_mb is None else f"{m.vram_mb:,.1f}", f"{m.spread:.2f}x",
+                  f"{m.busy_pct:.0f}")
+    Console().print(t)
+    Console().print(f"wrote {len(cards.cards)} cards to {out}")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("profile")
-    def profile_cmd(
-        out: Path = typer.Option(..., "--out", "-o", help="card-set JSON file to write"),
-        tools: str = typer.Option("all", help="'all' or a comma list, e.g. clip,groupby"),
-        device: str = typer.Option("cpu", help="cpu, gpu, or all"),
-        size: str = typer.Option("small", help="paper (the paper's architectures) or small (tiny configs)"),
-        runs: int = typer.Option(30, help="timed calls per tool and device (median); the paper uses 30"),
-        warmup: int = typer.Option(2, help="untimed calls before the timed ones"),
-        seed: int = typer.Option(0, help="seed of weights and inputs"),
-        name: str | None = typer.Option(None, help="card set name (default: the file's stem)"),
-        busy: str = typer.Option("warn", help="when other processes load the CPU: warn, wait, or ignore"),
-        max_busy_pct: float = typer.Option(30.0, help="CPU use by others (percent) counted as busy"),
-        max_wait_s: float = typer.Option(120.0, help="with --busy wait: longest wait per tool"),
-        merge: bool = typer.Option(True, help="keep cards (and cpu_ms) of an existing --out file"),
-    ) -> None:
-        """Measure each tool's latency, load time and VRAM on this machine; write a card set."""
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        from rich.table import Table
-
-        from agentsched.cli.output import check_output_file
-        from agentsched.model.cards import load_card_set
-        from agentsched.profiler.profiler import ProfileError, build_card_set, plan_profile, run_plan
-
-        console = Console(stderr=True)
-        # every check before the progress bar and the measurements: an error is the only stderr line
-        plan = plan_profile(tools, device, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
-                            max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
-        if out.exists() and not out.is_file() and not out.is_dir():  # e.g. /dev/full: merging would read it without end
-            raise ProfileError(f"--out: {out} is not a regular file")
-        check_output_file(out, "--out", create_parent=True)
-        base = load_card_set(out) if merge and out.is_file() else None
-        with Progress(TextColumn("[bold]profile[/bold] {task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=console, transient=False) as bar:
-            task = bar.add_task("starting", total=None)
-
-            def on_step(label: str, done: int, total: int) -> None:
-                bar.update(task, description=label, completed=done, total=total)
-
-            run = run_plan(plan, on_step=on_step, say=lambda msg: bar.console.print(msg))
-        cards = build_card_set(run, name or out.stem, base=base)
-        try:
-            cards.save(out)
-        except OSError as e:
-            raise ProfileError(f"cannot write {out}: {e.strerror}") from None
-        t = Table(title=f"{cards.name}: {run.machine.get('cpu')}"
-                        + (f" + {run.machine['gpu']}" if run.machine.get("gpu") else "")
-                        + f", size {plan.size}, {runs} runs")
-        for col in ("tool", "device", "load ms", "median ms", "VRAM MB", "spread", "busy %"):
-            t.add_column(col, justify="left" if col in ("tool", "device") else "right")
-        for m in run.measurements:
-            t.add_row(m.tool, m.device, f"{m.load_ms:,.1f}", f"{m.call_ms:,.2f}",
-                      "-" if m.vram_mb is None else f"{m.vram_mb:,.1f}", f"{m.spread:.2f}x",
-                      f"{m.busy_pct:.0f}")
-        Console().print(t)
-        Console().print(f"wrote {len(cards.cards)} cards to {out}")
+    app.command("profile")(profile_cmd)

@@ -8,21 +8,9 @@ from typing import Optional
 
 import typer
 
-from agentsched.cli.common import (
-    CPU_SLOTS_HELP,
-    EMULATE_GPU_HELP,
-    JSON_HELP,
-    JSON_OUT_HELP,
-    RAY_ADDRESS_HELP,
-    SIZE_HELP,
-    build_testbed,
-    console,
-    err_console,
-    load_workflow,
-    positive,
-    print_json,
-    testbed_notes,
-)
+from agentsched.cli import options as o
+from agentsched.cli.common import console, err_console, load_workflow, positive, print_json, testbed_notes, testbed_spec
+from agentsched.cli.options import JSON_HELP, JSON_OUT_HELP
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import format_mapping, parse_mapping
@@ -31,76 +19,79 @@ MAX_CONCURRENCY = 256  # far above what one driver should push through its threa
 MAX_BATCHES = 1_000
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("throughput")
-    def throughput_cmd(
-        workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-        concurrency: int = typer.Option(4, "--concurrency", "-k", help="invocations running at once"),
-        batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
-        mapping: Optional[str] = typer.Option(None, "--mapping", "-m",
-                                              help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
-        testbed: str = typer.Option("ray", help="ray (the only testbed that runs invocations at once)"),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
-        emulate_gpu: bool = typer.Option(False, "--emulate-gpu", help=EMULATE_GPU_HELP),
-        size: str = typer.Option("small", help=SIZE_HELP),
-        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP),
-        json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
-        json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
-    ) -> None:
-        """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
-        invocation's E2E and the throughput (ok invocations per second of wall time)."""
-        from agentsched.model.workflow import Mode
-        from agentsched.testbeds.ray import RayTestbed
+def throughput_cmd(
+    workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+    concurrency: int = typer.Option(4, "--concurrency", "-k", help="invocations running at once"),
+    batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
+    mapping: Optional[str] = typer.Option(None, "--mapping", "-m",
+                                          help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
+    testbed: o.TestbedKind = typer.Option(o.TestbedKind.RAY, "--testbed",
+                                          help="ray (the only testbed that runs invocations at once)"),
+    ray_address: Optional[str] = o.RAY_ADDRESS,
+    emulate_gpu: bool = o.EMULATE_GPU,
+    size: o.Size = o.SIZE,
+    cpu_slots: Optional[int] = o.CPU_SLOTS,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
+    json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+) -> None:
+    """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
+    invocation's E2E and the throughput (ok invocations per second of wall time)."""
+    from agentsched.model.workflow import Mode
+    from agentsched.testbeds.ray import RayTestbed
 
-        positive("--concurrency", concurrency)
-        positive("--batches", batches)
-        if concurrency > MAX_CONCURRENCY or batches > MAX_BATCHES:
-            raise AgentschedError(f"--concurrency must be <= {MAX_CONCURRENCY} and --batches <= {MAX_BATCHES}")
-        if testbed != "ray":
-            raise AgentschedError(f"throughput runs on --testbed ray only (got {testbed})")
-        wf = load_workflow(workflow)
-        m = parse_mapping(wf, mapping) if mapping else {t: Mode.CPU for t in wf.task_ids}
+    positive("--concurrency", concurrency)
+    positive("--batches", batches)
+    if concurrency > MAX_CONCURRENCY or batches > MAX_BATCHES:
+        raise AgentschedError(f"--concurrency must be <= {MAX_CONCURRENCY} and --batches <= {MAX_BATCHES}")
+    if testbed is not o.TestbedKind.RAY:
+        raise AgentschedError(f"throughput runs on --testbed ray only (got {testbed.value})")
+    wf = load_workflow(workflow)
+    m = parse_mapping(wf, mapping) if mapping else {t: Mode.CPU for t in wf.task_ids}
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")  # before the work, not after it
+    say = err_console if json_out else console  # with --json, stdout holds the JSON only
+    tb = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
+                      emulate_gpu=emulate_gpu).build()
+    assert isinstance(tb, RayTestbed)
+    try:
+        tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node
+        nodes = tb.nodes()
+        say.print(f"{wf.name} {format_mapping(wf, m)}: {concurrency} at once x {batches} batches on "
+                      f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
+        for n in testbed_notes(tb):
+            say.print(f"note: {n}", highlight=False, markup=False)
+        tb.run_concurrent(wf, m, concurrency)  # warm-up: loads and worker processes, not measured
+        results = [tb.run_concurrent(wf, m, concurrency) for _ in range(batches)]
+    finally:
+        tb.close()
+    e2e = [e.e2e_ms for r in results for e in r.executions if e.ok and e.e2e_ms is not None]
+    failed = [e for r in results for e in r.executions if not e.ok]
+    wall_s = sum(r.wall_s for r in results)
+    throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
+    for i, r in enumerate(results):
+        row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
+        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
+                      highlight=False, markup=False)
+    if e2e:
+        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
+                      f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
+                      highlight=False, markup=False)
+    for e in failed[:3]:
+        say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
+    if json_file is not None or json_out:
+        doc = {
+            "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
+            "nodes": len(nodes), "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
+            "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4),
+            "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]}
+                        for r in results],
+        }
         if json_file is not None:
-            check_output_file(json_file, "--json-out")  # before the work, not after it
-        say = err_console if json_out else console  # with --json, stdout holds the JSON only
-        tb = build_testbed("ray", seed=0, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
-                           emulate_gpu=emulate_gpu)
-        assert isinstance(tb, RayTestbed)
-        try:
-            tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node
-            nodes = tb.nodes()
-            say.print(f"{wf.name} {format_mapping(wf, m)}: {concurrency} at once x {batches} batches on "
-                          f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
-            for n in testbed_notes(tb):
-                say.print(f"note: {n}", highlight=False, markup=False)
-            tb.run_concurrent(wf, m, concurrency)  # warm-up: loads and worker processes, not measured
-            results = [tb.run_concurrent(wf, m, concurrency) for _ in range(batches)]
-        finally:
-            tb.close()
-        e2e = [e.e2e_ms for r in results for e in r.executions if e.ok and e.e2e_ms is not None]
-        failed = [e for r in results for e in r.executions if not e.ok]
-        wall_s = sum(r.wall_s for r in results)
-        throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
-        for i, r in enumerate(results):
-            row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
-            say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
-                          highlight=False, markup=False)
-        if e2e:
-            say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
-                          f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
-                          highlight=False, markup=False)
-        for e in failed[:3]:
-            say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
-        if json_file is not None or json_out:
-            doc = {
-                "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
-                "nodes": len(nodes), "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
-                "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4),
-                "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]}
-                            for r in results],
-            }
-            if json_file is not None:
-                write_json(json_file, doc)
-                say.print(f"invocations written to {json_file}", highlight=False, markup=False)
-            if json_out:
-                print_json(doc)
+            write_json(json_file, doc)
+            say.print(f"invocations written to {json_file}", highlight=False, markup=False)
+        if json_out:
+            print_json(doc)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("throughput")(throughput_cmd)

@@ -10,7 +10,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import console
+from agentsched.cli import options as o
+from agentsched.cli.common import console, testbed_spec
+from agentsched.cli.policy_opts import PolicyFlags, policy_options
 from agentsched.errors import AgentschedError
 
 STORE_HELP = "the runtime's SQLite store (created when missing)"
@@ -66,104 +68,111 @@ def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]
     return ",".join(f"{t}={space_label(mapping[t])}" for t in task_ids if t in mapping)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("invoke")
-    def invoke_cmd(
-        workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
-        input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE (repeatable; text)"),
-        input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE"),
-        store: Path = typer.Option(Path("agentsched.db"), "--store", help=STORE_HELP),
-        policy: str = typer.Option("agent-rules", "--policy", "-p", help="online policy that learns the placement"),
-        json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
-        round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
-        explore_fraction: float = typer.Option(0.1, "--explore-fraction",
-                                               help="share of invocations the monitor's what-ifs may take"),
-        seed: int = typer.Option(0, help="seed of the policy's randomness"),
-        testbed: str = typer.Option("local", help="local (real tools, default) or sim"),
-        size: str = typer.Option("small", help="built-in tools' model size: small or paper"),
-        cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
-        cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
-    ) -> None:
-        """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
-        across invocations. Prints the sinks' outputs, the mapping and the E2E."""
-        from agentsched.runtime import Runtime
-        from agentsched.scenarios import resolve_workflow
+def invoke_cmd(
+    workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
+    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE (repeatable; text)"),
+    input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE"),
+    store: Path = typer.Option(Path("agentsched.db"), "--store", help=STORE_HELP),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy that learns the placement "
+                                         "(default: agent-plan, or agent-plan-cold when a task has no card)"),
+    policy_option: Optional[list[str]] = o.POLICY_OPTION,
+    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
+    explore_fraction: float = typer.Option(0.1, "--explore-fraction",
+                                           help="share of invocations the monitor's what-ifs may take"),
+    seed: int = typer.Option(0, help="seed of the policy's randomness"),
+    testbed: o.TestbedKind = typer.Option(o.TestbedKind.LOCAL, "--testbed", help="local (real tools, default), "
+                                          "ray (real tools on a Ray cluster) or sim"),
+    size: o.Size = o.SIZE,
+    cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+    cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
+) -> None:
+    """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
+    across invocations. Prints the sinks' outputs, the mapping and the E2E."""
+    from agentsched.loop.registry import default_policy, get_spec
+    from agentsched.runtime import Runtime
+    from agentsched.scenarios import resolve_workflow_and_world
 
-        inputs = parse_inputs(list(input_ or []), input_json)
-        if cpu_slots is not None and cpu_slots < 1:
-            raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
-        wf = resolve_workflow(workflow)
-        with Runtime(wf, policy=policy, store=store, testbed=testbed, round_size=round_size,
-                     explore_fraction=explore_fraction, seed=seed, cards=cards, size=size,
-                     cpu_workers=cpu_slots, on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
-            res = rt.invoke(**inputs)
-        label = wf.decision_space.label
-        mapping = _mapping_text(label, wf.task_ids, res.mapping)
-        if json_out:
-            outputs = {}
-            for task, value in res.outputs.items():
-                ok, v = _json_value(value)
-                if not ok:
-                    raise AgentschedError(f"output of task {task} ({type(value).__name__}) cannot be written as "
-                                          f"JSON (invocation {res.invocation_id} is stored): drop --json, or "
-                                          "return JSON data from the sink tool")
-                outputs[task] = v
-            doc = {"workflow": wf.name, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
-                   "status": res.status.value, "message": res.message,
-                   "mapping": {t: m.value for t, m in res.mapping.items()},
-                   "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
-            typer.echo(json.dumps(doc, indent=2))
-        else:
-            what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
-            console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
-                          f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
-            console.print(f"mapping: {mapping}")
-            console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
-            if rt.host_only:
-                console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
-            for task, value in res.outputs.items():
-                typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
-        if not res.ok:  # the invocation is stored; its failure is the exit status
-            raise SystemExit(1)
+    inputs = parse_inputs(list(input_ or []), input_json)
+    wf, wf_world = resolve_workflow_and_world(workflow)
+    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world])
+    name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
+    options = policy_options([name], PolicyFlags(items=tuple(policy_option or ())), single=True).get(name, {})
+    with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
+                 seed=seed, cards=cards, policy_options=options,
+                 on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
+        res = rt.invoke(**inputs)
+    _print_invocation(wf, rt, res, json_out)
+    if not res.ok:  # the invocation is stored; its failure is the exit status
+        raise SystemExit(1)
 
-    @app.command("history")
-    def history_cmd(
-        workflow: str = typer.Argument(..., help="workflow name or file"),
-        store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
-        json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
-        plot: Optional[Path] = typer.Option(None, "--plot",
-                                            help="write the learning curve to this file (.png, .svg or .pdf)"),
-    ) -> None:
-        """Show every round and invocation a store holds for a workflow, and the learning curve."""
-        from agentsched.cli.output import check_output_file
-        from agentsched.store import Store
 
-        name = _workflow_name(workflow)
-        if plot is not None:  # the path and format are checked before the store is read
-            from agentsched.report.gantt import check_figure_path
+def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
+    label = wf.decision_space.label
+    mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    if json_out:
+        outputs = {}
+        for task, value in res.outputs.items():
+            ok, v = _json_value(value)
+            if not ok:
+                raise AgentschedError(f"output of task {task} ({type(value).__name__}) cannot be written as "
+                                      f"JSON (invocation {res.invocation_id} is stored): drop --json, or "
+                                      "return JSON data from the sink tool")
+            outputs[task] = v
+        doc = {"workflow": wf.name, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
+               "status": res.status.value, "message": res.message,
+               "mapping": {t: m.value for t, m in res.mapping.items()},
+               "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
+        console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
+                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
+        console.print(f"mapping: {mapping}")
+        console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
+        if rt.host_only:
+            console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
+        for task, value in res.outputs.items():
+            typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 
-            check_figure_path(plot, "--plot")
-            check_output_file(plot, "--plot")
-        st = Store(store, read_only=True)
-        try:
-            learners = st.learners(name)
-            if not learners:
-                raise AgentschedError(f"store {store} holds no invocation of workflow {name!r}")
-            doc = [_learner_doc(st, ln) for ln in learners]
-        finally:
-            st.close()
-        if json_out:
-            typer.echo(json.dumps({"workflow": name, "store": str(store), "learners": doc}, indent=2))
-        else:
-            for d in doc:
-                _print_learner(d)
-        if plot is not None:
-            from agentsched.report.history_plot import plot_learning_curve
 
-            series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}
-            plot_learning_curve(series, plot, f"{name}: learning curve")
-            if not json_out:
-                console.print(f"learning curve written to {plot}")
+def history_cmd(
+    workflow: str = typer.Argument(..., help="workflow name or file"),
+    store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
+    json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
+    plot: Optional[Path] = typer.Option(None, "--plot",
+                                        help="write the learning curve to this file (.png, .svg or .pdf)"),
+) -> None:
+    """Show every round and invocation a store holds for a workflow, and the learning curve."""
+    from agentsched.cli.output import check_output_file
+    from agentsched.store import Store
+
+    name = _workflow_name(workflow)
+    if plot is not None:  # the path and format are checked before the store is read
+        from agentsched.report.gantt import check_figure_path
+
+        check_figure_path(plot, "--plot")
+        check_output_file(plot, "--plot")
+    st = Store(store, read_only=True)
+    try:
+        learners = st.learners(name)
+        if not learners:
+            raise AgentschedError(f"store {store} holds no invocation of workflow {name!r}")
+        doc = [_learner_doc(st, ln) for ln in learners]
+    finally:
+        st.close()
+    if json_out:
+        typer.echo(json.dumps({"workflow": name, "store": str(store), "learners": doc}, indent=2))
+    else:
+        for d in doc:
+            _print_learner(d)
+    if plot is not None:
+        from agentsched.report.history_plot import plot_learning_curve
+
+        series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}
+        plot_learning_curve(series, plot, f"{name}: learning curve")
+        if not json_out:
+            console.print(f"learning curve written to {plot}")
 
 
 def _workflow_name(text: str) -> str:
@@ -229,3 +238,8 @@ def _print_learner(d: dict[str, Any]) -> None:
         t.add_row(str(e["invocation_id"]), kind, "-" if e["round"] is None else str(e["round"]), fmt(e["mapping"]),
                   e["status"], _fmt_ms(e["e2e_ms"]), e["message"])
     console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("invoke")(invoke_cmd)
+    app.command("history")(history_cmd)

@@ -8,7 +8,8 @@ import importlib.metadata
 import typer
 from rich.table import Table
 
-from agentsched.cli.common import JSON_HELP, console, print_json
+from agentsched.cli.common import console, print_json
+from agentsched.cli.options import JSON_HELP
 
 _EXTRA_PACKAGES = ("torch", "transformers")  # what tools_installed() checks
 
@@ -38,28 +39,30 @@ def tool_rows() -> list[dict[str, object]]:
     return rows
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("tools")
-    def tools_cmd(json_out: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
-        """List the 19 tools (paper Table 1): family, GPU version, and whether the tools extra is installed."""
-        from agentsched.tools import tools_installed
+def tools_cmd(json_out: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """List the 19 tools (paper Table 1): family, GPU version, and whether the tools extra is installed."""
+    from agentsched.tools import tools_installed
 
-        rows = tool_rows()
-        installed = tools_installed()
-        versions = _versions()
-        if json_out:
-            print_json({"tools_extra_installed": installed, "packages": versions, "tools": rows})
-            return
-        t = Table(title=f"{len(rows)} tools (paper Table 1)")
-        for col in ("tool", "family", "GPU version", "workload"):
-            t.add_column(col)
-        for r in rows:
-            t.add_row(str(r["name"]), str(r["family"]), "yes" if r["gpu"] else "no (host only)", str(r["workload"]))
-        console.print(t)
-        have = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
-        if installed:
-            console.print(f"tools extra: installed ({have}); `agentsched profile` and --testbed local can run them")
-        else:
-            console.print("tools extra: not installed (needs torch and transformers); the simulator needs neither. "
-                          "Install: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
-                          "pip install 'agentsched[tools]' (docs/tools.md)")
+    rows = tool_rows()
+    installed = tools_installed()
+    versions = _versions()
+    if json_out:
+        print_json({"tools_extra_installed": installed, "packages": versions, "tools": rows})
+        return
+    t = Table(title=f"{len(rows)} tools (paper Table 1)")
+    for col in ("tool", "family", "GPU version", "workload"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(str(r["name"]), str(r["family"]), "yes" if r["gpu"] else "no (host only)", str(r["workload"]))
+    console.print(t)
+    have = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+    if installed:
+        console.print(f"tools extra: installed ({have}); `agentsched profile` and --testbed local can run them")
+    else:
+        console.print("tools extra: not installed (needs torch and transformers); the simulator needs neither. "
+                      "Install: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
+                      "pip install 'agentsched[tools]' (docs/tools.md)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tools")(tools_cmd)

@@ -1,6 +1,7 @@
 """The monitor ablation (the paper's Table 6, on S13): switch one mechanism off at a time.
 
-Each variant runs the agent on the simulated testbed (default noise) for several seeds. The
+Each variant runs the agent on the simulated testbed (a ``TestbedSpec`` of kind sim; default noise
+unless the spec says otherwise) for several seeds. The
 noise-free brute-force oracle is computed here for scoring only; it is never given to the policy.
 """
 
@@ -21,8 +22,7 @@ from agentsched.model.mapping import format_mapping
 from agentsched.model.options import INITIALS
 from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
-from agentsched.testbeds.sim import SimTestbed
-from agentsched.testbeds.world import World, load_world
+from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 
 @dataclass(frozen=True)
@@ -190,13 +190,16 @@ def run_ablation(
     variants: tuple[Variant, ...] = VARIANTS,
     paper: bool | None = None,
     journal: RunJournal | None = None,
-    world: str | World | None = None,
+    testbed: TestbedSpec | None = None,
 ) -> AblationResult:
-    """Run every variant for every seed on the simulated testbed with default noise, from each
-    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one), in the
-    simulated ``world`` (default: the calibrated a5500).
+    """Run every variant for every seed on the simulated ``testbed`` (default: ``TestbedSpec()``, the
+    calibrated a5500 world with default noise; each run's testbed takes the run's seed), from each
+    round-0 rule in ``initial`` (by default both: with the rules' prior, and without one).
     ``journal``: record each finished run as it completes and reuse the runs it holds (``--resume``)."""
-    world = load_world(world)
+    spec = as_spec(testbed)
+    if not spec.simulated:
+        raise AgentschedError(f"the ablation runs on the sim testbed (got {spec.kind.value})")
+    world = spec.world_name
     seeds = tuple(seeds)
     if not seeds:
         raise AgentschedError("the ablation needs at least one seed")
@@ -207,7 +210,7 @@ def run_ablation(
     if bad or not initials:
         raise AgentschedError(f"ablation initial must be among {', '.join(INITIALS)}, got {', '.join(bad) or 'none'}")
     try:
-        oracle, view = scoring_view(workflow, SimTestbed(world=world))  # scoring only: never given to the policy
+        oracle, view = scoring_view(workflow, spec.build())  # scoring only: never given to the policy
     except AgentschedError as e:
         raise AgentschedError(f"workflow {workflow.name}: {e}") from None
     tables = []
@@ -219,13 +222,13 @@ def run_ablation(
             for seed in seeds:
                 def one(v: Variant = v, seed: int = seed, init: str = init) -> tuple[str, RunMetrics, str | None]:
                     policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                    scored = run_scored(workflow, policy, SimTestbed(seed=seed, world=world), view,
+                    scored = run_scored(workflow, policy, spec.replace(seed=seed).build(), view,
                                         rounds=rounds, repeats=repeats, seed=seed)
                     m = scored.metrics
                     best = scored.run.rounds[m.best_round].mapping if m.best_round is not None else None
                     return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
 
-                key = f"ablation|{workflow.name}|{world.name}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
+                key = f"ablation|{workflow.name}|{world}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
                 label, m, best_text = journaled(journal, key, one)
                 metrics.append(m)
                 bests.append(best_text)
@@ -236,5 +239,5 @@ def run_ablation(
     return AblationResult(
         workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
         oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6() if paper else {}, world=world.name,
+        tables=tuple(tables), paper=paper_table6() if paper else {}, world=str(world),
     )

@@ -1,8 +1,8 @@
 """The benchmark harness: scenarios x policies x seeds through the closed loop on a testbed (the
-simulator by default, or ``local``: the real tools on this machine), metrics against the brute-force
-oracle, and the outputs (results.json, report.md, PNGs).
+simulator by default, or ``local``/``ray``: the real tools), metrics against the brute-force
+oracle; ``experiments/results.py`` writes results.json and the report renders it.
 
-It drives only the public API: ``resolve_workflow``, ``make_policy``, ``make_testbed``,
+It drives only the public API: ``resolve_workflow``, ``make_policy``, a ``TestbedSpec``,
 ``run_loop``, ``reference_oracle`` and the metrics. The oracle is computed once per workflow (on the
 noise-free simulator; on a testbed without a noise-free version, by exhaustive search there with
 ``repeats`` runs per mapping, median) and handed to the ``oracle`` reference policy; online policies
@@ -11,19 +11,18 @@ never see it.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from typing import Any
 
 from agentsched.agent.secrets import redact_options
 from agentsched.errors import AgentschedError
 from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.journal import RunJournal
-from agentsched.experiments.paper import is_paper_scenario, paper_oracle
+from agentsched.experiments.paper import is_paper_scenario
+from agentsched.experiments.results import jsonable
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE, OracleView, RunMetrics
 from agentsched.loop.registry import get_spec, make_policy
 from agentsched.loop.runner import LoopRun
@@ -33,10 +32,9 @@ from agentsched.oracle import OracleResult
 from agentsched.policies.base import Policy
 from agentsched.scenarios import resolve_workflow, resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.factory import make_testbed
+from agentsched.testbeds.spec import TestbedSpec
 from agentsched.testbeds.world import choose_world, load_world
 
-SCHEMA_VERSION = 1
 DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
 
 
@@ -49,50 +47,30 @@ class BenchConfig:
     rounds: int = 20  # rounds per run
     repeats: int = 5  # executions per round (median)
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # one run per seed
-    testbed: str = "sim"  # "sim" (simulator) or "local" (the real tools on this machine)
-    noise_sigma: float = 0.03  # simulator noise (log-normal sigma per task); unused by local
-    size: str = "small"  # local testbed tool size (small or paper); unused by sim
-    cpu_slots: int | None = None  # sim: CPU cap (None: many-core host); local: CPU workers (None: cores)
+    # where the runs execute (seed 0: each run's noise is seeded by run_loop); None: the simulator in the
+    # world the workflow files' world: keys name, else a5500 (testbeds.world.choose_world)
+    testbed: TestbedSpec | None = None
     cards: str | None = None  # rebind every workflow to this card set (name or file)
-    # the simulated world (GPU contention): a built-in name, a file or perturbed:SEED; None: the one the
-    # workflow files' world: keys name, else a5500 (testbeds.world.choose_world). Unused by local.
-    world: str | None = None
     policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> make_policy kwargs
     ablation: bool = False  # run the agent's S13 ablation too
     gantt_scenario: str = DEFAULT_GANTT_SCENARIO  # scenario of the all-GPU vs oracle Gantt chart
 
     @property
-    def simulated(self) -> bool:
-        return self.testbed == "sim"
-
-    def testbed_dict(self) -> dict[str, Any]:
-        """results.json ``config.testbed``: the fields that do not apply to the testbed are null."""
-        return {"name": self.testbed, "noise_sigma": self.noise_sigma if self.simulated else None,
-                "size": None if self.simulated else self.size, "cpu_slots": self.cpu_slots,
-                "world": self.world_name if self.simulated else None}
+    def spec(self) -> TestbedSpec:
+        """The testbed spec (the default simulator when none is set and run_bench has not chosen one)."""
+        return self.testbed if self.testbed is not None else TestbedSpec()
 
     @property
-    def world_name(self) -> str:
-        """The name of the simulated world the runs use (e.g. a5500, perturbed:1)."""
-        return load_world(self.world).name
-
-    def make_testbed(self) -> Testbed:
-        """The testbed this config names (seed 0: each run's noise is seeded by run_loop)."""
-        if self.simulated:
-            return make_testbed("sim", noise_sigma=self.noise_sigma, seed=0, cpu_slots=self.cpu_slots,
-                                world=load_world(self.world))
-        opts: dict[str, Any] = {"size": self.size}
-        if self.cpu_slots is not None:
-            opts["cpu_workers"] = self.cpu_slots
-        return make_testbed(self.testbed, **opts)
+    def simulated(self) -> bool:
+        return self.spec.simulated
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenarios": list(self.scenarios), "policies": list(self.policies), "rounds": self.rounds,
             "repeats": self.repeats, "seeds": list(self.seeds),
-            "testbed": self.testbed_dict(),
+            "testbed": self.spec.to_dict(),
             "cards": self.cards,
-            "policy_options": {p: redact_options(_jsonable(o)) for p, o in self.policy_options.items()},
+            "policy_options": {p: redact_options(jsonable(o)) for p, o in self.policy_options.items()},
             "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
             "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
         }
@@ -242,82 +220,32 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     ``journal``: record each finished run there as it completes, and take the runs it already holds
     instead of running them again (``--resume``); the results equal an uninterrupted run's.
 
-    ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config`` names
-    and closes it at the end."""
+    ``testbed``: the testbed to run on (the caller closes it); None builds the one ``config.testbed``
+    names and closes it at the end."""
     for p in config.policies:
         get_spec(p)  # unknown names fail before any work
-    workflows: dict[str, Workflow] = {}
-    worlds: list[str | None] = []  # what each workflow file's world: key names
-    for sc in config.scenarios:
-        wf, world = resolve_workflow_and_world(sc)
-        worlds.append(world)
-        if wf.name in workflows:  # one would silently replace the other
-            raise AgentschedError(f"two scenarios are named {wf.name} ({', '.join(_named(config.scenarios, wf.name))})")
-        workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
-    if config.world is None and (config.simulated or config.ablation):  # record the world used, not "default"
-        config = replace(config, world=str(choose_world(None, worlds)))
+    workflows, worlds = _workflows(config)
+    if config.testbed is None:  # the simulator in the workflows' world, chosen and loaded once
+        config = replace(config, testbed=TestbedSpec(world=load_world(choose_world(None, worlds))))
     ablation_wf, ablation_note = ablation_workflow(config.cards) if config.ablation else (None, None)
     t0 = time.perf_counter()
-    tb = testbed if testbed is not None else config.make_testbed()
+    tb = testbed if testbed is not None else config.spec.build()
+    notes: list[str] = []
     try:
         cache: dict[tuple[str, str], OracleResult] = {}
-        notes: list[str] = []
         scored = {name: _reference(wf, tb, config, cache, notes) for name, wf in workflows.items()}
         oracles = {name: res for name, (res, _) in scored.items()}
         views = {name: view for name, (_, view) in scored.items()}
-        records: list[BenchRecord] = []
-        # one policy object per policy name for the whole bench (reset() starts each run), so state a
-        # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
-        # circuit open) is not called again in later runs, instead of each paying breaker_rounds x timeout
-        policies: dict[str, Policy] = {}
-        down_noted: set[str] = set()
-        try:
-            for name, wf in workflows.items():
-                for pol in config.policies:
-                    opts = dict(config.policy_options.get(pol, {}))
-                    for seed in config.seeds:
-                        key = f"bench|{name}|{pol}|{seed}"
-                        done = journal.get(key) if journal is not None else None
-                        if done is not None:  # --resume: this run finished before the interruption
-                            journal.resumed += 1
-                            records.append(done)
-                            if progress is not None:
-                                progress(f"{name} {pol} seed {seed} (resumed)")
-                            continue
-                        if pol == "oracle":  # the reference line reuses the search: its option is per scenario
-                            policy = make_policy(pol, **{"oracle": oracles[name], **opts})
-                        else:
-                            if pol not in policies:
-                                policies[pol] = make_policy(pol, **opts)
-                            policy = policies[pol]
-                        sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
-                                        repeats=config.repeats, seed=seed)
-                        down = _circuit_opened(sr.run)
-                        if down is not None and pol not in down_noted:
-                            down_noted.add(pol)
-                            notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
-                                         f"({down}); every later {pol} run fell back without calling it")
-                        records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
-                        if journal is not None:
-                            journal.put(key, records[-1])
-                        if progress is not None:
-                            progress(f"{name} {pol} seed {seed}")
-            for pol in config.policies:  # settings of every policy, also one whose runs were all resumed
-                if pol != "oracle" and pol not in policies:
-                    policies[pol] = make_policy(pol, **config.policy_options.get(pol, {}))
-            policy_info = {pol: p.describe() for pol, p in policies.items()}
-        finally:
-            for policy in policies.values():
-                policy.close()
+        records, policy_info = _run_all(config, workflows, oracles, views, tb, journal, progress, notes)
         gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
-                                config.cpu_slots)
+                                config.spec.cpu_slots)
         chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
                   for r in records}
         heft = None
         if any(p in ("heft", "heft-cf") for p in config.policies):
             from agentsched.experiments.heft_study import heft_study
 
-            heft = heft_study(workflows, views, cpu_cores=config.cpu_slots)
+            heft = heft_study(workflows, views, cpu_cores=config.spec.cpu_slots)
     finally:
         if testbed is None:
             tb.close()
@@ -325,10 +253,74 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     if ablation_note is not None:
         notes.append(ablation_note)
     elif ablation_wf is not None:
-        ablation = _run_ablation(config, notes, ablation_wf, journal)
+        ablation = _run_ablation(config, notes, ablation_wf, journal, worlds)
     return BenchResult(config, workflows, oracles, views, records, notes, ablation,
                        wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
                        heft_study=heft)
+
+
+def _workflows(config: BenchConfig) -> tuple[dict[str, Workflow], list[str | None]]:
+    """The benched workflows by name (under ``config.cards``), and what each file's world: key names."""
+    workflows: dict[str, Workflow] = {}
+    worlds: list[str | None] = []
+    for sc in config.scenarios:
+        wf, world = resolve_workflow_and_world(sc)
+        worlds.append(world)
+        if wf.name in workflows:  # one would silently replace the other
+            raise AgentschedError(f"two scenarios are named {wf.name} ({', '.join(_named(config.scenarios, wf.name))})")
+        workflows[wf.name] = wf.with_cards(config.cards) if config.cards else wf
+    return workflows, worlds
+
+
+def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[str, OracleResult],
+             views: dict[str, OracleView], tb: Testbed, journal: RunJournal | None,
+             progress: Callable[[str], None] | None, notes: list[str]
+             ) -> tuple[list[BenchRecord], dict[str, dict[str, Any]]]:
+    """Every (scenario, policy, seed) run, and each policy's settings (``Policy.describe``)."""
+    records: list[BenchRecord] = []
+    # one policy object per policy name for the whole bench (reset() starts each run), so state a
+    # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
+    # circuit open) is not called again in later runs, instead of each paying breaker_rounds x timeout
+    policies: dict[str, Policy] = {}
+    down_noted: set[str] = set()
+    try:
+        for name, wf in workflows.items():
+            for pol in config.policies:
+                opts = dict(config.policy_options.get(pol, {}))
+                for seed in config.seeds:
+                    key = f"bench|{name}|{pol}|{seed}"
+                    done = journal.get(key) if journal is not None else None
+                    if done is not None:  # --resume: this run finished before the interruption
+                        journal.resumed += 1
+                        records.append(done)
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed} (resumed)")
+                        continue
+                    if pol == "oracle":  # the reference line reuses the search: its option is per scenario
+                        policy = make_policy(pol, **{"oracle": oracles[name], **opts})
+                    else:
+                        if pol not in policies:
+                            policies[pol] = make_policy(pol, **opts)
+                        policy = policies[pol]
+                    sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
+                                    repeats=config.repeats, seed=seed)
+                    down = _circuit_opened(sr.run)
+                    if down is not None and pol not in down_noted:
+                        down_noted.add(pol)
+                        notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                                     f"({down}); every later {pol} run fell back without calling it")
+                    records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
+                    if journal is not None:
+                        journal.put(key, records[-1])
+                    if progress is not None:
+                        progress(f"{name} {pol} seed {seed}")
+        for pol in config.policies:  # settings of every policy, also one whose runs were all resumed
+            if pol != "oracle" and pol not in policies:
+                policies[pol] = make_policy(pol, **config.policy_options.get(pol, {}))
+        return records, {pol: p.describe() for pol, p in policies.items()}
+    finally:
+        for policy in policies.values():
+            policy.close()
 
 
 def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView) -> float | None:
@@ -404,35 +396,23 @@ def _named(scenarios: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None) -> Any:
+def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None,
+                  worlds: list[str | None]) -> Any:
     try:
         from agentsched.experiments.ablation import run_ablation
     except ImportError as e:
         notes.append(f"ablation skipped: cannot import agentsched.experiments.ablation ({e})")
         return None
-    if not config.simulated:
-        notes.append(f"the S13 ablation ran on the simulated testbed, not on {config.testbed}")
+    spec = config.spec
+    if not spec.simulated:  # the ablation's variants run on the simulator, in the workflows' world
+        notes.append(f"the S13 ablation ran on the simulated testbed, not on {spec.kind.value}")
+        spec = TestbedSpec(world=load_world(choose_world(None, worlds)))
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
     return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True, journal=journal, world=config.world)  # the built-in S13 (under --cards) by construction
+                        paper=True, journal=journal, testbed=spec)  # the built-in S13 (under --cards) by construction
 
 
-# ---- results.json ---------------------------------------------------------------------------------
-
-
-def _jsonable(obj: Any) -> Any:
-    """Options as JSON (an OracleResult or other object becomes its type name)."""
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return f"<{type(obj).__name__}>"
-
-
-def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:
-    return {t: getattr(m, "value", str(m)) for t, m in mapping.items()}
+# ---- helpers -------------------------------------------------------------------------------------
 
 
 def _circuit_opened(run: LoopRun) -> str | None:
@@ -442,81 +422,3 @@ def _circuit_opened(run: LoopRun) -> str | None:
         if why:
             return str(why)
     return None
-
-
-def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
-    """Per-round records as results.json and ``run --json``/``--json-out`` write them."""
-    out = []
-    for rec in run.records:
-        r = rec.result
-        ref = view.reference(r.mapping) if view is not None else None
-        out.append({
-            "round": r.round, "mapping": _modes(r.mapping),
-            "e2e_ms": None if r.e2e_ms is None else round(r.e2e_ms, 3), "status": r.status.value,
-            "executions": rec.executions_after, "probes": len(rec.probes),
-            "peak_vram_mb": round(r.peak_vram_mb, 3), "message": r.message,
-            "reference_e2e_ms": None if ref is None else round(ref, 3),
-        })
-    return out
-
-
-def paper_mapping_reference_ms(wf: Workflow, view: OracleView) -> float | None:
-    """Our reference E2E of the paper's oracle mapping (None: not a paper scenario, or infeasible here)."""
-    paper = paper_oracle(wf.name)
-    if paper is None or set(paper["mapping"]) != set(wf.task_ids):
-        return None
-    mapping = {t: Mode(m) for t, m in paper["mapping"].items()}
-    if any(m not in wf.decision_space.modes for m in mapping.values()):
-        return None
-    return view.reference(mapping)
-
-
-def oracle_dict(wf: Workflow, res: OracleResult, view: OracleView, paper_figures: bool = True) -> dict[str, Any]:
-    """``paper_figures``: False for a workflow that is not the built-in scenario of its name."""
-    paper = paper_oracle(wf.name) if paper_figures else None
-    paper_ref = paper_mapping_reference_ms(wf, view) if paper_figures else None
-    return {
-        "workflow": wf.name, "decision_space": wf.decision_space.value,
-        "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": round(wf.total_vram_mb, 3),
-        "card_set": wf.card_set.name, "mapping": _modes(view.best), "e2e_ms": round(view.e2e_ms, 3),
-        "tied_mappings": [_modes(m) for m in view.best_mappings],
-        "equivalent_mappings": [_modes(m) for m in view.equivalent_mappings],
-        "mappings_total": view.mappings_total, "feasible": view.feasible_total,
-        "executions": res.executions,
-        "paper_mapping": None if paper is None else paper["mapping"],
-        "paper_e2e_ms": None if paper is None else paper["e2e_ms"],
-        "paper_mapping_e2e_ms": None if paper_ref is None else round(paper_ref, 3),
-    }
-
-
-def results_dict(result: BenchResult) -> dict[str, Any]:
-    """The results.json document (schema: agentsched/data/results.schema.json)."""
-    from agentsched import __version__
-
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "generator": f"agentsched {__version__}",
-        "config": result.config.to_dict(),
-        "wall_s": round(result.wall_s, 3),
-        "notes": list(result.notes),
-        "policy_info": result.policy_info,
-        "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
-                    for n, wf in result.workflows.items()},
-        "records": [
-            {"scenario": r.scenario, "policy": r.policy, "online": r.online, "seed": r.seed,
-             "rounds": round_dicts(r.run, result.views[r.scenario]), "metrics": r.metrics.to_dict()}
-            for r in result.records
-        ],
-        "summary": [s.to_dict() for s in result.summary()],
-    }
-    if result.ablation is not None:
-        doc["ablation"] = result.ablation.to_dict()
-    if result.heft_study is not None:
-        doc["heft_study"] = result.heft_study.to_dict()
-    return doc
-
-
-def results_schema() -> dict[str, Any]:
-    """The JSON Schema of results.json shipped with the package."""
-    return json.loads((resources.files("agentsched.data") / "results.schema.json").read_text())
-

@@ -1,15 +1,18 @@
 """Every policy by name, and the one factory that builds them.
 
 Entries name their class by module path so that a policy's module (and whatever it imports: an
-LLM client, the agent) is imported only when that policy is chosen. ``make_policy`` raises a
-one-line ``PolicyError`` for an unknown name, an option the policy does not accept, or a policy
-whose module cannot be imported.
+LLM client, the agent) is imported only when that policy is chosen or its options are asked for.
+A policy's options are its constructor's keyword parameters (read with ``inspect``; declared once,
+in the constructor), less the ones its entry fixes or leaves out. ``make_policy`` raises a one-line
+``PolicyError`` for an unknown name, an option the policy does not accept, or a policy whose module
+cannot be imported.
 """
 
 from __future__ import annotations
 
 import enum
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,42 +46,59 @@ class PolicySpec:
 
     name: PolicyName  # registry name
     target: str  # "module:Class", imported on first use
-    options: frozenset[str]  # keyword options the constructor accepts
     summary: str  # one line for --help and reports
     fixed: dict[str, Any] = field(default_factory=dict)  # keyword arguments always passed
     online: bool = True  # False: offline reference (the oracle)
     baseline: bool = True  # one of the paper's classical baselines (the bench default)
+    # constructor parameters this entry does not offer (e.g. ``llm`` for the rules reasoner)
+    without: frozenset[str] = frozenset()
+    # parameters only a harness passes (an object, not a value a user can type): not listed, not settable
+    internal: frozenset[str] = frozenset()
+
+    @property
+    def options(self) -> frozenset[str]:
+        """The keyword options this entry accepts: its constructor's parameters, less ``fixed`` and
+        ``without`` (empty when the class cannot be imported)."""
+        try:
+            return constructor_options(self.name.value)
+        except PolicyError:
+            return frozenset()
+
+    @property
+    def public_options(self) -> frozenset[str]:
+        """The options a user may set (``agentsched policies``, ``--policy-option``)."""
+        return self.options - self.internal
 
 
-_AGENT_OPTIONS = frozenset({"start", "monitor"})
+_NOT_FOR_RULES = frozenset({"llm", "predictions"})  # the LLM reasoner's options
 
 REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
-    PolicySpec(PolicyName.ALL_GPU, "agentsched.policies.all_gpu:AllGpuPolicy", frozenset(),
+    PolicySpec(PolicyName.ALL_GPU, "agentsched.policies.all_gpu:AllGpuPolicy",
                "every GPU-capable tool on gpu_now (agent-framework default)"),
-    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy", frozenset({"cpu_cores", "machine"}),
+    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy",
                "HEFT list scheduling on isolated card costs (Topcuoglu et al. 2002)"),
     PolicySpec(PolicyName.HEFT_CF, "agentsched.policies.heft_cf:HeftCfPolicy",
-               frozenset({"cpu_cores", "machine", "contention_factor"}),
                "HEFT with GPU costs inflated by a static contention factor"),
-    PolicySpec(PolicyName.UCB1, "agentsched.policies.ucb1:Ucb1Policy", frozenset({"exploration"}),
+    PolicySpec(PolicyName.UCB1, "agentsched.policies.ucb1:Ucb1Policy",
                "UCB1 bandit over complete mappings (Auer et al. 2002)"),
-    PolicySpec(PolicyName.STARPU, "agentsched.policies.starpu:StarpuPolicy", frozenset({"cpu_cores"}),
+    PolicySpec(PolicyName.STARPU, "agentsched.policies.starpu:StarpuPolicy",
                "StarPU dmda-like greedy with online history models (Augonnet et al. 2009)"),
-    PolicySpec(PolicyName.MEM_GREEDY, "agentsched.policies.mem_greedy:MemGreedyPolicy", frozenset(),
+    PolicySpec(PolicyName.MEM_GREEDY, "agentsched.policies.mem_greedy:MemGreedyPolicy",
                "gpu_now by GPU speedup until the VRAM budget is used, then CPU"),
-    PolicySpec(PolicyName.ORACLE, "agentsched.policies.oracle_ref:OracleRefPolicy", frozenset({"oracle"}),
+    PolicySpec(PolicyName.ORACLE, "agentsched.policies.oracle_ref:OracleRefPolicy",
                "brute-force best mapping (offline reference, not an online policy)", online=False,
-               baseline=False),
-    PolicySpec(PolicyName.AGENT_RULES, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS,
-               "agentic scheduler, rule-based reasoner", fixed={"reasoner": "rules"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy", frozenset({"monitor"}),
+               baseline=False, internal=frozenset({"oracle"})),
+    PolicySpec(PolicyName.AGENT_RULES, "agentsched.agent.policy:AgentPolicy",
+               "agentic scheduler, rule-based reasoner", fixed={"reasoner": "rules"}, baseline=False,
+               without=_NOT_FOR_RULES),
+    PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy",
                "agent-rules in cold start (tool names, tags and workload lines; no cards)",
-               fixed={"reasoner": "rules", "start": "cold"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy", _AGENT_OPTIONS | {"llm", "predictions"},
+               fixed={"reasoner": "rules", "start": "cold"}, baseline=False, without=_NOT_FOR_RULES),
+    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy",
                "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.planner.policy:PlanPolicy", frozenset({"start", "probe_fraction"}),
+    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.planner.policy:PlanPolicy",
                "model-based planner: online contention model, predictor, search, probing by value", baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.planner.policy:PlanPolicy", frozenset({"probe_fraction"}),
+    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.planner.policy:PlanPolicy",
                "agent-plan in cold start (tool names and tags; no cards)", fixed={"start": "cold"}, baseline=False),
 )}
 
@@ -93,6 +113,13 @@ def baseline_policies() -> list[str]:
     return [n for n, s in REGISTRY.items() if s.baseline]
 
 
+def default_policy(workflow: Any) -> str:
+    """The policy a workflow runs under when none is named (run, invoke, Runtime, GraphRuntime):
+    ``agent-plan`` where every task has a profile card, ``agent-plan-cold`` where some have none
+    (user tools not profiled yet): the planner then starts from tool names and tags."""
+    return (PolicyName.AGENT_PLAN_COLD if workflow.unprofiled else PolicyName.AGENT_PLAN).value
+
+
 def get_spec(name: str) -> PolicySpec:
     """The spec of ``name``; a one-line PolicyError listing the valid names otherwise."""
     spec = REGISTRY.get(str(name).strip().lower())
@@ -104,6 +131,26 @@ def get_spec(name: str) -> PolicySpec:
 def accepts(name: str, option: str) -> bool:
     """True when policy ``name`` takes keyword ``option``."""
     return option in get_spec(name).options
+
+
+def constructor_options(name: str) -> frozenset[str]:
+    """Policy ``name``'s options, read from its constructor's signature: every parameter that can be
+    given by keyword, less the entry's ``fixed`` and ``without`` ones. One-line PolicyError when the
+    class cannot be imported."""
+    spec = get_spec(name)
+    cls = _load_class(spec)
+    params = inspect.signature(cls.__init__).parameters.values()
+    named = {p.name for p in params if p.name != "self"
+             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return frozenset(named - set(spec.fixed) - spec.without)
+
+
+def option_defaults(name: str) -> dict[str, Any]:
+    """Policy ``name``'s public options and their constructor defaults (None where there is none)."""
+    spec = get_spec(name)
+    params = inspect.signature(_load_class(spec).__init__).parameters
+    return {o: (None if params[o].default is inspect.Parameter.empty else params[o].default)
+            for o in sorted(spec.public_options)}
 
 
 def _load_class(spec: PolicySpec) -> type[Policy]:
@@ -129,17 +176,18 @@ def make_policy(name: str, **options: Any) -> Policy:
     """Build policy ``name`` with ``options``; one-line PolicyError on any bad name or option."""
     spec = get_spec(name)
     pname = spec.name.value
+    cls = _load_class(spec)  # an unavailable policy says so first, whatever its options
+    accepted = constructor_options(pname)
     for key, value in options.items():
-        if key in spec.options:
+        if key in accepted:
             continue
         if key == "start":
             takers = ", ".join(n for n, s in REGISTRY.items() if "start" in s.options)
             raise PolicyError(f"policy {pname} has no {value} start (--start is for {takers})")
         if key == "llm":
             raise PolicyError(f"policy {pname} takes no LLM options (they are for agent-llm)")
-        valid = ", ".join(sorted(spec.options)) or "none"
+        valid = ", ".join(sorted(accepted - spec.internal)) or "none"
         raise PolicyError(f"policy {pname} takes no option {key!r} (options: {valid})")
-    cls = _load_class(spec)
     try:
         policy = cls(**spec.fixed, **options)
     except TypeError as e:  # a constructor that disagrees with its spec: report, don't crash

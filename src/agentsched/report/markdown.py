@@ -8,7 +8,8 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
-from agentsched.experiments.bench import BenchResult, SummaryRow, paper_mapping_reference_ms
+from agentsched.experiments.bench import BenchResult, SummaryRow
+from agentsched.experiments.results import paper_mapping_reference_ms
 from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
 from agentsched.testbeds.world import DEFAULT_WORLD
 from agentsched.model.text import plural
@@ -79,14 +80,15 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     parts: list[str] = []
 
     parts.append("# agentsched benchmark report\n")
-    if cfg.simulated:
-        world = cfg.world_name
-        bed = (f"Simulated testbed (noise sigma {cfg.noise_sigma:g}, world {world}"
+    spec = cfg.spec
+    if spec.simulated:
+        world = spec.world_name
+        bed = (f"Simulated testbed (noise sigma {spec.noise_sigma:g}, world {world}"
                + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
                + ")")
     else:
-        bed = (f"Testbed {cfg.testbed} (real tools, size {cfg.size}"
-               + (f", {cfg.cpu_slots} CPU workers" if cfg.cpu_slots else "") + ")")
+        bed = (f"Testbed {spec.kind.value} (real tools, size {spec.size.value}"
+               + (f", {spec.cpu_slots} CPU workers" if spec.cpu_slots else "") + ")")
     parts.append(
         f"{bed}, {plural(cfg.rounds, 'round')} x {plural(cfg.repeats, 'execution')} "
         f"(round E2E = median), {'seed' if len(cfg.seeds) == 1 else 'seeds'} {', '.join(map(str, cfg.seeds))}; cards: "
@@ -97,7 +99,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         parts.append("\n".join(f"- Note: {n}" for n in result.notes) + "\n")
 
     # ---- oracles ------------------------------------------------------------------------------------
-    where = "noise-free simulator" if cfg.simulated else f"{cfg.testbed} testbed, median of {cfg.repeats} runs"
+    where = "noise-free simulator" if cfg.simulated else f"{cfg.spec.kind.value} testbed, median of {cfg.repeats} runs"
     parts.append(f"\n## Oracles: ours ({where}) vs the paper (Table 3, Figure 5, Table 5)\n")
     parts.append("Every other table is relative to *our* oracle. 'paper map here' is the E2E of the paper's "
                  "oracle mapping in our simulator over our oracle's; 'equivalent' counts the mappings within "

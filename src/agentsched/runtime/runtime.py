@@ -45,11 +45,14 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 log = logging.getLogger("agentsched.runtime")
 
 # policies that schedule without profile cards (names, tags, workload lines, or measurements only)
-COLD_CAPABLE = ("agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
+COLD_CAPABLE = ("agent-plan", "agent-plan-cold", "agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
+_START_COLD = ("agent-plan", "agent-rules", "agent-llm")  # run in cold start when a task has no card
 
 
 @dataclass(frozen=True)
@@ -141,19 +144,21 @@ class Runtime:
     def __init__(
         self,
         workflow: Workflow | str | Path,
-        policy: str | Policy = "agent-rules",
+        policy: str | Policy | None = None,
         store: str | Path | Store | None = "agentsched.db",
-        testbed: str | Testbed = "local",
+        testbed: TestbedSpec | TestbedKind | str | Testbed = TestbedKind.LOCAL,
         *,
         round_size: int = 5,
         explore_fraction: float = 0.1,
         seed: int = 0,
         cards: str | None = None,
         policy_options: dict[str, Any] | None = None,
-        size: str = "small",
-        cpu_workers: int | None = None,
         on_store_wait: Callable[[str], None] | None = None,
     ) -> None:
+        """``policy``: a registry name or a ``Policy`` (None: ``agent-plan``, or ``agent-plan-cold``
+        when a task has no card); ``testbed``: a ``TestbedSpec``, a kind name as shorthand for that
+        kind's default spec (``"local"``, ``"sim"``, ``"ray"``), or a built ``Testbed`` (the caller
+        closes it)."""
         if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
             raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
         if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
@@ -163,10 +168,12 @@ class Runtime:
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
         self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
-        _check_sim_cards(testbed, self.workflow)
+        spec = None if isinstance(testbed, Testbed) else as_spec(testbed)  # a kind name: its default spec
+        _check_sim_cards(spec if spec is not None else testbed, self.workflow)
         self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
-        self.testbed = _testbed(testbed, size=size, cpu_workers=cpu_workers)  # where invocations really run
+        # where invocations really run (a spec is built here; the runtime closes what it built)
+        self.testbed = spec.build() if spec is not None else testbed
         self.host_only = _no_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
         if self.host_only:
             # every placement is the same host run here: cards without a GPU say so to the start
@@ -364,9 +371,9 @@ def _workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
 def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) -> Policy:
     if isinstance(policy, Policy):
         return policy
-    from agentsched.loop.registry import get_spec, make_policy
+    from agentsched.loop.registry import default_policy, get_spec, make_policy
 
-    name = get_spec(policy).name.value
+    name = default_policy(wf) if policy is None else get_spec(policy).name.value
     opts = dict(options or {})
     if name == "oracle":
         raise PolicyError("policy oracle is an offline reference: a runtime needs an online policy")
@@ -375,38 +382,27 @@ def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) 
         if name not in COLD_CAPABLE:
             raise PolicyError(f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
                               f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}")
-        if name in ("agent-rules", "agent-llm") and opts.get("start", "cold") != "cold":
+        if name in _START_COLD and opts.get("start", "cold") != "cold":
             raise PolicyError(f"policy {name}: start warm needs cards, but task(s) {tasks} have none")
-        if name in ("agent-rules", "agent-llm"):
+        if name in _START_COLD:
             opts["start"] = "cold"
             log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
     return make_policy(name, **opts)
 
 
-def _check_sim_cards(testbed: str | Testbed, wf: Workflow) -> None:
+def _check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
     """Refuse the simulator for tasks without a card: it would time them from placeholder cards
     (cold start figures, not measurements) and print made-up E2Es as if they were real."""
     from agentsched.testbeds.sim import SimTestbed
 
-    if not wf.unprofiled or not (testbed == "sim" or isinstance(testbed, SimTestbed)):
+    simulated = isinstance(testbed, SimTestbed) or (isinstance(testbed, TestbedSpec) and testbed.simulated)
+    if not wf.unprofiled or not simulated:
         return
     tasks = sorted(wf.unprofiled)
     tools = sorted({wf.tasks[t].tool for t in tasks})
     raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
                        f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
-
-
-def _testbed(testbed: str | Testbed, *, size: str, cpu_workers: int | None) -> Testbed:
-    if isinstance(testbed, Testbed):
-        return testbed
-    from agentsched.testbeds.factory import make_testbed
-
-    if str(testbed) == "local":
-        return make_testbed("local", size=size, **({"cpu_workers": cpu_workers} if cpu_workers else {}))
-    if str(testbed) == "sim":
-        return make_testbed("sim")
-    return make_testbed(testbed)
 
 
 def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:

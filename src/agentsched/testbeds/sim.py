@@ -34,10 +34,10 @@ from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
 from agentsched.testbeds.laws import rate_function
 from agentsched.testbeds.noise import noise_factor
 from agentsched.model.rules import Start
+from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, MAX_NOISE_SIGMA
 from agentsched.testbeds.world import World, load_world
 
 _EPS = 1e-9
-MAX_NOISE_SIGMA = 1.0  # log-normal sigma; 1.0 already spreads latencies by e^+-1 (one sigma)
 
 
 @dataclass(slots=True)
@@ -60,7 +60,7 @@ class SimBackend(Backend):
     name = "sim"
     computes_outputs = False  # simulated tasks compute nothing
 
-    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None,
+    def __init__(self, *, noise_sigma: float = DEFAULT_NOISE_SIGMA, seed: int | None = 0, cpu_slots: int | None = None,
                  world: str | Path | World | None = None) -> None:
         if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
             raise TestbedError(f"noise_sigma must be in [0, {MAX_NOISE_SIGMA:g}], got {noise_sigma}")
@@ -198,7 +198,7 @@ class SimTestbed(Driver):
     """The simulated testbed: the driver over a ``SimBackend`` (``world``: a ``World``, a built-in
     name, a file, or ``perturbed:SEED``; default the calibrated ``a5500``)."""
 
-    def __init__(self, *, noise_sigma: float = 0.03, seed: int | None = 0, cpu_slots: int | None = None,
+    def __init__(self, *, noise_sigma: float = DEFAULT_NOISE_SIGMA, seed: int | None = 0, cpu_slots: int | None = None,
                  world: str | Path | World | None = None) -> None:
         super().__init__(SimBackend(noise_sigma=noise_sigma, seed=seed, cpu_slots=cpu_slots, world=world))
 

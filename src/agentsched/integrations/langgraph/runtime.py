@@ -25,6 +25,8 @@ from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
 from agentsched.integrations.langgraph.testbed import LangGraphTestbed
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
+from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import TestbedSpec
 
 
 class GraphInputError(AgentschedError):
@@ -70,16 +72,23 @@ class GraphResult:
 class GraphRuntime:
     """``agentsched.Runtime`` over a LangGraph graph. See the module docstring."""
 
-    def __init__(self, graph: Any, name: str, *, policy: Any = "agent-rules",
+    def __init__(self, graph: Any, name: str, *, policy: Any = None,
                  store: str | Path | Any | None = "agentsched.db", round_size: int = 5,
                  explore_fraction: float = 0.1, seed: int = 0, decision_space: str = "three_way",
                  vram_budget_mb: float | None = None, cards: Any = None, device: str = "cuda:0",
-                 cpu_workers: int | None = None, policy_options: dict[str, Any] | None = None,
-                 testbed: LangGraphTestbed | None = None) -> None:
+                 policy_options: dict[str, Any] | None = None,
+                 testbed: TestbedSpec | LangGraphTestbed | None = None) -> None:
+        """``policy``: None runs ``agent-plan`` (``agent-plan-cold`` when a node has no card);
+        ``testbed``: a ``TestbedSpec`` of kind local (the graph runs in this process; its
+        ``cpu_slots`` is the CPU worker pool), or a built ``LangGraphTestbed``."""
         from agentsched.runtime import Runtime
 
-        self.testbed = testbed if testbed is not None else LangGraphTestbed(graph, device=device,
-                                                                            cpu_workers=cpu_workers)
+        if not isinstance(testbed, LangGraphTestbed):
+            spec = testbed if testbed is not None else TestbedSpec(kind=TestbedKind.LOCAL)
+            if spec.kind is not TestbedKind.LOCAL:
+                raise AgentschedError(f"a LangGraph graph runs on the local testbed (got {spec.kind.value})")
+            testbed = LangGraphTestbed(graph, device=device, cpu_workers=spec.cpu_slots)
+        self.testbed = testbed
         wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
                                  cards=cards, spec=self.testbed.spec)
         if any(c.has_gpu for c in wf.task_cards.values()) and not self.testbed._cuda_available():

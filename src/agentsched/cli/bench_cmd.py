@@ -1,0 +1,213 @@
+"""Command: bench (scenarios x policies x seeds on one testbed spec; results.json, report.md, plots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from agentsched.cli import options as o
+from agentsched.cli.common import (
+    console,
+    load_workflow_and_world,
+    loop_counts,
+    policy_preflight,
+    preflight,
+    testbed_notes,
+    testbed_spec,
+)
+from agentsched.cli.policy_opts import PolicyFlags, llm_given, policy_options
+from agentsched.errors import AgentschedError
+from agentsched.model.text import plural
+from agentsched.model.workflow import Workflow
+from agentsched.testbeds.spec import TestbedSpec
+
+
+def expand_folders(names: list[str]) -> list[str]:
+    """Each folder in ``names`` replaced by its workflow files (*.yaml, *.yml, *.json), sorted."""
+    out: list[str] = []
+    for n in names:
+        p = Path(n)
+        if p.is_dir():
+            files = sorted(str(f) for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json") and f.is_file())
+            if not files:
+                raise AgentschedError(f"--scenarios folder {n} holds no workflow files (*.yaml, *.yml, *.json)")
+            out.extend(files)
+        else:
+            out.append(n)
+    return out
+
+
+def _policies(text: str | None, notes: list[str]) -> list[str]:
+    """--policies as registry names (default: every baseline, the oracle and the agents installed)."""
+    from agentsched.loop.registry import baseline_policies, get_spec, is_available
+
+    if text is None:
+        pols = baseline_policies() + ["oracle"]
+        if is_available("agent-rules"):
+            pols += ["agent-rules", "agent-rules-cold"]
+        if is_available("agent-plan"):  # beyond the paper: the model-based planner, beside every baseline
+            pols += ["agent-plan", "agent-plan-cold"]
+        else:
+            notes.append("agent-rules skipped: agentsched.agent.policy is not importable")
+        return pols
+    pols = [get_spec(p).name.value for p in (x.strip() for x in text.split(",")) if p]
+    if not pols:
+        raise AgentschedError("--policies is empty")
+    dup = sorted({p for p in pols if pols.count(p) > 1})
+    if dup:
+        raise AgentschedError(f"--policies names {', '.join(dup)} twice")
+    return pols
+
+
+def _scenarios(text: str | None) -> list[str]:
+    """--scenarios (folders expanded), each resolved once here: an unknown one fails before any run."""
+    from agentsched.scenarios import list_scenarios, resolve_workflow
+
+    names = list_scenarios() if text is None else [s.strip() for s in text.split(",") if s.strip()]
+    names = expand_folders(names)  # a folder (e.g. from `agentsched generate`) means its workflow files
+    if not names:
+        raise AgentschedError("--scenarios is empty")
+    for n in names:
+        resolve_workflow(n)
+    return names
+
+
+def _gantt_name(names: list[str], wfs: list[Workflow], gantt: str | None) -> str:
+    """The Gantt chart's scenario; one-line error for a workflow named twice or a --gantt not benched."""
+    ran = [wf.name for wf in wfs]
+    for wf_name in ran:
+        if ran.count(wf_name) > 1:  # one would silently replace the other
+            given = [n for n, w in zip(names, wfs, strict=True) if w.name == wf_name]
+            raise AgentschedError(f"--scenarios names workflow {wf_name} twice ({', '.join(given)})")
+    if gantt is not None and gantt.upper() not in [r.upper() for r in ran]:
+        raise AgentschedError(f"--gantt {gantt} is not among the benched scenarios ({', '.join(ran)})")
+    return next((r for r in ran if gantt is not None and r.upper() == gantt.upper()), "S5")
+
+
+def _check_policies(pols: list[str], options: dict[str, dict[str, Any]], wfs: list[Workflow]) -> None:
+    """Build each policy once with its options and run its preflight (an unusable LLM endpoint: one
+    line now, not hours of fallbacks)."""
+    from agentsched.loop.registry import make_policy
+
+    for p in pols:
+        if p == "oracle":
+            continue  # built per scenario from the search; nothing to check
+        probe_policy = make_policy(p, **options.get(p, {}))
+        try:
+            policy_preflight(probe_policy, wfs)
+        finally:
+            probe_policy.close()
+
+
+def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume: bool, notes: list[str]) -> Any:
+    """Build the testbed, run the bench with its progress bar and journal; the result, notes first."""
+    from agentsched.cli.output import prepare_output_dir
+    from agentsched.cli.progress import bench_progress
+    from agentsched.experiments.bench import run_bench
+    from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
+
+    tb = spec.build()
+    notes[:0] = testbed_notes(tb)
+    try:
+        preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
+        prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
+        # progress starts after every check: an error above is the only line on stderr
+        runs = len(config.policies) * len(config.seeds)
+        with bench_progress(console, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:
+            journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+            try:
+                result = run_bench(config, testbed=tb, journal=journal, progress=progress)
+            finally:
+                journal.close()
+        if journal.resumed:
+            notes.append(f"resumed: {journal.resumed} finished runs (bench and S13 ablation runs together) "
+                         f"taken from {Path(out) / JOURNAL_NAME}")
+    finally:
+        tb.close()
+    result.notes[:0] = notes
+    return result
+
+
+def bench_cmd(
+    scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios, workflow files or folders of "
+                                                       "them (default: all 13)"),
+    policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, oracle, "
+                                                      "agent-rules, agent-rules-cold, agent-plan, agent-plan-cold)"),
+    rounds: int = typer.Option(20, help="rounds per run"),
+    repeats: int = typer.Option(5, help="executions per round (median)"),
+    seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
+    out: Path = typer.Option(Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
+    start: Optional[o.StartKind] = o.START, cards: Optional[str] = typer.Option(None, help="rebind every scenario "
+                                                                                           "to this card set"),
+    testbed: o.TestbedKind = o.TESTBED, size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE,
+    cpu_slots: Optional[int] = o.CPU_SLOTS, ray_address: Optional[str] = o.RAY_ADDRESS,
+    emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
+    policy_option: Optional[list[str]] = o.POLICY_OPTION,
+    ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
+                                            help="the agent's S13 ablation (default: on when agent-rules runs)"),
+    gantt: Optional[str] = typer.Option(None, "--gantt", help="scenario of the all-GPU vs oracle Gantt chart "
+                                                               "(default: S5 when it runs)"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted bench in --out (its runs are "
+                                                        "recorded in OUT/journal.sqlite as they finish)"),
+    llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
+    llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
+    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+) -> None:
+    """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
+    report.md and plots."""
+    from agentsched.experiments.bench import BenchConfig
+    from agentsched.report.outputs import write_outputs
+
+    loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
+    notes: list[str] = []
+    pols = _policies(policies, notes)
+    names = _scenarios(scenarios)
+    flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
+                        llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                                      temperature=llm_temperature, timeout_s=llm_timeout),
+                        predictions=llm_predictions, items=tuple(policy_option or ()))
+    options = policy_options(pols, flags)
+    loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front
+    wfs = [wf for wf, _ in loaded]
+    gantt_name = _gantt_name(names, wfs, gantt)
+    spec = testbed_spec(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
+                        from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu)
+    _check_policies(pols, options, wfs)
+    # the ablation runs on the simulator: on by default only when the bench does too
+    want_ablation = ("agent-rules" in pols and spec.simulated) if ablation is None else ablation
+    config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
+                         seeds=tuple(range(seeds)), testbed=spec, cards=cards, policy_options=options,
+                         ablation=want_ablation, gantt_scenario=gantt_name)
+    result = _run(config, spec, wfs, out, resume, notes)
+    paths = write_outputs(result, out)
+    _print_summary(result)
+    for n in result.notes:
+        console.print(f"note: {n}", highlight=False, markup=False)
+    console.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
+                  + ", ".join(str(p) for p in paths), highlight=False, markup=False)
+
+
+def _print_summary(result: Any) -> None:
+    t = Table(title="Bench summary (mean/median over seeds; ratios against the oracle)")
+    for col in ("scenario", "policy", "match", "full seeds", "best/oracle", "final/oracle", "first eq. round",
+                "executions", "regret"):
+        t.add_column(col, justify="left" if col in ("scenario", "policy") else "right")
+    for s in result.summary():
+        first = "never" if s.first_equivalent_median is None else \
+            f"R{s.first_equivalent_median} ({s.first_equivalent_reached}/{s.seeds})"
+        t.add_row(s.scenario, s.policy + ("" if s.online else " (ref)"),
+                  f"{s.best_match_median}/{s.tasks}", f"{s.full_match_seeds}/{s.seeds}",
+                  "OOM" if s.best_ratio_mean is None else f"{s.best_ratio_mean:.3f}",
+                  "OOM" if s.final_ratio_mean is None else f"{s.final_ratio_mean:.3f}", first,
+                  f"{s.executions_mean:g}",
+                  # an execution that fails at once costs ~0 ms: a never-feasible policy's regret means nothing
+                  "n/a (oom)" if s.best_ratio_mean is None else f"{round(s.regret_mean, 3) + 0.0:.3f}")  # no -0.000
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_cmd)

@@ -1,0 +1,75 @@
+"""Every option more than one command takes, declared once (typer reads these as the parameters'
+defaults). Choices are typed by their enums, so typer itself rejects a bad value in one line
+(``Invalid value for '--start': 'hot' is not one of 'warm', 'cold'``)."""
+
+from __future__ import annotations
+
+import enum
+
+import typer
+
+from agentsched.model.options import InitialRule, StartKind
+from agentsched.policies.heft import MACHINE_MODELS
+from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
+from agentsched.tools.base import Size
+
+# heft/heft-cf machine models, as a choice typer checks (the names live in policies/heft.py)
+HeftMachine = enum.Enum("HeftMachine", {m.upper(): m for m in MACHINE_MODELS}, type=str)  # type: ignore[misc]
+
+# One JSON convention for every command (docs/json.md): --json prints JSON to stdout; --json-out FILE
+# writes the same document to a file and keeps the text output.
+JSON_HELP = "print JSON to stdout instead of text"
+JSON_OUT_HELP = "also write the JSON document to this file"
+SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two streams derived from S "
+             "('noise:S', 'policy:S'); same S, same result")
+TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
+CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
+
+# ---- the testbed spec (testbeds/spec.py) -----------------------------------------------------------
+TESTBED = typer.Option(TestbedKind.SIM, "--testbed", help=TESTBED_HELP)
+SIZE = typer.Option(Size.SMALL, "--size", help="local/ray testbed: the built-in tools' model size (small: tiny "
+                                               "configs; paper)")
+NOISE = typer.Option(None, "--noise", help=f"sim noise sigma (default {DEFAULT_NOISE_SIGMA:g}; 0 = expected values)")
+CPU_SLOTS = typer.Option(None, "--cpu-slots", help=CPU_SLOTS_HELP)
+RAY_ADDRESS = typer.Option(None, "--ray-address", help="ray testbed: cluster to join (auto, or HOST:PORT); default: "
+                                                       "start a local Ray instance")
+EMULATE_GPU = typer.Option(False, "--emulate-gpu", help="ray testbed without CUDA: GPU placements run on the CPU "
+                                                        "while holding Ray's GPU share and vram_mb (timings are not "
+                                                        "GPU timings)")
+WORLD = typer.Option(
+    None, "--world",
+    help="simulated world (GPU contention) of --testbed sim: a5500 (built-in, calibrated), a world JSON file, or "
+         "perturbed:SEED (a5500 with every parameter scaled by a seeded factor in [1/3, 3]); default: the workflow "
+         "file's world: key, else a5500",
+)
+
+# ---- policies ------------------------------------------------------------------------------------
+START = typer.Option(None, "--start", help="agent policies only: warm (profile cards) or cold (no measurements)")
+INITIAL = typer.Option(None, "--initial", help="round 0: rules (the written rules) or all-gpu (no prior: what the "
+                                               "monitor alone recovers); default: both tables")
+POLICY_OPTION = typer.Option(
+    None, "--policy-option", "-O",
+    help="KEY=VALUE (repeatable): a policy option as `agentsched policies` lists it; VALUE is read as JSON "
+         "(a number, true/false, an object) or else as text. On bench it applies to every chosen policy that "
+         "takes KEY; POLICY.KEY=VALUE names one",
+)
+HEFT_MODEL = typer.Option(None, "--heft-model", help="heft/heft-cf machine: parallel (default: the GPU runs tasks "
+                                                     "side by side at isolated speed) or classical (one task at a "
+                                                     "time per processor: --cpu-slots cores, default 1, and one GPU)")
+CARDS = typer.Option(None, "--cards", help="card set name or JSON file (default: the workflow's)")
+
+# The --llm-* options (agent-llm), keyed by the LLMConfig field each sets.
+LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
+             "temperature": "--llm-temperature", "timeout_s": "--llm-timeout"}
+LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
+LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
+LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
+LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: temperature")
+LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
+LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
+                               help="agent-llm: add the planner's model predictions (top mappings with predicted "
+                                    "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
+
+__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "LLM_FLAGS",
+           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TESTBED", "TestbedKind", "WORLD"]

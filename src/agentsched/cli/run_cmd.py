@@ -1,0 +1,227 @@
+"""Commands: run (one policy in the closed loop against the oracle), policies (what is registered)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from agentsched.cli import options as o
+from agentsched.cli.common import (
+    console,
+    err_console,
+    fmt_ms,
+    load_workflow_and_world,
+    loop_counts,
+    policy_preflight,
+    preflight,
+    print_json,
+    testbed_notes,
+    testbed_spec,
+)
+from agentsched.cli.output import check_output_file, write_json
+from agentsched.cli.policy_opts import PolicyFlags, llm_given, policy_options
+from agentsched.errors import AgentschedError, TestbedError
+from agentsched.model.mapping import format_mapping
+from agentsched.model.text import plural
+from agentsched.model.workflow import Workflow
+from agentsched.policies.base import Policy
+from agentsched.testbeds.base import Testbed
+
+SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
+MAPPING_PRINT_MAX_TASKS = 16  # beyond this a round line shows mode counts (the JSON keeps every task)
+
+
+def mapping_text(wf: Workflow, mapping: Any) -> str:
+    """``A=gpu,B=cpu`` for a small workflow; ``5000 tasks: 3,120 gpu, 1,880 cpu`` for a large one."""
+    if len(wf.tasks) <= MAPPING_PRINT_MAX_TASKS:
+        return format_mapping(wf, mapping)
+    sp = wf.decision_space
+    counts = {m: 0 for m in sp.modes}
+    for m in mapping.values():
+        counts[m] += 1
+    return f"{len(wf.tasks):,} tasks: " + ", ".join(f"{n:,} {sp.label(m)}" for m, n in counts.items() if n)
+
+
+def _say(json_out: bool) -> Any:
+    return err_console if json_out else console  # with --json, stdout holds the JSON only
+
+
+def _line(say: Any, text: str) -> None:
+    say.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _round_printer(wf: Workflow, say: Any) -> Any:
+    """The on_round callback: one line per round, then up to SUMMARY_PRINT_MAX_LINES evidence lines."""
+    width = len(mapping_text(wf, {t: wf.decision_space.modes[-1] for t in wf.task_ids}))
+
+    def show(rec: Any) -> None:
+        r = rec.result
+        status = r.status.value + (f" ({r.message})" if r.message else "")
+        _line(say, f"R{r.round:<3d} {mapping_text(wf, r.mapping):<{width}s}  E2E {fmt_ms(r.e2e_ms):>10s} ms"
+                   f"  {status}  executions {rec.executions_after}"
+                   + (f" ({plural(len(rec.probes), 'probe')})" if rec.probes else ""))
+        summary = (rec.evidence or {}).get("summary") if isinstance(rec.evidence, dict) else None
+        summary = list(summary or [])
+        for line in summary[:SUMMARY_PRINT_MAX_LINES]:
+            _line(say, f"      {line}")
+        if len(summary) > SUMMARY_PRINT_MAX_LINES:
+            more = len(summary) - SUMMARY_PRINT_MAX_LINES
+            _line(say, f"      ... {more:,} more line{'s' if more != 1 else ''} (all in --json / --json-out)")
+
+    return show
+
+
+def _oracle(wf: Workflow, tb: Testbed, name: str, repeats: int, want: bool, say: Any) -> Any:
+    """The reference oracle of the run (None: not asked for, or not computable and not needed)."""
+    from agentsched.loop.runner import reference_oracle
+
+    if not (want or name == "oracle"):
+        return None
+    try:
+        return reference_oracle(wf, tb, repeats=repeats)
+    except TestbedError:
+        raise  # the testbed cannot run this: the loop could not either
+    except AgentschedError as e:
+        if name == "oracle":
+            raise
+        _line(say, f"note: {e}; running without it")
+        return None
+
+
+def _print_outcome(wf: Workflow, run: Any, view: Any, metrics: Any, simulated: bool, say: Any) -> None:
+    best = run.best_round()
+    if best is None:
+        _line(say, "best: no feasible round")
+    else:
+        ratio = f", {metrics.best_ratio:.3f}x oracle" if metrics and metrics.best_ratio else ""
+        _line(say, f"best:   R{best.round} {mapping_text(wf, best.mapping)}  E2E {fmt_ms(best.e2e_ms)} ms{ratio}")
+    if view is None or metrics is None:
+        return
+    _line(say, f"oracle: {mapping_text(wf, view.best)}  E2E {fmt_ms(view.e2e_ms)} ms"
+               f"{' (noise-free)' if simulated else ''}")
+    first = "never" if metrics.first_equivalent_round is None else f"R{metrics.first_equivalent_round}"
+    # an execution that fails at once costs ~0 ms: a never-feasible run's regret means nothing
+    regret = "n/a (never feasible)" if metrics.best_ratio is None else f"{round(metrics.regret, 3) + 0.0:.3f}"
+    _line(say, f"match {metrics.best_match}/{metrics.tasks}, first oracle-equivalent round {first}, "
+               f"executions {metrics.executions} ({plural(metrics.probes, 'probe')}, "
+               f"{metrics.infeasible_executions} infeasible), regret {regret}")
+
+
+def _execute(wf: Workflow, pol: Policy, name: str, tb: Testbed, *, rounds: int, repeats: int, seed: int,
+             oracle: bool, say: Any) -> tuple[Any, Any, Policy]:
+    """Preflight, the oracle, then the loop: (run, oracle result or None, the policy that ran)."""
+    from agentsched.loop.registry import make_policy
+    from agentsched.loop.runner import run_loop
+
+    preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
+    res = _oracle(wf, tb, name, repeats, oracle, say)
+    if res is not None and name == "oracle":
+        pol.close()
+        pol = make_policy("oracle", oracle=res)
+    sp = wf.decision_space
+    budget = "none" if wf.vram_budget_mb is None else f"{wf.vram_budget_mb:g} MB"
+    _line(say, f"{wf.name} ({sp.value}, budget {budget}), policy {pol.label}"
+               f"{'' if pol.online else ' (offline reference)'}, {plural(rounds, 'round')} x "
+               f"{plural(repeats, 'execution')}, seed {seed}")
+    for n in testbed_notes(tb):
+        console.print(f"note: {n}", highlight=False, markup=False)
+    run = run_loop(wf, pol, tb, rounds=rounds, repeats=repeats, seed=seed, on_round=_round_printer(wf, say))
+    return run, res, pol
+
+
+def run_cmd(
+    workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="policy name (see `agentsched policies`; "
+                                         "default: agent-plan, or agent-plan-cold when a task has no card)"),
+    rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
+    repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
+    seed: int = typer.Option(0, help=o.SEED_HELP),
+    json_out: bool = typer.Option(False, "--json", help=o.JSON_HELP + " (the text goes to stderr)"),
+    json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
+    start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,
+    size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE, cpu_slots: Optional[int] = o.CPU_SLOTS,
+    ray_address: Optional[str] = o.RAY_ADDRESS, emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
+    policy_option: Optional[list[str]] = o.POLICY_OPTION,
+    oracle: bool = typer.Option(True, "--oracle/--no-oracle",
+                                help="compare with the brute-force oracle (noise-free on sim)"),
+    llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
+    llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
+    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+) -> None:
+    """Run one policy in the closed loop and compare its best mapping with the oracle."""
+    from agentsched.experiments.results import run_document
+    from agentsched.loop.metrics import oracle_view, run_metrics
+    from agentsched.loop.registry import default_policy, get_spec, make_policy
+
+    loop_counts(rounds=rounds, repeats=repeats)
+    say = _say(json_out)
+    wf, wf_world = load_workflow_and_world(workflow, cards)
+    name = get_spec(policy).name.value if policy is not None else default_policy(wf)
+    spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
+                        from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu)
+    flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
+                        llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                                      temperature=llm_temperature, timeout_s=llm_timeout),
+                        predictions=llm_predictions, items=tuple(policy_option or ()))
+    pol = make_policy(name, **policy_options([name], flags, single=True).get(name, {}))
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")  # before the work, not after it
+    try:
+        policy_preflight(pol, [wf])  # an unusable LLM endpoint: one line now, not a fallback in every round
+        tb = spec.build()
+    except BaseException:
+        pol.close()
+        raise
+    notes = testbed_notes(tb)
+    try:
+        run, res, pol = _execute(wf, pol, name, tb, rounds=rounds, repeats=repeats, seed=seed, oracle=oracle,
+                                 say=say)
+    finally:
+        try:
+            pol.close()
+        finally:
+            tb.close()
+    view = oracle_view(wf, res) if res is not None else None
+    metrics = run_metrics(run, view) if view is not None else None
+    _print_outcome(wf, run, view, metrics, spec.simulated, say)
+    if json_file is not None or json_out:
+        doc = run_document(wf, name, pol, seed, {"name": tb.name, "notes": notes}, run, view, metrics)
+        if json_file is not None:
+            write_json(json_file, doc)
+            _line(say, f"rounds written to {json_file}")
+        if json_out:
+            print_json(doc)
+
+
+def policies_cmd() -> None:
+    """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE)."""
+    from agentsched.loop.registry import REGISTRY, is_available, option_defaults
+
+    t = Table(title="Policies")
+    for col in ("name", "kind", "options (default)", "description"):
+        t.add_column(col)
+    for name, spec in REGISTRY.items():
+        kind = "offline reference" if not spec.online else ("baseline" if spec.baseline else "agent")
+        available = is_available(name)
+        if not spec.baseline and spec.online and not available:
+            kind += " (not installed)"
+        opts = option_defaults(name) if available else {}
+        t.add_row(name, kind, ", ".join(f"{k}={_shown(v)}" for k, v in opts.items()) or "-", spec.summary)
+    console.print(t)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(getattr(value, "value", value))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_cmd)
+    app.command("policies")(policies_cmd)
