@@ -188,7 +188,7 @@ def test_a_long_running_runtime_keeps_a_bounded_window_of_rounds(tmp_path):
 
     wf = workflow_from_tools("big", {"A": Big}, [])
     n = ENDLESS_KEEP_ROUNDS + 10
-    with Runtime(wf, store=tmp_path / "s.db", cpu_workers=1, round_size=1) as rt:
+    with Runtime(wf, store=tmp_path / "s.db", round_size=1) as rt:
         for i in range(n):
             assert rt.invoke(x=i).outputs["A"].endswith(str(i))
         assert len(rt.records) == ENDLESS_KEEP_ROUNDS < n

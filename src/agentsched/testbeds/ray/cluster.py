@@ -111,7 +111,9 @@ class Cluster:
                     return  # this process already joined Ray (a test's cluster, a user's ray.init)
                 gpus = self.emulated_gpus if self.emulate_gpu else None
                 res = {VRAM_RESOURCE: want} if (self.emulate_gpu or cuda_memory_mb()) else {}
-                ray.init(num_cpus=self.cpu_slots or os.cpu_count() or 1, num_gpus=gpus, resources=res,
+                # address="local": always a new instance of our own; without it ray.init joins any
+                # cluster running on this machine (RAY_ADDRESS, /tmp/ray) and refuses num_cpus there
+                ray.init(address="local", num_cpus=self.cpu_slots or os.cpu_count() or 1, num_gpus=gpus, resources=res,
                          namespace=NAMESPACE, include_dashboard=False, logging_level=logging.ERROR,
                          log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
                 self.started_local, self.local_vram_mb = True, want
