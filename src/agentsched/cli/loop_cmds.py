@@ -41,7 +41,7 @@ from agentsched.tools.base import parse_size
 
 START_HELP = "agent policies only: warm (profile cards) or cold (no measurements)"
 _LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
-              "temperature": "--llm-temperature", "timeout_s": "--llm-timeout"}
+              "temperature": "--llm-temperature", "timeout_s": "--llm-timeout", "max_tokens": "--llm-max-tokens"}
 
 # The --llm-* options of run and bench, declared once (typer reads these as the parameters' defaults).
 LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
@@ -49,6 +49,8 @@ LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
 LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
 LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: temperature")
 LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
+LLM_MAX_TOKENS = typer.Option(None, "--llm-max-tokens",
+                              help="agent-llm: completion cap per request (default 512; reasoning models need more)")
 LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
@@ -121,10 +123,11 @@ def _check_noise(noise: float | None) -> float | None:
 
 
 def llm_options(*, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                temperature: float | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+                temperature: float | None = None, timeout_s: float | None = None,
+                max_tokens: int | None = None) -> dict[str, Any]:
     """The --llm-* values that were given, validated and keyed as the agent expects (given keys only)."""
     given = {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature,
-             "timeout_s": timeout_s}
+             "timeout_s": timeout_s, "max_tokens": max_tokens}
     llm = {k: v for k, v in given.items() if v is not None}
     t = llm.get("temperature")
     if t is not None and not (math.isfinite(t) and t >= 0):
@@ -132,6 +135,8 @@ def llm_options(*, base_url: str | None = None, model: str | None = None, api_ke
     s = llm.get("timeout_s")
     if s is not None and not (math.isfinite(s) and s > 0):
         raise AgentschedError(f"--llm-timeout must be a finite number > 0, got {s:g}")
+    if llm.get("max_tokens", 1) < 1:
+        raise AgentschedError(f"--llm-max-tokens must be >= 1, got {llm['max_tokens']}")
     return llm
 
 
@@ -227,6 +232,7 @@ def register(app: typer.Typer) -> None:
         llm_api_key: Optional[str] = LLM_API_KEY,
         llm_temperature: Optional[float] = LLM_TEMPERATURE,
         llm_timeout: Optional[float] = LLM_TIMEOUT,
+        llm_max_tokens: Optional[int] = LLM_MAX_TOKENS,
         llm_predictions: Optional[bool] = LLM_PREDICTIONS,
     ) -> None:
         """Run one policy in the closed loop and compare its best mapping with the oracle."""
@@ -240,7 +246,7 @@ def register(app: typer.Typer) -> None:
         _check_noise(noise)
         spec = get_spec(policy)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                          temperature=llm_temperature, timeout_s=llm_timeout)
+                          temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens)
         opts = cpu_cores_option(spec.name.value, _policy_options(spec.name.value, _check_start(start), llm,
                                                                  llm_predictions), cpu_slots)
         opts = heft_model_option([spec.name.value], {spec.name.value: opts}, heft_model)[spec.name.value]
@@ -392,6 +398,7 @@ def register(app: typer.Typer) -> None:
         llm_api_key: Optional[str] = LLM_API_KEY,
         llm_temperature: Optional[float] = LLM_TEMPERATURE,
         llm_timeout: Optional[float] = LLM_TIMEOUT,
+        llm_max_tokens: Optional[int] = LLM_MAX_TOKENS,
         llm_predictions: Optional[bool] = LLM_PREDICTIONS,
     ) -> None:
         """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
@@ -412,7 +419,7 @@ def register(app: typer.Typer) -> None:
         _check_noise(noise)
         _check_start(start)
         llm = llm_options(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                          temperature=llm_temperature, timeout_s=llm_timeout)
+                          temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens)
         notes: list[str] = []
         if policies is None:
             pols = baseline_policies() + ["oracle"]

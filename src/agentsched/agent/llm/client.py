@@ -94,11 +94,12 @@ def _exchange(method: str, url: str, body: Any, *, api_key: str, deadline_s: flo
     else:
         conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=deadline_s)
     expired = threading.Event()
+    # the connected socket, held here: http.client lets go of conn.sock once the response owns it
+    held: list[socket.socket] = []
 
     def cut() -> None:  # the deadline: unblock whatever the request is waiting for
         expired.set()  # first, so that a socket connected after this check is seen as expired
-        sock = conn.sock
-        if sock is not None:
+        for sock in list(held):
             try:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, also under TLS
             except OSError:
@@ -108,8 +109,10 @@ def _exchange(method: str, url: str, body: Any, *, api_key: str, deadline_s: flo
     watchdog.daemon = True
     started = time.monotonic()
     watchdog.start()
+    resp: http.client.HTTPResponse | None = None
     try:
         conn.connect()
+        held.append(conn.sock)
         if expired.is_set():
             raise TimeoutError
         conn.request(method, path, body=data, headers=headers)
@@ -125,6 +128,8 @@ def _exchange(method: str, url: str, body: Any, *, api_key: str, deadline_s: flo
         raise EndpointUnreachable(connection_reason(e)) from None
     finally:
         watchdog.cancel()
+        if resp is not None:
+            resp.close()  # unread bytes of an oversized answer are dropped with the connection
         conn.close()
     if expired.is_set():  # the cut raced with the last byte: the deadline passed all the same
         raise EndpointTimeout(f"no answer within {deadline_s:g} s")
