@@ -234,12 +234,15 @@ class LLMReasoner(Reasoner):
         for n in range(1 + self.config.max_retries):
             attempt: dict[str, Any] = {"attempt": n + 1}
             attempts.append(attempt)
+            started = time.monotonic()
             try:
                 text = self._complete(messages, wf, attempt)
             except EndpointError as e:
                 failure, why = e, self._redact(self._round_reason(e))
                 attempt["error"] = why
                 break  # an endpoint failure is not re-asked within the round
+            finally:  # wall time of the request(s), rejected links included: what a slow server costs
+                attempt["elapsed_s"] = round(time.monotonic() - started, 3)
             try:
                 mapping, reason = parse_answer(text, wf)
             except Exception as e:  # noqa: BLE001 - whatever the parser raises, the answer is invalid
