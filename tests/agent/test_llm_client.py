@@ -163,6 +163,21 @@ def test_an_answer_cut_at_the_cap_is_an_unusable_round(serve):
     assert r.rounds[1].mapping == GOOD_MAP and "circuit_open" not in r.records[1].proposal_info
 
 
+def test_a_server_that_wants_max_completion_tokens_gets_the_cap_under_that_name(serve):
+    def o_series(body, script):  # OpenAI's reasoning models
+        if "max_tokens" in body:
+            return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                              "Use 'max_completion_tokens' instead."}}
+        return 200, completion(GOOD, "m")
+
+    server, _ = serve(o_series)
+    r = run(server.base_url, rounds=2)
+    assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]
+    sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b["response_format"]["type"])
+            for b in server.requests]
+    assert sent == [(512, None, "json_schema"), (None, 512, "json_schema"), (None, 512, "json_schema")]
+
+
 def test_cli_llm_max_tokens(cli, serve):
     server, _ = serve(GOOD)
     code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model", "m",

@@ -54,6 +54,7 @@ class LLMReasoner(Reasoner):
         self._unreachable_rounds = 0  # consecutive rounds whose requests could not reach the endpoint
         self._open: str | None = None  # why the circuit is open (no more requests), or None
         self._preflight_ok = False  # one successful preflight is enough for this reasoner's life
+        self._cap_field = "max_tokens"  # the completion cap's name ("max_completion_tokens" where refused)
 
     @property
     def label(self) -> str:
@@ -189,8 +190,12 @@ class LLMReasoner(Reasoner):
             link = self._links[0]
             try:
                 choice = self._chat(messages=messages, temperature=self.config.temperature,
-                                    max_tokens=self.config.max_tokens, **request_fields(link, wf))
+                                    **{self._cap_field: self.config.max_tokens}, **request_fields(link, wf))
             except EndpointStatus as e:
+                if self._cap_field == "max_tokens" and "max_completion_tokens" in e.message:
+                    # OpenAI's reasoning models take the cap under its newer name: for the reasoner's life
+                    self._cap_field = "max_completion_tokens"
+                    continue
                 if link == "plain" or not rejects_link(e.status, e.message):
                     raise
                 # the server does not take this link: the next one, for the rest of the run
