@@ -141,13 +141,3 @@ def test_always_empty_answers_fall_back_to_the_rules(serve):
     assert script.calls == 6  # invalid answers never open the circuit
     assert all(rec.proposal_info["fallback"].startswith("invalid answer after 2 attempt(s): the answer's mapping "
                                                         "is empty") for rec in r.records)
-
-
-def test_local_gguf_server_passes_the_schema_to_llama_cpp():
-    from agentsched.agent.local_llm import _llama_response_format
-
-    rf = response_schema(workflow())
-    assert _llama_response_format(rf) == {"response_format": {"type": "json_object",
-                                                              "schema": rf["json_schema"]["schema"]}}
-    assert _llama_response_format({"type": "json_object"}) == {"response_format": {"type": "json_object"}}
-    assert _llama_response_format(None) == {}

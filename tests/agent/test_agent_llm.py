@@ -12,6 +12,7 @@ import logging
 import socket
 
 import pytest
+from tests.support.llm_servers import link_of
 from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
@@ -147,29 +148,31 @@ def reject(*kinds, status=400, message="response_format {kind} is not supported 
 
 
 def formats(server):
-    return [(b.get("response_format") or {}).get("type", "plain") for b in server.requests]
+    return [link_of(b) for b in server.requests]
 
 
-@pytest.mark.parametrize("rejected, status, message, used", [
-    (("json_schema",), 400, "response_format {kind} is not supported by this server", "json_object"),
-    (("json_schema",), 422, "unprocessable", "json_object"),
-    (("json_schema", "json_object"), 400, "response_format {kind} is not supported by this server", "plain"),
+@pytest.mark.parametrize("rejected, status, message, links, used", [
+    (("json_schema",), 400, "response_format {kind} is not supported by this server", ["json_schema"],
+     "json_object+schema"),
+    (("json_schema",), 422, "unprocessable", ["json_schema"], "json_object+schema"),
+    (("json_schema", "json_object"), 400, "response_format {kind} is not supported by this server",
+     ["json_schema", "json_object+schema", "json_object"], "plain"),
     # an HTTP 500 is a rejection only when it names the response_format (llama.cpp, a bad grammar)
-    (("json_schema",), 500, "failed to parse response_format: {kind}", "json_object"),
+    (("json_schema",), 500, "failed to parse response_format: {kind}", ["json_schema"], "json_object+schema"),
 ])
-def test_structured_output_chain(serve, rejected, status, message, used):
+def test_structured_output_chain(serve, rejected, status, message, links, used):
     server, _ = serve(reject(*rejected, status=status, message=message))
     policy, r = run(binary(), server.base_url, rounds=2)
     assert all(x.mapping == GOOD_MAP for x in r.rounds)
-    assert formats(server) == [*rejected, used, used]  # remembered: no rejected request in round 1
+    assert formats(server) == [*links, used, used]  # remembered: no rejected request in round 1
     first = r.records[0].proposal_info["response"][0]
-    assert first["response_format"] == used
-    assert [x.split(":")[0] for x in first["response_format_rejected"]] == list(rejected)
+    assert first["response_format"] == used and first["server"] == "generic"  # learned from GET /models
+    assert [x.split(":")[0] for x in first["response_format_rejected"]] == links
     assert f"HTTP {status}: " in first["response_format_rejected"][0]
     assert "response_format_rejected" not in r.records[1].proposal_info["response"][0]
     # remembered per run: a new run of the same policy asks for the schema again
     run_loop(binary(), policy, ScriptedTestbed(), rounds=1, repeats=1)
-    assert formats(server)[-len(rejected) - 1:] == [*rejected, used]
+    assert formats(server)[-len(links) - 1:] == [*links, used]
 
 
 def test_a_500_that_does_not_name_the_format_is_an_endpoint_error(serve):
@@ -183,7 +186,8 @@ def test_response_format_option_starts_the_chain_lower(serve):
     server, _ = serve(GOOD)
     run(binary(), server.base_url, rounds=1, response_format="plain")
     assert formats(server) == ["plain"]
-    with pytest.raises(PolicyError, match="response_format must be one of json_schema, json_object, plain"):
+    with pytest.raises(PolicyError, match="response_format must be one of json_schema, json_object.schema, "
+                                          "guided_json, format, json_object, plain"):
         LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1", "model": "m", "response_format": "xml"}, {})
 
 

@@ -52,7 +52,8 @@ def test_redact(text, secrets, expected):
 
 
 def test_url_secrets_and_redact_url():
-    assert url_secrets("http://bob:p%40ss@h/v1") == ("bob", "p%40ss", "p@ss")
+    # the Basic-auth token a client sends (base64 of "bob:p@ss"), and of the text as written
+    assert url_secrets("http://bob:p%40ss@h/v1") == ("bob", "p%40ss", "p@ss", "Ym9iOnBAc3M=", "Ym9iOnAlNDBzcw==")
     assert url_secrets("http://h/v1") == ()
     assert redact_url("gguf:/models/x.gguf") == "gguf:/models/x.gguf"
 

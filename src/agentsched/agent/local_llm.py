@@ -30,12 +30,13 @@ ChatBackend = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 GGUF_SCHEME = "gguf:"  # --llm-base-url gguf:/path/model.gguf starts a local server
 
 
-def completion(content: str, model: str) -> dict[str, Any]:
+def completion(content: str, model: str, finish_reason: str = "stop") -> dict[str, Any]:
     """An OpenAI chat.completion body carrying ``content``."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 
@@ -47,9 +48,11 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
 class ChatServer:
     """An OpenAI-compatible chat endpoint on the loopback interface, served from ``backend``."""
 
-    def __init__(self, backend: ChatBackend, *, model: str = "local", host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, backend: ChatBackend, *, model: str = "local", host: str = "127.0.0.1", port: int = 0,
+                 owned_by: str = "agentsched") -> None:
         self.backend = backend  # turns a request body into (status, response body)
         self.model = model  # name listed by GET /v1/models
+        self.owned_by = owned_by  # how GET /v1/models names the server (each server kind says its own name)
         self.requests: list[dict[str, Any]] = []  # every chat request body received, in order
         self.stopping = threading.Event()  # set on close: slow backends may stop waiting
         server = self
@@ -72,7 +75,7 @@ class ChatServer:
             def do_GET(self) -> None:
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model",
-                                                                  "owned_by": "agentsched"}]})
+                                                                  "owned_by": server.owned_by}]})
                 else:
                     self._send(404, error_body(f"no route {self.path}", "not_found_error"))
 
@@ -150,13 +153,17 @@ def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int
     except Exception as e:  # noqa: BLE001 - report a bad model file in one line
         raise AgentschedError(f"cannot load GGUF model {path}: {e}") from None
     lock = threading.Lock()  # one llama context: serialise requests
+    grammars = GrammarCache(llama_cpp)
 
     def backend(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         args: dict[str, Any] = {"messages": body.get("messages", []),
                                 "temperature": float(body.get("temperature", 0.2))}
         if body.get("max_tokens"):
             args["max_tokens"] = int(body["max_tokens"])
-        args.update(_llama_response_format(body.get("response_format")))
+        try:
+            args.update(llama_structured_output(body, grammars))
+        except Exception as e:  # noqa: BLE001 - a schema llama.cpp cannot compile: the client moves down its chain
+            return 500, error_body(f"response_format schema cannot be compiled to a grammar: {e}", "server_error")
         with lock:
             out = llm.create_chat_completion(**args)
         return 200, dict(out)  # already an OpenAI chat.completion body
@@ -164,15 +171,48 @@ def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int
     return backend
 
 
-def _llama_response_format(fmt: Any) -> dict[str, Any]:
-    """An OpenAI ``response_format`` as llama-cpp-python takes it: json_object, with the JSON schema
-    (grammar-constrained decoding) when a json_schema was asked for; {} for plain."""
-    if not isinstance(fmt, dict):
-        return {}
-    if fmt.get("type") == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema")
-        return {"response_format": {"type": "json_object", **({"schema": schema} if schema else {})}}
-    if fmt.get("type") == "json_object":
+class GrammarCache:
+    """llama.cpp grammars compiled from JSON schemas (``LlamaGrammar.from_json_schema``), one per schema:
+    every round of a run asks with the same schema, and compiling it costs time."""
+
+    def __init__(self, llama_cpp: Any) -> None:
+        self._llama_cpp = llama_cpp  # the module (imported lazily by the caller)
+        self._by_schema: dict[str, Any] = {}
+
+    def __call__(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._by_schema:
+            self._by_schema[key] = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._by_schema[key]
+
+
+def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a chat request asks the answer to follow, wherever the client put it
+    (``response_format`` json_schema, ``json_object`` + ``schema``, vLLM's ``guided_json``, Ollama's
+    ``format``), or None."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict):
+        if fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema")
+        else:
+            schema = fmt.get("schema") if fmt.get("type") == "json_object" else None
+        if isinstance(schema, dict):
+            return schema
+    for key in ("guided_json", "format"):
+        if isinstance(body.get(key), dict):
+            return body[key]
+    return None
+
+
+def llama_structured_output(body: dict[str, Any], grammars: GrammarCache) -> dict[str, Any]:
+    """``create_chat_completion`` arguments that constrain decoding as the request asks: a grammar
+    compiled from its JSON schema (passed alone: llama-cpp-python's chat handlers replace a grammar by
+    the one of a ``json_object`` response_format), JSON without a schema, or nothing (plain)."""
+    schema = request_schema(body)
+    if schema is not None:
+        return {"grammar": grammars(schema)}
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
         return {"response_format": {"type": "json_object"}}
     return {}
 

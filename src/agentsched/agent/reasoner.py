@@ -2,7 +2,7 @@
 
 A ``Reasoner`` reads one ``AgentView`` per round and returns a ``Decision`` (mapping, one-line
 reason, audit record). The rules reasoner (``agent/rules.py``) always decides; the LLM reasoner
-(``agent/llm.py``) raises ``NoDecision`` when its endpoint gives nothing usable for the round.
+(``agent/llm/``) raises ``NoDecision`` when its endpoint gives nothing usable for the round.
 ``FallbackReasoner`` wraps such a reasoner: for that round it asks a second reasoner (the rules)
 on the same view, so an LLM outage degrades the agent to agent-rules quality, never below, and the
 audit trail says that it fell back and why. The shape follows vLLM's scheduler interface: a small

@@ -8,6 +8,7 @@ to every error line, which removes URL credentials even where the key is not kno
 
 from __future__ import annotations
 
+import base64
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -32,14 +33,28 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The user name and password of ``url`` (as written and percent-decoded), for ``redact``."""
+    """The user name and password of ``url`` (as written and percent-decoded), and the Basic-auth token
+    a client sends for them (base64 of ``user:password``, which a server may echo), for ``redact``."""
     m = _USERINFO.search(url)
     if m is None:
         return ()
     out: list[str] = []
     for part in m["userinfo"].split(":", 1):
         out += [part, urllib.parse.unquote(part)]
+    written = m["userinfo"] if ":" in m["userinfo"] else f'{m["userinfo"]}:'
+    out += [basic_token(url) or "", base64.b64encode(written.encode()).decode("ascii")]
     return tuple(dict.fromkeys(out))
+
+
+def basic_token(url: str) -> str | None:
+    """The Basic-auth token a client sends for the credentials in ``url`` (RFC 7617: base64 of
+    ``user:password``, percent-decoded, UTF-8), or None when it has none."""
+    m = _USERINFO.search(url)
+    if m is None:
+        return None
+    user, _, password = m["userinfo"].partition(":")
+    text = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    return base64.b64encode(text.encode()).decode("ascii")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

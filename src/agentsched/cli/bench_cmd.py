@@ -155,7 +155,8 @@ def bench_cmd(
                                                         "recorded in OUT/journal.sqlite as they finish)"),
     llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
     llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
-    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
+    llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
 ) -> None:
     """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
     report.md and plots."""
@@ -168,7 +169,7 @@ def bench_cmd(
     names = _scenarios(scenarios)
     flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                                      temperature=llm_temperature, timeout_s=llm_timeout),
+                                      temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
                         predictions=llm_predictions, items=tuple(policy_option or ()))
     options = policy_options(pols, flags)
     loaded = [load_workflow_and_world(n, cards) for n in names]  # the card set too, up front

@@ -61,12 +61,15 @@ CARDS = typer.Option(None, "--cards", help="card set name or JSON file (default:
 
 # The --llm-* options (agent-llm), keyed by the LLMConfig field each sets.
 LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
-             "temperature": "--llm-temperature", "timeout_s": "--llm-timeout"}
+             "temperature": "--llm-temperature", "timeout_s": "--llm-timeout",
+             "max_tokens": "--llm-max-tokens"}
 LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
 LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
 LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
 LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: temperature")
 LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
+LLM_MAX_TOKENS = typer.Option(None, "--llm-max-tokens",
+                              help="agent-llm: completion cap per request (default 512; reasoning models need more)")
 LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")

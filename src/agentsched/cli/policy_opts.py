@@ -28,10 +28,11 @@ class PolicyFlags:
 
 
 def llm_given(*, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-              temperature: float | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+              temperature: float | None = None, timeout_s: float | None = None,
+              max_tokens: int | None = None) -> dict[str, Any]:
     """The --llm-* values that were given, keyed by ``LLMConfig`` field."""
     given = {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature,
-             "timeout_s": timeout_s}
+             "timeout_s": timeout_s, "max_tokens": max_tokens}
     return {k: v for k, v in given.items() if v is not None}
 
 

@@ -150,7 +150,8 @@ def run_cmd(
                                 help="compare with the brute-force oracle (noise-free on sim)"),
     llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
     llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
-    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
+    llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
 ) -> None:
     """Run one policy in the closed loop and compare its best mapping with the oracle."""
     from agentsched.experiments.results import run_document
@@ -165,7 +166,7 @@ def run_cmd(
                         from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu)
     flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
-                                      temperature=llm_temperature, timeout_s=llm_timeout),
+                                      temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
                         predictions=llm_predictions, items=tuple(policy_option or ()))
     pol = make_policy(name, **policy_options([name], flags, single=True).get(name, {}))
     if json_file is not None:
