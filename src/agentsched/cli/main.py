@@ -45,6 +45,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
     "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
     "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
+    "agentsched.cli.load_cmd",  # load (a stream of invocations sharing one machine)
 )
 
 for _mod in _COMMAND_MODULES:

@@ -1,0 +1,71 @@
+"""Command: load (a stream of invocations of several workflows sharing one machine; issue 19)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from agentsched.cli import options as opt
+from agentsched.errors import AgentschedError
+
+
+def _floats(text: str | None, flag: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise AgentschedError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not (v > 0 and v < float("inf")) for v in values):
+        raise AgentschedError(f"{flag}: every value must be a finite number > 0, got {text!r}")
+    return values
+
+
+def load_cmd(
+    workflows: list[str] = typer.Argument(..., help="scenario names or workflow files (the mix)"),
+    load: str = typer.Option(None, "--load", help="loads, comma-separated (arrival rate / capacity, e.g. 0.3,0.6,0.9)"),
+    rates: str = typer.Option(None, "--rates", help="arrival rates per simulated second instead of --load"),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)"),
+    duration_s: float = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds"),
+    policies: str = typer.Option(None, "--policies", help="comma-separated load policies (default: agentsched and "
+                                                            "every baseline with and without admission)"),
+    seeds: int = typer.Option(3, "--seeds", help="streams per policy and load (the same streams for every policy)"),
+    vram_budget_mb: float = typer.Option(None, "--vram-budget-mb", help="the shared GPU's VRAM budget (default: the "
+                                                                        "largest budget the workflows name; none if none)"),
+    cpu_slots: int = typer.Option(16, "--cpu-slots", help="CPU slots shared by all invocations"),
+    noise: float = typer.Option(0.03, "--noise", help="sim noise sigma (0 = expected values)"),
+    world: str = opt.WORLD,
+    out: Path = typer.Option(Path("load-out"), "--out", help="output folder (report.md, the plot, load.json)"),
+    no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
+    json_out: bool = typer.Option(False, "--json", help=opt.JSON_HELP),
+    json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
+) -> None:
+    """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
+    from agentsched.cli.common import load_workflow, positive
+    from agentsched.cli.output import emit, prepare_output_dir, write_json
+    from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
+    from agentsched.report.load_report import load_markdown, write_load_report
+
+    loads, rate_list = _floats(load, "--load"), _floats(rates, "--rates")
+    if (loads is None) == (rate_list is None):
+        raise AgentschedError("give exactly one of --load and --rates")
+    positive("--seeds", seeds)
+    positive("--cpu-slots", cpu_slots)
+    wfs = [load_workflow(w) for w in workflows]
+    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
+    budget = vram_budget_mb
+    if budget is None:
+        named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
+        budget = max(named) if named else None
+    machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=noise, world=world)
+    doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
+                   arrival=arrival)
+    out_dir = prepare_output_dir(out)
+    write_json(out_dir / "load.json", doc)
+    write_load_report(doc, out_dir, plot=not no_plot)
+    emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("load")(load_cmd)

@@ -1,0 +1,192 @@
+"""Scheduling under load (issue 19): policies over arrival streams of a workflow mix, at given loads.
+
+**Load** = arrival rate / capacity. The **capacity** of a mix (per second) is measured, not assumed:
+a saturation run of ``SATURATION_INVOCATIONS`` invocations (the mix round-robin) all arriving at
+t = 0 on the noise-free stream simulator, under every baseline with and without admission
+(``CAPACITY_POLICIES``); a baseline's saturation throughput = completed invocations / makespan, and
+capacity = the best of them. A load of 0.9 is then a Poisson (or bursty) stream at 90% of the
+highest rate any baseline sustains on that machine (agentsched is not part of the definition).
+
+Per policy and load a row ``{"policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms",
+"throughput_per_s", "oom", "errors", "gpu_util", "slowdown_by_workflow", "decision_ms_p50",
+"invocations"}``: percentiles over the invocations that completed (all seeds pooled); ``oom`` and
+``errors`` count the failed ones (their latency is not in the percentiles); throughput = completed /
+the span from 0 to the later of the stream's duration and the last end (averaged over seeds);
+``gpu_util`` = share of that span with a GPU task running; ``slowdown_by_workflow`` = mean latency of
+a workflow's completed invocations / its isolated latency (its oracle E2E alone on the noise-free
+machine, ``isolated_ms``); ``decision_ms_p50`` = median wall time the decider spent per invocation.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentsched.errors import AgentschedError
+from agentsched.model.mapping import enumerate_mappings
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
+from agentsched.planner.load import LoadPlanner
+from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, oracle_static
+from agentsched.testbeds.arrivals import Arrival, make_arrivals
+from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
+from agentsched.testbeds.stream_state import StreamDecider
+
+SATURATION_INVOCATIONS = 200
+BASELINES = ("all-gpu", "oracle-static", "heft", "dmda", "least-loaded")
+CAPACITY_POLICIES = BASELINES + tuple(f"{b}+adm" for b in BASELINES)
+LOAD_POLICIES = ("agentsched", "agentsched-noadm") + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
+DEFAULT_POLICIES = ("agentsched",) + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The shared machine of a stream."""
+
+    vram_budget_mb: float | None = None
+    cpu_slots: int = DEFAULT_CPU_SLOTS
+    noise_sigma: float = 0.03
+    world: str | None = None
+
+    def kwargs(self, seed: int, *, noise: bool = True) -> dict[str, Any]:
+        return {"vram_budget_mb": self.vram_budget_mb, "cpu_slots": self.cpu_slots, "seed": seed,
+                "noise_sigma": self.noise_sigma if noise else 0.0, "world": self.world}
+
+
+def oracle_mappings(workflows: Sequence[Workflow], world: str | None) -> dict[str, dict[str, Mode]]:
+    """Each workflow's isolated best mapping on the noise-free simulator (its own budget); workflows
+    too large for brute force get HEFT's mapping."""
+    testbed = SimTestbed(noise_sigma=0.0, world=world)
+    out: dict[str, dict[str, Mode]] = {}
+    for wf in workflows:
+        if len(wf.decision_space.modes) ** len(wf.tasks) <= MAX_ORACLE_MAPPINGS // 10:
+            out[wf.name] = dict(brute_force(wf, testbed).best.mapping)
+        else:
+            out[wf.name] = dict(HeftStream().plan(_probe_invocation(wf), None))  # type: ignore[arg-type]
+    return out
+
+
+def _probe_invocation(wf: Workflow):  # noqa: ANN202 - a one-off Invocation for a static plan
+    from agentsched.testbeds.stream_state import Invocation
+
+    return Invocation(0, 0, wf, 0.0, wf.task_cards)
+
+
+def make_decider(name: str, oracle: Mapping[str, Mapping[str, Mode]]) -> StreamDecider:
+    """The decider named ``name`` (one of ``LOAD_POLICIES``)."""
+    if name not in LOAD_POLICIES:
+        raise AgentschedError(f"unknown load policy {name!r} (valid: {', '.join(LOAD_POLICIES)})")
+    if name.startswith("agentsched"):
+        return LoadPlanner(admission=name == "agentsched")
+    base, adm = name.removesuffix("+adm"), name.endswith("+adm")
+    makers: dict[str, Callable[[], StreamDecider]] = {
+        "all-gpu": AllGpu, "heft": HeftStream, "dmda": Dmda, "least-loaded": LeastLoaded,
+        "oracle-static": lambda: oracle_static(oracle)}
+    d = makers[base]()
+    return WithAdmission(d) if adm else d
+
+
+def isolated_ms(workflows: Sequence[Workflow], oracle: Mapping[str, Mapping[str, Mode]],
+                machine: Machine) -> dict[str, float]:
+    """Latency of each workflow alone on the noise-free shared machine under its oracle mapping."""
+    out = {}
+    for i, wf in enumerate(workflows):
+        res = run_stream(workflows, [Arrival(0.0, i)], oracle_static(oracle), **machine.kwargs(0, noise=False))
+        lat = res.latencies_ms()
+        if not lat:
+            raise AgentschedError(f"workflow {wf.name}: its oracle mapping does not run alone on the shared "
+                                  "machine (its VRAM exceeds the machine's budget)")
+        out[wf.name] = lat[0]
+    return out
+
+
+def saturation_throughput(workflows: Sequence[Workflow], decider: StreamDecider, machine: Machine,
+                          n: int = SATURATION_INVOCATIONS, seed: int = 0, noise: bool = False) -> float:
+    """Completed invocations per second when ``n`` of them (the mix round-robin) arrive at t = 0."""
+    arrivals = [Arrival(0.0, k % len(workflows)) for k in range(n)]
+    res = run_stream(workflows, arrivals, decider, **machine.kwargs(seed, noise=noise))
+    return res.count("ok") / max(res.end_ms / 1000.0, 1e-9)
+
+
+def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]]) -> float:
+    """The mix's capacity: the best baseline's noise-free saturation throughput (module docstring)."""
+    return max(saturation_throughput(workflows, make_decider(b, oracle), machine) for b in CAPACITY_POLICIES)
+
+
+def _percentile(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
+
+
+def summarize(policy: str, load: float | None, rate: float, results: list[StreamResult], duration_s: float,
+              isolated: Mapping[str, float]) -> dict[str, Any]:
+    """One row of the module docstring from the stream results of every seed."""
+    lat: list[float] = []
+    by_wf: dict[str, list[float]] = {}
+    tput, util, decision = [], [], []
+    for r in results:
+        lat.extend(r.latencies_ms())
+        span_ms = max(duration_s * 1000.0, r.end_ms)
+        tput.append(r.count("ok") / (span_ms / 1000.0))
+        util.append(r.gpu_busy_ms / span_ms)
+        for inv in r.invocations:
+            decision.append(inv.decision_ns / 1e6)
+            if inv.status == "ok":
+                by_wf.setdefault(inv.workflow.name, []).append(inv.end_ms - inv.arrival_ms)  # type: ignore[operator]
+    def rnd(x: float | None, d: int = 3) -> float | None:
+        return None if x is None else round(x, d)
+    return {
+        "policy": policy, "load": load, "rate_per_s": round(rate, 4),
+        "p50_ms": rnd(_percentile(lat, 0.5)), "p95_ms": rnd(_percentile(lat, 0.95)), "p99_ms": rnd(_percentile(lat, 0.99)),
+        "throughput_per_s": round(statistics.fmean(tput), 4),
+        "oom": sum(r.count("oom") for r in results), "errors": sum(r.count("error") for r in results),
+        "gpu_util": round(statistics.fmean(util), 4),
+        "slowdown_by_workflow": {w: round(statistics.fmean(v) / isolated[w], 3) for w, v in sorted(by_wf.items())},
+        "decision_ms_p50": rnd(_percentile(decision, 0.5), 4), "invocations": sum(len(r.invocations) for r in results),
+    }
+
+
+def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine: Machine, duration_s: float,
+             seeds: int, loads: Sequence[float] | None = None, rates: Sequence[float] | None = None,
+             arrival: str = "poisson", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every policy at every load (or rate), ``seeds`` streams each (the same streams for every policy)."""
+    if (loads is None) == (rates is None):
+        raise AgentschedError("give either loads or rates")
+    if seeds < 1:
+        raise AgentschedError(f"seeds must be >= 1, got {seeds}")
+    for name in policies:
+        if name not in LOAD_POLICIES:
+            raise AgentschedError(f"unknown load policy {name!r} (valid: {', '.join(LOAD_POLICIES)})")
+    if not policies:
+        raise AgentschedError("no load policy given")
+    names = [wf.name for wf in workflows]
+    if len(set(names)) != len(names):
+        raise AgentschedError("the workflow mix names one workflow twice")
+    oracle = oracle_mappings(workflows, machine.world)
+    isolated = isolated_ms(workflows, oracle, machine)
+    capacity = capacity_per_s(workflows, machine, oracle)
+    points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
+    rows = []
+    for load, rate in points:
+        streams = [make_arrivals(arrival, rate_per_s=rate, duration_s=duration_s, names=names,
+                                 rng=random.Random(f"arrivals:{seed}")) for seed in range(seeds)]
+        for name in policies:
+            results = [run_stream(workflows, streams[seed], make_decider(name, oracle), **machine.kwargs(seed))
+                       for seed in range(seeds)]
+            rows.append(summarize(name, round(load, 4), rate, results, duration_s, isolated))
+            if progress is not None:
+                progress(f"{name} at load {load:.2f}")
+    saturation = {name: round(saturation_throughput(workflows, make_decider(name, oracle), machine, noise=True), 4)
+                  for name in policies}
+    return {"capacity_per_s": round(capacity, 4), "capacity_policies": list(CAPACITY_POLICIES), "isolated_ms":
+            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": saturation,
+            "arrival": arrival, "duration_s": duration_s, "seeds": seeds,
+            "machine": {"vram_budget_mb": machine.vram_budget_mb, "cpu_slots": machine.cpu_slots,
+                        "noise_sigma": machine.noise_sigma, "world": machine.world or "a5500"},
+            "rows": rows}

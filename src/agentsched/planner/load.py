@@ -1,0 +1,167 @@
+"""agentsched under load: a load-aware ``StreamDecider`` (issue 19), named ``agentsched``.
+
+Late binding: each task is placed when it becomes ready, from the live state (``LiveState``: GPU
+tasks running with their card-based remaining time, VRAM in use, GPU queue, CPU slots busy and
+waiting) and the contention it has learned across invocations (``load_learn.py``); never the
+world. For a ready task it predicts the finish of every option and takes the cheapest:
+
+* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time;
+* ``gpu_now`` (only when its VRAM fits now: never an oom): its GPU time slowed by the learned
+  pressure of the GPU tasks running, each counted for the part of its run it will overlap, plus
+  the delay it inflicts on them (``HARM_WEIGHT`` x the sum over them of s_j x its pressure x the
+  overlap): a start that would slow others more than it gains is not worth it;
+* ``hold`` (wait for the GPU, when its VRAM does not fit now or the GPU is crowded): the GPU work
+  of the tasks held before it, plus the expected time until the running GPU tasks free enough VRAM
+  / the first of them finishes, then a less contended run (``None`` to the simulator: asked again
+  at the next event); chosen only when ``HOLD_MARGIN`` better than the best start now;
+* ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
+
+Admission: an invocation waits at the door while both devices are saturated: every CPU slot busy
+with tasks waiting, and the GPU's predicted slowdown for a new task above ``ADMIT_SLOWDOWN``. It
+then starts when they drain, in arrival order, so older invocations finish before newer ones
+crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-noadm``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentsched.model.cards import ToolCard
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.planner.load_learn import ContentionLearner
+from agentsched.policies.load.baselines import cpu_wait_ms
+from agentsched.testbeds.stream_state import Invocation, LiveState, RunningView, StreamDecider, TaskDone
+
+HARM_WEIGHT = 0.5  # the delay inflicted on running GPU tasks, half-weighted (tuned on S1-S13 at 60-90% load)
+ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
+LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
+HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now (tuned likewise)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gpu:
+    """A running GPU task as the planner models it."""
+
+    remaining_ms: float  # contended remaining time
+    vram_mb: float
+    s: float
+    p: float
+    loading: bool
+
+
+def _remaining_ms(v: RunningView, slowdown: float) -> float:
+    """Contended remaining time of a running task: its card time stretched by its current slowdown,
+    minus what has elapsed; a task already past that estimate is given a fraction of it (it is late,
+    not done: the card-based ``expected_remaining_ms`` would say 0 and hide it)."""
+    if v.loading:
+        return v.expected_remaining_ms
+    total = (v.card.gpu_ms or v.card.cpu_ms) * (1.0 + slowdown)
+    return max(total - v.elapsed_ms, LATE_FRACTION * total)
+
+
+class LoadPlanner(StreamDecider):
+    """The load-aware placement of the module docstring."""
+
+    late_binding = True
+
+    def __init__(self, *, admission: bool = True) -> None:
+        self.admission = admission
+        self.name = "agentsched" if admission else "agentsched-noadm"
+        self.learner = ContentionLearner()
+        self._held: dict[tuple[int, str], float] = {}
+
+    def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
+        self.learner = ContentionLearner()
+        self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
+
+    # ---- the live GPU as the planner sees it --------------------------------------------------
+    def _gpu(self, live: LiveState) -> list[_Gpu]:
+        views: list[RunningView] = live.running(gpu=True)
+        pressures = [self.learner.params(v.card) for v in views]
+        total_p = sum(p for (_, p), v in zip(pressures, views) if not v.loading)
+        out = []
+        for v, (s, p) in zip(views, pressures):
+            foreign = total_p - (0.0 if v.loading else p)
+            out.append(_Gpu(_remaining_ms(v, s * foreign), v.vram_mb, s, p, v.loading))
+        return out
+
+    def _run_beside(self, card: ToolCard, gpu: list[_Gpu]) -> tuple[float, float]:
+        """(its contended run time, the delay it inflicts) if it starts now beside ``gpu``."""
+        s, p = self.learner.params(card)
+        iso = card.gpu_ms or card.cpu_ms
+        run = iso
+        for _ in range(2):  # fixed point: each co-runner presses for the part of the run it overlaps
+            foreign = sum(g.p * min(1.0, g.remaining_ms / run) for g in gpu if not g.loading)
+            run = iso * (1.0 + s * foreign)
+        harm = sum(g.s * p * min(g.remaining_ms, run) for g in gpu if not g.loading)
+        return run, harm
+
+    def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
+        """Predicted finish when waiting for the GPU: until enough VRAM frees (or the crowd thins)."""
+        budget = live.vram_budget_mb
+        need = card.vram_needed_mb
+        held = live.vram_in_use_mb
+        wait = 0.0
+        rest = sorted(gpu, key=lambda g: g.remaining_ms)
+        k = 0
+        while k < len(rest) and (budget is not None and held + need > budget + 1e-9):
+            held -= rest[k].vram_mb
+            wait = rest[k].remaining_ms
+            k += 1
+        if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
+            wait, k = rest[0].remaining_ms, 1
+        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading)
+                                         for g in rest[k:]])
+        return wait + run
+
+    # ---- decisions -----------------------------------------------------------------------------
+    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+        card = inv.cards[task]
+        best_mode, best = Mode.CPU, cpu_wait_ms(live) + card.cpu_ms
+        if not card.has_gpu:
+            return best_mode
+        budget = live.vram_budget_mb
+        if budget is not None and card.vram_needed_mb > budget:
+            return best_mode  # never fits: any GPU placement would be an oom
+        gpu = self._gpu(live)
+        if live.fits_now(card.vram_needed_mb):
+            run, harm = self._run_beside(card, gpu)
+            if run + HARM_WEIGHT * harm < best:
+                best_mode, best = Mode.GPU_NOW, run + HARM_WEIGHT * harm
+        if Mode.GPU_QUEUE in inv.workflow.decision_space.modes:
+            q = self._queue_ms(card, gpu, live)
+            if q < best:
+                best_mode, best = Mode.GPU_QUEUE, q
+        key = (inv.id, task)
+        ahead = 0.0  # GPU work of the tasks held before this one: they get the GPU first
+        for k, ms in self._held.items():
+            if k == key:
+                break
+            ahead += ms
+        if gpu and ahead + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
+            self._held.setdefault(key, card.gpu_ms or 0.0)
+            return None
+        self._held.pop(key, None)
+        return best_mode
+
+    def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
+        backlog = sum(g.remaining_ms for g in gpu if g.loading)
+        backlog += sum(c.load_needed_ms + (c.gpu_ms or c.cpu_ms) for c in live.queued_cards())
+        run, harm = self._run_beside(card, gpu)
+        return backlog + card.load_needed_ms + run + HARM_WEIGHT * harm
+
+    def admit(self, inv: Invocation, live: LiveState) -> bool:
+        if not self.admission:
+            return True
+        cpu_saturated = live.cpu_waiting > 0 and live.cpu_busy >= live.cpu_slots
+        if not cpu_saturated:
+            return True
+        gpu = self._gpu(live)
+        pressure = sum(g.p for g in gpu if not g.loading)
+        typical_s = sum(g.s for g in gpu) / len(gpu) if gpu else 0.0
+        return 1.0 + typical_s * pressure < ADMIT_SLOWDOWN
+
+    def observe(self, done: TaskDone) -> None:
+        self.learner.observe(done.card, done.mode, done.run_ms, dict(done.overlap_ms))

@@ -1,0 +1,73 @@
+"""Contention learned online across invocations, for the load-aware planner (``load.py``).
+
+Per unit tool u (``clip`` for ``clip_x12``): sensitivity s_u and pressure p_u of the project's
+contention law (``model/contention.py``), started at the planner's tag prior
+(``prior.contention_prior``), never the simulated world's. Every finished GPU run of a stream says
+how long it ran (``run_ms``) and for how long each other unit ran beside it (``overlap_ms``); its
+card gives its isolated time g. With the time-weighted foreign pressure ``P = sum_j overlap_j /
+run_ms * p_j`` the law predicts ``run_ms / g = 1 + s_u * P``; one stochastic-gradient step on the
+squared log error moves log s_u and every log p_j (a few thousand runs a second, no refit). Noise
+of the isolated time averages out over runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agentsched.model.cards import ToolCard, split_amplified
+from agentsched.model.workflow import Mode
+from agentsched.planner.prior import contention_prior
+
+LEARNING_RATE = 0.2
+MAX_STEP = 0.5  # largest change of a log parameter in one step (a straggler cannot throw it far)
+LOG_BOUND = math.log(1e3)  # parameters stay in [1e-3, 1e3]
+
+
+class ContentionLearner:
+    """Online (s, p) per unit tool (module docstring)."""
+
+    def __init__(self) -> None:
+        self.log_s: dict[str, float] = {}
+        self.log_p: dict[str, float] = {}
+        self.runs = 0  # GPU runs learned from
+
+    def _ensure(self, unit: str, tags: tuple[str, ...]) -> None:
+        if unit not in self.log_s:
+            s, p = contention_prior(tags)
+            self.log_s[unit], self.log_p[unit] = math.log(s), math.log(p)
+
+    def params(self, card: ToolCard) -> tuple[float, float]:
+        """(s, p) of ``card``'s unit tool now."""
+        unit = split_amplified(card.name)[0]
+        self._ensure(unit, card.tags)
+        return math.exp(self.log_s[unit]), math.exp(self.log_p[unit])
+
+    def observe(self, card: ToolCard, mode: Mode, run_ms: float, overlap_ms: dict[str, float]) -> None:
+        """Learn from one finished run (GPU runs beside others only)."""
+        if mode is Mode.CPU or not overlap_ms or run_ms <= 0 or card.gpu_ms is None:
+            return
+        unit = split_amplified(card.name)[0]
+        self._ensure(unit, card.tags)
+        known = {u: d for u, d in overlap_ms.items() if u in self.log_p}  # units seen start at their prior
+        if not known:
+            return
+        s = math.exp(self.log_s[unit])
+        weights = {u: d / run_ms for u, d in known.items()}
+        pressure = sum(w * math.exp(self.log_p[u]) for u, w in weights.items())
+        predicted = 1.0 + s * pressure
+        error = math.log(max(run_ms / card.gpu_ms, 1e-3)) - math.log(predicted)
+        step = LEARNING_RATE * error
+        share = s * pressure / predicted  # d log(predicted) / d log s
+        self.log_s[unit] = _bounded(self.log_s[unit] + _clip(step * share))
+        for u, w in weights.items():
+            g = s * w * math.exp(self.log_p[u]) / predicted  # d log(predicted) / d log p_u
+            self.log_p[u] = _bounded(self.log_p[u] + _clip(step * g))
+        self.runs += 1
+
+
+def _clip(x: float) -> float:
+    return max(-MAX_STEP, min(MAX_STEP, x))
+
+
+def _bounded(x: float) -> float:
+    return max(-LOG_BOUND, min(LOG_BOUND, x))

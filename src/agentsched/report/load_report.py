@@ -1,0 +1,69 @@
+"""Render a load study (``experiments/load.py``): a latency-vs-load plot and ``report.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentsched.report import style
+
+LOAD_FIGURE = "latency_vs_load.png"
+COLUMNS = ("policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms", "throughput_per_s", "oom", "errors",
+           "gpu_util", "decision_ms_p50")
+
+
+def plot_latency_vs_load(doc: dict[str, Any], path: Path) -> Path:
+    """p50 (dashed) and p99 (solid) latency per policy against load, log y."""
+    plt = style.plt()
+    fig, ax = plt.subplots(figsize=(8.0, 4.6))
+    policies = list(dict.fromkeys(r["policy"] for r in doc["rows"]))
+    for name in policies:
+        rows = [r for r in doc["rows"] if r["policy"] == name and r["p99_ms"] is not None]
+        xs = [r["load"] for r in rows]
+        line, = ax.plot(xs, [r["p99_ms"] for r in rows], marker="o", label=f"{name} p99")
+        ax.plot(xs, [r["p50_ms"] for r in rows], ls="--", color=line.get_color(), alpha=0.7)
+    ax.set_yscale("log")
+    ax.set_xlabel("load (arrival rate / capacity)")
+    ax.set_ylabel("latency (ms): p99 solid, p50 dashed")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
+    """``report.md``: the setup, the capacity and the table of rows."""
+    m = doc["machine"]
+    lines = ["# Scheduling under load", "",
+             f"Machine: VRAM budget {_cell(m['vram_budget_mb'])} MB, {m['cpu_slots']} CPU slots, world "
+             f"{m['world']}, noise sigma {m['noise_sigma']:g}. Arrivals: {doc['arrival']}, "
+             f"{doc['duration_s']:g} simulated s, {doc['seeds']} seed(s).", "",
+             f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, the best "
+             "saturation throughput of the baselines (docs/load.md).", ""]
+    if figure:
+        lines += [f"![latency vs load]({figure})", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " | max slowdown |", "|" + "---|" * (len(COLUMNS) + 1)]
+    for r in doc["rows"]:
+        worst = max(r["slowdown_by_workflow"].values(), default=None)
+        lines.append("| " + " | ".join(_cell(r[c]) for c in COLUMNS) + f" | {_cell(worst)} |")
+    lines += ["", "Saturation throughput (invocations/s, all arriving at once): "
+              + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items()), ""]
+    return "\n".join(lines)
+
+
+def write_load_report(doc: dict[str, Any], out_dir: Path, *, plot: bool = True) -> Path:
+    """Write the plot (when asked) and ``report.md`` into ``out_dir``; return the report's path."""
+    figure = None
+    if plot and doc["rows"]:
+        plot_latency_vs_load(doc, out_dir / LOAD_FIGURE)
+        figure = LOAD_FIGURE
+    path = out_dir / "report.md"
+    path.write_text(load_markdown(doc, figure))
+    return path
