@@ -32,7 +32,7 @@ from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.planner.load_learn import ContentionLearner
 from agentsched.policies.load.baselines import cpu_wait_ms
-from agentsched.testbeds.stream_state import Invocation, LiveState, RunningView, StreamDecider, TaskDone
+from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
 HARM_WEIGHT = 0.5  # the delay inflicted on running GPU tasks, half-weighted (tuned on S1-S13 at 60-90% load)
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower

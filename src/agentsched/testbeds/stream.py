@@ -4,7 +4,7 @@ The machine: one GPU with a VRAM budget shared by every invocation, ``cpu_slots`
 waits FIFO for a free slot), and one GPU queue (strict FIFO across invocations, one task at a
 time, admitted when its VRAM fits beside what is held, paying its load first). GPU tasks of all
 invocations contend by the world's law (``world.py``, ``laws.py``), as in the one-run simulator;
-the world is never visible to decision code, which sees the ``LiveState`` (``stream_state.py``).
+the world is never visible to decision code, which sees the ``LiveState`` (``model/live.py``).
 
 Per invocation: on arrival it waits for admission (``StreamDecider.admit``); once admitted its
 source tasks are ready. A ready task's mode is the invocation's plan (decided at admission) or,
@@ -37,7 +37,7 @@ from agentsched.testbeds.arrivals import Arrival
 from agentsched.testbeds.laws import rate_function
 from agentsched.testbeds.noise import noise_factor
 from agentsched.testbeds.spec import MAX_NOISE_SIGMA
-from agentsched.testbeds.stream_state import Invocation, LiveState, RunningView, StreamDecider, TaskDone
+from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 from agentsched.testbeds.world import World, load_world
 
 _EPS = 1e-9

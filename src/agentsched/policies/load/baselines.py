@@ -27,7 +27,7 @@ from typing import Any
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode
 from agentsched.policies.heft import HeftPolicy
-from agentsched.testbeds.stream_state import Invocation, LiveState, StaticDecider, StreamDecider, TaskDone
+from agentsched.model.live import Invocation, LiveState, StaticDecider, StreamDecider, TaskDone
 
 GPU_NOMINAL_SLOTS = 4  # least-loaded: GPU tasks counted as a full GPU (its nominal concurrency)
 ADMIT_VRAM_FRACTION = 0.8  # generic admission: hold new invocations above this share of the budget

@@ -1,4 +1,4 @@
-"""What decision code sees of a running stream (``stream.py``), and the interface it implements.
+"""What decision code sees of a running stream (``testbeds/stream.py``), and the interface it implements.
 
 The *live state* (``LiveState``) is what a serving system can observe at decision time: the GPU
 tasks running (their tool card, how long they have run, their VRAM, a card-based expected remaining
