@@ -1,11 +1,13 @@
 """Scheduling under load (issue 19): policies over arrival streams of a workflow mix, at given loads.
 
 **Load** = arrival rate / capacity. The **capacity** of a mix (per second) is measured, not assumed:
-a saturation run of ``SATURATION_INVOCATIONS`` invocations (the mix round-robin) all arriving at
-t = 0 on the noise-free stream simulator, under every baseline with and without admission
-(``CAPACITY_POLICIES``); a baseline's saturation throughput = completed invocations / makespan, and
-capacity = the best of them. A load of 0.9 is then a Poisson (or bursty) stream at 90% of the
-highest rate any baseline sustains on that machine (agentsched is not part of the definition).
+the highest Poisson arrival rate that a baseline *sustains* on the machine (``sustains``: a fixed
+noise-free stream of ``CAPACITY_DURATION_S`` seconds in which every invocation completes, no oom,
+and the last one ends within ``DRAIN_FRACTION`` of the duration after the stream: an overloaded
+machine's backlog grows without bound), found by doubling and bisection; capacity = the best of
+every baseline with and without admission (``CAPACITY_POLICIES``; agentsched is not part of the
+definition). A load of 0.9 is then a stream at 90% of the highest rate any baseline sustains.
+"Throughput at saturation" of a policy is its own sustainable rate by the same search.
 
 Per policy and load a row ``{"policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms",
 "throughput_per_s", "oom", "errors", "gpu_util", "slowdown_by_workflow", "decision_ms_p50",
@@ -36,7 +38,12 @@ from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
 from agentsched.model.live import StreamDecider
 
-SATURATION_INVOCATIONS = 200
+CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search
+DRAIN_FRACTION = 0.05  # sustained: the last invocation ends within 5% of the duration after it
+START_RATE_PER_S = 0.5
+MIN_RATE_PER_S = 0.01
+MAX_RATE_PER_S = 1000.0
+BISECTIONS = 6  # the rate known within 2^-6 of its bracket (about 1.6%)
 BASELINES = ("all-gpu", "oracle-static", "heft", "dmda", "least-loaded")
 CAPACITY_POLICIES = BASELINES + tuple(f"{b}+adm" for b in BASELINES)
 LOAD_POLICIES = ("agentsched", "agentsched-noadm") + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
@@ -107,17 +114,50 @@ def isolated_ms(workflows: Sequence[Workflow], oracle: Mapping[str, Mapping[str,
     return out
 
 
-def saturation_throughput(workflows: Sequence[Workflow], decider: StreamDecider, machine: Machine,
-                          n: int = SATURATION_INVOCATIONS, seed: int = 0, noise: bool = False) -> float:
-    """Completed invocations per second when ``n`` of them (the mix round-robin) arrive at t = 0."""
-    arrivals = [Arrival(0.0, k % len(workflows)) for k in range(n)]
-    res = run_stream(workflows, arrivals, decider, **machine.kwargs(seed, noise=noise))
-    return res.count("ok") / max(res.end_ms / 1000.0, 1e-9)
+def sustains(workflows: Sequence[Workflow], make: Callable[[], StreamDecider], machine: Machine,
+             rate_per_s: float, duration_s: float = CAPACITY_DURATION_S) -> bool:
+    """Does the decider keep up with Poisson arrivals at ``rate_per_s`` (noise-free, one fixed
+    stream)? Every invocation completes (no oom, no error) and the last ends within
+    ``DRAIN_FRACTION`` of the stream's duration after it (an overloaded machine's backlog grows)."""
+    arrivals = make_arrivals("poisson", rate_per_s=rate_per_s, duration_s=duration_s,
+                             names=[wf.name for wf in workflows], rng=random.Random("capacity"))
+    limit_ms = duration_s * 1000.0 * (1 + DRAIN_FRACTION)
+    res = run_stream(workflows, arrivals, make(), stop_ms=limit_ms, **machine.kwargs(0, noise=False))
+    return res.count("ok") == len(arrivals) and res.end_ms <= limit_ms
 
 
-def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]]) -> float:
-    """The mix's capacity: the best baseline's noise-free saturation throughput (module docstring)."""
-    return max(saturation_throughput(workflows, make_decider(b, oracle), machine) for b in CAPACITY_POLICIES)
+def max_sustainable_rate(workflows: Sequence[Workflow], make: Callable[[], StreamDecider], machine: Machine,
+                         duration_s: float = CAPACITY_DURATION_S) -> float:
+    """The highest Poisson rate (per second) the decider sustains (``sustains``): doubling from
+    ``START_RATE_PER_S`` to a bracket, then ``BISECTIONS`` bisections; 0 when it sustains none."""
+    lo, hi = 0.0, START_RATE_PER_S
+    while sustains(workflows, make, machine, hi, duration_s):
+        lo, hi = hi, hi * 2
+        if hi > MAX_RATE_PER_S:
+            return lo
+    if lo == 0.0:  # below the start rate: search down
+        hi_ok = hi
+        while hi_ok > MIN_RATE_PER_S and not sustains(workflows, make, machine, hi_ok, duration_s):
+            hi_ok /= 2
+        if hi_ok <= MIN_RATE_PER_S:
+            return 0.0
+        lo, hi = hi_ok, hi_ok * 2
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sustains(workflows, make, machine, mid, duration_s) else (lo, mid)
+    return lo
+
+
+def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]],
+                   duration_s: float = CAPACITY_DURATION_S) -> tuple[float, dict[str, float]]:
+    """The mix's capacity (the best baseline's sustainable rate), and every baseline's."""
+    rates = {b: max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s)
+             for b in CAPACITY_POLICIES}
+    best = max(rates.values())
+    if best <= 0:
+        raise AgentschedError("no baseline sustains any arrival rate on this machine (every one drops "
+                              "invocations to oom): give a larger --vram-budget-mb")
+    return best, rates
 
 
 def _percentile(xs: list[float], q: float) -> float | None:
@@ -173,7 +213,7 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
         raise AgentschedError("the workflow mix names one workflow twice")
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
-    capacity = capacity_per_s(workflows, machine, oracle)
+    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     rows = []
     for load, rate in points:
@@ -185,10 +225,12 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
             rows.append(summarize(name, round(load, 4), rate, results, duration_s, isolated))
             if progress is not None:
                 progress(f"{name} at load {load:.2f}")
-    saturation = {name: round(saturation_throughput(workflows, make_decider(name, oracle), machine, noise=True), 4)
-                  for name in policies}
-    return {"capacity_per_s": round(capacity, 4), "capacity_policies": list(CAPACITY_POLICIES), "isolated_ms":
-            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": saturation,
+    sustained = dict(baseline_rates)
+    for name in policies:  # throughput at saturation: every policy's sustainable rate, the same search
+        if name not in sustained:
+            sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine)
+    return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
+            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
             "arrival": arrival, "duration_s": duration_s, "seeds": seeds,
             "machine": {"vram_budget_mb": machine.vram_budget_mb, "cpu_slots": machine.cpu_slots,
                         "noise_sigma": machine.noise_sigma, "world": machine.world or "a5500"},

@@ -75,10 +75,16 @@ class LiveState:
 
     def __init__(self, sim: object) -> None:
         self._sim = sim
+        self._views: dict[bool, tuple[tuple, list[RunningView]]] = {}  # per device: (state key, views)
 
     @property
     def now_ms(self) -> float:
         return self._sim.now_ms  # type: ignore[attr-defined]
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a task starts or ends (with ``now_ms``, a key to cache derived figures)."""
+        return self._sim.version  # type: ignore[attr-defined]
 
     @property
     def vram_budget_mb(self) -> float | None:
@@ -115,8 +121,27 @@ class LiveState:
         return self._sim.in_flight  # type: ignore[attr-defined]
 
     def running(self, *, gpu: bool) -> list[RunningView]:
-        """The tasks running on the GPU (``gpu=True``, queued ones loading included) or the CPU."""
-        return self._sim.running_views(gpu)  # type: ignore[attr-defined]
+        """The tasks running on the GPU (``gpu=True``, queued ones loading included) or the CPU
+        (computed once per state: callers must not modify the list)."""
+        key = (self.version, self.now_ms, gpu)
+        hit = self._views.get(gpu)
+        if hit is None or hit[0] != key:
+            hit = self._views[gpu] = (key, self._sim.running_views(gpu))  # type: ignore[attr-defined]
+        return hit[1]
+
+    @property
+    def cpu_waiting_ms(self) -> float:
+        """Card CPU time of the tasks waiting for a CPU slot, together."""
+        return self._sim.cpu_waiting_ms  # type: ignore[attr-defined]
+
+    @property
+    def queue_backlog_ms(self) -> float:
+        """Card load + GPU time of the tasks waiting in the GPU queue, together."""
+        return self._sim.queue_backlog_ms  # type: ignore[attr-defined]
+
+    def cpu_waiting_cards(self) -> list[ToolCard]:
+        """Cards of the tasks waiting for a CPU slot, in FIFO order."""
+        return [inv.cards[t] for inv, t, _ in self._sim.cpu_fifo]  # type: ignore[attr-defined]
 
     def queued_cards(self) -> list[ToolCard]:
         """Cards of the tasks waiting in the GPU queue, in queue order."""

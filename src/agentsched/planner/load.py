@@ -37,6 +37,7 @@ from agentsched.model.live import Invocation, LiveState, RunningView, StreamDeci
 HARM_WEIGHT = 0.5  # the delay inflicted on running GPU tasks, half-weighted (tuned on S1-S13 at 60-90% load)
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
+MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
 HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now (tuned likewise)
 
 
@@ -71,13 +72,27 @@ class LoadPlanner(StreamDecider):
         self.name = "agentsched" if admission else "agentsched-noadm"
         self.learner = ContentionLearner()
         self._held: dict[tuple[int, str], float] = {}
+        self._prefix: dict[tuple[int, str], float] | None = None
+        self._held_total = 0.0
+        self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
 
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
         self.learner = ContentionLearner()
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
+        self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
+        self._held_total = 0.0
+        self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
 
     # ---- the live GPU as the planner sees it --------------------------------------------------
     def _gpu(self, live: LiveState) -> list[_Gpu]:
+        key = (live.version, live.now_ms)
+        if self._gpu_cache is not None and self._gpu_cache[0] == key:
+            return self._gpu_cache[1]
+        out = self._gpu_now(live)
+        self._gpu_cache = (key, out)
+        return out
+
+    def _gpu_now(self, live: LiveState) -> list[_Gpu]:
         views: list[RunningView] = live.running(gpu=True)
         pressures = [self.learner.params(v.card) for v in views]
         total_p = sum(p for (_, p), v in zip(pressures, views) if not v.loading)
@@ -135,20 +150,31 @@ class LoadPlanner(StreamDecider):
             if q < best:
                 best_mode, best = Mode.GPU_QUEUE, q
         key = (inv.id, task)
-        ahead = 0.0  # GPU work of the tasks held before this one: they get the GPU first
-        for k, ms in self._held.items():
-            if k == key:
-                break
-            ahead += ms
-        if gpu and ahead + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
-            self._held.setdefault(key, card.gpu_ms or 0.0)
+        ahead = self._ahead_ms(key)
+        may_hold = key in self._held or len(self._held) < MAX_HELD
+        if gpu and may_hold and ahead + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
+            if key not in self._held:
+                self._held[key] = card.gpu_ms or 0.0
+                self._prefix = None
             return None
-        self._held.pop(key, None)
+        if self._held.pop(key, None) is not None:
+            self._prefix = None
         return best_mode
+
+    def _ahead_ms(self, key: tuple[int, str]) -> float:
+        """GPU work of the tasks held before ``key`` (all held ones for a new task): they get the GPU
+        first. Prefix sums rebuilt only when the held set changes."""
+        if self._prefix is None:
+            self._prefix, total = {}, 0.0
+            for k, ms in self._held.items():
+                self._prefix[k] = total
+                total += ms
+            self._held_total = total
+        return self._prefix.get(key, self._held_total)
 
     def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
         backlog = sum(g.remaining_ms for g in gpu if g.loading)
-        backlog += sum(c.load_needed_ms + (c.gpu_ms or c.cpu_ms) for c in live.queued_cards())
+        backlog += live.queue_backlog_ms
         run, harm = self._run_beside(card, gpu)
         return backlog + card.load_needed_ms + run + HARM_WEIGHT * harm
 

@@ -71,7 +71,8 @@ class _Run:
 class StreamResult:
     """What a stream run produced."""
 
-    invocations: tuple[Invocation, ...]  # in arrival order, each ok/oom/error with its end
+    invocations: tuple[Invocation, ...]  # in arrival order, each ok/oom/error with its end (a run
+    # stopped at ``stop_ms`` leaves the rest running/waiting, and arrivals after it out)
     end_ms: float  # when the last invocation ended
     gpu_busy_ms: float  # time with at least one GPU task in its run phase
 
@@ -87,7 +88,7 @@ class StreamSim:
 
     def __init__(self, workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider, *,
                  vram_budget_mb: float | None, cpu_slots: int = DEFAULT_CPU_SLOTS, noise_sigma: float = 0.0,
-                 seed: int = 0, world: str | World | None = None) -> None:
+                 seed: int = 0, world: str | World | None = None, stop_ms: float | None = None) -> None:
         if cpu_slots < 1:
             raise TestbedError(f"cpu_slots must be >= 1, got {cpu_slots}")
         if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
@@ -97,6 +98,7 @@ class StreamSim:
         self.workflows = list(workflows)
         self.arrivals = sorted(arrivals, key=lambda a: a.time_ms)
         self.decider = decider
+        self.stop_ms = math.inf if stop_ms is None else stop_ms  # give up at this time (overload tests)
         self.vram_budget_mb = vram_budget_mb
         self.cpu_slots = cpu_slots
         self.world = load_world(world)
@@ -112,6 +114,8 @@ class StreamSim:
         self.in_flight = 0
         self.cpu_fifo: deque[tuple[Invocation, str, float]] = deque()  # (invocation, task, ready_ms)
         self.gpu_queue: deque[tuple[Invocation, str, float]] = deque()
+        self.cpu_waiting_ms = 0.0  # card CPU time of the tasks in cpu_fifo (kept, not summed per query)
+        self.queue_backlog_ms = 0.0  # card load + GPU time of the tasks in gpu_queue
         self.queue_busy = False
         self.admission: deque[Invocation] = deque()
         self.held: list[tuple[Invocation, str, float]] = []  # late binding: tasks the decider held
@@ -119,6 +123,8 @@ class StreamSim:
         self.runs: list[_Run] = []
         self.overlap: dict[str, float] = {}  # unit tool -> integral of its running GPU tasks over time
         self.gpu_busy_ms = 0.0
+        self.version = 0  # bumped whenever a task starts, ends or ends its load (deciders cache per version)
+        self._held_version = -1  # the version when the held tasks were last asked
         self.live = LiveState(self)
         self.done: list[Invocation] = []
 
@@ -141,7 +147,7 @@ class StreamSim:
         invs: list[Invocation] = []
         self.decider.start_stream(self.workflows, random.Random(self.rng.random()))
         arrivals, i = self.arrivals, 0
-        while i < len(arrivals) or self.runs or self.admission:
+        while (i < len(arrivals) or self.runs or self.admission) and self.now_ms <= self.stop_ms:
             next_arrival = arrivals[i].time_ms if i < len(arrivals) else math.inf
             dt = self._next_finish_dt()
             if self.now_ms + dt <= next_arrival:
@@ -196,6 +202,7 @@ class StreamSim:
             if r.remaining <= below:
                 if r.loading:  # load done: the run phase begins
                     r.loading, r.remaining, r.run_start_ms = False, r.work_ms, self.now_ms
+                    self.version += 1
                     r.seen = dict(self.overlap)
                     if r.remaining > below:
                         continue
@@ -247,6 +254,7 @@ class StreamSim:
                 self.ready.append((inv, s, self.now_ms))
 
     def _release(self, r: _Run) -> None:
+        self.version += 1
         self.runs.remove(r)
         self.vram_in_use_mb = max(0.0, self.vram_in_use_mb - r.vram_mb)
         if r.mode is Mode.CPU:
@@ -264,6 +272,8 @@ class StreamSim:
                 kept = [e for e in q if e[0] is not inv]
                 q.clear()
                 q.extend(kept)
+            self.cpu_waiting_ms = sum(i.cards[t].cpu_ms for i, t, _ in self.cpu_fifo)
+            self.queue_backlog_ms = sum(_queued_ms(i.cards[t]) for i, t, _ in self.gpu_queue)
             self.held = [e for e in self.held if e[0] is not inv]
             self.ready = [e for e in self.ready if e[0] is not inv]
 
@@ -279,17 +289,26 @@ class StreamSim:
                 break
             self.admission.popleft()
             self._admit(head)
-        pending, self.ready = self.held + self.ready, []
-        self.held = []
+            self._route_ready()  # the next admission decision sees this one's starts
+        self._route_ready()
+        if self.held and not self.runs:  # nothing will ever free a resource: the held task takes the CPU
+            inv, task, ready_ms = self.held.pop(0)
+            self._route(inv, task, ready_ms, forced=Mode.CPU)
+            self._start_cpu()
+
+    def _route_ready(self) -> None:
+        """Route every ready and held task (in ready order), then start what the slots and queue allow."""
+        if self.version == self._held_version:  # nothing started or ended: held tasks stay held
+            pending, self.ready = self.ready, []
+        else:
+            pending, self.ready = self.held + self.ready, []
+            self.held = []
         for inv, task, ready_ms in pending:
             if inv.status == "running":
                 self._route(inv, task, ready_ms)
         self._start_cpu()
         self._start_queue()
-        if self.held and not self.runs:  # nothing will ever free a resource: the held task takes the CPU
-            inv, task, ready_ms = self.held.pop(0)
-            self._route(inv, task, ready_ms, forced=Mode.CPU)
-            self._start_cpu()
+        self._held_version = self.version
 
     def _route(self, inv: Invocation, task: str, ready_ms: float, forced: Mode | None = None) -> None:
         mode = forced if forced is not None else inv.mapping.get(task)
@@ -308,8 +327,10 @@ class StreamSim:
         real = effective_mode(card, mode)
         if real is Mode.CPU:
             self.cpu_fifo.append((inv, task, ready_ms))
+            self.cpu_waiting_ms += card.cpu_ms
         elif real is Mode.GPU_QUEUE:
             self.gpu_queue.append((inv, task, ready_ms))
+            self.queue_backlog_ms += _queued_ms(card)
         elif self.live.fits_now(card.vram_needed_mb):
             self._start(inv, task, ready_ms, Mode.GPU_NOW)
         else:
@@ -318,6 +339,7 @@ class StreamSim:
     def _start_cpu(self) -> None:
         while self.cpu_fifo and self.cpu_busy < self.cpu_slots:
             inv, task, ready_ms = self.cpu_fifo.popleft()
+            self.cpu_waiting_ms = max(0.0, self.cpu_waiting_ms - inv.cards[task].cpu_ms)
             self._start(inv, task, ready_ms, Mode.CPU)
 
     def _start_queue(self) -> None:
@@ -330,6 +352,7 @@ class StreamSim:
             if not self.live.fits_now(need):
                 return
             self.gpu_queue.popleft()
+            self.queue_backlog_ms = max(0.0, self.queue_backlog_ms - _queued_ms(inv.cards[task]))
             self._start(inv, task, ready_ms, Mode.GPU_QUEUE)
 
     def _start(self, inv: Invocation, task: str, ready_ms: float, mode: Mode) -> None:
@@ -344,6 +367,7 @@ class StreamSim:
                  self.now_ms, self.now_ms, ready_ms, unit)
         if on_gpu and not r.loading:
             r.seen = dict(self.overlap)
+        self.version += 1
         self.vram_in_use_mb += vram
         if mode is Mode.CPU:
             self.cpu_busy += 1
@@ -364,6 +388,10 @@ class StreamSim:
         if noise.is_default:
             return x * math.exp(self.rng.gauss(0.0, self._sigma))
         return x * noise_factor(self.rng, self._sigma, noise)
+
+
+def _queued_ms(card: ToolCard) -> float:
+    return card.load_needed_ms + (card.gpu_ms or card.cpu_ms)
 
 
 def run_stream(workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider,

@@ -57,17 +57,13 @@ class HeftStream(StreamDecider):
 
 
 def cpu_wait_ms(live: LiveState) -> float:
-    """Expected wait for a CPU slot: 0 with one free, else the card-based remaining time of the
-    running CPU task that frees the slot this task would get (FIFO behind the waiting ones)."""
-    ahead = live.cpu_busy + live.cpu_waiting - live.cpu_slots
-    if ahead < 0:
+    """Expected wait for a CPU slot: 0 with one free, else the CPU backlog (card-based remaining time
+    of the running CPU tasks plus the CPU time of the tasks waiting ahead) spread over the slots."""
+    if live.cpu_busy + live.cpu_waiting < live.cpu_slots:
         return 0.0
-    rem = sorted(v.expected_remaining_ms for v in live.running(gpu=False))
-    if not rem:
-        return 0.0
-    # why the rounds: each slot frees after its task, then serves the next waiting one
-    rounds, idx = divmod(ahead, len(rem))
-    return rem[idx] + rounds * (sum(rem) / len(rem))
+    backlog = sum(v.expected_remaining_ms for v in live.running(gpu=False))
+    backlog += live.cpu_waiting_ms
+    return backlog / live.cpu_slots
 
 
 class Dmda(StreamDecider):
