@@ -2,7 +2,7 @@
 
 **Load** = arrival rate / capacity. The **capacity** of a mix (per second) is measured, not assumed:
 the highest Poisson arrival rate that a baseline *sustains* on the machine (``sustains``: a fixed
-noise-free stream of ``CAPACITY_DURATION_S`` seconds in which every invocation completes, no oom,
+noise-free stream as long as the study's (within 10-120 s) in which every invocation completes, no oom,
 and the last one ends within ``DRAIN_FRACTION`` of the duration after the stream: an overloaded
 machine's backlog grows without bound), found by doubling and bisection; capacity = the best of
 every baseline with and without admission (``CAPACITY_POLICIES``; agentsched is not part of the
@@ -38,7 +38,8 @@ from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
 from agentsched.model.live import StreamDecider
 
-CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search
+CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search (at most)
+MIN_CAPACITY_DURATION_S = 10.0  # ... and at least; within these, the study's own duration
 DRAIN_FRACTION = 0.05  # sustained: the last invocation ends within 5% of the duration after it
 START_RATE_PER_S = 0.5
 MIN_RATE_PER_S = 0.01
@@ -211,9 +212,12 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     names = [wf.name for wf in workflows]
     if len(set(names)) != len(names):
         raise AgentschedError("the workflow mix names one workflow twice")
+    # a bad arrival kind or trace file fails now, in one line, before minutes of capacity search
+    make_arrivals(arrival, rate_per_s=1.0, duration_s=1.0, names=names, rng=random.Random(0))
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
-    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle)
+    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))  # no longer than the study
+    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     rows = []
     for load, rate in points:
@@ -228,7 +232,8 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     sustained = dict(baseline_rates)
     for name in policies:  # throughput at saturation: every policy's sustainable rate, the same search
         if name not in sustained:
-            sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine)
+            sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine,
+                                                   search_s)
     return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
             {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
             "arrival": arrival, "duration_s": duration_s, "seeds": seeds,

@@ -18,7 +18,7 @@ from agentsched.model.cards import ToolCard, split_amplified
 from agentsched.model.workflow import Mode
 from agentsched.planner.prior import contention_prior
 
-LEARNING_RATE = 0.2
+LEARNING_RATE = 0.5
 MAX_STEP = 0.5  # largest change of a log parameter in one step (a straggler cannot throw it far)
 LOG_BOUND = math.log(1e3)  # parameters stay in [1e-3, 1e3]
 

@@ -1,0 +1,58 @@
+"""agentsched load: rows per policy and load, report.md with the plot, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ROW_KEYS = {"policy", "load", "p50_ms", "p95_ms", "p99_ms", "throughput_per_s", "oom", "errors", "gpu_util",
+            "slowdown_by_workflow"}
+
+
+def test_load_rows_report_and_plot(cli, tmp_path):
+    out = tmp_path / "o"
+    code, stdout, err = cli("load", "S1", "S10", "--load", "0.3,0.6", "--duration-s", "10", "--seeds", "2",
+                            "--policies", "agentsched,dmda,all-gpu+adm", "--out", str(out), "--json",
+                            "--json-out", str(tmp_path / "l.json"))
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert json.loads((tmp_path / "l.json").read_text()) == doc
+    assert [(r["policy"], r["load"]) for r in doc["rows"]] == [
+        (p, ld) for ld in (0.3, 0.6) for p in ("agentsched", "dmda", "all-gpu+adm")]
+    for r in doc["rows"]:
+        assert ROW_KEYS <= set(r)
+        assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"]
+        assert set(r["slowdown_by_workflow"]) <= {"S1", "S10"}
+        assert r["rate_per_s"] == pytest.approx(r["load"] * doc["capacity_per_s"], rel=1e-3)
+    assert doc["capacity_per_s"] > 0 and set(doc["saturation_throughput_per_s"]) == {"agentsched", "dmda", "all-gpu+adm"}
+    report = (out / "report.md").read_text()
+    assert "latency_vs_load.png" in report and "| agentsched | 0.3 |" in report
+    assert (out / "latency_vs_load.png").stat().st_size > 1000
+    assert json.loads((out / "load.json").read_text()) == doc
+
+
+def test_rates_and_trace(cli, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("0,S1\n0.5,S10\n1.0,S1\n")
+    code, stdout, err = cli("load", "S1", "S10", "--rates", "1", "--arrival", f"trace:{trace}", "--seeds", "1",
+                            "--duration-s", "5", "--policies", "dmda", "--out", str(tmp_path / "o"), "--no-plot", "--json")
+    assert code == 0, err
+    row = json.loads(stdout)["rows"][0]
+    assert row["invocations"] == 3 and row["oom"] == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--load", "0.3", "--rates", "1"), "exactly one of --load and --rates"),
+    ((), "exactly one of --load and --rates"),
+    (("--load", "0.3,x"), "--load: expected comma-separated numbers"),
+    (("--load", "-1"), "finite number > 0"),
+    (("--load", "0.3", "--policies", "nope"), "unknown load policy 'nope'"),
+    (("--load", "0.3", "--arrival", "trace:/nonexistent.csv", "--policies", "dmda"), "cannot read"),
+    (("--load", "0.3", "--arrival", "uniform", "--policies", "dmda"), "unknown arrival kind"),
+    (("--load", "0.3", "--seeds", "0"), "--seeds must be >= 1"),
+])
+def test_bad_input_is_one_line(cli, tmp_path, args, needle):
+    code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)
+    assert code != 0
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
