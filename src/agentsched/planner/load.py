@@ -34,10 +34,11 @@ from agentsched.planner.load_learn import ContentionLearner
 from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
-HARM_WEIGHT = 0.5  # the delay inflicted on running GPU tasks, half-weighted (tuned on S1-S13 at 60-90% load)
+HARM_WEIGHT = 1.0  # the delay inflicted on running GPU tasks counts as much as the task's own
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
+MAX_HOLD_FACTOR = 1.0  # a task is held at most its own GPU time, then starts (tuned on S1-S13)
 HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now (tuned likewise)
 
 
@@ -74,6 +75,7 @@ class LoadPlanner(StreamDecider):
         self._held: dict[tuple[int, str], float] = {}
         self._prefix: dict[tuple[int, str], float] | None = None
         self._held_total = 0.0
+        self._held_since: dict[tuple[int, str], float] = {}  # when each held task was first held
         self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
 
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
@@ -81,6 +83,7 @@ class LoadPlanner(StreamDecider):
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
         self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
         self._held_total = 0.0
+        self._held_since: dict[tuple[int, str], float] = {}  # when each held task was first held
         self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
 
     # ---- the live GPU as the planner sees it --------------------------------------------------
@@ -151,12 +154,18 @@ class LoadPlanner(StreamDecider):
                 best_mode, best = Mode.GPU_QUEUE, q
         key = (inv.id, task)
         ahead = self._ahead_ms(key)
-        may_hold = key in self._held or len(self._held) < MAX_HELD
+        since = self._held_since.get(key, live.now_ms)
+        # why the cap: a task that presses hard (its harm) would otherwise be held again at every
+        # event while the GPU stays busy, and starve: past MAX_HOLD_FACTOR x its GPU time it starts
+        may_hold = (key in self._held or len(self._held) < MAX_HELD) and \
+            live.now_ms - since < MAX_HOLD_FACTOR * (card.gpu_ms or 0.0)
         if gpu and may_hold and ahead + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
             if key not in self._held:
                 self._held[key] = card.gpu_ms or 0.0
+                self._held_since[key] = live.now_ms
                 self._prefix = None
             return None
+        self._held_since.pop(key, None)
         if self._held.pop(key, None) is not None:
             self._prefix = None
         return best_mode
