@@ -34,7 +34,7 @@ from agentsched.planner.load_learn import ContentionLearner
 from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
-HARM_WEIGHT = 1.0  # the delay inflicted on running GPU tasks counts as much as the task's own
+HARM_WEIGHT = 2.0  # the delay inflicted on running GPU tasks counts twice (it delays other invocations; tuned on S1-S13)
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
@@ -137,29 +137,21 @@ class LoadPlanner(StreamDecider):
     # ---- decisions -----------------------------------------------------------------------------
     def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
         card = inv.cards[task]
-        best_mode, best = Mode.CPU, cpu_wait_ms(live) + card.cpu_ms
-        if not card.has_gpu:
-            return best_mode
+        cpu_ms = cpu_wait_ms(live) + card.cpu_ms
         budget = live.vram_budget_mb
-        if budget is not None and card.vram_needed_mb > budget:
-            return best_mode  # never fits: any GPU placement would be an oom
-        gpu = self._gpu(live)
-        if live.fits_now(card.vram_needed_mb):
-            run, harm = self._run_beside(card, gpu)
-            if run + HARM_WEIGHT * harm < best:
-                best_mode, best = Mode.GPU_NOW, run + HARM_WEIGHT * harm
-        if Mode.GPU_QUEUE in inv.workflow.decision_space.modes:
-            q = self._queue_ms(card, gpu, live)
-            if q < best:
-                best_mode, best = Mode.GPU_QUEUE, q
+        if not card.has_gpu or (budget is not None and card.vram_needed_mb > budget):
+            return Mode.CPU  # no GPU code, or it never fits: any GPU placement would be an oom
         key = (inv.id, task)
-        ahead = self._ahead_ms(key)
-        since = self._held_since.get(key, live.now_ms)
-        # why the cap: a task that presses hard (its harm) would otherwise be held again at every
-        # event while the GPU stays busy, and starve: past MAX_HOLD_FACTOR x its GPU time it starts
-        may_hold = (key in self._held or len(self._held) < MAX_HELD) and \
-            live.now_ms - since < MAX_HOLD_FACTOR * (card.gpu_ms or 0.0)
-        if gpu and may_hold and ahead + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
+        fits = live.fits_now(card.vram_needed_mb)
+        since = self._held_since.get(key)
+        # why the cap: a task that presses hard (its harm) would otherwise be held at every event
+        # while the GPU stays busy, or sent to a slow CPU run, and starve: once held MAX_HOLD_FACTOR x
+        # its GPU time with its VRAM free, it is overdue and its harm no longer counts
+        overdue = since is not None and fits and live.now_ms - since >= MAX_HOLD_FACTOR * (card.gpu_ms or 0.0)
+        gpu = self._gpu(live)
+        best_mode, best = self._best_start(inv, card, gpu, live, cpu_ms, fits, 0.0 if overdue else HARM_WEIGHT)
+        may_hold = not overdue and (key in self._held or len(self._held) < MAX_HELD)
+        if gpu and may_hold and self._ahead_ms(key) + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
             if key not in self._held:
                 self._held[key] = card.gpu_ms or 0.0
                 self._held_since[key] = live.now_ms
@@ -169,6 +161,20 @@ class LoadPlanner(StreamDecider):
         if self._held.pop(key, None) is not None:
             self._prefix = None
         return best_mode
+
+    def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
+                    fits: bool, harm_weight: float) -> tuple[Mode, float]:
+        """The cheapest start now: (mode, predicted cost)."""
+        best_mode, best = Mode.CPU, cpu_ms
+        if fits:
+            run, harm = self._run_beside(card, gpu)
+            if run + harm_weight * harm < best:
+                best_mode, best = Mode.GPU_NOW, run + harm_weight * harm
+        if Mode.GPU_QUEUE in inv.workflow.decision_space.modes:
+            q = self._queue_ms(card, gpu, live, harm_weight)
+            if q < best:
+                best_mode, best = Mode.GPU_QUEUE, q
+        return best_mode, best
 
     def _ahead_ms(self, key: tuple[int, str]) -> float:
         """GPU work of the tasks held before ``key`` (all held ones for a new task): they get the GPU
@@ -181,11 +187,11 @@ class LoadPlanner(StreamDecider):
             self._held_total = total
         return self._prefix.get(key, self._held_total)
 
-    def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
+    def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, harm_weight: float) -> float:
         backlog = sum(g.remaining_ms for g in gpu if g.loading)
         backlog += live.queue_backlog_ms
         run, harm = self._run_beside(card, gpu)
-        return backlog + card.load_needed_ms + run + HARM_WEIGHT * harm
+        return backlog + card.load_needed_ms + run + harm_weight * harm
 
     def admit(self, inv: Invocation, live: LiveState) -> bool:
         if not self.admission:
