@@ -16,7 +16,8 @@ percentiles, so it does not set the bar); the best over all baselines is printed
 Targets: p99 <= 0.8x and p50 <= 0.9x the best baseline's at 60% and 90%; <= 1.02x at 30%;
 saturation throughput >= the best baseline's; zero oom for agentsched; no workflow's mean
 slowdown vs isolation above 3x at 60%; decision time p50 <= 5 ms per invocation.
-Size: about 2-4 minutes on 2 cores (full); --quick (1 seed, 40 s streams) about 30 s.
+Size: about 1-3 minutes on 2 cores (full: 3 seeds of 300 s streams per load and policy, 2 mixes, the
+capacity searches included); --quick (1 seed, 40 s streams) about 15 s.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agentsched.model.generate import generate_workflow
 from agentsched.scenarios import load_scenario
 
 LOADS = (0.3, 0.6, 0.9)
-DURATION_S = 120.0
+DURATION_S = 300.0
 SEEDS = 3
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
 POLICIES = ("agentsched",) + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
