@@ -11,6 +11,25 @@ import sys
 
 import typer
 
+def _hide_flag_types() -> None:
+    """Help without a value type after a flag: typer's rich help prints ``<bool>`` after every flag
+    (``--json <bool>``, ``--help <bool>``) though a flag takes no value (``--json true`` is refused);
+    its plain help already leaves it out. One override of the rich column, for every command."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_flags_hidden", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    display_type_rich._flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
+
 app = typer.Typer(
     name="agentsched",
     help="Place AI workflow tool calls on CPU, GPU now, or the GPU queue.",

@@ -26,6 +26,8 @@ SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two s
 TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
 CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
 
+JSON = typer.Option(False, "--json", help=JSON_HELP)
+
 # ---- the testbed spec (testbeds/spec.py) -----------------------------------------------------------
 TESTBED = typer.Option(TestbedKind.SIM, "--testbed", help=TESTBED_HELP)
 SIZE = typer.Option(Size.SMALL, "--size", help="local/ray testbed: the built-in tools' model size (small: tiny "
@@ -74,5 +76,6 @@ LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
 
-__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "LLM_FLAGS",
+__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
+           "LLM_FLAGS",
            "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TESTBED", "TestbedKind", "WORLD"]

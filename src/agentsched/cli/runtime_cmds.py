@@ -110,6 +110,9 @@ def invoke_cmd(
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
     label = wf.decision_space.label
     mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    from agentsched.testbeds.real import NO_CUDA_NOTE
+
+    note = f"note: {NO_CUDA_NOTE}" if rt.host_only else None  # said once, as `run` says it
     if json_out:
         outputs = {}
         for task, value in res.outputs.items():
@@ -123,6 +126,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
                "status": res.status.value, "message": res.message,
                "mapping": {t: m.value for t, m in res.mapping.items()},
                "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+        if note:
+            typer.echo(note, err=True)  # stdout holds the JSON alone
         typer.echo(json.dumps(doc, indent=2))
     else:
         what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
@@ -130,8 +135,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
                       f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
         console.print(f"mapping: {mapping}")
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
-        if rt.host_only:
-            console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
+        if note:
+            typer.echo(note)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 

@@ -23,6 +23,9 @@ from agentsched.testbeds.driver import Failure
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
 
+#: the one line every command says when GPU placements run as host code (no CUDA here)
+NO_CUDA_NOTE = "this machine has no CUDA GPU: every GPU placement runs as host code on the CPU"
+
 TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
                     "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
 
@@ -101,3 +104,30 @@ def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failu
     if oom:
         return Failure(Status.OOM, task, f"task {task} ({name}): out of memory while loading: {reason}")
     return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {reason}")
+
+
+def lacks_gpu(testbed: Any, wf: Workflow) -> bool:
+    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
+    workflow with a GPU-capable tool (torch is imported only then): its GPU placements run as host code."""
+    from agentsched.testbeds.local import LocalBackend, LocalTestbed
+    from agentsched.testbeds.ray import RayTestbed
+
+    if not any(c.has_gpu for c in wf.task_cards.values()):
+        return False
+    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
+        return not testbed.gpu_available(wf)
+    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
+            and not testbed.backend._cuda_available())
+
+
+def host_only_workflow(wf: Workflow) -> Workflow:
+    """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code):
+    every placement is the same host run, and the start rules and policies see it so."""
+    from agentsched.model.cards import CardSet
+    from agentsched.model.tool import cold_card
+
+    cards = {}
+    for tid, t in wf.tasks.items():
+        card = cold_card(t.tool, wf.vram_budget_mb) if tid in wf.unprofiled else wf.card_set.resolve(t.tool)
+        cards[t.tool] = card.model_copy(update={"gpu_ms": None, "load_ms": None, "vram_mb": None})
+    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source="no CUDA GPU: host only", cards=cards))
