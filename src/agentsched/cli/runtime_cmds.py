@@ -132,7 +132,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
     else:
         what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
         console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
-                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
+                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
+                      soft_wrap=True)  # one line, however long the message
         console.print(f"mapping: {mapping}")
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
         if note:

