@@ -147,7 +147,7 @@ def bench_cmd(
                                                                                            "to this card set"),
     testbed: o.TestbedKind = o.TESTBED, size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE,
     cpu_slots: Optional[int] = o.CPU_SLOTS, ray_address: Optional[str] = o.RAY_ADDRESS,
-    emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD, task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
     ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
@@ -181,7 +181,8 @@ def bench_cmd(
     wfs = [wf for wf, _ in loaded]
     gantt_name = _gantt_name(names, wfs, gantt)
     spec = testbed_spec(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                        from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu)
+                        from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu,
+                        task_timeout_s=task_timeout_s)
     _check_policies(pols, options, wfs)
     # the ablation runs on the simulator: on by default only when the bench does too
     want_ablation = ("agent-rules" in pols and spec.simulated) if ablation is None else ablation

@@ -39,6 +39,10 @@ RAY_ADDRESS = typer.Option(None, "--ray-address", help="ray testbed: cluster to 
 EMULATE_GPU = typer.Option(False, "--emulate-gpu", help="ray testbed without CUDA: GPU placements run on the CPU "
                                                         "while holding Ray's GPU share and vram_mb (timings are not "
                                                         "GPU timings)")
+TASK_TIMEOUT = typer.Option(None, "--task-timeout-s", min=0.001,
+                            help="local/ray testbed: a task running longer than this many seconds ends its "
+                                 "execution as error (its tool instance dropped, loaded afresh next time); default: "
+                                 "no limit on local, 3600 on ray")
 WORLD = typer.Option(
     None, "--world",
     help="simulated world (GPU contention) of --testbed sim: a5500 (built-in, calibrated), a world JSON file, or "
@@ -78,4 +82,5 @@ LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
 
 __all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
            "LLM_FLAGS",
-           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TESTBED", "TestbedKind", "WORLD"]
+           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TASK_TIMEOUT", "TESTBED", "TestbedKind",
+           "WORLD"]

@@ -37,6 +37,7 @@ def throughput_cmd(
                                                              "configs; paper)"),
     cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="at most this many CPU tasks at once "
                                                                       "(default: the cluster's CPUs)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
     json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
 ) -> None:
@@ -55,7 +56,7 @@ def throughput_cmd(
         check_output_file(json_file, "--json-out")  # before the work, not after it
     say = err_console if json_out else console  # with --json, stdout holds the JSON only
     tb = testbed_spec(o.TestbedKind.RAY, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
-                      emulate_gpu=emulate_gpu).build()
+                      emulate_gpu=emulate_gpu, task_timeout_s=task_timeout_s).build()
     assert isinstance(tb, RayTestbed)
     try:
         tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node

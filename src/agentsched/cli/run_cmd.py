@@ -145,6 +145,7 @@ def run_cmd(
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE, cpu_slots: Optional[int] = o.CPU_SLOTS,
     ray_address: Optional[str] = o.RAY_ADDRESS, emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
     oracle: bool = typer.Option(True, "--oracle/--no-oracle",
@@ -164,7 +165,8 @@ def run_cmd(
     wf, wf_world = load_workflow_and_world(workflow, cards)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf)
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                        from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu)
+                        from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,
+                        task_timeout_s=task_timeout_s)
     flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                                       temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),

@@ -85,6 +85,7 @@ def invoke_cmd(
                                           "ray (real tools on a Ray cluster) or sim"),
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
@@ -95,7 +96,8 @@ def invoke_cmd(
 
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
-    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world])
+    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
+                        task_timeout_s=task_timeout_s)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
     options = policy_options([name], PolicyFlags(items=tuple(policy_option or ())), single=True).get(name, {})
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,

@@ -31,7 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from agentsched.testbeds.real import (
     load_failure,
     load_reason,
     quiet_loading,
+    task_timeout,
     unload_quietly,
 )
 from agentsched.tools import cuda_available
@@ -79,6 +80,7 @@ class LocalBackend(Backend):
         memory_ceiling: bool = True,
         torch_threads: int | None = None,
         tool_factory: ToolFactory | None = None,
+        task_timeout_s: float | None = None,
     ) -> None:
         from agentsched.tools.base import normalize_device, parse_size
 
@@ -96,6 +98,11 @@ class LocalBackend(Backend):
         self.torch_threads = torch_threads
         # builds the built-in tools (tests inject fakes); user tools (package.module:Class) need no extra
         self._factory = tool_factory if tool_factory is not None else builtin_tool
+        if task_timeout_s is not None and not task_timeout_s > 0:
+            raise TestbedError(f"local testbed: task_timeout_s must be > 0, got {task_timeout_s}")
+        # a task running longer ends its execution as error; its thread is abandoned (Python cannot
+        # stop it) and its tool instance dropped, built afresh next time (None: no limit)
+        self.task_timeout_s = task_timeout_s
         self._cache: dict[tuple[str, str], Any] = {}  # (base tool, device) -> loaded, shared tool
         self._run: _LocalRun | None = None  # the run in progress
 
@@ -209,11 +216,12 @@ class _LocalRun:
         self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
+        self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
         self.cuda: _CudaScope | None = None
         self.prev_threads: int | None = None
-        self.cpu_pool: ThreadPoolExecutor | None = None
-        self.gpu_pool: ThreadPoolExecutor | None = None
+        self.cpu_pool: _DaemonPool | None = None
+        self.gpu_pool: _DaemonPool | None = None
         self.t0 = 0.0
 
     def warm(self) -> Failure | None:
@@ -263,9 +271,8 @@ class _LocalRun:
         self.opened = True
         if self.uses_cuda and b._real_cuda():
             self.cuda = _CudaScope(b.device, self.workflow.vram_budget_mb if b.memory_ceiling else None)
-        self.cpu_pool = ThreadPoolExecutor(b.cpu_workers, thread_name_prefix="agentsched-cpu")
-        self.gpu_pool = ThreadPoolExecutor(max(1, sum(m is not Mode.CPU for m in self.mapping.values())),
-                                           thread_name_prefix="agentsched-gpu")
+        self.cpu_pool = _DaemonPool(b.cpu_workers, "agentsched-cpu")
+        self.gpu_pool = _DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
         if self.cuda:
             self.cuda.enter()
         self.t0 = time.perf_counter()
@@ -301,15 +308,23 @@ class _LocalRun:
     def submit(self, start: Start, inputs: Mapping[str, Any]) -> None:
         pool = self.cpu_pool if start.mode is Mode.CPU else self.gpu_pool
         assert pool is not None
-        self.running[pool.submit(self._job, start.task, inputs)] = start.task
+        fut = pool.submit(self._job, start.task, inputs)
+        self.running[fut] = start.task
+        self.started_s[fut] = time.perf_counter()
 
     def wait(self) -> list[Completion]:
-        done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+        timeout = self.b.task_timeout_s
+        first = min(self.started_s[f] for f in self.running)
+        left = None if timeout is None else max(first + timeout - time.perf_counter(), 0.0)
+        done, _ = wait(list(self.running), timeout=left, return_when=FIRST_COMPLETED)
+        if not done:  # the longest-running task ran over its timeout
+            return [self._timed_out(next(f for f in self.running if self.started_s[f] == first))]
         failed: list[Completion] = []
         finished: list[tuple[str, _Done]] = []
         now = self.now_ms()
         for fut in done:
             task = self.running.pop(fut)
+            self.started_s.pop(fut, None)
             exc = fut.exception()
             if exc is None:
                 finished.append((task, fut.result()))
@@ -322,10 +337,28 @@ class _LocalRun:
     def _ms(self, at: float) -> float:
         return (at - self.t0) * 1000
 
+    def _timed_out(self, fut: Future) -> Completion:
+        """A task over its timeout: abandoned (its thread cannot be stopped), its tool instance dropped
+        and never unloaded while it may still run; the next run builds and loads a new one."""
+        task = self.running.pop(fut)
+        started = self.started_s.pop(fut, self.t0)
+        tool = self.tools.pop(task, None)
+        for key, cached in list(self.b._cache.items()):
+            if cached is tool:
+                del self.b._cache[key]
+        if task in self.own:
+            self.own.remove(task)
+        now = self.now_ms()
+        timeout = self.b.task_timeout_s
+        return Completion(task, self._ms(started), now, error=task_timeout(timeout))
+
     def stop_all(self) -> None:
-        """Let running tasks stop (between calls) before their models are released."""
+        """Let running tasks stop (between calls) before their models are released; with a task
+        timeout, at most that long (a task still running then is abandoned, its instance dropped)."""
         self.stop.set()
-        wait(list(self.running))
+        _, late = wait(list(self.running), timeout=self.b.task_timeout_s)
+        for fut in late:
+            self._timed_out(fut)
         self.running.clear()
 
     def close(self) -> dict[str, Any]:
@@ -338,8 +371,8 @@ class _LocalRun:
         try:
             self.stop_all()
             assert self.cpu_pool is not None and self.gpu_pool is not None
-            self.cpu_pool.shutdown(wait=True)
-            self.gpu_pool.shutdown(wait=True)
+            self.cpu_pool.shutdown()
+            self.gpu_pool.shutdown()
             measured = self.cuda.exit() if self.cuda else None
         finally:
             if self.prev_threads is not None:
@@ -377,6 +410,36 @@ class LocalTestbed(Driver):
     @property
     def cpu_workers(self) -> int:
         return self.backend.cpu_workers  # type: ignore[attr-defined]
+
+
+class _DaemonPool:
+    """At most ``workers`` tasks at once, each on a daemon thread of its own: a task that never
+    returns (a hung tool, abandoned after its timeout or a Ctrl-C) cannot keep the process alive
+    at exit, as a ThreadPoolExecutor's joined workers would."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.slots = threading.BoundedSemaphore(workers)
+        self.name = name
+        self.count = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        fut: Future = Future()
+        self.count += 1
+
+        def job() -> None:
+            with self.slots:
+                if not fut.set_running_or_notify_cancel():
+                    return
+                try:
+                    fut.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - the task's failure, reported by wait()
+                    fut.set_exception(exc)
+
+        threading.Thread(target=job, name=f"{self.name}-{self.count}", daemon=True).start()
+        return fut
+
+    def shutdown(self) -> None:
+        """Nothing to join: the run waited for its tasks (``stop_all``); abandoned ones stay behind."""
 
 
 class _NullStream:

@@ -106,6 +106,12 @@ def _set_transformers_quiet() -> None:
             pass
 
 
+def task_timeout(timeout_s: float) -> TimeoutError:
+    """The error of a task that ran longer than its timeout (the driver's one line names the task:
+    ``task A (clip) failed: TimeoutError: ran longer than its timeout of 30 s (--task-timeout-s)``)."""
+    return TimeoutError(f"ran longer than its timeout of {timeout_s:g} s (--task-timeout-s)")
+
+
 def unload_quietly(tool: Any, what: str) -> None:
     """``tool.unload()``; an unload that raises is one warning line naming ``what`` (e.g. ``tool
     clip (cpu)``) and never changes the result of the run it follows (the instance is dropped)."""
