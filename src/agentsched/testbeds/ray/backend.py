@@ -146,6 +146,7 @@ class RayBackend(Backend):
             except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
                 cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
                 out.append(Completion(task, r.ms(submitted), r.ms(observed), error=as_exception(cause)))
+                _consume(ray, r.out_refs.pop(task, None))
                 continue
             start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
             end = min(max(d["end_s"], start), observed)
@@ -165,6 +166,9 @@ class RayBackend(Backend):
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001 - already finished, or its node is gone
                 pass
+        for ref, (task, _) in r.pending.items():
+            _consume(ray, ref, timeout_s=0.5)
+            _consume(ray, r.out_refs.pop(task, None), timeout_s=0.5)
         r.pending.clear()
         return {}
 
@@ -181,6 +185,18 @@ class RayBackend(Backend):
 
     def close(self) -> None:
         self.cluster.close()
+
+
+def _consume(ray: Any, ref: Any, timeout_s: float | None = None) -> None:
+    """Read a lease's result whose error the run has already judged (or will not judge: cancelled):
+    an ObjectRef holding an error that is never read makes Ray print its whole traceback as an
+    "Unhandled error" when the ref is dropped, ~20 lines for a one-line failure."""
+    if ref is None:
+        return
+    try:
+        ray.get(ref, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - the error is the expected content
+        pass
 
 
 def as_exception(cause: Any) -> BaseException:
