@@ -40,6 +40,7 @@ from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
 from agentsched.testbeds.real import (
     ToolFactory,
@@ -220,8 +221,8 @@ class _LocalRun:
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
         self.cuda: _CudaScope | None = None
         self.prev_threads: int | None = None
-        self.cpu_pool: _DaemonPool | None = None
-        self.gpu_pool: _DaemonPool | None = None
+        self.cpu_pool: DaemonPool | None = None
+        self.gpu_pool: DaemonPool | None = None
         self.t0 = 0.0
 
     def warm(self) -> Failure | None:
@@ -271,8 +272,8 @@ class _LocalRun:
         self.opened = True
         if self.uses_cuda and b._real_cuda():
             self.cuda = _CudaScope(b.device, self.workflow.vram_budget_mb if b.memory_ceiling else None)
-        self.cpu_pool = _DaemonPool(b.cpu_workers, "agentsched-cpu")
-        self.gpu_pool = _DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
+        self.cpu_pool = DaemonPool(b.cpu_workers, "agentsched-cpu")
+        self.gpu_pool = DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
         if self.cuda:
             self.cuda.enter()
         self.t0 = time.perf_counter()
@@ -410,36 +411,6 @@ class LocalTestbed(Driver):
     @property
     def cpu_workers(self) -> int:
         return self.backend.cpu_workers  # type: ignore[attr-defined]
-
-
-class _DaemonPool:
-    """At most ``workers`` tasks at once, each on a daemon thread of its own: a task that never
-    returns (a hung tool, abandoned after its timeout or a Ctrl-C) cannot keep the process alive
-    at exit, as a ThreadPoolExecutor's joined workers would."""
-
-    def __init__(self, workers: int, name: str) -> None:
-        self.slots = threading.BoundedSemaphore(workers)
-        self.name = name
-        self.count = 0
-
-    def submit(self, fn: Any, *args: Any) -> Future:
-        fut: Future = Future()
-        self.count += 1
-
-        def job() -> None:
-            with self.slots:
-                if not fut.set_running_or_notify_cancel():
-                    return
-                try:
-                    fut.set_result(fn(*args))
-                except BaseException as exc:  # noqa: BLE001 - the task's failure, reported by wait()
-                    fut.set_exception(exc)
-
-        threading.Thread(target=job, name=f"{self.name}-{self.count}", daemon=True).start()
-        return fut
-
-    def shutdown(self) -> None:
-        """Nothing to join: the run waited for its tasks (``stop_all``); abandoned ones stay behind."""
 
 
 class _NullStream:
