@@ -277,7 +277,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
                     opts = dict(config.policy_options.get(pol, {}))
                     for seed in config.seeds:
                         key = f"bench|{name}|{pol}|{seed}"
-                        done = journal.get(key) if journal is not None else None
+                        done = journal.get(key, BenchRecord, {name: wf}) if journal is not None else None
                         if done is not None:  # --resume: this run finished before the interruption
                             journal.resumed += 1
                             records.append(done)
