@@ -398,6 +398,7 @@ def register(app: typer.Typer) -> None:
         report.md and plots."""
         from agentsched.cli.progress import bench_progress
         from agentsched.experiments.bench import BenchConfig, run_bench
+        from agentsched.experiments.folder_lock import hold_folder
         from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
         from agentsched.loop.registry import (
             accepts,
@@ -484,6 +485,7 @@ def register(app: typer.Typer) -> None:
         try:
             preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
             prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
+            hold_folder(out)  # one bench per --out: a second one is refused while this one runs
             local = tb.name != "sim"
             # the ablation runs on the simulator: on by default only when the bench does too
             want_ablation = ("agent-rules" in pols and not local) if ablation is None else ablation
