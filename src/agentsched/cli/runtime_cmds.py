@@ -133,12 +133,17 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
         plot: Optional[Path] = typer.Option(None, "--plot",
                                             help="write the learning curve to this file (.png, .svg or .pdf)"),
+        forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",
+                                             help="delete this learner's history (its number as history shows "
+                                                  "it): the next runtime with its settings starts afresh"),
     ) -> None:
         """Show every round and invocation a store holds for a workflow, and the learning curve."""
         from agentsched.cli.output import check_output_file
         from agentsched.store import Store
 
         name = _workflow_name(workflow)
+        if forget is not None:
+            return _forget(store, name, forget)
         if plot is not None:  # the path and format are checked before the store is read
             from agentsched.report.gantt import check_figure_path
 
@@ -164,6 +169,21 @@ def register(app: typer.Typer) -> None:
             plot_learning_curve(series, plot, f"{name}: learning curve")
             if not json_out:
                 console.print(f"learning curve written to {plot}")
+
+
+def _forget(store: Path, name: str, learner: int) -> None:
+    from agentsched.store import Store
+
+    if not store.is_file():
+        raise AgentschedError(f"store {store} does not exist")
+    st = Store(store)
+    try:
+        if learner not in [ln.id for ln in st.learners(name)]:
+            raise AgentschedError(f"store {store} has no learner {learner} of workflow {name!r}")
+        gone = st.forget(learner)
+    finally:
+        st.close()
+    console.print(f"forgot learner {learner} of {name} ({gone} invocations) in {store}", highlight=False)
 
 
 def _workflow_name(text: str) -> str:

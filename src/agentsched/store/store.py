@@ -13,8 +13,9 @@ Tables (schema version ``SCHEMA_VERSION``, recorded in ``schema_version``):
 * ``rounds``: one row per observed round (mapping, status, median E2E, what the policy said).
 
 Concurrency: every write is one short transaction (``BEGIN IMMEDIATE``) and readers never block
-writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing is ever updated or deleted,
-so a failure costs at most the write that failed. A store that is locked past the timeout,
+writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing is ever updated, and only
+``forget`` deletes (a whole learner, in one transaction), so a failure costs at most the write that
+failed. A store that is locked past the timeout,
 read-only, corrupt, not an agentsched store, or from a newer schema is a one-line ``StoreError``.
 """
 
@@ -370,6 +371,16 @@ class Store:
             sql += " WHERE workflow_name = ? OR workflow_hash = ?"
             args = (workflow, workflow)
         return [_learner(r) for r in self._read(sql + " ORDER BY id", args)]
+
+    def forget(self, learner_id: int) -> int:
+        """Delete a learner with its executions and rounds (the next runtime with its key starts
+        afresh); returns how many executions went. Its workflow and card records stay (shared)."""
+        with self._write() as c:
+            gone = c.execute("DELETE FROM executions WHERE learner_id = ?", (learner_id,)).rowcount
+            c.execute("DELETE FROM rounds WHERE learner_id = ?", (learner_id,))
+            if c.execute("DELETE FROM learners WHERE id = ?", (learner_id,)).rowcount == 0:
+                raise self._fail(f"has no learner {learner_id}")
+        return int(gone)
 
     def workflow_doc(self, whash: str) -> dict[str, Any] | None:
         rows = self._read("SELECT doc FROM workflows WHERE hash = ?", (whash,))
