@@ -203,3 +203,70 @@ def test_two_processes_append_to_one_store(tmp_path):
     assert seqs == list(range(len(seqs)))  # the sequence has no hole and no duplicate
     pids = {r[0] for r in conn.execute("SELECT pid FROM executions")}
     assert len(pids) == 2
+
+
+def _stored_history(folder) -> str:
+    """A store with one learner of S5 and one execution, closed cleanly (no -wal left)."""
+    p = folder / "s.db"
+    st = Store(p)
+    st.append(st.learner(load_scenario("S5"), "agent-rules", {}).id, 0, "round", 0, _execution())
+    st.close()
+    return p
+
+
+def _unwritable_folders(monkeypatch):
+    """os.access as a non-root user in a read-only folder sees it (root may write anywhere)."""
+    import agentsched.store.store as store_mod
+
+    real = os.access
+    monkeypatch.setattr(store_mod.os, "access",
+                        lambda path, mode, **kw: False if mode == os.W_OK and os.path.isdir(path) else real(path, mode))
+
+
+def test_a_store_in_a_folder_we_cannot_write_opens_without_creating_files(tmp_path, monkeypatch):
+    p = _stored_history(tmp_path)
+    _unwritable_folders(monkeypatch)
+    before = sorted(x.name for x in tmp_path.iterdir())
+    ro = Store(p, read_only=True)
+    assert [ln.policy for ln in ro.learners("S5")] == ["agent-rules"] and len(ro.executions(1)) == 1
+    ro.close()
+    assert sorted(x.name for x in tmp_path.iterdir()) == before == ["s.db"]  # no -shm it could not create
+
+
+def test_unmerged_wal_changes_in_a_read_only_folder_are_one_line(tmp_path, monkeypatch):
+    import shutil
+
+    writer = Store(tmp_path / "s.db")  # open: its changes stay in s.db-wal
+    writer.append(writer.learner(load_scenario("S5"), "p", {}).id, 0, "round", 0, _execution())
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("s.db", "s.db-wal"):  # as a backup without the -shm file would hold it
+        shutil.copy(tmp_path / name, copy / name)
+    writer.close()
+    _unwritable_folders(monkeypatch)
+    with pytest.raises(StoreError, match=r"^store .*copy/s\.db has changes in s\.db-wal not yet in the store, and "
+                                         "its folder is read-only: copy the store with its -wal file"):
+        Store(copy / "s.db", read_only=True)
+
+
+def _can_bind_read_only(folder) -> bool:
+    try:
+        p = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && "
+                            f"mount -o remount,bind,ro {folder} && ! touch {folder}/probe"],
+                           capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0
+
+
+def test_history_reads_a_store_in_a_read_only_folder(tmp_path):
+    """A really read-only folder (a read-only bind mount, where even root cannot write)."""
+    if not _can_bind_read_only(tmp_path):
+        pytest.skip("needs unshare and mount (a read-only bind mount)")
+    p = _stored_history(tmp_path)
+    cmd = f"{sys.executable} -m agentsched history S5 --store {p} --json"
+    run = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path} && "
+                          f"mount -o remount,bind,ro {tmp_path} && exec {cmd}"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert '"invocations": 1' in run.stdout

@@ -238,7 +238,7 @@ class Store:
         if self.read_only:
             if not p.exists():
                 raise self._fail("does not exist")
-            uri = f"file:{p.resolve()}?mode=ro"
+            uri = self._read_only_uri()
         else:
             if not p.parent.is_dir():
                 raise self._fail(f"cannot be created: folder {p.parent} does not exist")
@@ -261,6 +261,21 @@ class Store:
             conn.close()
             raise
         return conn
+
+    def _read_only_uri(self) -> str:
+        """How to read the store. Reading a WAL store creates its ``-shm`` file, impossible in a folder
+        we cannot write in: there a store whose ``-wal`` holds nothing is opened immutable (its
+        file is the whole of it); a ``-wal`` with content is read through its existing ``-shm``."""
+        p = self.path.resolve()
+        if os.access(p.parent, os.W_OK):
+            return f"file:{p}?mode=ro"
+        wal, shm = Path(f"{p}-wal"), Path(f"{p}-shm")
+        if not wal.exists() or wal.stat().st_size == 0:
+            return f"file:{p}?mode=ro&immutable=1"
+        if shm.exists():
+            return f"file:{p}?mode=ro"
+        raise self._fail(f"has changes in {wal.name} not yet in the store, and its folder is read-only: "
+                         "copy the store with its -wal file to a writable folder to read it")
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         """Check (and on first use create) the schema; switch to WAL. Repeatable (a lock wait
