@@ -82,3 +82,20 @@ def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
     assert code == 0, err
     assert err.splitlines() == [f"waiting for the store {db} (locked by another process) for up to 30 s ..."]
     assert "output A: \"a\"" in out
+
+
+@pytest.mark.parametrize("depth", [200, 100_000])
+def test_deeply_nested_input_json_is_one_line(project, cli, depth):
+    f = project / "in.json"
+    f.write_text('{"docs": ' + "[" * depth + "]" * depth + "}")
+    code, out, err = _invoke(cli, project, "--input-json", str(f))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"error: --input-json {f}: nested deeper than 100 levels"]
+
+
+def test_an_unknown_input_name_is_named(project, cli):
+    code, out, err = _invoke(cli, project, "--input", "txt=hi")
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["error: invocation input 'txt' is not an input of workflow echo (its source "
+                                "tasks take: docs)"]
+    assert not (project / "s.db").exists()  # refused before the store was opened

@@ -270,3 +270,49 @@ def test_history_reads_a_store_in_a_read_only_folder(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert '"invocations": 1' in run.stdout
+
+
+def _runtime_store(tmp_path):
+    from agentsched import Runtime
+    from agentsched.testbeds.sim import SimTestbed
+
+    db = tmp_path / "s.db"
+    with Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt:
+        for _ in range(4):
+            rt.invoke()
+    return db
+
+
+@pytest.mark.parametrize("sql, problem", [
+    ("UPDATE executions SET mapping = '{not json' WHERE id = 2", "execution 2 is not JSON (JSONDecodeError)"),
+    ("UPDATE executions SET mapping = '{\"A\": \"warp\"}' WHERE id = 2", "execution 2 places task 'A' on 'warp'"),
+    ("UPDATE executions SET status = 'great' WHERE id = 3", "execution 3 has status 'great'"),
+    ("UPDATE rounds SET e2e_ms = 'fast' WHERE round = 1", "round 1 of learner 1 has E2E 'fast', not a number"),
+    ("UPDATE learners SET settings = '[1, 2]'", "learner 1's settings is a JSON list, not an object"),
+    ("UPDATE executions SET mapping = '" + "[" * 100000 + "]" * 100000 + "'", "is not JSON (RecursionError)"),
+])
+def test_history_of_a_semantically_corrupt_store_is_one_line(tmp_path, cli, sql, problem):
+    db = _runtime_store(tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute(sql)
+    code, _, err = cli("history", "S5", "--store", str(db))
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: store {db} is damaged: ") and problem in err
+
+
+@pytest.mark.parametrize("record, problem", [
+    ("{not json", "execution 1 of learner 1 is not JSON (JSONDecodeError)"),
+    ('{"status": "ok"}', "execution 1 of learner 1 has no field 'spans'"),
+    ('{"status": "ok", "spans": [[1]], "mapping": {}}', "execution 1 of learner 1 holds a wrong value (IndexError"),
+])
+def test_replaying_a_corrupt_execution_record_is_one_line(tmp_path, record, problem):
+    from agentsched import Runtime
+    from agentsched.testbeds.sim import SimTestbed
+
+    db = _runtime_store(tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE executions SET record = ? WHERE seq = 1", (record,))
+    with Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt, \
+            pytest.raises(StoreError) as e:
+        rt.invoke()
+    assert str(e.value).startswith(f"store {db} is damaged: ") and problem in str(e.value)

@@ -16,6 +16,23 @@ from agentsched.errors import AgentschedError
 STORE_HELP = "the runtime's SQLite store (created when missing)"
 
 
+MAX_INPUT_DEPTH = 100  # nesting levels of an --input-json value
+
+
+def _nested_deeper(doc: Any, limit: int) -> bool:
+    """Whether lists/objects in ``doc`` nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
+
+
 def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
     """--input-json FILE (a JSON object) then --input NAME=VALUE items (text values) over it."""
     inputs: dict[str, Any] = {}
@@ -28,6 +45,10 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             msg = f"invalid JSON at line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
             raise AgentschedError(f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError)
                                   else msg) from None
+        except RecursionError:  # json's parser recurses per nesting level
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels") from None
+        if _nested_deeper(doc, MAX_INPUT_DEPTH):  # later steps (JSON output, Ray) recurse too
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels")
         if not isinstance(doc, dict):
             raise AgentschedError(f"--input-json {json_file}: expected a JSON object of NAME: VALUE")
         inputs.update(doc)
@@ -87,12 +108,14 @@ def register(app: typer.Typer) -> None:
         """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
         across invocations. Prints the sinks' outputs, the mapping and the E2E."""
         from agentsched.runtime import Runtime
+        from agentsched.runtime.runtime import check_input_names
         from agentsched.scenarios import resolve_workflow
 
         inputs = parse_inputs(list(input_ or []), input_json)
         if cpu_slots is not None and cpu_slots < 1:
             raise AgentschedError(f"--cpu-slots must be >= 1, got {cpu_slots}")
         wf = resolve_workflow(workflow)
+        check_input_names(wf, inputs)
         with Runtime(wf, policy=policy, store=store, testbed=testbed, round_size=round_size,
                      explore_fraction=explore_fraction, seed=seed, cards=cards, size=size,
                      cpu_workers=cpu_slots, on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:

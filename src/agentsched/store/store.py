@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentsched.errors import StoreError
+from agentsched.store import decode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 
@@ -43,6 +44,7 @@ SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 WAIT_NOTICE_S = 2.0  # a lock wait longer than this is announced (on_wait, else a logged warning)
 log = logging.getLogger("agentsched.store")
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -150,7 +152,7 @@ class ExecutionRow:
     created_s: float
 
     def execution(self, record: str) -> Execution:
-        return execution_from_doc(json.loads(record))
+        return decode.execution(record, f"execution {self.id}", execution_from_doc)
 
 
 @dataclass(frozen=True)
@@ -376,7 +378,7 @@ class Store:
                       (key, whash, wf.name, chash, policy, json.dumps(settings, sort_keys=True), time.time()))
         rows = self._read("SELECT id, key, workflow_name, workflow_hash, card_hash, policy, settings, created_s "
                           "FROM learners WHERE key = ?", (key,))
-        return _learner(rows[0])
+        return self._learner(rows[0])
 
     def learners(self, workflow: str | None = None) -> list[LearnerRow]:
         """Every learner, or those of one workflow (by name or content hash), oldest first."""
@@ -385,7 +387,7 @@ class Store:
         if workflow is not None:
             sql += " WHERE workflow_name = ? OR workflow_hash = ?"
             args = (workflow, workflow)
-        return [_learner(r) for r in self._read(sql + " ORDER BY id", args)]
+        return [self._learner(r) for r in self._read(sql + " ORDER BY id", args)]
 
     def forget(self, learner_id: int) -> int:
         """Delete a learner with its executions and rounds (the next runtime with its key starts
@@ -399,17 +401,18 @@ class Store:
 
     def workflow_doc(self, whash: str) -> dict[str, Any] | None:
         rows = self._read("SELECT doc FROM workflows WHERE hash = ?", (whash,))
-        return json.loads(rows[0][0]) if rows else None
+        return self._decoded(decode.loads_object, rows[0][0], f"workflow {whash}") if rows else None
 
     def card_doc(self, chash: str) -> dict[str, Any] | None:
         rows = self._read("SELECT doc FROM card_sets WHERE hash = ?", (chash,))
-        return json.loads(rows[0][0]) if rows else None
+        return self._decoded(decode.loads_object, rows[0][0], f"card set {chash}") if rows else None
 
     # ---- executions ------------------------------------------------------------------------
     def execution_at(self, learner_id: int, seq: int) -> Execution | None:
         """The execution recorded at place ``seq`` of a learner's sequence, if any."""
         rows = self._read("SELECT record FROM executions WHERE learner_id = ? AND seq = ?", (learner_id, seq))
-        return execution_from_doc(json.loads(rows[0][0])) if rows else None
+        return self._decoded(decode.execution, rows[0][0], f"execution {seq} of learner {learner_id}",
+                             execution_from_doc) if rows else None
 
     def append(self, learner_id: int, seq: int | None, kind: str, round_index: int | None,
                x: Execution) -> tuple[int, bool]:
@@ -437,7 +440,9 @@ class Store:
         """Every execution of a learner, in the order they were recorded."""
         rows = self._read("SELECT id, learner_id, seq, kind, round, mapping, status, e2e_ms, message, created_s "
                           "FROM executions WHERE learner_id = ? ORDER BY id", (learner_id,))
-        return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
+        return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], self._decoded(decode.mapping, r[5], f"execution {r[0]}"),
+                             self._decoded(decode.status, r[6], f"execution {r[0]}"),
+                             self._decoded(decode.e2e, r[7], f"execution {r[0]}"), r[8], r[9]) for r in rows]
 
     def sequence_length(self, learner_id: int) -> int:
         rows = self._read("SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS NOT NULL", (learner_id,))
@@ -456,8 +461,19 @@ class Store:
     def rounds(self, learner_id: int) -> list[RoundRow]:
         rows = self._read("SELECT learner_id, round, mapping, status, e2e_ms, executions_after, reason, created_s "
                           "FROM rounds WHERE learner_id = ? ORDER BY round", (learner_id,))
-        return [RoundRow(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        return [RoundRow(r[0], r[1], self._decoded(decode.mapping, r[2], f"round {r[1]} of learner {r[0]}"),
+                         self._decoded(decode.status, r[3], f"round {r[1]} of learner {r[0]}"),
+                         self._decoded(decode.e2e, r[4], f"round {r[1]} of learner {r[0]}"), r[5], r[6], r[7])
+                for r in rows]
 
+    def _learner(self, r: tuple) -> LearnerRow:
+        return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], self._decoded(decode.loads_object, r[6],
+                                                                             f"learner {r[0]}'s settings"), r[7])
 
-def _learner(r: tuple) -> LearnerRow:
-    return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7])
+    def _decoded(self, how: Callable[..., T], value: Any, what: str, *args: Any) -> T:
+        """``how(value, what, *args)``; a row it cannot read is this store's one-line error."""
+        try:
+            return how(value, what, *args)
+        except decode.RowError as e:
+            raise self._fail(f"is damaged: {e}") from None
+
