@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentsched.errors import AgentschedError, WorkflowError
+from agentsched.model.yaml_shape import yaml_too_large
 from agentsched.model.cards import (
     MAX_REPEAT,
     CardSet,
@@ -447,6 +448,9 @@ def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None
         if p.suffix == ".json":
             data = loads_json_unique(text)
         else:
+            too_large = yaml_too_large(text, MAX_TASKS, MAX_EDGES)  # before building it: see yaml_shape
+            if too_large is not None:
+                raise WorkflowError(f"{p}: {too_large}")
             data = load_yaml(text)
     except json.JSONDecodeError as e:
         raise WorkflowError(f"{p}: invalid JSON at line {e.lineno}: {e.msg}") from None
