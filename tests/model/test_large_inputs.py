@@ -164,3 +164,19 @@ def test_the_largest_workflow_within_the_caps_passes_the_shape_check():
     assert yaml_too_large(largest, MAX_TASKS, MAX_EDGES) is None
     events = sum(1 for _ in yaml.parse(largest, Loader=yaml.SafeLoader))
     assert events <= max_workflow_events(MAX_TASKS, MAX_EDGES) < 1.05 * events  # a tight bound, not a guess
+
+
+def test_asking_every_tasks_concurrent_set_keeps_memory_linear():
+    import tracemalloc
+
+    wf = Workflow(name="wide", tasks={f"T{i}": "clip" for i in range(1500)})  # no edges: every set is n - 1
+    wf.related_masks  # noqa: B018 - built first: the n-bit masks are the linear part kept on purpose
+    tracemalloc.start()
+    try:
+        sizes = [len(wf.concurrent[t]) for t in wf.task_ids]
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sizes == [1499] * 1500
+    assert kept < 16 * 2**20  # keeping all 1,500 sets of 1,499 would be ~100 MB (quadratic)
+    assert wf.concurrent["T7"] == frozenset(wf.task_ids) - {"T7"}  # rebuilt after it left the cache
