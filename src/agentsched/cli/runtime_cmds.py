@@ -185,7 +185,11 @@ def register(app: typer.Typer) -> None:
         else:
             for d in doc:
                 _print_learner(d)
-        if plot is not None:
+        if plot is not None and not any(d["rounds"] for d in doc):  # an empty chart would look like a bug
+            rounds = ", ".join(sorted({str(d["settings"].get("round_size", "?")) for d in doc}))
+            (typer.echo if not json_out else lambda m: typer.echo(m, err=True))(
+                f"no learning curve written: no round of {name} has completed yet (a round is {rounds} invocations)")
+        elif plot is not None:
             from agentsched.report.history_plot import plot_learning_curve
 
             series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}

@@ -73,6 +73,9 @@ class Mode(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:  # results print as plain strings (a Mode is one: Mode.CPU == "cpu")
+        return repr(self.value)
+
 
 class DecisionSpace(str, enum.Enum):
     """Which modes a scheduler may use."""
