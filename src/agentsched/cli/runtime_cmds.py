@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
         across invocations. Prints the sinks' outputs, the mapping and the E2E."""
         from agentsched.runtime import Runtime
-        from agentsched.runtime.runtime import check_input_names
+        from agentsched.runtime.inputs import check_input_names
         from agentsched.scenarios import resolve_workflow
 
         inputs = parse_inputs(list(input_ or []), input_json)
