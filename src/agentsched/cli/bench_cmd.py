@@ -110,6 +110,7 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
     from agentsched.cli.output import prepare_output_dir
     from agentsched.cli.progress import bench_progress
     from agentsched.experiments.bench import run_bench
+    from agentsched.experiments.folder_lock import hold_folder
     from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
 
     tb = spec.build()
@@ -117,6 +118,7 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
     try:
         preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
         prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
+        hold_folder(out)  # one bench per --out: a second one is refused while this one runs
         # progress starts after every check: an error above is the only line on stderr
         runs = len(config.policies) * len(config.seeds)
         with bench_progress(say, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:

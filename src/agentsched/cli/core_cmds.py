@@ -81,8 +81,11 @@ def show_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show a workflow: its DAG, tool cards, budget and total VRAM."""
-    wf = load_workflow(workflow, cards)
-    tc = wf.task_cards
+    from agentsched.model.tool import without_tool_imports
+
+    with without_tool_imports():  # describing a workflow never runs a user module's code
+        wf = load_workflow(workflow, cards)
+        tc = wf.task_cards
     if json_out:
         print_json({
             "name": wf.name, "decision_space": wf.decision_space.value,

@@ -16,6 +16,21 @@ from agentsched.cli.policy_opts import PolicyFlags, policy_options
 from agentsched.errors import AgentschedError
 
 STORE_HELP = "the runtime's SQLite store (created when missing)"
+MAX_INPUT_DEPTH = 100  # nesting levels of an --input-json value
+
+
+def _nested_deeper(doc: Any, limit: int) -> bool:
+    """Whether lists/objects in ``doc`` nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
 
 
 def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
@@ -30,6 +45,10 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             msg = f"invalid JSON at line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
             raise AgentschedError(f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError)
                                   else msg) from None
+        except RecursionError:  # json's parser recurses per nesting level
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels") from None
+        if _nested_deeper(doc, MAX_INPUT_DEPTH):  # later steps (JSON output, Ray) recurse too
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels")
         if not isinstance(doc, dict):
             raise AgentschedError(f"--input-json {json_file}: expected a JSON object of NAME: VALUE")
         inputs.update(doc)
@@ -92,10 +111,12 @@ def invoke_cmd(
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
     from agentsched.loop.registry import default_policy, get_spec
     from agentsched.runtime import Runtime
+    from agentsched.runtime.inputs import check_input_names
     from agentsched.scenarios import resolve_workflow_and_world
 
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
+    check_input_names(wf, inputs)
     spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
                         task_timeout_s=task_timeout_s)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
@@ -150,12 +171,17 @@ def history_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
     plot: Optional[Path] = typer.Option(None, "--plot",
                                         help="write the learning curve to this file (.png, .svg or .pdf)"),
+    forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",
+                                         help="delete this learner's history (its number as history shows "
+                                              "it): the next runtime with its settings starts afresh"),
 ) -> None:
     """Show every round and invocation a store holds for a workflow, and the learning curve."""
     from agentsched.cli.output import check_output_file
     from agentsched.store import Store
 
     name = _workflow_name(workflow)
+    if forget is not None:
+        return _forget(store, name, forget)
     if plot is not None:  # the path and format are checked before the store is read
         from agentsched.report.gantt import check_figure_path
 
@@ -174,13 +200,32 @@ def history_cmd(
     else:
         for d in doc:
             _print_learner(d)
-    if plot is not None:
+    if plot is not None and not any(d["rounds"] for d in doc):  # an empty chart would look like a bug
+        rounds = ", ".join(sorted({str(d["settings"].get("round_size", "?")) for d in doc}))
+        (typer.echo if not json_out else lambda m: typer.echo(m, err=True))(
+            f"no learning curve written: no round of {name} has completed yet (a round is {rounds} invocations)")
+    elif plot is not None:
         from agentsched.report.history_plot import plot_learning_curve
 
         series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}
         plot_learning_curve(series, plot, f"{name}: learning curve")
         if not json_out:
             console.print(f"learning curve written to {plot}")
+
+
+def _forget(store: Path, name: str, learner: int) -> None:
+    from agentsched.store import Store
+
+    if not store.is_file():
+        raise AgentschedError(f"store {store} does not exist")
+    st = Store(store)
+    try:
+        if learner not in [ln.id for ln in st.learners(name)]:
+            raise AgentschedError(f"store {store} has no learner {learner} of workflow {name!r}")
+        gone = st.forget(learner)
+    finally:
+        st.close()
+    console.print(f"forgot learner {learner} of {name} ({gone} invocations) in {store}", highlight=False)
 
 
 def _workflow_name(text: str) -> str:

@@ -220,6 +220,8 @@ class Runtime:
         with self._lock:
             if self._closed:
                 raise AgentschedError("runtime is closed")
+            if isinstance(self._error, StoreError):  # e.g. a history it cannot replay: the line says what to do
+                raise self._error
             if self._error is not None:
                 raise AgentschedError(f"runtime stopped: {self._error}")
             self._inbox.put(inputs)
@@ -268,8 +270,19 @@ class Runtime:
         except _Stopped:
             return
         except BaseException as e:  # noqa: BLE001 - handed to the next invoke()
+            if self.replayed and self.replayed == self.executions and not isinstance(e, AgentschedError):
+                e = self._unreplayable(e)  # every later runtime on this store would fail the same way
             self._error = e
             self._outbox.put(e)
+
+    def _unreplayable(self, e: BaseException) -> StoreError:
+        """The one-line error of a stored history this runtime cannot replay, and how to drop it."""
+        assert self.store is not None and self.learner_id is not None
+        return StoreError(
+            f"learner {self.learner_id} ({self.workflow.name}, {self.policy.label}) in store {self.store.path} "
+            f"cannot replay its history (after {self.replayed} stored invocations: {type(e).__name__}: {e}); "
+            f"forget it to start afresh: agentsched history {self.workflow.name} --store {self.store.path} "
+            f"--forget {self.learner_id} (or Store(path).forget({self.learner_id}))")
 
     def _probe_allowed(self) -> bool:
         # one more probe keeps probes within their share of every invocation (itself included)
