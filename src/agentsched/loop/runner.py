@@ -131,9 +131,12 @@ def run_loop(
 
     ctx = PolicyContext(workflow=workflow, cards=dict(workflow.task_cards), rng=policy_rng,
                         probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
+    testbed.begin_round(0)  # round 0 begins with the policy's reset: its probes belong to it
     policy.reset(ctx)
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats)
     for i in range(rounds):
+        if i > 0:
+            testbed.begin_round(i)  # before the round's probes (propose) and runs
         proposal = policy.propose(i)
         if not isinstance(proposal, Proposal):
             proposal = Proposal(dict(proposal))

@@ -45,6 +45,13 @@ class Testbed(ABC):
         noise), else None: the oracle then measures instead."""
         return None
 
+    def begin_round(self, index: int) -> None:
+        """The run loop starts round ``index`` (before its probes and runs; round 0 before the
+        policy's reset). A testbed whose machine changes between rounds (the simulator in a
+        drifting world) switches here; every other testbed ignores it. Calling it twice with one
+        index is harmless."""
+        return None
+
     def preflight(self, workflow: Workflow) -> None:
         """Raise a one-line ``TestbedError`` before any run when this testbed cannot run the
         workflow's placements at all (e.g. GPU placements on a machine without CUDA)."""

@@ -79,6 +79,10 @@ class Backend(ABC):
         """One-line ``TestbedError`` when the workflow's placements cannot run here at all."""
         return None
 
+    def begin_round(self, index: int) -> None:
+        """The run loop starts round ``index`` (see ``Testbed.begin_round``); default: nothing."""
+        return None
+
     @abstractmethod
     def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
               expected: bool = False) -> Failure | None:
@@ -158,6 +162,9 @@ class Driver(Testbed):
 
     def preflight(self, workflow: Workflow) -> None:
         self.backend.preflight(workflow)
+
+    def begin_round(self, index: int) -> None:
+        self.backend.begin_round(index)
 
     def close(self) -> None:
         self.backend.close()
