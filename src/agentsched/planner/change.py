@@ -20,7 +20,7 @@ from agentsched.errors import PolicyError
 
 DEFAULT_DELTA = 0.75  # tolerated drift per sample (noise units): smaller shifts are not a change
 DEFAULT_THRESHOLD = 10.0  # evidence (noise units) needed to declare a change
-Z_CLIP = 6.0  # one wild sample (a straggler) adds at most this much evidence
+Z_CLIP = 3.0  # one wild sample (a straggler, a heavy tail) adds at most this much evidence
 
 
 @dataclass(frozen=True, slots=True)

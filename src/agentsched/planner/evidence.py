@@ -26,6 +26,7 @@ class MappingEvidence:
     """One mapping's runs in the current epoch."""
 
     e2e_ms: list[float] = field(default_factory=list)  # feasible runs
+    task_logs: dict[str, list[float]] = field(default_factory=dict)  # task -> log ms of its contended GPU runs
     failures: int = 0  # oom / error runs
     first_seen: int = 0  # execution counter when first run (audit)
 
@@ -58,6 +59,31 @@ class Evidence:
             self.failed_total += 1
         else:
             ev.e2e_ms.append(e2e_ms)
+
+    def add_tasks(self, key: Key, run_ms: dict[str, float]) -> None:
+        """The contended GPU runs of one feasible run of ``key`` (task -> run ms)."""
+        ev = self.by_key.setdefault(key, MappingEvidence(first_seen=self.executions))
+        for t, ms in run_ms.items():
+            if ms > 0:
+                ev.task_logs.setdefault(t, []).append(math.log(ms))
+
+    def task_z(self, key: Key, run_ms: dict[str, float], floor_sd: float, min_runs: int = 3) -> float | None:
+        """How far one run's contended GPU tasks lie from the same tasks in earlier runs of ``key``: the
+        mean standardised deviation from each task's median, times sqrt(tasks) (None: too few runs).
+        More sensitive to a change of contention than the E2E: a task off the critical path still shows it."""
+        ev = self.by_key.get(key)
+        if ev is None:
+            return None
+        num, dof = 0.0, 0
+        for logs in ev.task_logs.values():
+            if len(logs) > 1:
+                m = sum(logs) / len(logs)
+                num += sum((x - m) ** 2 for x in logs)
+                dof += len(logs) - 1
+        sd = max(floor_sd, math.sqrt(num / dof)) if dof >= 3 else None
+        zs = [(math.log(ms) - statistics.median(ev.task_logs[t])) / sd for t, ms in run_ms.items()
+              if sd is not None and ms > 0 and len(ev.task_logs.get(t, ())) >= min_runs]
+        return sum(zs) / math.sqrt(len(zs)) if zs else None
 
     def new_epoch(self) -> None:
         """The machine changed: what was measured before says nothing about now."""

@@ -29,7 +29,7 @@ from agentsched.planner import seeds as sd
 from agentsched.planner.calibrate import Calibration, calibrate
 from agentsched.planner.change import PageHinkley, ph_update
 from agentsched.planner.evidence import Evidence
-from agentsched.planner.model import Fit, PlanModel
+from agentsched.planner.model import DEFAULT_NOISE_SIGMA, Fit, PlanModel
 from agentsched.planner.predict import Prediction, Predictor
 from agentsched.planner.probe import candidate_values, worth_probing
 from agentsched.planner.search import Candidate, Key, SearchResult, search
@@ -117,6 +117,7 @@ class PlanPolicy(Policy):
         self.widen = 1.0  # uncertainty multiplier right after a detected change (decays to 1)
         self.ph_measured = PageHinkley()  # re-runs of measured mappings vs their epoch median
         self.ph_model = PageHinkley()  # first runs of mappings vs the corrected prediction
+        self.ph_tasks = PageHinkley()  # contended GPU tasks of re-runs vs their epoch medians
         self.changes: list[dict[str, Any]] = []  # every detection (audit)
         self._pending: list[dict[str, Any]] = []  # detections not yet reported in a proposal
         self._expected: dict[Key, float] = {}  # judged E2E of a mapping when it was chosen unmeasured
@@ -126,6 +127,7 @@ class PlanPolicy(Policy):
         self.rounds_seen = 0
         self.previous: list[Key] = []  # last decision's candidates (seeds of the next search)
         self._searched_at: np.ndarray | None = None  # the model's numbers at the last search
+        self._noise_sigma = DEFAULT_NOISE_SIGMA  # the last fit's per-task noise (no refit per execution)
         self._pred: Predictor | None = None  # the robust predictor of the last plan
         self._nominal: Predictor | None = None  # the same model, nominal start order only
         self.card_seed_maps = sd.card_seeds(wf, ctx.cards) if self.warm else []
@@ -151,10 +153,13 @@ class PlanPolicy(Policy):
 
     def _record(self, x: Execution) -> None:
         key = self.key(x.mapping)
-        self._detect(key, x)
-        self.model.add(observe(x, lambda s: self.model.has_gpu(s.task)))
+        obs = observe(x, lambda s: self.model.has_gpu(s.task))
+        contended = {r.task: r.run_ms for r in obs.gpu if not r.isolated}
+        self._detect(key, x, contended)
+        self.model.add(obs)
         if x.ok and x.e2e_ms is not None:
             self.evidence.add(key, x.e2e_ms)
+            self.evidence.add_tasks(key, contended)
             vram_of = {t: self._vram_estimate(t) for t in self.ids}
             self.safety.learn_peak(x.peak_vram_mb, explained_peak_mb(x, vram_of))
         else:
@@ -174,13 +179,20 @@ class PlanPolicy(Policy):
         self._record(x)
 
     # ---- change detection ----------------------------------------------------------------------
-    def _detect(self, key: Key, x: Execution) -> None:
-        """Feed the two change tests: a re-run of a mapping measured 3+ times in this epoch against its
-        median, and a mapping's first run against what the planner expected of it."""
+    def _detect(self, key: Key, x: Execution, contended: dict[str, float]) -> None:
+        """Feed the three change tests: a re-run of a mapping measured 3+ times in this epoch against its
+        median (E2E, and its contended GPU tasks against theirs), and a mapping's first run against what
+        the planner expected of it."""
         if not x.ok or x.e2e_ms is None or x.e2e_ms <= 0:
             return
         ev = self.evidence.measured(key)
         sd = self.evidence.run_sd()
+        zt = self.evidence.task_z(key, contended, self._noise_sigma) if ev is not None else None
+        if zt is not None:
+            self.ph_tasks, d = ph_update(self.ph_tasks, zt)
+            if d:
+                self._change("tasks", key, d)
+                return
         if ev is not None and ev.runs >= 3:
             z = (math.log(x.e2e_ms) - math.log(ev.median_ms)) / sd  # type: ignore[arg-type]
             self.ph_measured, d = ph_update(self.ph_measured, z)
@@ -203,7 +215,7 @@ class PlanPolicy(Policy):
         self.evidence.new_epoch()
         self.safety.new_epoch()
         self.model.forget_gpu_runs()
-        self.ph_measured, self.ph_model = PageHinkley(), PageHinkley()
+        self.ph_measured, self.ph_model, self.ph_tasks = PageHinkley(), PageHinkley(), PageHinkley()
         self.widen = CHANGE_WIDEN
         self.previous, self._searched_at = [], None
         self._expected.clear()
@@ -286,6 +298,7 @@ class PlanPolicy(Policy):
         round after round), or on a small workflow only a re-score of them when the model barely moved.
         When no mapping is robustly feasible, the search falls back on the nominal start order."""
         fit = self.model.fit()
+        self._noise_sigma = fit.noise_sigma
         params = self.model.params(fit)
         nominal = Predictor(self.ctx.workflow, params)
         pred = Predictor(self.ctx.workflow, params, robust=True, vram_margin_mb=self.safety.margin_mb)
