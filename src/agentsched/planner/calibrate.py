@@ -37,6 +37,9 @@ class Calibration:
     def correct(self, predicted_ms: float, overlap: float) -> float:
         return predicted_ms * math.exp(self.a + self.b * overlap)
 
+    def to_dict(self) -> dict[str, float]:
+        return {"a": round(self.a, 4), "b": round(self.b, 4), "sd": round(self.sd, 4), "points": self.points}
+
 
 def calibrate(points: Sequence[tuple[float, float, int]], noise_sd: float = 0.0,
               widen: float = 1.0) -> Calibration:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentsched.errors import PolicyError
 
 DEFAULT_DELTA = 0.75  # tolerated drift per sample (noise units): smaller shifts are not a change
 DEFAULT_THRESHOLD = 10.0  # evidence (noise units) needed to declare a change
+MODEL_THRESHOLD = 15.0  # the model-residual stream (first runs of mappings) errs more while the model learns
 Z_CLIP = 3.0  # one wild sample (a straggler, a heavy tail) adds at most this much evidence
 
 
@@ -62,3 +63,21 @@ def first_change(zs: Iterable[float], *, delta: float = DEFAULT_DELTA,
         if d:
             return i, d
     return None
+
+
+@dataclass
+class ChangeWatch:
+    """The planner's three streams, each its own test: ``measured`` (a re-run's E2E against its mapping's
+    epoch median), ``tasks`` (a re-run's contended GPU tasks against theirs: sees a change of contention
+    off the critical path) and ``model`` (a mapping's first run against the corrected prediction)."""
+
+    states: dict[str, PageHinkley] = field(default_factory=dict)
+
+    def feed(self, stream: str, z: float) -> int:
+        """Add one residual to ``stream``: +1 / -1 on a detected change (every stream restarts), else 0."""
+        threshold = MODEL_THRESHOLD if stream == "model" else DEFAULT_THRESHOLD
+        state, d = ph_update(self.states.get(stream, PageHinkley()), z, threshold=threshold)
+        self.states[stream] = state
+        if d:
+            self.states.clear()
+        return d

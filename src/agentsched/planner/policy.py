@@ -1,20 +1,22 @@
-"""``agent-plan``: the model-based planner as a loop policy (a ``Policy`` subclass; the ``Reasoner``
-protocol of the ``agent`` branch did not exist when this was written).
+"""``agent-plan``: the model-based planner as a loop policy.
 
-Each round: fit the online model to every execution seen (rounds and probes); search the mappings
-under the fitted predictor (exhaustive when small, local search otherwise, seeded by HEFT, the rules'
-round 0, simple estimate-based mappings and last round's best); then, while the probe budget
-allows, probe the candidate with the largest expected improvement under the model's uncertainty
-as long as its optimistic gain exceeds the noise threshold, refitting after each probe; finally run
-the candidate with the best score (the prediction, pooled with measurements where there are some).
+Each round: fit the online model to every execution seen (rounds and probes); judge mappings by what
+they measured in the current epoch (``evidence.py``: median with a noise interval), unmeasured ones by
+the prediction corrected by the model's own residuals (``calibrate.py``), each valued at its OOM risk
+under timing noise and observed conflicts (``vram.py``); search (exhaustive when small, local search
+otherwise, seeded by HEFT, the rules' round 0, estimate-based mappings and the best measured); probe
+by expected improvement over the best measured mapping while the budget allows; confirm an unmeasured
+choice with one probe before a round runs it; run the best judged mapping (the last round: the best
+measured). A mapping that failed is never proposed again in its epoch. Change tests (``change.py``)
+watch re-runs and first runs; a detection opens a new epoch (old evidence and GPU runs dropped,
+uncertainty widened, probes granted) and is reported in the proposal and round info (``"change"``).
 
 Cold start (``agent-plan-cold``): round 0 follows the tags like agent-rules-cold; its runs plus up to
-two profiling probes (the tasks never seen on the CPU on the CPU; the tasks never seen on the GPU
-on gpu_queue in three-way, gpu_now in binary) give the model its latencies and VRAM.
+two profiling probes (``seeds.gpu_profile``, ``seeds.cpu_profile``) give the model its figures.
 
-Options: ``start`` (warm|cold), ``probe_fraction`` (probes allowed as a fraction of the round
-executions, default 0.1), ``probes_per_round`` (default 2), ``min_gain`` (noise threshold floor,
-default 0.01).
+Options: ``start`` (warm|cold), ``probe_fraction`` (probes as a fraction of the round executions,
+default 0.1; of the rounds so far when the run has no end), ``probes_per_round`` (default 2),
+``min_gain`` (noise threshold floor, default 0.01).
 """
 
 from __future__ import annotations
@@ -26,27 +28,21 @@ from typing import Any
 import numpy as np
 
 from agentsched.planner import seeds as sd
-from agentsched.planner.calibrate import Calibration, calibrate
-from agentsched.planner.change import PageHinkley, ph_update
+from agentsched.planner.calibrate import PRIOR_SD, Calibration, calibrate
+from agentsched.planner.change import ChangeWatch
 from agentsched.planner.evidence import Evidence
 from agentsched.planner.model import DEFAULT_NOISE_SIGMA, Fit, PlanModel
-from agentsched.planner.predict import Prediction, Predictor
+from agentsched.planner.predict import Prediction, Predictor, critical_focus
 from agentsched.planner.probe import candidate_values, worth_probing
-from agentsched.planner.search import Candidate, Key, SearchResult, search
+from agentsched.planner.search import Key, SearchResult, rescore, search
 from agentsched.planner.timeline import observe
-from agentsched.planner.vram import VramSafety, explained_peak_mb
+from agentsched.planner.vram import VramSafety, explained_peak_mb, risk_factor
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import format_mapping
 from agentsched.model.options import STARTS
-from agentsched.model.workflow import DecisionSpace, Mode
-from agentsched.policies.base import (
-    MappingT,
-    Policy,
-    PolicyContext,
-    Proposal,
-    RoundResult,
-)
+from agentsched.model.workflow import Mode
+from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
 
 DEFAULT_PROBE_FRACTION = 0.1
 SMALL_TASKS = 12  # up to here the search and the value estimate get a generous budget
@@ -63,10 +59,8 @@ def draws_and_candidates(n_tasks: int) -> tuple[int, int]:
 
 
 MAX_OOM_RISK = 0.5  # a mapping more likely than this to run out of memory is not a candidate
-OOM_COST = 2.0  # a failed run counts as this many extra runs' time beyond its retry
 RISK_PRIOR_RUNS = 4.0  # a measured mapping's OOM risk: the predicted one x 4 / (4 + runs without failure)
 CONFIRM_PROBES = 2  # probes of an unmeasured choice before a round runs it
-MODEL_CHANGE_THRESHOLD = 15.0  # Page-Hinkley threshold of the model-residual stream (first runs only)
 CHANGE_WIDEN = 2.0  # prediction uncertainty multiplier right after a detected change
 WIDEN_DECAY = 0.8  # per round, back towards 1
 REPLAN_EVALS = 300  # a later decision's local search around the previous candidates (small workflows)
@@ -115,9 +109,7 @@ class PlanPolicy(Policy):
         self.safety = VramSafety()  # timing error, VRAM margin, OOM conflicts
         self.calibration = Calibration()  # the model's residuals: correction and uncertainty
         self.widen = 1.0  # uncertainty multiplier right after a detected change (decays to 1)
-        self.ph_measured = PageHinkley()  # re-runs of measured mappings vs their epoch median
-        self.ph_model = PageHinkley()  # first runs of mappings vs the corrected prediction
-        self.ph_tasks = PageHinkley()  # contended GPU tasks of re-runs vs their epoch medians
+        self.watch = ChangeWatch()  # the change tests
         self.changes: list[dict[str, Any]] = []  # every detection (audit)
         self._pending: list[dict[str, Any]] = []  # detections not yet reported in a proposal
         self._expected: dict[Key, float] = {}  # judged E2E of a mapping when it was chosen unmeasured
@@ -126,6 +118,7 @@ class PlanPolicy(Policy):
         self.probes_used = 0
         self.rounds_seen = 0
         self.previous: list[Key] = []  # last decision's candidates (seeds of the next search)
+        self._last_keys: list[Key] = []  # the last plan's candidates (re-scored after a probe, large workflows)
         self._searched_at: np.ndarray | None = None  # the model's numbers at the last search
         self._noise_sigma = DEFAULT_NOISE_SIGMA  # the last fit's per-task noise (no refit per execution)
         self._pred: Predictor | None = None  # the robust predictor of the last plan
@@ -180,29 +173,26 @@ class PlanPolicy(Policy):
 
     # ---- change detection ----------------------------------------------------------------------
     def _detect(self, key: Key, x: Execution, contended: dict[str, float]) -> None:
-        """Feed the three change tests: a re-run of a mapping measured 3+ times in this epoch against its
-        median (E2E, and its contended GPU tasks against theirs), and a mapping's first run against what
-        the planner expected of it."""
+        """Feed the change tests (``change.ChangeWatch``): a re-run of a mapping measured 3+ times in this
+        epoch against its median (its contended GPU tasks against theirs, and its E2E), and a mapping's
+        first run against what the planner expected of it."""
         if not x.ok or x.e2e_ms is None or x.e2e_ms <= 0:
             return
         ev = self.evidence.measured(key)
         sd = self.evidence.run_sd()
-        zt = self.evidence.task_z(key, contended, self._noise_sigma) if ev is not None else None
-        if zt is not None:
-            self.ph_tasks, d = ph_update(self.ph_tasks, zt)
+        feeds: list[tuple[str, float | None]] = []
+        if ev is not None:
+            feeds.append(("tasks", self.evidence.task_z(key, contended, self._noise_sigma)))
+            if ev.runs >= 3:
+                feeds.append(("measured", (math.log(x.e2e_ms) - math.log(ev.median_ms)) / sd))  # type: ignore[arg-type]
+        elif key in self._expected:
+            feeds.append(("model", (math.log(x.e2e_ms) - math.log(self._expected.pop(key)))
+                          / math.hypot(self.calibration.sd, sd)))
+        for stream, z in feeds:
+            d = self.watch.feed(stream, z) if z is not None else 0
             if d:
-                self._change("tasks", key, d)
+                self._change(stream, key, d)
                 return
-        if ev is not None and ev.runs >= 3:
-            z = (math.log(x.e2e_ms) - math.log(ev.median_ms)) / sd  # type: ignore[arg-type]
-            self.ph_measured, d = ph_update(self.ph_measured, z)
-            if d:
-                self._change("measured", key, d)
-        elif ev is None and key in self._expected:
-            z = (math.log(x.e2e_ms) - math.log(self._expected.pop(key))) / math.hypot(self.calibration.sd, sd)
-            self.ph_model, d = ph_update(self.ph_model, z, threshold=MODEL_CHANGE_THRESHOLD)
-            if d:
-                self._change("model", key, d)
 
     def _change(self, source: str, key: Key, direction: int) -> None:
         """A detected change: a new epoch (old measurements, OOMs and GPU runs no longer count), wider
@@ -215,7 +205,7 @@ class PlanPolicy(Policy):
         self.evidence.new_epoch()
         self.safety.new_epoch()
         self.model.forget_gpu_runs()
-        self.ph_measured, self.ph_model, self.ph_tasks = PageHinkley(), PageHinkley(), PageHinkley()
+        self.watch = ChangeWatch()
         self.widen = CHANGE_WIDEN
         self.previous, self._searched_at = [], None
         self._expected.clear()
@@ -267,7 +257,7 @@ class PlanPolicy(Policy):
         # measured: its median, divided by the chance it does not fail; the predicted risk shrinks with
         # every run that did not fail (a Beta-like update with RISK_PRIOR_RUNS pseudo-runs)
         risk = self._risk(pred.predict(key), key) * RISK_PRIOR_RUNS / (RISK_PRIOR_RUNS + ev.runs)
-        return ev.median_ms * _risk_factor(min(risk, MAX_OOM_RISK))  # type: ignore[operator]
+        return ev.median_ms * risk_factor(min(risk, MAX_OOM_RISK))  # type: ignore[operator]
 
     def _risk(self, p: Prediction, key: Key) -> float:
         mapping = dict(zip(self.ids, key, strict=True)) if self.safety.conflicts else None
@@ -281,7 +271,7 @@ class PlanPolicy(Policy):
         risk = self._risk(p, key)
         if risk > MAX_OOM_RISK:
             return None
-        return self.calibration.correct(p.e2e_ms, p.overlap) * math.exp(noise) * _risk_factor(risk)
+        return self.calibration.correct(p.e2e_ms, p.overlap) * math.exp(noise) * risk_factor(risk)
 
     def _calibrate(self, nominal: Predictor) -> None:
         pts = []
@@ -292,11 +282,13 @@ class PlanPolicy(Policy):
                 pts.append((p.overlap, math.log(med) - math.log(p.e2e_ms), self.evidence.by_key[k].runs))
         self.calibration = calibrate(pts, self.evidence.run_sd(), self.widen)
 
-    def _plan(self) -> tuple[Fit, Predictor, SearchResult]:
+    def _plan(self, rescore: bool = False) -> tuple[Fit, Predictor, SearchResult]:
         """Fit, calibrate, then search the judged values: exhaustive (small) or local search at the first
         decision; later, local search around the previous candidates (a large workflow's search so goes on
         round after round), or on a small workflow only a re-score of them when the model barely moved.
-        When no mapping is robustly feasible, the search falls back on the nominal start order."""
+        A large workflow searches under the nominal start order and judges its candidates' OOM risk after
+        (the timing slack costs as much as a prediction), and after a probe (``rescore``) only re-scores
+        them. When no mapping is robustly feasible, the search falls back on the nominal start order."""
         fit = self.model.fit()
         self._noise_sigma = fit.noise_sigma
         params = self.model.params(fit)
@@ -304,23 +296,31 @@ class PlanPolicy(Policy):
         pred = Predictor(self.ctx.workflow, params, robust=True, vram_margin_mb=self.safety.margin_mb)
         self._pred, self._nominal = pred, nominal
         self._calibrate(nominal)
-        res = self._search(fit, pred, lambda k: self._judge(pred, k))
+        top = draws_and_candidates(len(self.ids))[1]
+        robust = lambda k: self._judge(pred, k)  # noqa: E731
+        best = self.evidence.best()
+        if len(self.ids) > SMALL_TASKS:
+            if rescore and self._last_keys:
+                res = rescore(self._last_keys + ([best] if best is not None else []), robust, top)
+            else:
+                found = self._search(fit, pred, lambda k: self._judge(nominal, k), top * 3)
+                res = rescore([c.key for c in found.candidates], robust, top, found.evaluations)
+        else:
+            res = self._search(fit, pred, robust, top)
         if not res.candidates:
-            res = self._search(fit, pred, lambda k: self._judge(nominal, k))
+            res = self._search(fit, pred, lambda k: self._judge(nominal, k), top)
+        self._last_keys = [c.key for c in res.candidates]
         return fit, pred, res
 
-    def _search(self, fit: Fit, pred: Predictor, judge) -> SearchResult:
+    def _search(self, fit: Fit, pred: Predictor, judge, top: int) -> SearchResult:
         n = len(self.ids)
         state = np.concatenate([fit.theta, [fit.log_cpu_ms[u] for u in sorted(fit.log_cpu_ms)],
                                 [fit.log_load_ms[u] for u in sorted(fit.log_load_ms)]])
         best = self.evidence.best()
-        top = draws_and_candidates(n)[1]
         if (n <= SMALL_TASKS and self.previous and self._searched_at is not None
                 and len(state) == len(self._searched_at)
                 and float(np.max(np.abs(state - self._searched_at), initial=0.0)) < DRIFT):
-            keys = list(dict.fromkeys(self.previous + ([best] if best is not None else [])))
-            scored = sorted((v, [m.value for m in k], k) for k in keys if (v := judge(k)) is not None)
-            return SearchResult(tuple(Candidate(k, v) for v, _, k in scored[:top]), len(keys), False)
+            return rescore(self.previous + ([best] if best is not None else []), judge, top)
         seeds = list(self.previous)
         if best is not None:
             seeds.insert(0, best)
@@ -333,7 +333,7 @@ class PlanPolicy(Policy):
             # descending from the same heuristic seeds again: the search goes on across rounds
             seeds += [self.key(m) for m in self.card_seed_maps]
             seeds += [self.key(m) for m in sd.estimate_seeds(self.ctx.workflow, pred.params)]
-        focus = _critical_focus(pred) if n > SMALL_TASKS else None
+        focus = critical_focus(pred) if n > SMALL_TASKS else None
         first = not self.previous
         limit = 4096 if first else 0
         evals = eval_budget(n) if first or n > SMALL_TASKS else REPLAN_EVALS
@@ -377,7 +377,7 @@ class PlanPolicy(Policy):
         pool = [c.key for c in res.candidates if ev.measured(c.key) is None and not ev.failed(c.key)]
         incumbent = ev.best()
         if incumbent is None:  # nothing run yet: compare against the model's own favourite
-            incumbent = min((c.key for c in res.candidates), key=lambda k: _or_inf(self._judge(pred_mean, k)),
+            incumbent = min((c.key for c in res.candidates), key=lambda k: self._judge(pred_mean, k) or math.inf,
                             default=None)
             pool = [k for k in pool if k != incumbent]
         if not pool or incumbent is None:
@@ -386,7 +386,8 @@ class PlanPolicy(Policy):
         preds = [Predictor(self.ctx.workflow, s, robust=True, vram_margin_mb=self.safety.margin_mb)
                  for s in samples]
         cal = self.calibration
-        spread = cal.sd if cal.points >= 2 or self.widen > 1 else 0.0
+        # the residuals' spread joins the draws once the model has erred beyond the prior (or after a change)
+        spread = cal.sd if cal.sd > PRIOR_SD or self.widen > 1 else 0.0
         noise = self.np_rng.standard_normal((len(pool) + 1, draws)) * spread
 
         def drawn(k: Key, row: np.ndarray) -> list[float | None]:
@@ -422,14 +423,14 @@ class PlanPolicy(Policy):
                 break
             self._probe_key(target[0], notes, f"expected gain {target[1]:.1%}")
             per_round += 1
-            fit, pred, res = self._plan()
+            fit, pred, res = self._plan(rescore=True)
         choice, score, why = self._choose(pred, res, last)
         for _ in range(CONFIRM_PROBES):  # one run of an unmeasured choice before a round commits to it
             if last or self.evidence.best() is None or self.evidence.measured(choice) is not None \
                     or not self._may_probe():
                 break
             self._probe_key(choice, notes, "confirming before a round runs it")
-            fit, pred, res = self._plan()
+            fit, pred, res = self._plan(rescore=True)
             choice, score, why = self._choose(pred, res, last)
         self.previous = [c.key for c in res.candidates] + ([choice] if choice not in {c.key for c in res.candidates} else [])
         if self.evidence.measured(choice) is None and math.isfinite(score):
@@ -461,42 +462,24 @@ class PlanPolicy(Policy):
         return Proposal(m, info)
 
     def _evidence_info(self) -> dict[str, Any]:
-        cal, ev = self.calibration, self.evidence
+        ev = self.evidence
         return {"epoch": ev.epoch, "measured_mappings": len(ev.measured_keys()), "failed_mappings": len(self.infeasible),
-                "run_sd": round(ev.run_sd(), 4),
-                "calibration": {"a": round(cal.a, 4), "b": round(cal.b, 4), "sd": round(cal.sd, 4), "points": cal.points},
-                "vram": {"timing_sd": round(self.safety.timing_sd, 4), "margin_mb": round(self.safety.margin_mb, 1),
-                         "conflicts": len(self.safety.conflicts)}}
+                "run_sd": round(ev.run_sd(), 4), "calibration": self.calibration.to_dict(), "vram": self.safety.to_dict()}
 
     # ---- cold start ----------------------------------------------------------------------------
     def _profile(self, notes: list[str]) -> None:
-        """Cold start: one probe runs the GPU-capable tasks never seen on the GPU there (isolated on the
-        queue in three-way, on gpu_now in binary; the others as in the best round), and one runs on the CPU the tasks never seen there
-        except compute-bound ones (their CPU latency follows the GPU one by the tag's speedup: a CPU
-        run of a dense model is the most expensive probe there is)."""
-        wf = self.ctx.workflow
+        """Cold start: up to two profiling probes (``seeds.gpu_profile``, ``seeds.cpu_profile``), the other
+        tasks as in the best measured mapping."""
         allowed = self.ctx.probe_allowed
         if allowed is not None and not allowed():
             return
-        no_gpu = [t for t in self.ids if self.model.has_gpu(t) and (t, True) not in self.seen_modes]
-        # a task seen nowhere that is not compute-bound is profiled on the CPU in the same probe (one
-        # probe instead of two); its GPU latency stays uncertain, so probing by value tries it if it could pay
-        neither = [t for t in no_gpu if (t, False) not in self.seen_modes and "compute-bound" not in self.tags[t]]
-        no_gpu = [t for t in no_gpu if t not in neither]
-        if no_gpu:
-            gpu_mode = Mode.GPU_QUEUE if wf.decision_space is DecisionSpace.THREE_WAY else Mode.GPU_NOW
-            self._probe({t: (gpu_mode if t in no_gpu else Mode.CPU if t in neither else self._last_round_mode(t))
-                         for t in self.ids})
-            notes.append(f"cold-start profile: {', '.join(no_gpu)} on {wf.decision_space.label(gpu_mode)}")
-        no_cpu = [t for t in self.ids if (t, False) not in self.seen_modes and "compute-bound" not in self.tags[t]]
-        if no_cpu:
-            self._probe({t: (Mode.CPU if t in no_cpu else self._last_round_mode(t)) for t in self.ids})
-            notes.append(f"cold-start profile: {', '.join(no_cpu)} on the CPU")
-
-    def _last_round_mode(self, task: str) -> Mode:
-        best = self.evidence.best()
-        return best[self.ids.index(task)] if best is not None else Mode.CPU
-
+        for make in (sd.gpu_profile, sd.cpu_profile):
+            best = self.evidence.best()
+            base = dict(zip(self.ids, best, strict=True)) if best is not None else {t: Mode.CPU for t in self.ids}
+            got = make(self.ctx.workflow, self.tags, self.model.has_gpu, self.seen_modes, base)
+            if got is not None:
+                self._probe(got[0])
+                notes.append(got[1])
 
     def observe(self, result: RoundResult) -> dict[str, Any]:
         self.rounds_seen += 1
@@ -504,56 +487,11 @@ class PlanPolicy(Policy):
         for x in result.executions:
             self._record(x)
         self.widen = max(1.0, self.widen * WIDEN_DECAY)
-        fit = self.model.fit()
-        out: dict[str, Any] = {"model": {"gpu_runs": fit.gpu_runs, "noise_sigma": round(fit.noise_sigma, 4)},
+        # no refit here (the next proposal fits): the GPU runs held, and the noise of the last fit
+        runs = sum(len(v) for v in self.model.gpu_runs.values())
+        out: dict[str, Any] = {"model": {"gpu_runs": runs, "noise_sigma": round(self._noise_sigma, 4)},
                                "probes_used": self.probes_used, "probe_budget": self.probe_budget,
                                "epoch": self.evidence.epoch}
         if len(self.changes) > before:
             out["change"] = {"epoch": self.evidence.epoch, "detections": self.changes[before:]}
         return out
-
-
-def _risk_factor(risk: float) -> float:
-    """Cost multiplier of an OOM risk: the retries a failure needs (1 / (1 - risk)) plus, as a failed
-    invocation is worse than a slow one, ``OOM_COST`` times the expected failures per success."""
-    return (1.0 + OOM_COST * risk / (1.0 - risk)) / (1.0 - risk)
-
-
-def _or_inf(v: float | None) -> float:
-    return math.inf if v is None else v
-
-
-def _critical_focus(pred: Predictor):
-    """Task indices worth moving first: the predicted critical path and the GPU tasks beside it."""
-    ids = pred.ids
-    wf = pred.workflow
-    index = {t: i for i, t in enumerate(ids)}
-
-    def focus(key: Key) -> list[int]:
-        mapping = dict(zip(ids, key, strict=True))
-        tl = pred.timeline(mapping)
-        if not tl.prediction.feasible:  # out of memory: the GPU-resident tasks, largest first
-            gpu = [t for t in ids if mapping[t] is not Mode.CPU]
-            gpu.sort(key=lambda t: -pred.params[t].vram_needed_mb)
-            return [index[t] for t in gpu[:50]]
-        ends, starts, ready = tl.end_ms, tl.start_ms, tl.ready_ms
-        t = max(wf.sinks, key=lambda s: ends.get(s, 0.0))
-        path: list[str] = []
-        eps = 1e-6 * max(1.0, ends[t])
-        while t is not None and t not in path:
-            path.append(t)
-            s = starts[t]
-            if s <= eps:
-                break
-            if s > ready.get(t, 0.0) + eps:  # waited for a resource (queue or CPU slot)
-                t = next((u for u, e in ends.items() if abs(e - s) <= eps and u not in path), None)
-            else:
-                preds = wf.preds[t]
-                t = max(preds, key=lambda u: ends.get(u, 0.0)) if preds else None
-        crit = set(path)
-        beside = [u for u in ids if u not in crit and mapping[u] is not Mode.CPU and any(
-            mapping[c] is not Mode.CPU and starts[u] < ends[c] and starts[c] < ends[u] for c in path)]
-        out = [index[u] for u in path] + [index[u] for u in beside[: 2 * len(path) + 10]]
-        return out
-
-    return focus

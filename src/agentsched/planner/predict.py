@@ -208,3 +208,39 @@ class Predictor:
             holds = {t: (a, end_of[t], p[t].vram_needed_mb) for t, a in held_from.items()}
             slack = timing_slack(self.workflow, disp.budget_mb, gpu_now, holds, self.vram_margin_mb)
         return Prediction(e2e, peak, None, overlap, slack)
+
+
+def critical_focus(pred: Predictor):
+    """Task indices worth moving first: the predicted critical path and the GPU tasks beside it."""
+    ids = pred.ids
+    wf = pred.workflow
+    index = {t: i for i, t in enumerate(ids)}
+
+    def focus(key: Key) -> list[int]:
+        mapping = dict(zip(ids, key, strict=True))
+        tl = pred.timeline(mapping)
+        if not tl.prediction.feasible:  # out of memory: the GPU-resident tasks, largest first
+            gpu = [t for t in ids if mapping[t] is not Mode.CPU]
+            gpu.sort(key=lambda t: -pred.params[t].vram_needed_mb)
+            return [index[t] for t in gpu[:50]]
+        ends, starts, ready = tl.end_ms, tl.start_ms, tl.ready_ms
+        t = max(wf.sinks, key=lambda s: ends.get(s, 0.0))
+        path: list[str] = []
+        eps = 1e-6 * max(1.0, ends[t])
+        while t is not None and t not in path:
+            path.append(t)
+            s = starts[t]
+            if s <= eps:
+                break
+            if s > ready.get(t, 0.0) + eps:  # waited for a resource (queue or CPU slot)
+                t = next((u for u, e in ends.items() if abs(e - s) <= eps and u not in path), None)
+            else:
+                preds = wf.preds[t]
+                t = max(preds, key=lambda u: ends.get(u, 0.0)) if preds else None
+        crit = set(path)
+        beside = [u for u in ids if u not in crit and mapping[u] is not Mode.CPU and any(
+            mapping[c] is not Mode.CPU and starts[u] < ends[c] and starts[c] < ends[u] for c in path)]
+        out = [index[u] for u in path] + [index[u] for u in beside[: 2 * len(path) + 10]]
+        return out
+
+    return focus

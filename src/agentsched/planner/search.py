@@ -141,3 +141,11 @@ def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: rand
         if not improved:
             break
     return key, val
+
+
+def rescore(keys: Sequence[Key], evaluate: Evaluate, top: int, evaluations: int | None = None) -> SearchResult:
+    """The ``top`` best of ``keys`` (distinct) under ``judge``, as a search result."""
+    keys = list(dict.fromkeys(keys))
+    scored = sorted((v, [m.value for m in k], k) for k in keys if (v := evaluate(k)) is not None)
+    return SearchResult(tuple(Candidate(k, v) for v, _, k in scored[:top]),
+                        len(keys) if evaluations is None else evaluations, False)

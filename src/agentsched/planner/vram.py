@@ -30,6 +30,7 @@ DEFAULT_TIMING_SD = 0.01  # relative timing error (sd) assumed for starts and en
 MAX_TIMING_SD = 0.3
 SD_GROWTH = 1.5  # an OOM the risk did not foresee widens the timing error by this factor
 FORESEEN_RISK = 0.2  # an OOM of a mapping given at least this risk was foreseen
+OOM_COST = 2.0  # a failed run counts as this many extra runs' time beyond its retry
 CONFLICT_RISK = 0.3  # least risk of an unmeasured mapping that repeats an observed OOM conflict
 
 
@@ -70,6 +71,12 @@ def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str]
                 slack = r
                 break
     return slack
+
+
+def risk_factor(risk: float, oom_cost: float = OOM_COST) -> float:
+    """Cost multiplier of an OOM risk: the retries a failure needs (1 / (1 - risk)) plus, as a failed
+    invocation is worse than a slow one, ````oom_cost`` times the expected failures per success."""
+    return (1.0 + oom_cost * risk / (1.0 - risk)) / (1.0 - risk)
 
 
 def oom_risk(slack: float, timing_sd: float) -> float:
@@ -146,3 +153,7 @@ class VramSafety:
 
     def new_epoch(self) -> None:
         self.conflicts.clear()
+
+    def to_dict(self) -> dict[str, float]:
+        return {"timing_sd": round(self.timing_sd, 4), "margin_mb": round(self.margin_mb, 1),
+                "conflicts": len(self.conflicts)}
