@@ -60,6 +60,7 @@ def draws_and_candidates(n_tasks: int) -> tuple[int, int]:
 
 MAX_OOM_RISK = 0.5  # a mapping more likely than this to run out of memory is not a candidate
 RISK_PRIOR_RUNS = 4.0  # a measured mapping's OOM risk: the predicted one x 4 / (4 + runs without failure)
+MAX_CALIBRATION_MAPPINGS = 12  # measured mappings whose residuals the calibration uses
 CONFIRM_PROBES = 2  # probes of an unmeasured choice before a round runs it
 CHANGE_WIDEN = 2.0  # prediction uncertainty multiplier right after a detected change
 WIDEN_DECAY = 0.8  # per round, back towards 1
@@ -153,7 +154,7 @@ class PlanPolicy(Policy):
         if x.ok and x.e2e_ms is not None:
             self.evidence.add(key, x.e2e_ms)
             self.evidence.add_tasks(key, contended)
-            vram_of = {t: self._vram_estimate(t) for t in self.ids}
+            vram_of = {sp.task: self._vram_estimate(sp.task) for sp in x.spans if sp.vram_mb > 0}
             self.safety.learn_peak(x.peak_vram_mb, explained_peak_mb(x, vram_of))
         else:
             risk = 1.0
@@ -275,19 +276,21 @@ class PlanPolicy(Policy):
 
     def _calibrate(self, nominal: Predictor) -> None:
         pts = []
-        for k in self.evidence.measured_keys():
+        # the most recent mappings only: each costs a prediction (a large workflow's is not cheap)
+        recent = sorted(self.evidence.measured_keys(), key=lambda k: -self.evidence.by_key[k].first_seen)
+        for k in recent[:MAX_CALIBRATION_MAPPINGS]:
             p = nominal.predict(k)
             med = self.evidence.by_key[k].median_ms
             if p.e2e_ms is not None and p.e2e_ms > 0 and med:
                 pts.append((p.overlap, math.log(med) - math.log(p.e2e_ms), self.evidence.by_key[k].runs))
         self.calibration = calibrate(pts, self.evidence.run_sd(), self.widen)
 
-    def _plan(self, rescore: bool = False) -> tuple[Fit, Predictor, SearchResult]:
+    def _plan(self, after_probe: bool = False) -> tuple[Fit, Predictor, SearchResult]:
         """Fit, calibrate, then search the judged values: exhaustive (small) or local search at the first
         decision; later, local search around the previous candidates (a large workflow's search so goes on
         round after round), or on a small workflow only a re-score of them when the model barely moved.
         A large workflow searches under the nominal start order and judges its candidates' OOM risk after
-        (the timing slack costs as much as a prediction), and after a probe (``rescore``) only re-scores
+        (the timing slack costs as much as a prediction), and after a probe (``after_probe``) only re-scores
         them. When no mapping is robustly feasible, the search falls back on the nominal start order."""
         fit = self.model.fit()
         self._noise_sigma = fit.noise_sigma
@@ -295,15 +298,16 @@ class PlanPolicy(Policy):
         nominal = Predictor(self.ctx.workflow, params)
         pred = Predictor(self.ctx.workflow, params, robust=True, vram_margin_mb=self.safety.margin_mb)
         self._pred, self._nominal = pred, nominal
-        self._calibrate(nominal)
+        if not after_probe:  # one probe barely moves the residuals: recalibrated at the next decision
+            self._calibrate(nominal)
         top = draws_and_candidates(len(self.ids))[1]
         robust = lambda k: self._judge(pred, k)  # noqa: E731
         best = self.evidence.best()
         if len(self.ids) > SMALL_TASKS:
-            if rescore and self._last_keys:
+            if after_probe and self._last_keys:
                 res = rescore(self._last_keys + ([best] if best is not None else []), robust, top)
             else:
-                found = self._search(fit, pred, lambda k: self._judge(nominal, k), top * 3)
+                found = self._search(fit, pred, lambda k: self._judge(nominal, k), top * 2)
                 res = rescore([c.key for c in found.candidates], robust, top, found.evaluations)
         else:
             res = self._search(fit, pred, robust, top)
@@ -343,8 +347,9 @@ class PlanPolicy(Policy):
         return res
 
     def _choose(self, pred: Predictor, res: SearchResult, last: bool) -> tuple[Key, float, str]:
-        """The best judged mapping; in the last round the best measured one. An unmeasured mapping beats
-        the best measured one only by more than ``min_gain`` (one round of it costs a whole round)."""
+        """The best judged mapping. On a small workflow an unmeasured mapping beats the best measured one
+        only by more than ``min_gain`` (a round of it costs a whole round); in the last round only by
+        more than twice its calibrated uncertainty (the run ends on what it measured otherwise)."""
         pool = [c.key for c in res.candidates]
         best = self.evidence.best()
         if best is not None and best not in pool:
@@ -354,9 +359,13 @@ class PlanPolicy(Policy):
             key = tuple(Mode.CPU for _ in self.ids)
             return key, math.inf, "no feasible mapping predicted: every task on the CPU"
         score, _, key = scored[0]
+        # a large workflow's search improves by small steps across rounds: no gate there
+        gate = self.min_gain if len(self.ids) <= SMALL_TASKS else 0.0
         if best is not None and key != best:
             best_ms = self.evidence.by_key[best].median_ms
-            if last or score >= best_ms * (1 - self.min_gain):  # type: ignore[operator]
+            if last:  # the run ends on what it measured, unless a prediction is better beyond its doubt
+                gate = 1 - math.exp(-2 * self.calibration.sd)
+            if score >= best_ms * (1 - gate):  # type: ignore[operator]
                 key, score = best, best_ms  # type: ignore[assignment]
         ev = self.evidence.measured(key)
         if ev is not None:
@@ -423,14 +432,14 @@ class PlanPolicy(Policy):
                 break
             self._probe_key(target[0], notes, f"expected gain {target[1]:.1%}")
             per_round += 1
-            fit, pred, res = self._plan(rescore=True)
+            fit, pred, res = self._plan(after_probe=True)
         choice, score, why = self._choose(pred, res, last)
         for _ in range(CONFIRM_PROBES):  # one run of an unmeasured choice before a round commits to it
             if last or self.evidence.best() is None or self.evidence.measured(choice) is not None \
                     or not self._may_probe():
                 break
             self._probe_key(choice, notes, "confirming before a round runs it")
-            fit, pred, res = self._plan(rescore=True)
+            fit, pred, res = self._plan(after_probe=True)
             choice, score, why = self._choose(pred, res, last)
         self.previous = [c.key for c in res.candidates] + ([choice] if choice not in {c.key for c in res.candidates} else [])
         if self.evidence.measured(choice) is None and math.isfinite(score):

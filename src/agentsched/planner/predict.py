@@ -204,7 +204,7 @@ class Predictor:
         e2e = max(end_of[t] for t in self.workflow.sinks)
         overlap = lost / e2e if e2e > 0 else 0.0
         slack = math.inf
-        if self.robust and gpu_now:
+        if self.robust and gpu_now and record is None:  # a timeline (the search's focus) needs no slack
             holds = {t: (a, end_of[t], p[t].vram_needed_mb) for t, a in held_from.items()}
             slack = timing_slack(self.workflow, disp.budget_mb, gpu_now, holds, self.vram_margin_mb)
         return Prediction(e2e, peak, None, overlap, slack)

@@ -19,6 +19,7 @@ same epoch (``evidence.py``). An OOM the risk did not foresee widens ``timing_sd
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import VRAM_EPS_MB, Mode, Workflow
 
+MAX_SLACK = 0.5  # slack beyond this is reported as inf (no risk at any plausible timing error)
 DEFAULT_TIMING_SD = 0.01  # relative timing error (sd) assumed for starts and ends
 MAX_TIMING_SD = 0.3
 SD_GROWTH = 1.5  # an OOM the risk did not foresee widens the timing error by this factor
@@ -37,7 +39,7 @@ CONFLICT_RISK = 0.3  # least risk of an unmeasured mapping that repeats an obser
 def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str],
                  holds: Mapping[str, tuple[float, float, float]], margin_mb: float = 0.0) -> float:
     """The smallest relative timing error ``rel`` under which some ``gpu_now`` start may break the budget
-    (0: it already does; inf: no order can). ``holds[t] = (start_ms, end_ms, vram_mb)`` of every task
+    (0: it already does; inf: no order can, or none within ``MAX_SLACK``). ``holds[t] = (start_ms, end_ms, vram_mb)`` of every task
     that held VRAM. A holder Y meets X's start s once b*(1+rel) > s*(1-rel) (Y ends before s) or
     a*(1-rel) <= s*(1+rel) (Y starts after s); the holders join in the order of those thresholds."""
     if budget_mb is None:
@@ -47,12 +49,16 @@ def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str]
         return math.inf
     concurrent = workflow.concurrent
     slack = math.inf
+    items = sorted(holds.items(), key=lambda kv: kv[1][0])
+    starts = [a for _, (a, _, _) in items]
+    grow, shrink = (1 + MAX_SLACK) / (1 - MAX_SLACK), (1 - MAX_SLACK) / (1 + MAX_SLACK)
     for x in gpu_now:
         s, _, held = holds[x]
         beside = concurrent[x]
         joins: list[tuple[float, float]] = []
-        for y, (a, b, v) in holds.items():
-            if y == x or y not in beside:
+        # only holders whose interval comes within MAX_SLACK of s can matter (starts sorted: cut the late ones)
+        for y, (a, b, v) in items[:bisect.bisect_right(starts, s * grow)]:
+            if b <= s * shrink or y == x or y not in beside:
                 continue
             if a <= s < b:
                 held += v
@@ -89,13 +95,19 @@ def oom_risk(slack: float, timing_sd: float) -> float:
 
 
 def explained_peak_mb(x: Execution, vram_of: Mapping[str, float]) -> float:
-    """The peak VRAM the model's per-task figures explain for the GPU spans of ``x`` (at each GPU start,
-    the sum over the spans open then); a measured ``peak_vram_mb`` above it is VRAM the model misses."""
-    gpu = [s for s in x.spans if s.mode is not Mode.CPU and s.vram_mb > 0]
-    best = 0.0
-    for s in gpu:
-        held = sum(vram_of.get(o.task, o.vram_mb) for o in gpu
-                   if o.start_ms <= s.start_ms and (o.end_ms is None or o.end_ms > s.start_ms))
+    """The peak VRAM the model's per-task figures explain for the GPU spans of ``x`` (the most held at
+    once, by a sweep over starts and ends; an end at a start's instant frees first); a measured
+    ``peak_vram_mb`` above it is VRAM the model misses."""
+    events = []
+    for s in x.spans:
+        if s.mode is not Mode.CPU and s.vram_mb > 0:
+            v = vram_of.get(s.task, s.vram_mb)
+            events.append((s.start_ms, 1, v))
+            if s.end_ms is not None:
+                events.append((s.end_ms, 0, -v))
+    held = best = 0.0
+    for _, _, v in sorted(events):
+        held += v
         best = max(best, held)
     return best
 
