@@ -135,7 +135,6 @@ class Predictor:
         lost = 0.0  # sum over GPU tasks of (1 - rate) x time: the overlap's cost
         end_of: dict[str, float] = {}
         held_from: dict[str, float] = {}  # GPU task -> when it took its VRAM
-        gpu_now: list[str] = []
         if record is not None:
             starts, ends, ready = record
             for t in self.ids:
@@ -151,8 +150,6 @@ class Predictor:
                     starts[t] = now
                 if st.mode is not Mode.CPU and st.vram_mb > 0:
                     held_from[t] = now
-                    if st.mode is Mode.GPU_NOW:
-                        gpu_now.append(t)
                 if st.mode is Mode.CPU:
                     heapq.heappush(fixed, (now + p[t].cpu_ms, index[t], t, 1))
                 elif st.load_ms > 0:
@@ -202,12 +199,16 @@ class Predictor:
             if record is not None:
                 ends.update({t: end_of[t] for t in finished})
         e2e = max(end_of[t] for t in self.workflow.sinks)
-        overlap = lost / e2e if e2e > 0 else 0.0
-        slack = math.inf
-        if self.robust and gpu_now and record is None:  # a timeline (the search's focus) needs no slack
-            holds = {t: (a, end_of[t], p[t].vram_needed_mb) for t, a in held_from.items()}
-            slack = timing_slack(self.workflow, disp.budget_mb, gpu_now, holds, self.vram_margin_mb)
-        return Prediction(e2e, peak, None, overlap, slack)
+        slack = self._slack(disp, held_from, end_of) if record is None else math.inf  # a timeline needs none
+        return Prediction(e2e, peak, None, lost / e2e if e2e > 0 else 0.0, slack)
+
+    def _slack(self, disp: Dispatcher, held_from: Mapping[str, float], end_of: Mapping[str, float]) -> float:
+        """The mapping's timing slack (``vram.timing_slack``) when the predictor is robust, else inf."""
+        gpu_now = [t for t in held_from if disp.mapping[t] is Mode.GPU_NOW]
+        if not self.robust or not gpu_now:
+            return math.inf
+        holds = {t: (a, end_of[t], self.params[t].vram_needed_mb) for t, a in held_from.items()}
+        return timing_slack(self.workflow, disp.budget_mb, gpu_now, holds, self.vram_margin_mb)
 
 
 def critical_focus(pred: Predictor):
