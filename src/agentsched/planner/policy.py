@@ -215,12 +215,12 @@ class PlanPolicy(Policy):
     # ---- planning ------------------------------------------------------------------------------
     def plan(self) -> tuple[Fit, Predictor, SearchResult]:
         """Fit the model to what it has seen and search under it; runs nothing (no probe, no round).
-        The predictor returned is the nominal one; every candidate is feasible under it."""
+        The predictor returned is the nominal one; the candidates are feasible under it, best predicted first."""
         fit, _, res = self._plan()
         nominal = self._nominal
         assert nominal is not None
-        cands = tuple(c for c in res.candidates if nominal.predict(c.key).e2e_ms is not None)
-        return fit, nominal, SearchResult(cands, res.evaluations, res.exhaustive)
+        found = rescore([c.key for c in res.candidates], lambda k: nominal.predict(k).e2e_ms, len(res.candidates))
+        return fit, nominal, SearchResult(found.candidates, res.evaluations, res.exhaustive)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "start": self.start, "probe_fraction": self.probe_fraction,
