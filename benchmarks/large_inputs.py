@@ -3,8 +3,11 @@ DAG of N tasks (default 5,000), the YAML parser (C loader vs pure Python), and h
 the caps is refused. Figures are printed, measured side by side in one run; nothing is asserted.
 
     python benchmarks/large_inputs.py [--tasks 5000] [--policies all-gpu,heft,agent-rules]
+    python benchmarks/large_inputs.py --memory --tasks 10000 [--rounds 20 --repeats 5] [--policies ...]
 
 Target (issue 13): each command on 5,000 tasks within a few seconds.
+Target (issue 20): peak memory of `run` at 10,000 tasks <= 500 MB for every policy (or a clean refusal),
+and a YAML over the caps refused from its shape before it is built (seconds and MB, not minutes and GB).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import argparse
 import contextlib
 import io
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +29,11 @@ from agentsched.model.workflow import MAX_EDGES, MAX_TASKS, load_yaml
 
 TOOLS = ("ocr", "whisper_base", "vector_search", "image_resize", "clip", "groupby")
 TARGET_S = 5.0  # "a few seconds"
+TARGET_MB = 500.0  # peak memory of one command on 10,000 tasks
+# one CLI command in a child process; prints its exit code and peak RSS (ru_maxrss is KiB on Linux)
+_CHILD = ("import resource, sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n"
+          "except SystemExit as e:\n    code = e.code if isinstance(e.code, int) else 1\n"
+          "print('@@', code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
 
 
 def make_workflow(n_tasks: int, rng: random.Random) -> dict:
@@ -52,6 +62,35 @@ def timed_cli(*argv: str) -> tuple[float, int, str]:
     return time.perf_counter() - t0, code, last
 
 
+def peak_cli(*argv: str, timeout_s: float) -> tuple[float, int | None, float | None]:
+    """Seconds, exit code and peak RSS (MB) of one CLI command in its own process (None: timed out)."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t0, None, None
+    mark = [line.split() for line in p.stderr.splitlines() if line.startswith("@@")]
+    if not mark:
+        return time.perf_counter() - t0, p.returncode, None
+    return time.perf_counter() - t0, int(mark[-1][1]), int(mark[-1][2]) / 1024
+
+
+def memory_table(path: Path, policies: list[str], rounds: int, repeats: int, timeout_s: float) -> None:
+    """Peak memory of `run` per policy (and of `show`), each in a fresh process."""
+    print(f"{'command':36s} {'seconds':>8s} {'peak MB':>8s} {'x target':>9s}  result")
+    rows = [("show", ("show", str(path)))]
+    rows += [(f"run {p} ({rounds}x{repeats})", ("run", str(path), "-p", p, "--rounds", str(rounds),
+                                                 "--repeats", str(repeats), "--no-oracle")) for p in policies]
+    for label, argv in rows:
+        s, code, mb = peak_cli(*argv, timeout_s=timeout_s)
+        if code is None:
+            print(f"{label:36s} {s:8.1f} {'-':>8s} {'-':>9s}  timed out after {timeout_s:g} s")
+            continue
+        shown = "-" if mb is None else f"{mb:8.0f}"
+        ratio = "-" if mb is None else f"{mb / TARGET_MB:9.2f}"
+        print(f"{label:36s} {s:8.1f} {shown:>8s} {ratio:>9s}  exit {code}")
+
+
 def parse_seconds(text: str, loader: type) -> float:
     t0 = time.perf_counter()
     yaml.load(text, Loader=loader)  # noqa: S506 - safe loaders only
@@ -62,6 +101,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=5000)
     ap.add_argument("--policies", default="all-gpu,heft,agent-rules")
+    ap.add_argument("--memory", action="store_true", help="peak memory of each command in its own process")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--timeout-s", type=float, default=600.0, help="per command, with --memory")
     a = ap.parse_args()
     rng = random.Random(0)
     doc = make_workflow(a.tasks, rng)
@@ -71,6 +114,15 @@ def main() -> None:
         path.write_text(text)
         print(f"workflow: {a.tasks:,} tasks, {len(doc['edges']):,} edges, {len(text) / 2**20:.2f} MiB YAML "
               f"(caps: {MAX_TASKS:,} tasks, {MAX_EDGES:,} edges)")
+        if a.memory:
+            memory_table(path, a.policies.split(","), a.rounds, a.repeats, a.timeout_s)
+            over = Path(tmp) / "over.yaml"  # 15.5 MB of tasks: 650,000, far over the task cap
+            with over.open("w") as f:
+                f.write("name: over\ntasks:\n")
+                f.writelines(f"  T{i}: {{tool: clip}}\n" for i in range(650_000))
+            s, code, mb = peak_cli("show", str(over), timeout_s=a.timeout_s)
+            print(f"{'refuse a 15.5 MB YAML of 650k tasks':36s} {s:8.1f} {mb or 0:8.0f} {'':9s}  exit {code}")
+            return
         print(f"{'step':36s} {'seconds':>8s} {'x target':>9s}  result")
         rows = [("show", ("show", str(path)))]
         rows.append(("oracle (refusal)", ("oracle", str(path))))

@@ -82,3 +82,78 @@ def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
     assert code == 0, err
     assert err.splitlines() == [f"waiting for the store {db} (locked by another process) for up to 30 s ..."]
     assert "output A: \"a\"" in out
+
+
+@pytest.mark.parametrize("depth", [200, 100_000])
+def test_deeply_nested_input_json_is_one_line(project, cli, depth):
+    f = project / "in.json"
+    f.write_text('{"docs": ' + "[" * depth + "]" * depth + "}")
+    code, out, err = _invoke(cli, project, "--input-json", str(f))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"error: --input-json {f}: nested deeper than 100 levels"]
+
+
+def test_an_unknown_input_name_is_named(project, cli):
+    code, out, err = _invoke(cli, project, "--input", "txt=hi")
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["error: invocation input 'txt' is not an input of workflow echo (its source "
+                                "tasks take: docs)"]
+    assert not (project / "s.db").exists()  # refused before the store was opened
+
+
+NOISY = textwrap.dedent('''
+    import pathlib
+
+    import agentsched
+
+    print("imported!")  # a side effect on stdout
+    pathlib.Path("imported.marker").write_text("x")
+
+
+    class Loud(agentsched.Tool):
+        name = "loud"
+        workload = "say it"
+        has_gpu = False
+
+        def run(self, inputs):
+            return 1
+''')
+
+
+def test_show_never_imports_user_tool_modules(project, cli, monkeypatch):
+    import json
+    import sys
+
+    (project / "noisy_tools.py").write_text(NOISY)
+    (project / "noisy.yaml").write_text('name: noisy\ntasks:\n  A: {tool: "noisy_tools:Loud"}\n')
+    monkeypatch.chdir(project)
+    code, out, err = cli("show", str(project / "noisy.yaml"), "--json")
+    assert code == 0, err
+    doc = json.loads(out)  # nothing else on stdout
+    assert doc["tasks"]["A"]["name"] == "noisy_tools:Loud"
+    assert "not imported" in doc["tasks"]["A"]["workload"]
+    assert "noisy_tools" not in sys.modules and not (project / "imported.marker").exists()
+    code, out, err = cli("show", str(project / "noisy.yaml"))
+    assert code == 0 and "imported!" not in out and "noisy_tools:Loud" in out
+
+
+def test_history_plot_before_the_first_full_round_says_so(project, cli):
+    code, _, err = _invoke(cli, project, "--input", "docs=a", "--round-size", "3")
+    assert code == 0, err
+    plot = project / "curve.png"
+    code, out, err = cli("history", "echo", "--store", str(project / "s.db"), "--plot", str(plot))
+    assert code == 0, err
+    assert not plot.exists()
+    assert "no learning curve written: no round of echo has completed yet (a round is 3 invocations)" in out
+
+
+def test_runtime_results_carry_plain_strings(project):
+    from agentsched import Runtime
+    from agentsched.scenarios import resolve_workflow
+
+    with Runtime(resolve_workflow(str(project / "echo.yaml")), store=None) as rt:
+        r = rt.invoke(docs="a")
+    text = repr(r)
+    assert "<Mode." not in text and "<Status." not in text
+    assert "mapping={'A': 'cpu'}" in text and "status='ok'" in text
+    assert r.mapping == {"A": "cpu"} and r.status == "ok"

@@ -158,3 +158,90 @@ def test_ctrl_c_is_exit_130_with_one_line(cli, monkeypatch):
     monkeypatch.setattr(runner, "run_loop", interrupted)
     code, out, err = cli("run", "S5", "-p", "heft", "--rounds", "1", "--no-oracle")
     assert code == 130 and err.splitlines()[-1] == "error: interrupted"
+
+
+class _RunsCodeWhenUnpickled:
+    """What an attacker would put in a journal row: unpickling it creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.mkdir, (str(self.marker),)
+
+
+def _ablation_args(journal: Path) -> tuple[str, ...]:
+    return ("ablation", "S13", "--seeds", "1", "--rounds", "2", "--repeats", "1", "--initial", "rules",
+            "--journal", str(journal))
+
+
+def _overwrite_rows(journal: Path, payload) -> None:
+    with sqlite3.connect(journal) as db:
+        db.execute("UPDATE runs SET payload = ?", (payload,))
+
+
+def test_a_journal_row_that_would_run_code_is_refused_and_runs_nothing(cli, tmp_path):
+    import pickle
+    import zlib
+
+    journal, marker = tmp_path / "a.sqlite", tmp_path / "pwned"
+    code, _, err = cli(*_ablation_args(journal))
+    assert code == 0, err
+    _overwrite_rows(journal, zlib.compress(pickle.dumps(_RunsCodeWhenUnpickled(marker))))
+    code, out, err = cli(*_ablation_args(journal), "--resume")
+    assert not marker.exists()
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert f"run journal {journal}: run ablation|S13|" in err and "is unreadable (not a JSON record" in err
+
+
+def test_rows_are_json_data_and_survive_a_round_trip(tmp_path):
+    from agentsched.experiments.bench import BenchConfig, BenchRecord, run_bench
+
+    res = run_bench(BenchConfig(scenarios=("S5",), policies=("heft", "agent-rules"), seeds=(0,), rounds=3,
+                                repeats=2))
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    for i, r in enumerate(res.records):
+        j.put(str(i), r)
+    j.close()
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:
+        rows = [row[0] for row in db.execute("SELECT payload FROM runs")]
+    assert all(isinstance(json.loads(row), dict) for row in rows)  # plain JSON text, no pickle
+    again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+    assert [again.get(str(i), BenchRecord, res.workflows) for i in range(len(rows))] == res.records
+    again.close()
+
+
+@pytest.mark.parametrize("row, problem", [
+    ('{"$rec": "Popen", "fields": {"args": "touch x"}}', "unknown record type 'Popen'"),
+    ('{"$rec": "RunMetrics", "fields": {"tasks": "seven"}}', "RunMetrics.tasks is a str, not <class 'int'>"),
+    ('{"$tuple": [1, 2, 3]}', "holds a tuple, not the expected"),
+    ("[" * 100000 + "]" * 100000, "not a JSON record (RecursionError)"),
+    ('{"$dict": [[1]]}', "not a [key, value] pair"),
+    ('{"$workflow": "S99"}', "names workflow 'S99'"),
+])
+def test_a_wrong_typed_journal_row_is_one_line_naming_the_file_and_the_run(tmp_path, row, problem):
+    from agentsched.loop.metrics import RunMetrics
+
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.put("k", 1)
+    j.close()
+    _overwrite_rows(tmp_path / "j.sqlite", row)
+    again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+    with pytest.raises(AgentschedError) as e:
+        again.get("k", tuple[str, RunMetrics, str | None])
+    again.close()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"run journal {tmp_path / 'j.sqlite'}: run k is unreadable")
+    assert problem in msg
+
+
+def test_a_journal_of_the_pickle_format_is_refused_in_one_line(tmp_path):
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.close()
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:  # what earlier versions wrote: no row format
+        db.execute("DELETE FROM meta WHERE key = 'format'")
+    with pytest.raises(AgentschedError, match=r"holds rows in another format \(pickle, this is json-1\): "
+                                              "it cannot be resumed; run without --resume"):
+        RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)

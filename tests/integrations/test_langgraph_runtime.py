@@ -271,3 +271,40 @@ def test_each_node_runs_on_the_device_the_runtime_chose(pipe) -> None:
                 assert r.state[t] == device[r.mapping[t].value]
                 modes.add(r.mapping[t].value)
     assert modes - {"cpu"}  # the policy did place nodes on the GPU modes
+
+
+def _failing_host_graph(mod: Any) -> StateGraph:
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("count", tool_node(mod.Count))
+    g.add_node("longest", tool_node(mod.Longest))
+    g.add_node("report", tool_node(mod.Report))
+
+    def host(state: Any) -> dict:
+        if any("BOOM" in d for d in state["documents"]):
+            raise RuntimeError("the host step failed")
+        return {"note": "host"}
+
+    g.add_node("host", host)
+    g.add_edge(START, "split")
+    g.add_edge("split", "host")
+    g.add_edge("host", "count")
+    g.add_edge("split", "longest")
+    g.add_edge(["count", "longest"], "report")
+    g.add_edge("report", END)
+    return g
+
+
+@pytest.mark.parametrize("policy", ["agent-rules", "agent-plan"])
+def test_a_host_node_failing_in_the_first_round_does_not_kill_the_learner(pipe, policy) -> None:
+    folder, mod = pipe
+    db = str(folder / "host.db")
+    with GraphRuntime(_failing_host_graph(mod), "hosted", store=db, round_size=2, policy=policy) as grt:
+        bad = grt.invoke(documents=["boom BOOM"])
+        assert bad.status is Status.ERROR and bad.message == "node host (host) failed: RuntimeError: the host step failed"
+        for docs in DOCS:  # the round ends, the learner observes a round that failed in a host node
+            r = grt.invoke(documents=docs)
+            assert r.ok, r.message
+    with GraphRuntime(_failing_host_graph(mod), "hosted", store=db, round_size=2, policy=policy) as grt:
+        r = grt.invoke(documents=DOCS[0])  # a new process replays the store, failure included
+        assert r.ok and r.invocation_id == len(DOCS) + 2, r.message

@@ -2,6 +2,7 @@
 C loader when present (duplicate-key and merge-key checks kept), and the structure queries are
 linear (checked for equality with the plain definitions, not for time)."""
 
+import itertools
 import json
 import random
 
@@ -127,3 +128,55 @@ def test_show_prints_plain_rows_beyond_the_rich_limit(cli, tmp_path):
     lines = out.splitlines()
     assert any(line.startswith("edges (299): T0->T1, T1->T2") for line in lines)
     assert sum(1 for line in lines if line.startswith("T")) == 300
+
+
+def _long_form_yaml(n_tasks: int, n_edges: int) -> str:
+    """Tasks written out in full ({tool, repeat}) and [a, b] edges: the most YAML per task and edge."""
+    lines = ["name: big", "cards: a5500", "decision_space: three_way", "tasks:"]
+    lines += [f"  T{i}: {{tool: clip, repeat: 2}}" for i in range(n_tasks)]
+    lines.append("edges:")
+    pairs = ((i, j) for i in range(n_tasks) for j in range(i + 1, n_tasks))
+    lines += [f"  - [T{i}, T{j}]" for i, j in itertools.islice(pairs, n_edges)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_over_the_caps_is_refused_from_its_shape_before_it_is_built(tmp_path):
+    import tracemalloc
+
+    p = tmp_path / "big.yaml"
+    p.write_text("name: big\ntasks:\n" + "".join(f"  T{i}: {{tool: clip}}\n" for i in range(200_000)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(WorkflowError, match=f"^{p}: too large for a workflow: more than [0-9,]+ YAML nodes "
+                                                f"\\(at most {MAX_TASKS:,} tasks and {MAX_EDGES:,} edges\\)$"):
+            load_workflow_file(p)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    text_mb = p.stat().st_size / 2**20
+    assert peak / 2**20 < text_mb + 16  # the text itself and the parser's buffers: no document was built
+
+
+def test_the_largest_workflow_within_the_caps_passes_the_shape_check():
+    from agentsched.model.yaml_shape import max_workflow_events, yaml_too_large
+
+    largest = _long_form_yaml(MAX_TASKS, MAX_EDGES)
+    assert yaml_too_large(largest, MAX_TASKS, MAX_EDGES) is None
+    events = sum(1 for _ in yaml.parse(largest, Loader=yaml.SafeLoader))
+    assert events <= max_workflow_events(MAX_TASKS, MAX_EDGES) < 1.05 * events  # a tight bound, not a guess
+
+
+def test_asking_every_tasks_concurrent_set_keeps_memory_linear():
+    import tracemalloc
+
+    wf = Workflow(name="wide", tasks={f"T{i}": "clip" for i in range(1500)})  # no edges: every set is n - 1
+    wf.related_masks  # noqa: B018 - built first: the n-bit masks are the linear part kept on purpose
+    tracemalloc.start()
+    try:
+        sizes = [len(wf.concurrent[t]) for t in wf.task_ids]
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sizes == [1499] * 1500
+    assert kept < 16 * 2**20  # keeping all 1,500 sets of 1,499 would be ~100 MB (quadratic)
+    assert wf.concurrent["T7"] == frozenset(wf.task_ids) - {"T7"}  # rebuilt after it left the cache

@@ -112,3 +112,15 @@ def test_run_ucb1_over_the_arm_cap_is_one_line(cli, tmp_path):
     assert code != 0
     assert err.splitlines() == ["error: policy ucb1: big has 43046721 mappings (3^16), over the arm cap of 4096; "
                                 "use a policy that does not enumerate mappings"]
+
+
+def test_ucb1_refusal_on_thousands_of_tasks_is_a_short_line(cli, tmp_path):
+    import yaml
+
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump({"name": "big", "cards": "a5500", "decision_space": "binary", "edges": [],
+                                   "tasks": {f"T{i}": "groupby" for i in range(3000)}}))
+    code, out, err = cli("run", str(big), "-p", "ucb1", "--rounds", "1", "--repeats", "1", "--no-oracle")
+    assert code != 0
+    assert err.splitlines() == ["error: policy ucb1: big has about 10^903 mappings (2^3000), over the arm cap of "
+                                "4096; use a policy that does not enumerate mappings"]

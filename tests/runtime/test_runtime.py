@@ -194,3 +194,33 @@ def test_a_long_running_runtime_keeps_a_bounded_window_of_rounds(tmp_path):
         assert len(rt.records) == ENDLESS_KEEP_ROUNDS < n
         assert all(x.outputs == {} for r in rt.records for x in (*r.result.executions, *r.probes))
     assert len(Store(tmp_path / "s.db").executions(1)) == n
+
+
+def test_a_history_that_cannot_be_replayed_is_one_line_naming_the_learner_and_how_to_forget_it(
+        tmp_path, monkeypatch, cli):
+    import agentsched.monitor.monitor as monitor
+
+    wf = load_scenario("S13")
+    db = tmp_path / "s.db"
+    with Runtime(wf, "agent-rules", store=db, testbed=_sim(), round_size=3) as rt:
+        for _ in range(6):
+            rt.invoke()
+    real = monitor.RuntimeMonitor.observe
+
+    def broken(self, result):  # a policy bug met while observing a stored round
+        raise KeyError("host")
+
+    monkeypatch.setattr(monitor.RuntimeMonitor, "observe", broken)
+    with Runtime(wf, "agent-rules", store=db, testbed=_sim(), round_size=3) as rt, pytest.raises(StoreError) as e:
+        rt.invoke()
+    assert str(e.value) == (
+        f"learner 1 (S13, agent-rules) in store {db} cannot replay its history (after 3 stored invocations: "
+        f"KeyError: 'host'); forget it to start afresh: agentsched history S13 --store {db} --forget 1 "
+        "(or Store(path).forget(1))")
+    monkeypatch.setattr(monitor.RuntimeMonitor, "observe", real)
+    code, out, err = cli("history", "S13", "--store", str(db), "--forget", "1")
+    assert code == 0 and out.strip() == f"forgot learner 1 of S13 (6 invocations) in {db}", err
+    code, _, err = cli("history", "S13", "--store", str(db), "--forget", "1")
+    assert code == 2 and err.strip() == f"error: store {db} has no learner 1 of workflow 'S13'"
+    with Runtime(wf, "agent-rules", store=db, testbed=_sim(), round_size=3) as rt:
+        assert rt.invoke().ok and rt.replayed == 0  # a fresh learner

@@ -203,3 +203,116 @@ def test_two_processes_append_to_one_store(tmp_path):
     assert seqs == list(range(len(seqs)))  # the sequence has no hole and no duplicate
     pids = {r[0] for r in conn.execute("SELECT pid FROM executions")}
     assert len(pids) == 2
+
+
+def _stored_history(folder) -> str:
+    """A store with one learner of S5 and one execution, closed cleanly (no -wal left)."""
+    p = folder / "s.db"
+    st = Store(p)
+    st.append(st.learner(load_scenario("S5"), "agent-rules", {}).id, 0, "round", 0, _execution())
+    st.close()
+    return p
+
+
+def _unwritable_folders(monkeypatch):
+    """os.access as a non-root user in a read-only folder sees it (root may write anywhere)."""
+    import agentsched.store.store as store_mod
+
+    real = os.access
+    monkeypatch.setattr(store_mod.os, "access",
+                        lambda path, mode, **kw: False if mode == os.W_OK and os.path.isdir(path) else real(path, mode))
+
+
+def test_a_store_in_a_folder_we_cannot_write_opens_without_creating_files(tmp_path, monkeypatch):
+    p = _stored_history(tmp_path)
+    _unwritable_folders(monkeypatch)
+    before = sorted(x.name for x in tmp_path.iterdir())
+    ro = Store(p, read_only=True)
+    assert [ln.policy for ln in ro.learners("S5")] == ["agent-rules"] and len(ro.executions(1)) == 1
+    ro.close()
+    assert sorted(x.name for x in tmp_path.iterdir()) == before == ["s.db"]  # no -shm it could not create
+
+
+def test_unmerged_wal_changes_in_a_read_only_folder_are_one_line(tmp_path, monkeypatch):
+    import shutil
+
+    writer = Store(tmp_path / "s.db")  # open: its changes stay in s.db-wal
+    writer.append(writer.learner(load_scenario("S5"), "p", {}).id, 0, "round", 0, _execution())
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("s.db", "s.db-wal"):  # as a backup without the -shm file would hold it
+        shutil.copy(tmp_path / name, copy / name)
+    writer.close()
+    _unwritable_folders(monkeypatch)
+    with pytest.raises(StoreError, match=r"^store .*copy/s\.db has changes in s\.db-wal not yet in the store, and "
+                                         "its folder is read-only: copy the store with its -wal file"):
+        Store(copy / "s.db", read_only=True)
+
+
+def _can_bind_read_only(folder) -> bool:
+    try:
+        p = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && "
+                            f"mount -o remount,bind,ro {folder} && ! touch {folder}/probe"],
+                           capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0
+
+
+def test_history_reads_a_store_in_a_read_only_folder(tmp_path):
+    """A really read-only folder (a read-only bind mount, where even root cannot write)."""
+    if not _can_bind_read_only(tmp_path):
+        pytest.skip("needs unshare and mount (a read-only bind mount)")
+    p = _stored_history(tmp_path)
+    cmd = f"{sys.executable} -m agentsched history S5 --store {p} --json"
+    run = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path} && "
+                          f"mount -o remount,bind,ro {tmp_path} && exec {cmd}"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert '"invocations": 1' in run.stdout
+
+
+def _runtime_store(tmp_path):
+    from agentsched import Runtime
+    from agentsched.testbeds.sim import SimTestbed
+
+    db = tmp_path / "s.db"
+    with Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt:
+        for _ in range(4):
+            rt.invoke()
+    return db
+
+
+@pytest.mark.parametrize("sql, problem", [
+    ("UPDATE executions SET mapping = '{not json' WHERE id = 2", "execution 2 is not JSON (JSONDecodeError)"),
+    ("UPDATE executions SET mapping = '{\"A\": \"warp\"}' WHERE id = 2", "execution 2 places task 'A' on 'warp'"),
+    ("UPDATE executions SET status = 'great' WHERE id = 3", "execution 3 has status 'great'"),
+    ("UPDATE rounds SET e2e_ms = 'fast' WHERE round = 1", "round 1 of learner 1 has E2E 'fast', not a number"),
+    ("UPDATE learners SET settings = '[1, 2]'", "learner 1's settings is a JSON list, not an object"),
+    ("UPDATE executions SET mapping = '" + "[" * 100000 + "]" * 100000 + "'", "is not JSON (RecursionError)"),
+])
+def test_history_of_a_semantically_corrupt_store_is_one_line(tmp_path, cli, sql, problem):
+    db = _runtime_store(tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute(sql)
+    code, _, err = cli("history", "S5", "--store", str(db))
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: store {db} is damaged: ") and problem in err
+
+
+@pytest.mark.parametrize("record, problem", [
+    ("{not json", "execution 1 of learner 1 is not JSON (JSONDecodeError)"),
+    ('{"status": "ok"}', "execution 1 of learner 1 has no field 'spans'"),
+    ('{"status": "ok", "spans": [[1]], "mapping": {}}', "execution 1 of learner 1 holds a wrong value (IndexError"),
+])
+def test_replaying_a_corrupt_execution_record_is_one_line(tmp_path, record, problem):
+    from agentsched import Runtime
+    from agentsched.testbeds.sim import SimTestbed
+
+    db = _runtime_store(tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE executions SET record = ? WHERE seq = 1", (record,))
+    with Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt, \
+            pytest.raises(StoreError) as e:
+        rt.invoke()
+    assert str(e.value).startswith(f"store {db} is damaged: ") and problem in str(e.value)

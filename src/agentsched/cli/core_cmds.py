@@ -81,8 +81,11 @@ def show_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show a workflow: its DAG, tool cards, budget and total VRAM."""
-    wf = load_workflow(workflow, cards)
-    tc = wf.task_cards
+    from agentsched.model.tool import without_tool_imports
+
+    with without_tool_imports():  # describing a workflow never runs a user module's code
+        wf = load_workflow(workflow, cards)
+        tc = wf.task_cards
     if json_out:
         print_json({
             "name": wf.name, "decision_space": wf.decision_space.value,
@@ -121,6 +124,7 @@ def simulate_cmd(
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
     gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
 ) -> None:
@@ -131,7 +135,7 @@ def simulate_cmd(
     wf, wf_world = load_workflow_and_world(workflow, cards)
     m = parse_mapping(wf, mapping)
     tb = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                      from_workflows=[wf_world]).build()
+                      from_workflows=[wf_world], task_timeout_s=task_timeout_s).build()
     try:
         ex = tb.run(wf, m, rng=noise_stream(seed))
     finally:
@@ -156,6 +160,7 @@ def oracle_cmd(
     seed: int = typer.Option(0),
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Brute-force every mapping and rank the feasible ones by E2E."""
@@ -165,7 +170,8 @@ def oracle_cmd(
     positive("--repeats", repeats)
     wf, wf_world = load_workflow_and_world(workflow, cards)
     tb = testbed_spec(testbed, seed=seed, noise=0.0 if testbed is o.TestbedKind.SIM else None, size=size,
-                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world]).build()
+                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world],
+                      task_timeout_s=task_timeout_s).build()
     try:
         tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
         res = brute_force(wf, tb, repeats=repeats)

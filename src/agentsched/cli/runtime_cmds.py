@@ -16,6 +16,21 @@ from agentsched.cli.policy_opts import PolicyFlags, policy_options
 from agentsched.errors import AgentschedError
 
 STORE_HELP = "the runtime's SQLite store (created when missing)"
+MAX_INPUT_DEPTH = 100  # nesting levels of an --input-json value
+
+
+def _nested_deeper(doc: Any, limit: int) -> bool:
+    """Whether lists/objects in ``doc`` nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
 
 
 def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
@@ -30,6 +45,10 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             msg = f"invalid JSON at line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
             raise AgentschedError(f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError)
                                   else msg) from None
+        except RecursionError:  # json's parser recurses per nesting level
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels") from None
+        if _nested_deeper(doc, MAX_INPUT_DEPTH):  # later steps (JSON output, Ray) recurse too
+            raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels")
         if not isinstance(doc, dict):
             raise AgentschedError(f"--input-json {json_file}: expected a JSON object of NAME: VALUE")
         inputs.update(doc)
@@ -85,17 +104,21 @@ def invoke_cmd(
                                           "ray (real tools on a Ray cluster) or sim"),
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
     from agentsched.loop.registry import default_policy, get_spec
     from agentsched.runtime import Runtime
+    from agentsched.runtime.inputs import check_input_names
     from agentsched.scenarios import resolve_workflow_and_world
 
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
-    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world])
+    check_input_names(wf, inputs)
+    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
+                        task_timeout_s=task_timeout_s)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
     options = policy_options([name], PolicyFlags(items=tuple(policy_option or ())), single=True).get(name, {})
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
@@ -110,6 +133,9 @@ def invoke_cmd(
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
     label = wf.decision_space.label
     mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    from agentsched.testbeds.real import NO_CUDA_NOTE
+
+    note = f"note: {NO_CUDA_NOTE}" if rt.host_only else None  # said once, as `run` says it
     if json_out:
         outputs = {}
         for task, value in res.outputs.items():
@@ -123,15 +149,18 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
                "status": res.status.value, "message": res.message,
                "mapping": {t: m.value for t, m in res.mapping.items()},
                "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+        if note:
+            typer.echo(note, err=True)  # stdout holds the JSON alone
         typer.echo(json.dumps(doc, indent=2))
     else:
         what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
         console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
-                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
+                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
+                      soft_wrap=True)  # one line, however long the message
         console.print(f"mapping: {mapping}")
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
-        if rt.host_only:
-            console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
+        if note:
+            typer.echo(note)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 
@@ -142,12 +171,17 @@ def history_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
     plot: Optional[Path] = typer.Option(None, "--plot",
                                         help="write the learning curve to this file (.png, .svg or .pdf)"),
+    forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",
+                                         help="delete this learner's history (its number as history shows "
+                                              "it): the next runtime with its settings starts afresh"),
 ) -> None:
     """Show every round and invocation a store holds for a workflow, and the learning curve."""
     from agentsched.cli.output import check_output_file
     from agentsched.store import Store
 
     name = _workflow_name(workflow)
+    if forget is not None:
+        return _forget(store, name, forget)
     if plot is not None:  # the path and format are checked before the store is read
         from agentsched.report.gantt import check_figure_path
 
@@ -166,13 +200,32 @@ def history_cmd(
     else:
         for d in doc:
             _print_learner(d)
-    if plot is not None:
+    if plot is not None and not any(d["rounds"] for d in doc):  # an empty chart would look like a bug
+        rounds = ", ".join(sorted({str(d["settings"].get("round_size", "?")) for d in doc}))
+        (typer.echo if not json_out else lambda m: typer.echo(m, err=True))(
+            f"no learning curve written: no round of {name} has completed yet (a round is {rounds} invocations)")
+    elif plot is not None:
         from agentsched.report.history_plot import plot_learning_curve
 
         series = {f"{d['policy']} #{d['learner']}": [(r["round"], r["e2e_ms"]) for r in d["rounds"]] for d in doc}
         plot_learning_curve(series, plot, f"{name}: learning curve")
         if not json_out:
             console.print(f"learning curve written to {plot}")
+
+
+def _forget(store: Path, name: str, learner: int) -> None:
+    from agentsched.store import Store
+
+    if not store.is_file():
+        raise AgentschedError(f"store {store} does not exist")
+    st = Store(store)
+    try:
+        if learner not in [ln.id for ln in st.learners(name)]:
+            raise AgentschedError(f"store {store} has no learner {learner} of workflow {name!r}")
+        gone = st.forget(learner)
+    finally:
+        st.close()
+    console.print(f"forgot learner {learner} of {name} ({gone} invocations) in {store}", highlight=False)
 
 
 def _workflow_name(text: str) -> str:

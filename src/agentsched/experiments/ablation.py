@@ -229,7 +229,7 @@ def run_ablation(
                     return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
 
                 key = f"ablation|{workflow.name}|{world}|{start}|{rounds}x{repeats}|{init}|{v.key}|{seed}"
-                label, m, best_text = journaled(journal, key, one)
+                label, m, best_text = journaled(journal, key, one, tuple[str, RunMetrics, str | None])
                 metrics.append(m)
                 bests.append(best_text)
             results.append(VariantResult(v, label, tuple(metrics), tuple(bests)))

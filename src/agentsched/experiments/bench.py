@@ -289,7 +289,7 @@ def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[
                 opts = dict(config.policy_options.get(pol, {}))
                 for seed in config.seeds:
                     key = f"bench|{name}|{pol}|{seed}"
-                    done = journal.get(key) if journal is not None else None
+                    done = journal.get(key, BenchRecord, {name: wf}) if journal is not None else None
                     if done is not None:  # --resume: this run finished before the interruption
                         journal.resumed += 1
                         records.append(done)

@@ -2,23 +2,23 @@
 interrupted bench or ablation (a crash, Ctrl-C, ``kill -9``) resumes where it stopped.
 
 One SQLite file (standard library, WAL, one transaction per run): a ``meta`` table holding the
-experiment's configuration and the agentsched version, and a ``runs`` table of zlib-compressed
-pickles keyed by run (e.g. ``bench|S5|heft|3``). Runs are deterministic given their seed, so a resumed
-experiment's results equal an uninterrupted one's. The pickles are this machine's own output; a
-journal from another configuration or version is refused, not mixed in.
+experiment's configuration, the agentsched version and the row format, and a ``runs`` table of JSON
+records keyed by run (e.g. ``bench|S5|heft|3``; the format is in ``journal_codec``). Rows are data,
+never pickles: a journal is a file a user may be handed, and reading it must never run code. Runs
+are deterministic given their seed, so a resumed experiment's results equal an uninterrupted one's.
+A journal from another configuration, version or row format is refused, not mixed in.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 import sqlite3
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from agentsched.errors import AgentschedError
+from agentsched.experiments.journal_codec import ROW_FORMAT, JournalRowError, decode, encode, fits
 
 T = TypeVar("T")
 JOURNAL_NAME = "journal.sqlite"  # inside a bench's output folder
@@ -74,8 +74,13 @@ class RunJournal:
             with self._db:
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT INTO meta VALUES (?, ?)",
-                                     [("config", self.config_json), ("version", _version())])
+                                     [("config", self.config_json), ("version", _version()),
+                                      ("format", ROW_FORMAT)])
             return
+        if rows.get("format") != ROW_FORMAT:  # e.g. the pickled rows of earlier versions: never read them
+            raise AgentschedError(f"run journal {self.path} holds rows in another format "
+                                  f"({str(rows.get('format', 'pickle'))[:40]}, this is {ROW_FORMAT}): "
+                                  "it cannot be resumed; run without --resume")
         if rows.get("version") != _version():
             raise AgentschedError(f"run journal {self.path} was written by agentsched {rows.get('version')}, "
                                   f"this is {_version()}: it cannot be resumed; run without --resume")
@@ -86,27 +91,38 @@ class RunJournal:
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
-    def get(self, key: str) -> Any | None:
-        """The stored result of run ``key``, or None when it has not finished yet."""
+    def get(self, key: str, expect: Any = Any, workflows: Mapping[str, Any] | None = None) -> Any | None:
+        """The stored result of run ``key``, or None when it has not finished yet.
+
+        ``expect``: the type the result must have (a type hint); ``workflows``: by name, for the
+        workflows a result refers to."""
         row = self._db.execute("SELECT payload FROM runs WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         try:
-            return pickle.loads(zlib.decompress(row[0]))
-        except Exception as e:  # noqa: BLE001 - a damaged row: say which, never guess
-            raise AgentschedError(f"run journal {self.path}: run {key} is unreadable ({type(e).__name__}); "
+            if not isinstance(row[0], (str, bytes)):
+                raise JournalRowError(f"holds a {type(row[0]).__name__}, not a JSON record")
+            value = decode(row[0], workflows)
+            if not fits(value, expect):
+                raise JournalRowError(f"holds a {type(value).__name__}, not the expected {expect}")
+        except JournalRowError as e:  # a damaged or crafted row: say which, never guess
+            raise AgentschedError(f"run journal {self.path}: run {key} is unreadable ({e}); "
                                   "run without --resume") from None
+        return value
 
     def put(self, key: str, value: Any) -> None:
         """Record run ``key`` (committed before returning: a kill after this keeps it)."""
-        payload = zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        try:
+            payload = encode(value)
+        except TypeError as e:
+            raise AgentschedError(f"run journal {self.path}: run {key} cannot be recorded ({e})") from None
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (key, payload))
 
-    def cached(self, key: str, compute: Callable[[], T]) -> T:
-        """The stored result of ``key``, else ``compute()`` recorded under it."""
-        found = self.get(key)
+    def cached(self, key: str, compute: Callable[[], T], expect: Any = Any) -> T:
+        """The stored result of ``key`` (of type ``expect``), else ``compute()`` recorded under it."""
+        found = self.get(key, expect)
         if found is not None:
             self.resumed += 1
             return found
@@ -118,6 +134,6 @@ class RunJournal:
         self._db.close()
 
 
-def journaled(journal: RunJournal | None, key: str, compute: Callable[[], T]) -> T:
-    """``compute()`` through ``journal`` when there is one."""
-    return compute() if journal is None else journal.cached(key, compute)
+def journaled(journal: RunJournal | None, key: str, compute: Callable[[], T], expect: Any = Any) -> T:
+    """``compute()`` through ``journal`` when there is one (a stored result must be of type ``expect``)."""
+    return compute() if journal is None else journal.cached(key, compute, expect)

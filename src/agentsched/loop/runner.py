@@ -59,8 +59,11 @@ class LoopRun:
     _best: RoundResult | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        # a run rebuilt from its records (a journal) counts them like a live one; the counts given
+        # with them are recomputed, so they always agree with the records
         given, self.records = list(self.records), []
-        for record in given:  # a run rebuilt from its records (a journal) counts them like a live one
+        self.probes_total, self.rounds_total, self._best = 0, 0, None
+        for record in given:
             self.add(record)
 
     def add(self, record: RoundRecord) -> None:

@@ -20,6 +20,9 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:  # results print as plain strings (a Status is one: Status.OK == "ok")
+        return repr(self.value)
+
 
 @dataclass(frozen=True, slots=True)
 class TaskSpan:

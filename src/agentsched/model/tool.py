@@ -28,6 +28,9 @@ import inspect
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -173,11 +176,27 @@ def new_tool(path: str) -> Tool:
         raise ToolError(f"tool {path}: {obj.__name__}() failed: {one_line(e)}") from None
 
 
+_IMPORTS_OFF: ContextVar[bool] = ContextVar("agentsched_tool_imports_off", default=False)
+
+
+@contextmanager
+def without_tool_imports() -> Iterator[None]:
+    """Within it, a user tool's cold card is built from its path alone: its module is not imported
+    (``show`` describes a workflow; importing would run the user's code, e.g. prints on stdout)."""
+    token = _IMPORTS_OFF.set(True)
+    try:
+        yield
+    finally:
+        _IMPORTS_OFF.reset(token)
+
+
 def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:
     """The card of a tool no profiler measured: its name, workload line and tags, placeholder
     latencies, and - for a GPU tool - a conservative VRAM figure: the whole budget (so the start
     rules admit it only while no other task holds VRAM: it can never overrun the budget), or 0
     without a budget. Only cold-start policies may schedule with such cards."""
+    if _IMPORTS_OFF.get():
+        return ToolCard(name=path, workload=f"user tool {path} (not profiled; not imported)", cpu_ms=UNMEASURED_MS)
     cls = tool_class(path)
     gpu = cls.has_gpu
     return ToolCard(

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from agentsched.errors import AgentschedError, WorkflowError
 from agentsched.model.files import loads_json_unique, read_document
-from agentsched.model.workflow import MAX_SEQUENCE_ITEMS, Workflow
+from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS, Workflow
+from agentsched.model.yaml_shape import yaml_too_large
 
 # PyYAML's C loader (libyaml) parses about 10x faster than the pure-Python one; fall back when the
 # wheel was built without libyaml. Only the parser differs: construction (and the checks below) is Python.
@@ -122,7 +123,15 @@ def load_workflow_file(path: str | Path) -> Workflow:
 def load_workflow_file_and_world(path: str | Path) -> tuple[Workflow, str | None]:
     """Load a workflow file, and the world its optional ``world:`` key names (None: none)."""
     p = Path(path)
-    parse = loads_json_unique if p.suffix == ".json" else load_yaml
+
+    def load_yaml_within_caps(text: str) -> Any:
+        # refuse a document whose parser events already exceed the caps, before anything is built
+        too_large = yaml_too_large(text, MAX_TASKS, MAX_EDGES)
+        if too_large is not None:
+            raise WorkflowError(f"{p}: {too_large}")
+        return load_yaml(text)
+
+    parse = loads_json_unique if p.suffix == ".json" else load_yaml_within_caps
     try:
         data = read_document(p, "workflow file", WorkflowError, where=str(p), parse=parse)
     except yaml.YAMLError as e:

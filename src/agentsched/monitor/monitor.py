@@ -344,6 +344,8 @@ class RuntimeMonitor:
         self._notes = []
         self._refused = False
         failed = next((x.extra.get("failed_task") for x in result.executions if not x.ok), None)
+        if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
+            failed = None
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
                              result.peak_vram_mb, result.message, failed)
         prev = self.history[-1].mapping if self.history else None

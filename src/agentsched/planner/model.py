@@ -152,6 +152,13 @@ class PlanModel:
                 self.gpu_runs[self.unit[run.task]].append(run)
         self._fit = None
 
+    def forget_gpu_runs(self) -> None:
+        """The machine changed (a detected change): the GPU runs seen so far describe another machine's
+        contention; latencies on the CPU and loads are kept."""
+        self.gpu_runs.clear()
+        self._theta = None
+        self._fit = None
+
     # ---- fit -------------------------------------------------------------------------------
     def fit(self) -> Fit:
         if self._fit is None:
@@ -176,7 +183,11 @@ class PlanModel:
                     for u, p in self.priors.items()}
         vram = {}
         for u, p in self.priors.items():
-            vram[u] = p.vram_mb if p.vram_mb is not None else self.vram_seen.get(u, _vram_guess(self))
+            seen = self.vram_seen.get(u)
+            if p.vram_mb is None:
+                vram[u] = seen if seen is not None else _vram_guess(self)
+            else:  # a tool seen holding more than its card says is planned at what it held
+                vram[u] = max(p.vram_mb, seen or 0.0)
         mu0, sd0 = self._gpu_prior(log_cpu)
         runs = [r for u in self.gpu_units for r in self.gpu_runs.get(u, ())]
         theta0 = self._theta if self._theta is not None and len(self._theta) == len(mu0) else mu0.copy()

@@ -22,6 +22,7 @@ from agentsched.errors import PolicyError
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.contention import gpu_rates
 from agentsched.model.rules import Dispatcher, Infeasible
+from agentsched.planner.vram import timing_slack
 
 _EPS = 1e-9  # the simulator's relative tolerance for "this task has finished"
 
@@ -60,6 +61,8 @@ class Prediction:
     e2e_ms: float | None  # None: the start rules say it runs out of VRAM
     peak_vram_mb: float  # max VRAM held (for an infeasible mapping: what the failing start needed)
     failed_task: str | None = None  # the start that breaks the budget
+    overlap: float = 0.0  # share of the E2E GPU tasks lost to each other: sum of (1 - rate) dt / E2E
+    timing_slack: float = math.inf  # relative timing error under which it may run out of VRAM (``vram.py``)
 
     @property
     def feasible(self) -> bool:
@@ -80,7 +83,8 @@ class Predictor:
     """Evaluates mappings of one workflow under one table of ``TaskParams``; caches by mapping."""
 
     def __init__(self, workflow: Workflow, params: Mapping[str, TaskParams], *,
-                 cpu_slots: int | None = None, cache_size: int = 200_000) -> None:
+                 cpu_slots: int | None = None, cache_size: int = 200_000,
+                 robust: bool = False, vram_margin_mb: float = 0.0) -> None:
         missing = [t for t in workflow.task_ids if t not in params]
         if missing:
             raise PolicyError(f"predictor: no estimate for task(s) {', '.join(missing)}")
@@ -92,6 +96,9 @@ class Predictor:
         self._cache: dict[Key, Prediction] = {}
         self._cache_size = cache_size
         self.evaluations = 0  # discrete-event runs done (cache misses)
+        # robust: also compute each mapping's timing slack (``vram.timing_slack``)
+        self.robust = robust
+        self.vram_margin_mb = vram_margin_mb
 
     def key(self, mapping: Mapping[str, Mode]) -> Key:
         return tuple(mapping[t] for t in self.ids)
@@ -125,7 +132,9 @@ class Predictor:
         gpu: dict[str, float] = {}  # GPU task in its run phase -> remaining isolated work (ms)
         now = 0.0
         peak = 0.0
+        lost = 0.0  # sum over GPU tasks of (1 - rate) x time: the overlap's cost
         end_of: dict[str, float] = {}
+        held_from: dict[str, float] = {}  # GPU task -> when it took its VRAM
         if record is not None:
             starts, ends, ready = record
             for t in self.ids:
@@ -139,6 +148,8 @@ class Predictor:
                 t = st.task
                 if record is not None:
                     starts[t] = now
+                if st.mode is not Mode.CPU and st.vram_mb > 0:
+                    held_from[t] = now
                 if st.mode is Mode.CPU:
                     heapq.heappush(fixed, (now + p[t].cpu_ms, index[t], t, 1))
                 elif st.load_ms > 0:
@@ -162,6 +173,8 @@ class Predictor:
             if not math.isfinite(dt):
                 raise PolicyError(f"predictor: time overflowed on {self.workflow.name}")
             now += dt
+            if rates:
+                lost += dt * sum(1.0 - r for r in rates)
             tol = _EPS * max(1.0, now)
             finished: list[str] = []
             for i, t in enumerate(names):
@@ -186,4 +199,49 @@ class Predictor:
             if record is not None:
                 ends.update({t: end_of[t] for t in finished})
         e2e = max(end_of[t] for t in self.workflow.sinks)
-        return Prediction(e2e, peak)
+        slack = self._slack(disp, held_from, end_of) if record is None else math.inf  # a timeline needs none
+        return Prediction(e2e, peak, None, lost / e2e if e2e > 0 else 0.0, slack)
+
+    def _slack(self, disp: Dispatcher, held_from: Mapping[str, float], end_of: Mapping[str, float]) -> float:
+        """The mapping's timing slack (``vram.timing_slack``) when the predictor is robust, else inf."""
+        gpu_now = [t for t in held_from if disp.mapping[t] is Mode.GPU_NOW]
+        if not self.robust or not gpu_now:
+            return math.inf
+        holds = {t: (a, end_of[t], self.params[t].vram_needed_mb) for t, a in held_from.items()}
+        return timing_slack(self.workflow, disp.budget_mb, gpu_now, holds, self.vram_margin_mb)
+
+
+def critical_focus(pred: Predictor):
+    """Task indices worth moving first: the predicted critical path and the GPU tasks beside it."""
+    ids = pred.ids
+    wf = pred.workflow
+    index = {t: i for i, t in enumerate(ids)}
+
+    def focus(key: Key) -> list[int]:
+        mapping = dict(zip(ids, key, strict=True))
+        tl = pred.timeline(mapping)
+        if not tl.prediction.feasible:  # out of memory: the GPU-resident tasks, largest first
+            gpu = [t for t in ids if mapping[t] is not Mode.CPU]
+            gpu.sort(key=lambda t: -pred.params[t].vram_needed_mb)
+            return [index[t] for t in gpu[:50]]
+        ends, starts, ready = tl.end_ms, tl.start_ms, tl.ready_ms
+        t = max(wf.sinks, key=lambda s: ends.get(s, 0.0))
+        path: list[str] = []
+        eps = 1e-6 * max(1.0, ends[t])
+        while t is not None and t not in path:
+            path.append(t)
+            s = starts[t]
+            if s <= eps:
+                break
+            if s > ready.get(t, 0.0) + eps:  # waited for a resource (queue or CPU slot)
+                t = next((u for u, e in ends.items() if abs(e - s) <= eps and u not in path), None)
+            else:
+                preds = wf.preds[t]
+                t = max(preds, key=lambda u: ends.get(u, 0.0)) if preds else None
+        crit = set(path)
+        beside = [u for u in ids if u not in crit and mapping[u] is not Mode.CPU and any(
+            mapping[c] is not Mode.CPU and starts[u] < ends[c] and starts[c] < ends[u] for c in path)]
+        out = [index[u] for u in path] + [index[u] for u in beside[: 2 * len(path) + 10]]
+        return out
+
+    return focus

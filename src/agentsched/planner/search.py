@@ -31,6 +31,20 @@ DEFAULT_EXHAUSTIVE_LIMIT = 4096  # mappings enumerated outright (3^7 = 2187, 2^1
 MAX_STALE_KICKS = 30  # the local search ends after this many perturbations that found nothing new
 
 
+SMALL_TASKS = 12  # up to here the search and the value estimate get a generous budget
+REPLAN_EVALS = 300  # a later decision's local search around the previous candidates (small workflows)
+
+
+def eval_budget(n_tasks: int) -> int:
+    """Distinct mappings the search may evaluate per decision (sized for < 1 s at 100 tasks, < 10 s at 1,000)."""
+    return 3000 if n_tasks <= SMALL_TASKS else max(150, 50000 // n_tasks)
+
+
+def draws_and_candidates(n_tasks: int) -> tuple[int, int]:
+    """Posterior draws and candidates of the value estimate."""
+    return (10, 6) if n_tasks <= SMALL_TASKS else (6, 3)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     key: Key  # modes in task order
@@ -141,3 +155,11 @@ def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: rand
         if not improved:
             break
     return key, val
+
+
+def rescore(keys: Sequence[Key], evaluate: Evaluate, top: int, evaluations: int | None = None) -> SearchResult:
+    """The ``top`` best of ``keys`` (distinct) under ``judge``, as a search result."""
+    keys = list(dict.fromkeys(keys))
+    scored = sorted((v, [m.value for m in k], k) for k in keys if (v := evaluate(k)) is not None)
+    return SearchResult(tuple(Candidate(k, v) for v, _, k in scored[:top]),
+                        len(keys) if evaluations is None else evaluations, False)

@@ -4,7 +4,7 @@ the queue. Only cards or the planner's own estimates are used."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from agentsched.planner.predict import TaskParams
 from agentsched.model.cards import ToolCard
@@ -36,3 +36,31 @@ def card_seeds(workflow: Workflow, cards: Mapping[str, ToolCard]) -> list[Mappin
 def tag_mapping(workflow: Workflow, tags: Mapping[str, tuple[str, ...]]) -> MappingT:
     """Cold start before any run: compute-bound tools on the GPU, the rest on the CPU (as agent-rules-cold)."""
     return _tag_mapping(workflow, tags)[0]
+
+
+def gpu_profile(workflow: Workflow, tags: Mapping[str, tuple[str, ...]], has_gpu: Callable[[str], bool],
+                seen: set[tuple[str, bool]], base: MappingT) -> tuple[MappingT, str] | None:
+    """Cold start: a probe running the GPU-capable tasks never seen on the GPU there (isolated on the queue
+    in three-way, on gpu_now in binary), the rest as in ``base``; a task seen nowhere that is not
+    compute-bound goes to the CPU in the same probe (one probe instead of two: its GPU latency stays
+    uncertain, so probing by value tries it if it could pay). None when there is nothing to profile."""
+    no_gpu = [t for t in workflow.task_ids if has_gpu(t) and (t, True) not in seen]
+    neither = [t for t in no_gpu if (t, False) not in seen and "compute-bound" not in tags[t]]
+    no_gpu = [t for t in no_gpu if t not in neither]
+    if not no_gpu:
+        return None
+    gpu_mode = Mode.GPU_QUEUE if workflow.decision_space is DecisionSpace.THREE_WAY else Mode.GPU_NOW
+    m = {t: (gpu_mode if t in no_gpu else Mode.CPU if t in neither else base[t]) for t in workflow.task_ids}
+    return m, f"cold-start profile: {', '.join(no_gpu)} on {workflow.decision_space.label(gpu_mode)}"
+
+
+def cpu_profile(workflow: Workflow, tags: Mapping[str, tuple[str, ...]], has_gpu: Callable[[str], bool],
+                seen: set[tuple[str, bool]], base: MappingT) -> tuple[MappingT, str] | None:
+    """Cold start: a probe running on the CPU the tasks never seen there except compute-bound ones (their
+    CPU latency follows the GPU one by the tag's speedup: a CPU run of a dense model is the most
+    expensive probe there is), the rest as in ``base``. None when there is nothing to profile."""
+    no_cpu = [t for t in workflow.task_ids if (t, False) not in seen and "compute-bound" not in tags[t]]
+    if not no_cpu:
+        return None
+    return {t: (Mode.CPU if t in no_cpu else base[t]) for t in workflow.task_ids}, \
+        f"cold-start profile: {', '.join(no_cpu)} on the CPU"

@@ -50,8 +50,8 @@ class Ucb1Policy(Policy):
         super().reset(ctx)
         wf = ctx.workflow
         k, n = len(wf.decision_space.modes), len(wf.task_ids)
-        count = k ** n
-        if count > MAX_ARMS:
+        if k ** n > MAX_ARMS:  # 3^10000 has 4,772 digits: an order of magnitude is the line
+            count = f"{k ** n}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
             raise PolicyError(f"policy ucb1: {wf.name} has {count} mappings ({k}^{n}), over the arm cap of "
                               f"{MAX_ARMS}; use a policy that does not enumerate mappings")
         self.arms = [m for m in enumerate_mappings(wf) if not certainly_infeasible(wf, ctx.cards, m)]

@@ -13,8 +13,9 @@ Tables (schema version ``SCHEMA_VERSION``, recorded in ``schema_version``):
 * ``rounds``: one row per observed round (mapping, status, median E2E, what the policy said).
 
 Concurrency: every write is one short transaction (``BEGIN IMMEDIATE``) and readers never block
-writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing is ever updated or deleted,
-so a failure costs at most the write that failed. A store that is locked past the timeout,
+writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing is ever updated, and only
+``forget`` deletes (a whole learner, in one transaction), so a failure costs at most the write that
+failed. A store that is locked past the timeout,
 read-only, corrupt, not an agentsched store, or from a newer schema is a one-line ``StoreError``.
 """
 
@@ -32,9 +33,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentsched.errors import StoreError
+from agentsched.store import decode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 
@@ -42,6 +44,7 @@ SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 WAIT_NOTICE_S = 2.0  # a lock wait longer than this is announced (on_wait, else a logged warning)
 log = logging.getLogger("agentsched.store")
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -149,7 +152,7 @@ class ExecutionRow:
     created_s: float
 
     def execution(self, record: str) -> Execution:
-        return execution_from_doc(json.loads(record))
+        return decode.execution(record, f"execution {self.id}", execution_from_doc)
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,7 @@ class Store:
         if self.read_only:
             if not p.exists():
                 raise self._fail("does not exist")
-            uri = f"file:{p.resolve()}?mode=ro"
+            uri = self._read_only_uri()
         else:
             if not p.parent.is_dir():
                 raise self._fail(f"cannot be created: folder {p.parent} does not exist")
@@ -260,6 +263,21 @@ class Store:
             conn.close()
             raise
         return conn
+
+    def _read_only_uri(self) -> str:
+        """How to read the store. Reading a WAL store creates its ``-shm`` file, impossible in a folder
+        we cannot write in: there a store whose ``-wal`` holds nothing is opened immutable (its
+        file is the whole of it); a ``-wal`` with content is read through its existing ``-shm``."""
+        p = self.path.resolve()
+        if os.access(p.parent, os.W_OK):
+            return f"file:{p}?mode=ro"
+        wal, shm = Path(f"{p}-wal"), Path(f"{p}-shm")
+        if not wal.exists() or wal.stat().st_size == 0:
+            return f"file:{p}?mode=ro&immutable=1"
+        if shm.exists():
+            return f"file:{p}?mode=ro"
+        raise self._fail(f"has changes in {wal.name} not yet in the store, and its folder is read-only: "
+                         "copy the store with its -wal file to a writable folder to read it")
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         """Check (and on first use create) the schema; switch to WAL. Repeatable (a lock wait
@@ -360,7 +378,7 @@ class Store:
                       (key, whash, wf.name, chash, policy, json.dumps(settings, sort_keys=True), time.time()))
         rows = self._read("SELECT id, key, workflow_name, workflow_hash, card_hash, policy, settings, created_s "
                           "FROM learners WHERE key = ?", (key,))
-        return _learner(rows[0])
+        return self._learner(rows[0])
 
     def learners(self, workflow: str | None = None) -> list[LearnerRow]:
         """Every learner, or those of one workflow (by name or content hash), oldest first."""
@@ -369,21 +387,32 @@ class Store:
         if workflow is not None:
             sql += " WHERE workflow_name = ? OR workflow_hash = ?"
             args = (workflow, workflow)
-        return [_learner(r) for r in self._read(sql + " ORDER BY id", args)]
+        return [self._learner(r) for r in self._read(sql + " ORDER BY id", args)]
+
+    def forget(self, learner_id: int) -> int:
+        """Delete a learner with its executions and rounds (the next runtime with its key starts
+        afresh); returns how many executions went. Its workflow and card records stay (shared)."""
+        with self._write() as c:
+            gone = c.execute("DELETE FROM executions WHERE learner_id = ?", (learner_id,)).rowcount
+            c.execute("DELETE FROM rounds WHERE learner_id = ?", (learner_id,))
+            if c.execute("DELETE FROM learners WHERE id = ?", (learner_id,)).rowcount == 0:
+                raise self._fail(f"has no learner {learner_id}")
+        return int(gone)
 
     def workflow_doc(self, whash: str) -> dict[str, Any] | None:
         rows = self._read("SELECT doc FROM workflows WHERE hash = ?", (whash,))
-        return json.loads(rows[0][0]) if rows else None
+        return self._decoded(decode.loads_object, rows[0][0], f"workflow {whash}") if rows else None
 
     def card_doc(self, chash: str) -> dict[str, Any] | None:
         rows = self._read("SELECT doc FROM card_sets WHERE hash = ?", (chash,))
-        return json.loads(rows[0][0]) if rows else None
+        return self._decoded(decode.loads_object, rows[0][0], f"card set {chash}") if rows else None
 
     # ---- executions ------------------------------------------------------------------------
     def execution_at(self, learner_id: int, seq: int) -> Execution | None:
         """The execution recorded at place ``seq`` of a learner's sequence, if any."""
         rows = self._read("SELECT record FROM executions WHERE learner_id = ? AND seq = ?", (learner_id, seq))
-        return execution_from_doc(json.loads(rows[0][0])) if rows else None
+        return self._decoded(decode.execution, rows[0][0], f"execution {seq} of learner {learner_id}",
+                             execution_from_doc) if rows else None
 
     def append(self, learner_id: int, seq: int | None, kind: str, round_index: int | None,
                x: Execution) -> tuple[int, bool]:
@@ -411,7 +440,9 @@ class Store:
         """Every execution of a learner, in the order they were recorded."""
         rows = self._read("SELECT id, learner_id, seq, kind, round, mapping, status, e2e_ms, message, created_s "
                           "FROM executions WHERE learner_id = ? ORDER BY id", (learner_id,))
-        return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
+        return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], self._decoded(decode.mapping, r[5], f"execution {r[0]}"),
+                             self._decoded(decode.status, r[6], f"execution {r[0]}"),
+                             self._decoded(decode.e2e, r[7], f"execution {r[0]}"), r[8], r[9]) for r in rows]
 
     def sequence_length(self, learner_id: int) -> int:
         rows = self._read("SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS NOT NULL", (learner_id,))
@@ -430,8 +461,19 @@ class Store:
     def rounds(self, learner_id: int) -> list[RoundRow]:
         rows = self._read("SELECT learner_id, round, mapping, status, e2e_ms, executions_after, reason, created_s "
                           "FROM rounds WHERE learner_id = ? ORDER BY round", (learner_id,))
-        return [RoundRow(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        return [RoundRow(r[0], r[1], self._decoded(decode.mapping, r[2], f"round {r[1]} of learner {r[0]}"),
+                         self._decoded(decode.status, r[3], f"round {r[1]} of learner {r[0]}"),
+                         self._decoded(decode.e2e, r[4], f"round {r[1]} of learner {r[0]}"), r[5], r[6], r[7])
+                for r in rows]
 
+    def _learner(self, r: tuple) -> LearnerRow:
+        return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], self._decoded(decode.loads_object, r[6],
+                                                                             f"learner {r[0]}'s settings"), r[7])
 
-def _learner(r: tuple) -> LearnerRow:
-    return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7])
+    def _decoded(self, how: Callable[..., T], value: Any, what: str, *args: Any) -> T:
+        """``how(value, what, *args)``; a row it cannot read is this store's one-line error."""
+        try:
+            return how(value, what, *args)
+        except decode.RowError as e:
+            raise self._fail(f"is damaged: {e}") from None
+

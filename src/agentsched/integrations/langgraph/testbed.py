@@ -353,8 +353,10 @@ class LangGraphTestbed(Testbed):
             e2e = ms(t_end)
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
         status, message, node = self._failure(inv, timer, error)
+        # failed_task names a task (a placeable node) the policy may move; a host node is not one
+        failed = {"failed_task": node} if node in self.spec.nodes else {"failed_node": node}
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
-                         extra={**extra, "failed_task": node},
+                         extra={**extra, **failed},
                          outputs=dict(inv.outputs), **common)
 
     def _failure(self, inv: _Invocation, timer: _HostTimer,

@@ -1,0 +1,171 @@
+"""VRAM safety: feasibility robust to timing, and what an out-of-memory execution teaches.
+
+The start rules decide OOM at a ``gpu_now`` start: what is held then plus the task's VRAM must fit.
+The predicted timeline is one start order among those the noise allows; a mapping that fits only
+because a GPU task is predicted to end a few percent before another starts fails whenever the
+noise swaps them. So a mapping is *robustly* feasible when, at every ``gpu_now`` start s of a task X,
+X's VRAM plus that of every GPU task Y that may hold VRAM then still fits, where Y may hold it when
+Y can run beside X at all (``Workflow.concurrent``: not an ancestor or descendant) and its predicted
+holding interval [a, b], widened by a relative timing error ``rel`` (a*(1-rel), b*(1+rel)), meets
+s widened the same way. ``rel`` and a VRAM margin grow with what the runs show (``VramSafety``).
+
+The mapping's *risk* is the chance that the timing error (a relative sd, ``timing_sd``) exceeds its
+slack; a candidate is valued at its risk (``E2E / (1 - risk)``: a failed run delivers nothing).
+An OOM names the failing start and shows who held VRAM then (the spans still open); that set is a
+*conflict*: an unmeasured mapping placing the failing task on the GPU with all the holders there
+too carries at least ``CONFLICT_RISK``; the mapping that failed is never proposed again in the
+same epoch (``evidence.py``). An OOM the risk did not foresee widens ``timing_sd``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agentsched.model.execution import Execution
+from agentsched.model.workflow import VRAM_EPS_MB, Mode, Workflow
+
+MAX_SLACK = 0.5  # slack beyond this is reported as inf (no risk at any plausible timing error)
+DEFAULT_TIMING_SD = 0.01  # relative timing error (sd) assumed for starts and ends
+MAX_TIMING_SD = 0.3
+SD_GROWTH = 1.5  # an OOM the risk did not foresee widens the timing error by this factor
+FORESEEN_RISK = 0.2  # an OOM of a mapping given at least this risk was foreseen
+OOM_COST = 2.0  # a failed run counts as this many extra runs' time beyond its retry
+CONFLICT_RISK = 0.3  # least risk of an unmeasured mapping that repeats an observed OOM conflict
+
+
+def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str],
+                 holds: Mapping[str, tuple[float, float, float]], margin_mb: float = 0.0) -> float:
+    """The smallest relative timing error ``rel`` under which some ``gpu_now`` start may break the budget
+    (0: it already does; inf: no order can, or none within ``MAX_SLACK``). ``holds[t] = (start_ms, end_ms, vram_mb)`` of every task
+    that held VRAM. A holder Y meets X's start s once b*(1+rel) > s*(1-rel) (Y ends before s) or
+    a*(1-rel) <= s*(1+rel) (Y starts after s); the holders join in the order of those thresholds."""
+    if budget_mb is None:
+        return math.inf
+    limit = budget_mb + VRAM_EPS_MB - margin_mb
+    if sum(v for _, _, v in holds.values()) <= limit:  # everything at once fits: no order can fail
+        return math.inf
+    concurrent = workflow.concurrent
+    slack = math.inf
+    items = sorted(holds.items(), key=lambda kv: kv[1][0])
+    starts = [a for _, (a, _, _) in items]
+    grow, shrink = (1 + MAX_SLACK) / (1 - MAX_SLACK), (1 - MAX_SLACK) / (1 + MAX_SLACK)
+    for x in gpu_now:
+        s, _, held = holds[x]
+        beside = concurrent[x]
+        joins: list[tuple[float, float]] = []
+        # only holders whose interval comes within MAX_SLACK of s can matter (starts sorted: cut the late ones)
+        for y, (a, b, v) in items[:bisect.bisect_right(starts, s * grow)]:
+            if b <= s * shrink or y == x or y not in beside:
+                continue
+            if a <= s < b:
+                held += v
+            elif b <= s:
+                joins.append(((s - b) / (s + b) if s + b > 0 else 0.0, v))
+            else:
+                joins.append(((a - s) / (a + s), v))
+        if held > limit:
+            return 0.0
+        joins.sort()
+        for r, v in joins:
+            if r >= slack:
+                break
+            held += v
+            if held > limit:
+                slack = r
+                break
+    return slack
+
+
+def risk_factor(risk: float, oom_cost: float = OOM_COST) -> float:
+    """Cost multiplier of an OOM risk: the retries a failure needs (1 / (1 - risk)) plus, as a failed
+    invocation is worse than a slow one, ````oom_cost`` times the expected failures per success."""
+    return (1.0 + oom_cost * risk / (1.0 - risk)) / (1.0 - risk)
+
+
+def oom_risk(slack: float, timing_sd: float) -> float:
+    """Probability that the timing noise (relative sd ``timing_sd``) exceeds a mapping's slack (one-sided normal)."""
+    if not math.isfinite(slack):
+        return 0.0
+    if timing_sd <= 0:
+        return 1.0 if slack <= 0 else 0.0
+    return 0.5 * math.erfc(slack / (timing_sd * math.sqrt(2)))
+
+
+def explained_peak_mb(x: Execution, vram_of: Mapping[str, float]) -> float:
+    """The peak VRAM the model's per-task figures explain for the GPU spans of ``x`` (the most held at
+    once, by a sweep over starts and ends; an end at a start's instant frees first); a measured
+    ``peak_vram_mb`` above it is VRAM the model misses."""
+    events = []
+    for s in x.spans:
+        if s.mode is not Mode.CPU and s.vram_mb > 0:
+            v = vram_of.get(s.task, s.vram_mb)
+            events.append((s.start_ms, 1, v))
+            if s.end_ms is not None:
+                events.append((s.end_ms, 0, -v))
+    held = best = 0.0
+    for _, _, v in sorted(events):
+        held += v
+        best = max(best, held)
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """An observed OOM: ``task`` started on ``mode`` while ``holders`` held VRAM on the GPU."""
+
+    task: str
+    mode: Mode
+    holders: frozenset[str]
+
+    def matches(self, mapping: Mapping[str, Mode]) -> bool:
+        return mapping[self.task] is self.mode and all(mapping[h] is not Mode.CPU for h in self.holders)
+
+
+def conflict_of(x: Execution) -> Conflict | None:
+    """The conflict an OOM execution shows (None for a feasible run or another failure)."""
+    task = x.extra.get("failed_task") if isinstance(x.extra, dict) else None
+    if x.ok or x.status.value != "oom" or not isinstance(task, str) or task not in x.mapping:
+        return None
+    holders = frozenset(s.task for s in x.spans if s.end_ms is None and s.vram_mb > 0 and s.task != task)
+    return Conflict(task, x.mapping[task], holders)
+
+
+@dataclass
+class VramSafety:
+    """What the runs taught about VRAM in the current epoch."""
+
+    timing_sd: float = DEFAULT_TIMING_SD  # relative timing error of starts and ends
+    margin_mb: float = 0.0  # measured peaks above the prediction (VRAM the model does not see)
+    conflicts: set[Conflict] = field(default_factory=set)
+
+    def risky(self, mapping: Mapping[str, Mode]) -> bool:
+        return any(c.matches(mapping) for c in self.conflicts)
+
+    def risk(self, slack: float, mapping: Mapping[str, Mode] | None = None) -> float:
+        """OOM risk of a mapping of that slack; at least ``CONFLICT_RISK`` when it repeats a conflict."""
+        r = oom_risk(slack, self.timing_sd)
+        if mapping is not None and self.risky(mapping):
+            r = max(r, CONFLICT_RISK)
+        return r
+
+    def learn_oom(self, x: Execution, predicted_risk: float) -> None:
+        """An OOM: remember its conflict; if the mapping's risk was thought small, widen the timing error."""
+        c = conflict_of(x)
+        if c is not None:
+            self.conflicts.add(c)
+        if predicted_risk < FORESEEN_RISK:
+            self.timing_sd = min(MAX_TIMING_SD, self.timing_sd * SD_GROWTH)
+
+    def learn_peak(self, measured_mb: float, explained_mb: float) -> None:
+        """A feasible run held more than the model's VRAM figures explain: keep the excess as a margin."""
+        self.margin_mb = max(self.margin_mb, measured_mb - explained_mb)
+
+    def new_epoch(self) -> None:
+        self.conflicts.clear()
+
+    def to_dict(self) -> dict[str, float]:
+        return {"timing_sd": round(self.timing_sd, 4), "margin_mb": round(self.margin_mb, 1),
+                "conflicts": len(self.conflicts)}

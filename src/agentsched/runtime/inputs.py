@@ -1,0 +1,27 @@
+"""What an invocation may be given: the inputs its source tasks take."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsched.errors import ToolError
+from agentsched.model.tool import is_tool_path, tool_class
+from agentsched.model.workflow import Workflow
+
+
+def check_input_names(wf: Workflow, inputs: dict[str, Any]) -> None:
+    """Refuse an input no source task takes (a misspelt name would otherwise be dropped silently).
+    Built-in source tools take none; a user tool without ``input_names`` takes every input."""
+    takes: set[str] = set()
+    for t in wf.task_ids:
+        if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
+            continue
+        names = tool_class(wf.tasks[t].tool).input_names
+        if not names:
+            return
+        takes.update(names)
+    unknown = [n for n in inputs if n not in takes]
+    if unknown:
+        given = ", ".join(sorted(takes)) or "none"
+        raise ToolError(f"invocation input {unknown[0]!r} is not an input of workflow {wf.name} "
+                        f"(its source tasks take: {given})")

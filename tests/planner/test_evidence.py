@@ -1,0 +1,64 @@
+"""Per-mapping evidence: medians, noise intervals, failures, epochs, per-task change residuals."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from agentsched.model.workflow import Mode
+from agentsched.planner.evidence import DEFAULT_RUN_SD, Evidence
+
+A = (Mode.CPU, Mode.GPU_NOW)
+B = (Mode.GPU_NOW, Mode.GPU_NOW)
+
+
+def test_best_is_the_lowest_median_among_mappings_that_never_failed():
+    ev = Evidence()
+    for x in (100.0, 104.0, 98.0):
+        ev.add(A, x)
+    ev.add(B, 80.0)
+    ev.add(B, None)  # B ran out of memory once: never judged by its fast run again
+    assert ev.best() == A and ev.failed(B) and ev.measured(B) is None
+    assert ev.by_key[A].median_ms == 100.0
+
+
+def test_noise_interval_narrows_with_runs_and_the_pooled_spread():
+    ev = Evidence()
+    rng = random.Random(0)
+    for _ in range(3):
+        ev.add(A, 100.0 * math.exp(rng.gauss(0, 0.05)))
+    wide = ev.interval(A)
+    for _ in range(30):
+        ev.add(A, 100.0 * math.exp(rng.gauss(0, 0.05)))
+    narrow = ev.interval(A)
+    assert wide is not None and narrow is not None
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+    assert 0.03 < ev.run_sd() < 0.08
+
+
+def test_run_sd_defaults_until_repeats_are_seen():
+    ev = Evidence()
+    ev.add(A, 100.0)
+    assert ev.run_sd() == DEFAULT_RUN_SD
+
+
+def test_a_new_epoch_forgets_measurements_and_failures():
+    ev = Evidence()
+    ev.add(A, 100.0)
+    ev.add(B, None)
+    ev.new_epoch()
+    assert ev.epoch == 1 and ev.best() is None and not ev.failed(B)
+    assert ev.failed_total == 1
+
+
+def test_task_residuals_show_a_contention_change_the_e2e_hides():
+    ev = Evidence()
+    rng = random.Random(1)
+    for _ in range(6):
+        ev.add(A, 100.0)
+        ev.add_tasks(A, {"T": 50.0 * math.exp(rng.gauss(0, 0.02)), "U": 40.0 * math.exp(rng.gauss(0, 0.02))})
+    same = ev.task_z(A, {"T": 50.0, "U": 40.0}, floor_sd=0.02)
+    slower = ev.task_z(A, {"T": 65.0, "U": 52.0}, floor_sd=0.02)
+    assert same is not None and abs(same) < 2
+    assert slower is not None and slower > 5
+    assert ev.task_z(B, {"T": 50.0}, floor_sd=0.02) is None  # never run: nothing to compare with
