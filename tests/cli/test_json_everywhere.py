@@ -53,6 +53,8 @@ def _argv(name: str, tmp) -> list[str] | None:
         "profile": ["--tools", "groupby", "--runs", "1", "--warmup", "0", "--busy", "ignore",
                     "--out", str(tmp / "cards.json")],
         "throughput": ["S1", "-k", "1", "--batches", "1", "--cpu-slots", "1"],
+        "load": ["S1", "--load", "0.3", "--duration-s", "10", "--seeds", "1", "--policies", "dmda",
+                 "--out", str(tmp / "load"), "--no-plot"],
     }
     if name == "profile":
         from agentsched.tools import tools_installed
