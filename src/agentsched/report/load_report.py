@@ -53,7 +53,7 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
     for r in doc["rows"]:
         worst = max(r["slowdown_by_workflow"].values(), default=None)
         lines.append("| " + " | ".join(_cell(r[c]) for c in COLUMNS) + f" | {_cell(worst)} |")
-    lines += ["", "Saturation throughput (invocations/s, all arriving at once): "
+    lines += ["", "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
               + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items()), ""]
     return "\n".join(lines)
 
