@@ -14,7 +14,7 @@ from agentsched.policies.load.baselines import AllGpu
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import poisson_arrivals
 from agentsched.testbeds.stream import run_stream
-from tests.policies.test_load_baselines import fake_live, view
+from tests.support.live import fake_live, view
 
 
 def _inv(name):

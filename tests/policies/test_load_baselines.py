@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
-
-from agentsched.model.live import Invocation, LiveState, RunningView, TaskDone
+from agentsched.model.live import Invocation, TaskDone
 from agentsched.model.workflow import Mode
 from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, cpu_wait_ms
 from agentsched.scenarios import load_scenario
-
-
-def fake_live(*, gpu=(), cpu=(), budget=None, vram=0.0, slots=4, waiting=0, waiting_ms=0.0, queue=0):
-    sim = SimpleNamespace(now_ms=0.0, version=0, vram_budget_mb=budget, vram_in_use_mb=vram, cpu_slots=slots,
-                          cpu_busy=len(cpu), cpu_fifo=[None] * waiting, gpu_queue=[None] * queue, admission=[],
-                          in_flight=1, cpu_waiting_ms=waiting_ms, queue_backlog_ms=0.0,
-                          running_views=lambda g: list(gpu if g else cpu))
-    return LiveState(sim)
-
-
-def view(card, mode=Mode.GPU_NOW, remaining=100.0):
-    return RunningView(card, mode, 0.0, False, card.vram_needed_mb if mode is not Mode.CPU else 0.0, remaining)
+from tests.support.live import fake_live, view
 
 
 def inv_of(name):
