@@ -22,7 +22,7 @@ LAYERS: dict[str, float] = {
     "monitor": 4,
     "policies": 5, "planner": 5.25, "agent": 5.5,
     "loop": 6,
-    "store": 6.5, "runtime": 7, "integrations": 7.5,
+    "store": 6.5, "runtime": 7, "integrations": 7.5, "service": 7.75,
     "experiments": 8,
     "report": 9,
     "cli": 10, "__main__": 11,

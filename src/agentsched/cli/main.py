@@ -45,6 +45,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.runtime_cmds",  # invoke, history (the learning runtime and its store)
     "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
     "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
+    "agentsched.cli.serve_cmd",  # serve (the placement service over HTTP)
 )
 
 for _mod in _COMMAND_MODULES:

@@ -164,6 +164,7 @@ class Runtime:
         self._run_lock = None if getattr(self.testbed, "concurrent_runs", False) else threading.Lock()
         self._pinned: dict[str, Mode] | None = None  # pin(): every invocation runs this, outside the loop
         self.best: tuple[float, dict[str, Mode]] | None = None  # best observed round (median E2E, mapping)
+        self.current: dict[str, Mode] | None = None  # the mapping of the round being run
         self._error: BaseException | None = None  # why the loop stopped, if it did
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="agentsched-runtime", daemon=True)
@@ -270,6 +271,7 @@ class Runtime:
         seq = self.executions
         runs_left = 1
         if kind == "round":  # the loop runs a round's round_size runs back to back (loop/runner.py)
+            self.current = dict(mapping)
             runs_left = self.round_size - self._round_pos
             self._round_pos = (self._round_pos + 1) % self.round_size
         stored = self._stored(seq, mapping)
