@@ -29,6 +29,8 @@ class Metrics:
         if ledger is not None:  # the shared VRAM budget of the real-time simulator
             Gauge("agentsched_vram_reserved_mb", "VRAM held by runs in progress (MB)",
                   registry=r).set_function(lambda: ledger.reserved_mb)
+            Gauge("agentsched_vram_peak_mb", "The most VRAM runs in progress ever held at once (MB)",
+                  registry=r).set_function(lambda: ledger.peak_reserved_mb)
             Gauge("agentsched_vram_budget_mb", "The shared VRAM budget (MB)",
                   registry=r).set_function(lambda: ledger.budget_mb)
 

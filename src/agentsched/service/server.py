@@ -58,18 +58,20 @@ class _DrainingServer(uvicorn.Server):
         self.service = service
         self._draining = False
 
+    # uvicorn's own handler records the signal and raises it again once stopped (the process then dies
+    # of it); a drained service exits 0 instead, so the signal is handled here, not recorded
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self._draining:  # a second signal: stop now
-            super().handle_exit(sig, frame)
+            self.should_exit = self.force_exit = True
             return
         self._draining = True
-        threading.Thread(target=self._drain, args=(sig, frame), name="agentsched-drain", daemon=True).start()
+        threading.Thread(target=self._drain, name="agentsched-drain", daemon=True).start()
 
-    def _drain(self, sig: int, frame: Any) -> None:
+    def _drain(self) -> None:
         drain_s = self.service.config.drain_s
         if not self.service.drain(drain_s):
             log.warning("drain: %d invocation(s) still running after %gs; stopping", self.service.in_flight, drain_s)
-        super().handle_exit(sig, frame)
+        self.should_exit = True
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
