@@ -67,6 +67,24 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     async def unknown_workflow(request: Request, exc: UnknownWorkflowError) -> JSONResponse:
         return _error(404, str(exc))
 
+    _invocation_route(v1, service, metrics, limiter)
+    _view_routes(v1, service)
+    app.include_router(v1)
+
+    @app.get("/healthz", summary="Liveness: ok, or draining")
+    async def healthz() -> Any:
+        return {"status": "draining" if service.draining else "ok", "workflows": len(service.runtimes),
+                "in_flight": service.in_flight}
+
+    @app.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(authorize)])
+    async def prometheus() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    return app
+
+
+def _invocation_route(v1: APIRouter, service: Service, metrics: Metrics, limiter: anyio.CapacityLimiter) -> None:
     @v1.post("/workflows/{name}/invocations", summary="Run the workflow once")
     async def invoke(name: str, body: InvocationIn) -> Any:
         service.runtime(name)  # 404 before admission
@@ -94,6 +112,8 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
             "mapping": {t: m.value for t, m in res.mapping.items()}, "e2e_ms": res.e2e_ms,
             "timeline": list(res.timeline), "message": res.message, "kind": res.kind, "round": res.round}))
 
+
+def _view_routes(v1: APIRouter, service: Service) -> None:
     @v1.get("/workflows", summary="Served workflows: policy, current and best mapping, invocations")
     async def workflows() -> Any:
         return [service.describe(n) for n in service.runtimes]
@@ -121,17 +141,3 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     async def unpin(name: str) -> Any:
         service.runtime(name).unpin()
         return await get_mapping(name)
-
-    app.include_router(v1)
-
-    @app.get("/healthz", summary="Liveness: ok, or draining")
-    async def healthz() -> Any:
-        return {"status": "draining" if service.draining else "ok", "workflows": len(service.runtimes),
-                "in_flight": service.in_flight}
-
-    @app.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(authorize)])
-    async def prometheus() -> Response:
-        body, content_type = metrics.render()
-        return Response(body, media_type=content_type)
-
-    return app
