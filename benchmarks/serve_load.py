@@ -35,11 +35,11 @@ WORKFLOWS = ROOT / "examples" / "serve" / "workflows"
 TEXT = " ".join(f"word{i % 97}" * (1 + i % 4) for i in range(200))
 
 
-def start_server(db: Path, round_size: int) -> tuple[subprocess.Popen, str]:
+def start_server(db: Path, round_size: int, policy: str | None = None) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", str(WORKFLOWS), "--store", str(db),
                              "--port", "0", "--testbed", "local", "--max-concurrency", "256",
-                             "--round-size", str(round_size)],
+                             "--round-size", str(round_size), *(["--policy", policy] if policy else [])],
                             cwd=WORKFLOWS, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url: list[str] = []
     ready = threading.Event()
