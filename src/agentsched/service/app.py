@@ -53,7 +53,7 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     app = FastAPI(title="agentsched", summary="Placement service: run workflows, learn where each tool runs",
                   lifespan=lifespan)
 
-    def authorize(request: Request) -> None:
+    async def authorize(request: Request) -> None:  # async: no worker thread per request
         if token is None:
             return
         given = request.headers.get("authorization", "")
