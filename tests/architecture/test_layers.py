@@ -18,11 +18,11 @@ SRC = Path(agentsched.__file__).parent
 # part. Equal ranks may not import each other. The architecture, written once.
 LAYERS: dict[str, float] = {
     "errors": 0, "data": 0, "model": 1, "scenarios": 1.5,
-    "tools": 2, "testbeds": 3, "oracle": 3.5, "profiler": 3.5,
-    "monitor": 4,
+    "tools": 2, "store": 2, "monitor": 2,
+    "testbeds": 3, "oracle": 3.5, "profiler": 3.5,
     "policies": 5, "planner": 5.25, "agent": 5.5,
     "loop": 6,
-    "store": 6.5, "runtime": 7, "integrations": 7.5, "service": 7.75,
+    "runtime": 7, "integrations": 7.5, "service": 7.75,
     "experiments": 8,
     "report": 9,
     "cli": 10, "__main__": 11,

@@ -328,12 +328,7 @@ NO_CUDA_S1 = ("error: task A (whisper_base) is mapped to gpu_now but this machin
               "or map every task to cpu")
 
 
-def test_run_local_without_cuda_fails_once_up_front(no_cuda, no_loop, cli):
-    pytest.importorskip("torch")
-    code, out, err = cli("run", "S1", "-p", "heft", "--testbed", "local", "--rounds", "1", "--repeats", "1")
-    assert code != 0
-    assert out == ""  # no 'note: ... running without it', no round
-    assert err.splitlines() == [NO_CUDA_S1]
+# run on the local testbed without CUDA runs GPU placements as host code: test_no_cuda_host_runs.py
 
 
 def test_bench_local_without_cuda_fails_once_up_front(no_cuda, no_loop, cli, tmp_path):

@@ -14,7 +14,8 @@ def test_ray_flags_apply_only_to_the_ray_testbed(cli, flag, field):
 
 def test_throughput_runs_on_the_ray_testbed_only(cli):
     code, _, err = cli("throughput", "S2", "--testbed", "local")
-    assert code == 2 and err.strip() == "error: throughput runs on --testbed ray only (got local)"
+    assert code == 2 and err.strip() == ("error: Invalid value for '--testbed': 'local' is not one of 'ray'. "
+                                         "(see 'agentsched throughput --help')")
 
 
 def test_throughput_concurrency_must_be_positive(cli):

@@ -123,6 +123,7 @@ def prompt_cmd(
     predictions: bool = typer.Option(False, "--predictions/--no-predictions",
                                      help="with the optional model-predictions stream (agent-llm "
                                           "--llm-predictions)"),
+    json_out: bool = o.JSON,
 ) -> None:
     """Print the round-0 prompt the llm reasoner would send (system and user messages)."""
     import random
@@ -140,7 +141,14 @@ def prompt_cmd(
     policy = AgentPolicy("rules", start=start.value, predictions=predictions)
     policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
                                rounds=rounds, repeats=1))
-    typer.echo(build_prompt(policy.view(0)).text())
+    prompt = build_prompt(policy.view(0))
+    if json_out:
+        from agentsched.cli.common import print_json
+
+        print_json({"workflow": wf.name, "start": start.value, "rounds": rounds, "version": prompt.version,
+                    "messages": prompt.messages()})
+        return
+    typer.echo(prompt.text())
 
 
 def llm_serve_cmd(

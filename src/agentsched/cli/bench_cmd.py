@@ -11,10 +11,12 @@ from rich.table import Table
 from agentsched.cli import options as o
 from agentsched.cli.common import (
     console,
+    err_console,
     load_workflow_and_world,
     loop_counts,
     policy_preflight,
     preflight,
+    print_json,
     testbed_notes,
     testbed_spec,
 )
@@ -102,7 +104,8 @@ def _check_policies(pols: list[str], options: dict[str, dict[str, Any]], wfs: li
             probe_policy.close()
 
 
-def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume: bool, notes: list[str]) -> Any:
+def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume: bool, notes: list[str],
+         say: Any = console) -> Any:
     """Build the testbed, run the bench with its progress bar and journal; the result, notes first."""
     from agentsched.cli.output import prepare_output_dir
     from agentsched.cli.progress import bench_progress
@@ -116,7 +119,7 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
         prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
         # progress starts after every check: an error above is the only line on stderr
         runs = len(config.policies) * len(config.seeds)
-        with bench_progress(console, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:
+        with bench_progress(say, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:
             journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
             try:
                 result = run_bench(config, testbed=tb, journal=journal, progress=progress)
@@ -144,7 +147,7 @@ def bench_cmd(
                                                                                            "to this card set"),
     testbed: o.TestbedKind = o.TESTBED, size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE,
     cpu_slots: Optional[int] = o.CPU_SLOTS, ray_address: Optional[str] = o.RAY_ADDRESS,
-    emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD, task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
     ablation: Optional[bool] = typer.Option(None, "--ablation/--no-ablation",
@@ -157,6 +160,8 @@ def bench_cmd(
     llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
     llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
     llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+    json_out: bool = typer.Option(False, "--json", help=o.JSON_HELP + " (results.json's document; the text "
+                                                        "goes to stderr)"),
 ) -> None:
     """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
     report.md and plots."""
@@ -176,23 +181,29 @@ def bench_cmd(
     wfs = [wf for wf, _ in loaded]
     gantt_name = _gantt_name(names, wfs, gantt)
     spec = testbed_spec(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                        from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu)
+                        from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu,
+                        task_timeout_s=task_timeout_s)
     _check_policies(pols, options, wfs)
     # the ablation runs on the simulator: on by default only when the bench does too
     want_ablation = ("agent-rules" in pols and spec.simulated) if ablation is None else ablation
     config = BenchConfig(scenarios=tuple(names), policies=tuple(pols), rounds=rounds, repeats=repeats,
                          seeds=tuple(range(seeds)), testbed=spec, cards=cards, policy_options=options,
                          ablation=want_ablation, gantt_scenario=gantt_name)
-    result = _run(config, spec, wfs, out, resume, notes)
+    say = err_console if json_out else console  # with --json, stdout holds the JSON only
+    result = _run(config, spec, wfs, out, resume, notes, say)
     paths = write_outputs(result, out)
-    _print_summary(result)
+    _print_summary(result, say)
     for n in result.notes:
-        console.print(f"note: {n}", highlight=False, markup=False)
-    console.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
-                  + ", ".join(str(p) for p in paths), highlight=False, markup=False)
+        say.print(f"note: {n}", highlight=False, markup=False)
+    say.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
+              + ", ".join(str(p) for p in paths), highlight=False, markup=False)
+    if json_out:
+        from agentsched.experiments.results import results_dict
+
+        print_json(results_dict(result))
 
 
-def _print_summary(result: Any) -> None:
+def _print_summary(result: Any, say: Any = console) -> None:
     t = Table(title="Bench summary (mean/median over seeds; ratios against the oracle)")
     for col in ("scenario", "policy", "match", "full seeds", "best/oracle", "final/oracle", "first eq. round",
                 "executions", "regret"):
@@ -207,7 +218,7 @@ def _print_summary(result: Any) -> None:
                   f"{s.executions_mean:g}",
                   # an execution that fails at once costs ~0 ms: a never-feasible policy's regret means nothing
                   "n/a (oom)" if s.best_ratio_mean is None else f"{round(s.regret_mean, 3) + 0.0:.3f}")  # no -0.000
-    console.print(t)
+    say.print(t)
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,7 @@ def load_workflow_and_world(name_or_path: str, cards: str | None = None) -> tupl
 def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None, size: Size = Size.SMALL,
                  cpu_slots: int | None = None, world: str | None = None,
                  from_workflows: Sequence[str | None] = (), ray_address: str | None = None,
-                 emulate_gpu: bool = False) -> TestbedSpec:
+                 emulate_gpu: bool = False, task_timeout_s: float | None = None) -> TestbedSpec:
     """The command's testbed spec, built once. On the simulator the world is chosen here (--world,
     else the workflow files' world: key, else a5500) and loaded once; a --world given to another
     testbed is the spec's one-line error."""
@@ -55,7 +55,7 @@ def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None
     if kind is TestbedKind.SIM:
         chosen = load_world(choose_world(world, list(from_workflows)))
     return TestbedSpec(kind=kind, seed=seed, noise_sigma=noise, size=size, cpu_slots=cpu_slots, world=chosen,
-                       ray_address=ray_address, emulate_gpu=emulate_gpu)
+                       ray_address=ray_address, emulate_gpu=emulate_gpu, timeout_s=task_timeout_s)
 
 
 def print_json(obj: Any) -> None:

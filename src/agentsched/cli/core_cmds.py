@@ -121,6 +121,7 @@ def simulate_cmd(
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
     gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
 ) -> None:
@@ -131,7 +132,7 @@ def simulate_cmd(
     wf, wf_world = load_workflow_and_world(workflow, cards)
     m = parse_mapping(wf, mapping)
     tb = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                      from_workflows=[wf_world]).build()
+                      from_workflows=[wf_world], task_timeout_s=task_timeout_s).build()
     try:
         ex = tb.run(wf, m, rng=noise_stream(seed))
     finally:
@@ -156,6 +157,7 @@ def oracle_cmd(
     seed: int = typer.Option(0),
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Brute-force every mapping and rank the feasible ones by E2E."""
@@ -165,7 +167,8 @@ def oracle_cmd(
     positive("--repeats", repeats)
     wf, wf_world = load_workflow_and_world(workflow, cards)
     tb = testbed_spec(testbed, seed=seed, noise=0.0 if testbed is o.TestbedKind.SIM else None, size=size,
-                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world]).build()
+                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world],
+                      task_timeout_s=task_timeout_s).build()
     try:
         tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
         res = brute_force(wf, tb, repeats=repeats)

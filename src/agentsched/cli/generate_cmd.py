@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from agentsched.cli.common import console
+from agentsched.cli import options as o
+from agentsched.cli.common import console, print_json
 
 
 def generate_cmd(
@@ -20,12 +21,16 @@ def generate_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the draws (same arguments, same files)"),
     count: int = typer.Option(1, "--count", help="workflows to write"),
     out: Path = typer.Option(Path("generated"), "--out", help="output folder"),
+    json_out: bool = o.JSON,
 ) -> None:
     """Write random workflows (YAML) for `agentsched bench --scenarios DIR`."""
     from agentsched.model.generate import generate_suite
 
     paths = generate_suite(out, count=count, seed=seed, tasks=tasks, topology=topology, space=space,
                            budget_tightness=budget_tightness, cards=cards)
+    if json_out:
+        print_json({"out": str(out), "seed": seed, "files": [str(p) for p in paths]})
+        return
     for p in paths:
         console.print(str(p), highlight=False)
 

@@ -7,9 +7,30 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 
 import typer
+
+def _hide_flag_types() -> None:
+    """Help without a value type after a flag: typer's rich help prints ``<bool>`` after every flag
+    (``--json <bool>``, ``--help <bool>``) though a flag takes no value (``--json true`` is refused);
+    its plain help already leaves it out. One override of the rich column, for every command."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_flags_hidden", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    display_type_rich._flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
 
 app = typer.Typer(
     name="agentsched",
@@ -102,18 +123,54 @@ def _error(text: str, argv: list[str]) -> None:
     """One ``error: ...`` line on stderr, with URL credentials and every given secret masked."""
     from agentsched.agent.secrets import redact
 
-    print(redact(f"error: {text}", _secrets(argv)), file=sys.stderr)
+    if text == "interrupted":
+        _ctrl_c["said"] = True
+    print(redact(f"error: {text}", _secrets(argv)), file=sys.stderr, flush=True)
+
+
+# Ctrl-C: the first raises KeyboardInterrupt (the command stops its runs and closes its store); a
+# second exits at once, whatever is still waiting (a tool that never returns), with one line
+_ctrl_c = {"count": 0, "said": False}
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    if _ctrl_c["count"]:
+        if not _ctrl_c["said"]:
+            os.write(2, b"error: interrupted\n")
+        os._exit(130)
+    _ctrl_c["count"] += 1
+    raise KeyboardInterrupt
+
+
+def _second_ctrl_c_exits() -> object:
+    """Install ``_on_sigint`` (the main thread only); the handler it replaces, to restore (None: none)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _ctrl_c.update(count=0, said=False)
+    return signal.signal(signal.SIGINT, _on_sigint)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
-    from agentsched.errors import AgentschedError
-
+    """Console entry point (``argv``: called in-process, e.g. by tests)."""
     args = list(sys.argv[1:] if argv is None else argv)
     old = old_json_form(args)
     if old is not None:
         _error(old, args)
         sys.exit(2)
+    previous = _second_ctrl_c_exits()
+    try:
+        _main(args, argv)
+    finally:
+        # in-process calls get their handler back; the console command keeps it until the process
+        # is gone (a second Ctrl-C while exiting still exits at once)
+        if previous is not None and argv is not None:
+            signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]
+
+
+def _main(args: list[str], argv: list[str] | None) -> None:
+    """Run the command; every error becomes one line and an exit code."""
+    from agentsched.errors import AgentschedError
+
     try:
         code = app(args=argv, prog_name="agentsched", standalone_mode=False)
         # typer turns Ctrl-C into Exit(130), which non-standalone click *returns*: exit with it

@@ -26,6 +26,8 @@ SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two s
 TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
 CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
 
+JSON = typer.Option(False, "--json", help=JSON_HELP)
+
 # ---- the testbed spec (testbeds/spec.py) -----------------------------------------------------------
 TESTBED = typer.Option(TestbedKind.SIM, "--testbed", help=TESTBED_HELP)
 SIZE = typer.Option(Size.SMALL, "--size", help="local/ray testbed: the built-in tools' model size (small: tiny "
@@ -37,6 +39,10 @@ RAY_ADDRESS = typer.Option(None, "--ray-address", help="ray testbed: cluster to 
 EMULATE_GPU = typer.Option(False, "--emulate-gpu", help="ray testbed without CUDA: GPU placements run on the CPU "
                                                         "while holding Ray's GPU share and vram_mb (timings are not "
                                                         "GPU timings)")
+TASK_TIMEOUT = typer.Option(None, "--task-timeout-s", min=0.001,
+                            help="local/ray testbed: a task running longer than this many seconds ends its "
+                                 "execution as error (its tool instance dropped, loaded afresh next time); default: "
+                                 "no limit on local, 3600 on ray")
 WORLD = typer.Option(
     None, "--world",
     help="simulated world (GPU contention) of --testbed sim: a5500 (built-in, calibrated), a world JSON file, or "
@@ -74,5 +80,7 @@ LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
 
-__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "LLM_FLAGS",
-           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TESTBED", "TestbedKind", "WORLD"]
+__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
+           "LLM_FLAGS",
+           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TASK_TIMEOUT", "TESTBED", "TestbedKind",
+           "WORLD"]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
+from agentsched.cli import options as o
+
 
 def profile_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="card-set JSON file to write"),
-    tools: str = typer.Option("all", help="'all' or a comma list, e.g. clip,groupby"),
+    tools: str = typer.Option("all", help="'all' or a comma list of built-in tools and your own tools as "
+                                          "package.module:Class, e.g. clip,groupby,mytools:Embed"),
     device: str = typer.Option("cpu", help="cpu, gpu, or all"),
     size: str = typer.Option("small", help="paper (the paper's architectures) or small (tiny configs)"),
     runs: int = typer.Option(30, help="timed calls per tool and device (median); the paper uses 30"),
@@ -20,6 +24,7 @@ def profile_cmd(
     max_busy_pct: float = typer.Option(30.0, help="CPU use by others (percent) counted as busy"),
     max_wait_s: float = typer.Option(120.0, help="with --busy wait: longest wait per tool"),
     merge: bool = typer.Option(True, help="keep cards (and cpu_ms) of an existing --out file"),
+    json_out: bool = o.JSON,
 ) -> None:
     """Measure each tool's latency, load time and VRAM on this machine; write a card set."""
     from rich.console import Console
@@ -52,6 +57,15 @@ def profile_cmd(
         cards.save(out)
     except OSError as e:
         raise ProfileError(f"cannot write {out}: {e.strerror}") from None
+    if json_out:  # the measurements and the card set written; the progress went to stderr
+        from agentsched.cli.common import print_json
+
+        print_json({"out": str(out), "size": plan.size, "runs": runs, "machine": run.machine,
+                    "measurements": [{"tool": m.tool, "device": m.device, "load_ms": m.load_ms, "call_ms": m.call_ms,
+                                      "vram_mb": m.vram_mb, "spread": m.spread, "busy_pct": m.busy_pct}
+                                     for m in run.measurements],
+                    "card_set": json.loads(cards.to_json())})
+        return
     t = Table(title=f"{cards.name}: {run.machine.get('cpu')}"
                     + (f" + {run.machine['gpu']}" if run.machine.get("gpu") else "")
                     + f", size {plan.size}, {runs} runs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import statistics
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,9 @@ from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import format_mapping, parse_mapping
 
+# throughput's one testbed, as a choice typer checks (sim and local run one invocation at a time)
+RayOnly = enum.Enum("RayOnly", {"RAY": o.TestbedKind.RAY.value}, type=str)  # type: ignore[misc]
+
 MAX_CONCURRENCY = 256  # far above what one driver should push through its threads
 MAX_BATCHES = 1_000
 
@@ -25,12 +29,15 @@ def throughput_cmd(
     batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
     mapping: Optional[str] = typer.Option(None, "--mapping", "-m",
                                           help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
-    testbed: o.TestbedKind = typer.Option(o.TestbedKind.RAY, "--testbed",
-                                          help="ray (the only testbed that runs invocations at once)"),
+    testbed: RayOnly = typer.Option(RayOnly.RAY, "--testbed",  # type: ignore[valid-type]
+                                    help="ray: the only testbed that runs invocations at once"),
     ray_address: Optional[str] = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU,
-    size: o.Size = o.SIZE,
-    cpu_slots: Optional[int] = o.CPU_SLOTS,
+    size: o.Size = typer.Option(o.Size.SMALL, "--size", help="the built-in tools' model size (small: tiny "
+                                                             "configs; paper)"),
+    cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="at most this many CPU tasks at once "
+                                                                      "(default: the cluster's CPUs)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
     json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
 ) -> None:
@@ -43,15 +50,13 @@ def throughput_cmd(
     positive("--batches", batches)
     if concurrency > MAX_CONCURRENCY or batches > MAX_BATCHES:
         raise AgentschedError(f"--concurrency must be <= {MAX_CONCURRENCY} and --batches <= {MAX_BATCHES}")
-    if testbed is not o.TestbedKind.RAY:
-        raise AgentschedError(f"throughput runs on --testbed ray only (got {testbed.value})")
     wf = load_workflow(workflow)
     m = parse_mapping(wf, mapping) if mapping else {t: Mode.CPU for t in wf.task_ids}
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     say = err_console if json_out else console  # with --json, stdout holds the JSON only
-    tb = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
-                      emulate_gpu=emulate_gpu).build()
+    tb = testbed_spec(o.TestbedKind.RAY, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
+                      emulate_gpu=emulate_gpu, task_timeout_s=task_timeout_s).build()
     assert isinstance(tb, RayTestbed)
     try:
         tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node

@@ -29,6 +29,7 @@ from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow, lacks_gpu
 
 SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
 MAPPING_PRINT_MAX_TASKS = 16  # beyond this a round line shows mode counts (the JSON keeps every task)
@@ -116,7 +117,7 @@ def _execute(wf: Workflow, pol: Policy, name: str, tb: Testbed, *, rounds: int, 
     from agentsched.loop.registry import make_policy
     from agentsched.loop.runner import run_loop
 
-    preflight(tb, [wf])  # e.g. the local testbed without CUDA: one line, before any run
+    preflight(tb, [wf])  # e.g. a GPU placement the testbed cannot run: one line, before any run
     res = _oracle(wf, tb, name, repeats, oracle, say)
     if res is not None and name == "oracle":
         pol.close()
@@ -144,6 +145,7 @@ def run_cmd(
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE, cpu_slots: Optional[int] = o.CPU_SLOTS,
     ray_address: Optional[str] = o.RAY_ADDRESS, emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     heft_model: Optional[o.HeftMachine] = o.HEFT_MODEL,  # type: ignore[valid-type]
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
     oracle: bool = typer.Option(True, "--oracle/--no-oracle",
@@ -163,7 +165,8 @@ def run_cmd(
     wf, wf_world = load_workflow_and_world(workflow, cards)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf)
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                        from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu)
+                        from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,
+                        task_timeout_s=task_timeout_s)
     flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                                       temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
@@ -178,6 +181,10 @@ def run_cmd(
         pol.close()
         raise
     notes = testbed_notes(tb)
+    if lacks_gpu(tb, wf):  # as invoke does: GPU placements run as host code, said once
+        wf = host_only_workflow(wf)
+        notes.append(NO_CUDA_NOTE)
+        _line(say, f"note: {NO_CUDA_NOTE}")
     try:
         run, res, pol = _execute(wf, pol, name, tb, rounds=rounds, repeats=repeats, seed=seed, oracle=oracle,
                                  say=say)
@@ -198,21 +205,40 @@ def run_cmd(
             print_json(doc)
 
 
-def policies_cmd() -> None:
+def policies_cmd(json_out: bool = o.JSON) -> None:
     """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE)."""
     from agentsched.loop.registry import REGISTRY, is_available, option_defaults
 
-    t = Table(title="Policies")
-    for col in ("name", "kind", "options (default)", "description"):
-        t.add_column(col)
+    rows = []
     for name, spec in REGISTRY.items():
         kind = "offline reference" if not spec.online else ("baseline" if spec.baseline else "agent")
         available = is_available(name)
-        if not spec.baseline and spec.online and not available:
-            kind += " (not installed)"
         opts = option_defaults(name) if available else {}
-        t.add_row(name, kind, ", ".join(f"{k}={_shown(v)}" for k, v in opts.items()) or "-", spec.summary)
+        rows.append({"name": name, "kind": kind, "installed": available,
+                     "options": {k: _option_value(v) for k, v in opts.items()}, "description": spec.summary})
+    if json_out:
+        print_json({"policies": rows})
+        return
+    t = Table(title="Policies")
+    for col in ("name", "kind", "options (default)", "description"):
+        t.add_column(col)
+    for r in rows:
+        kind = r["kind"] + ("" if r["installed"] or r["kind"] != "agent" else " (not installed)")
+        t.add_row(r["name"], kind, ", ".join(f"{k}={_shown(v)}" for k, v in r["options"].items()) or "-",
+                  r["description"])
     console.print(t)
+
+
+def _option_value(value: Any) -> Any:
+    """A default as JSON data (an enum as its value; anything else JSON cannot hold as its text)."""
+    import json
+
+    value = getattr(value, "value", value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
 
 
 def _shown(value: Any) -> str:

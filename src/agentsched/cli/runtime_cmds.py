@@ -85,6 +85,7 @@ def invoke_cmd(
                                           "ray (real tools on a Ray cluster) or sim"),
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
     inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one invocation per line (a JSON "
                                                 "object of NAME: VALUE), in one process; JSONL out"),
@@ -103,7 +104,8 @@ def invoke_cmd(
     lines = invoke_batch.read_inputs_jsonl(inputs_jsonl) if inputs_jsonl is not None else None
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
-    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world])
+    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
+                        task_timeout_s=task_timeout_s)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
     options = policy_options([name], PolicyFlags(items=tuple(policy_option or ())), single=True).get(name, {})
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
@@ -124,6 +126,9 @@ def invoke_cmd(
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
     label = wf.decision_space.label
     mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    from agentsched.testbeds.real import NO_CUDA_NOTE
+
+    note = f"note: {NO_CUDA_NOTE}" if rt.host_only else None  # said once, as `run` says it
     if json_out:
         outputs = {}
         for task, value in res.outputs.items():
@@ -137,15 +142,18 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
                "status": res.status.value, "message": res.message,
                "mapping": {t: m.value for t, m in res.mapping.items()},
                "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+        if note:
+            typer.echo(note, err=True)  # stdout holds the JSON alone
         typer.echo(json.dumps(doc, indent=2))
     else:
         what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
         console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
-                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""))
+                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
+                      soft_wrap=True)  # one line, however long the message
         console.print(f"mapping: {mapping}")
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
-        if rt.host_only:
-            console.print("note: this machine has no CUDA GPU: every task ran on the CPU")
+        if note:
+            typer.echo(note)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 

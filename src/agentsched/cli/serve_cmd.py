@@ -25,8 +25,7 @@ def serve_cmd(
                                               "must send (Authorization: Bearer TOKEN)"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),
     max_concurrency: int = typer.Option(64, "--max-concurrency", help="invocations accepted at once (more: 503)"),
-    task_timeout_s: Optional[float] = typer.Option(None, "--task-timeout-s", help="a run over this many seconds "
-                                                   "ends as error (testbeds that support it)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     drain_s: float = typer.Option(30.0, "--drain-s", help="SIGTERM: seconds in-flight invocations may take"),
     policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy of every workflow (default: "
                                          "agent-plan, or agent-plan-cold when a task has no card)"),
@@ -45,9 +44,7 @@ def serve_cmd(
         raise AgentschedError(f"serve needs the serve extra ({e.name} is missing): "
                               "pip install 'agentsched[serve]'") from None
     token = read_token(token_file) if token_file is not None else None
-    spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots)
-    if task_timeout_s is not None:
-        spec = spec.replace(timeout_s=task_timeout_s)  # the spec says which testbeds take it
+    spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
     config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime, policy=policy,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)

@@ -4,6 +4,7 @@ figures beside ours, the oracles side by side, E2E/oracle, convergence and regre
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentsched.data import paper_tables
@@ -65,19 +66,45 @@ def _mapping_str(mapping: dict[str, str], binary: bool) -> str:
     return " ".join(short[m] for m in mapping.values())
 
 
-def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
+@dataclass(frozen=True)
+class _Report:
+    """What every section of the report reads: the results and their lookups, computed once."""
+
+    result: BenchResult
+    cfg: Any
+    rows: dict[tuple[str, str], SummaryRow]  # (scenario, policy) -> summary row
+    policies: list[str]
+    scen: list[str]  # every workflow, in run order
+    builtin: Any  # the paper's own scenarios among them (a file that merely calls itself S13 is not)
+    t4: list[str]  # Table 4's scenarios here (S1-S10)
+    t5: list[str]  # Table 5's (S11-S13)
+    other: list[str]  # the rest
+
+
+def _report(result: BenchResult) -> _Report:
     cfg = result.config
-    summary = result.summary()
-    rows = {(s.scenario, s.policy): s for s in summary}
-    policies = list(cfg.policies)
     scen = list(result.workflows)
-    builtin = result.paper_scenarios()  # a file that merely calls itself S13 gets no paper figures
+    builtin = result.paper_scenarios()
     t4 = [s for s in scen if s in TABLE4 and s in builtin]
     t5 = [s for s in scen if s in TABLE5 and s in builtin]
-    other = [s for s in scen if s not in t4 and s not in t5]
-    paper = paper_tables()
-    paper_first = paper_first_match_rounds()  # Table 5, LLM first full-match round
+    return _Report(result, cfg, {(s.scenario, s.policy): s for s in result.summary()}, list(cfg.policies), scen,
+                   builtin, t4, t5, [s for s in scen if s not in t4 and s not in t5])
+
+
+def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
+    """The bench's report.md: oracles, the paper's tables beside ours, E2E/oracle, convergence,
+    regret, plots, the HEFT study and the S13 ablation."""
+    c = _report(result)
+    parts = [*_header(c), *_oracles(c), *_table4(c), *_table5(c), *_other(c), *_figure5(c), *_convergence(c),
+             *_regret(c), *_tail(c, images)]
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+def _header(c: _Report) -> list[str]:
+    """Title, testbed and notes."""
+    cfg = c.cfg
     parts: list[str] = []
+    result = c.result
 
     parts.append("# agentsched benchmark report\n")
     spec = cfg.spec
@@ -97,8 +124,14 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         "**bold** where they differ. Metric definitions: docs/results.md.\n")
     if result.notes:
         parts.append("\n".join(f"- Note: {n}" for n in result.notes) + "\n")
+    return parts
 
-    # ---- oracles ------------------------------------------------------------------------------------
+
+def _oracles(c: _Report) -> list[str]:
+    """Our oracles beside the paper's."""
+    cfg, scen = c.cfg, c.scen
+    parts: list[str] = []
+    result, builtin = c.result, c.builtin
     where = "noise-free simulator" if cfg.simulated else f"{cfg.spec.kind.value} testbed, median of {cfg.repeats} runs"
     parts.append(f"\n## Oracles: ours ({where}) vs the paper (Table 3, Figure 5, Table 5)\n")
     parts.append("Every other table is relative to *our* oracle. 'paper map here' is the E2E of the paper's "
@@ -132,8 +165,15 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         parts.append(f"\n**Bold** rows: our oracle mapping differs from the paper's ({n_diff}); 'paper map here' "
                      "says how far the paper's mapping is from ours in our simulator (1.000x: a tie).\n")
     parts.append(_absolute_times(abs_ratio, cfg.simulated))
+    return parts
 
-    # ---- Table 4 -----------------------------------------------------------------------------------
+
+def _table4(c: _Report) -> list[str]:
+    """Table 4: best oracle match within the rounds, S1-S10."""
+    rows, policies, scen = c.rows, c.policies, c.scen
+    parts: list[str] = []
+    result, t4 = c.result, c.t4
+    paper = paper_tables()
     t4p = paper["table4_mapping_accuracy_S1_S10"]
     if t4:
         parts.append("\n## Table 4: best oracle match within the rounds, S1-S10\n")
@@ -165,8 +205,15 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         parts.append(_table(["policy"] + t4 + ["full, strict (paper's reading)", "full, lenient (within 2%)"],
                             trows))
         parts.append(_heft_equal(rows, policies, scen, result))
+    return parts
 
-    # ---- Table 5 -----------------------------------------------------------------------------------
+
+def _table5(c: _Report) -> list[str]:
+    """Table 5: the three-way space with a VRAM budget, S11-S13."""
+    cfg, rows, policies = c.cfg, c.rows, c.policies
+    parts: list[str] = []
+    result, t5 = c.result, c.t5
+    paper = paper_tables()
     t5p = paper["table5_three_way_S11_S13"]["rows"]
     if t5:
         parts.append("\n## Table 5: three-way decision space with a VRAM budget, S11-S13\n")
@@ -212,22 +259,41 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
                 cells.append("-" if sr is None else f"{_ratio(sr.best_ratio_mean)}, {sr.best_match_median}/{sr.tasks}")
             trows.append([_label(p, rows)] + cells)
         parts.append(_table(["policy"] + t5, trows))
+    return parts
 
+
+def _other(c: _Report) -> list[str]:
+    """Best oracle match on workflows the paper does not have."""
+    rows, policies = c.rows, c.policies
+    parts: list[str] = []
+    other = c.other
     if other:
         parts.append("\n## Other workflows: best oracle match\n\n")
         trows = [[_label(p, rows)] + [_match_cell(rows[(s, p)]) if (s, p) in rows else "-" for s in other]
                  for p in policies]
         parts.append(_table(["policy"] + other, trows))
+    return parts
 
-    # ---- E2E / oracle (Figure 5 numbers) -------------------------------------------------------------
+
+def _figure5(c: _Report) -> list[str]:
+    """E2E / oracle (Figure 5 layout)."""
+    cfg, rows, policies, scen = c.cfg, c.rows, c.policies, c.scen
+    parts: list[str] = []
     parts.append("\n## E2E / oracle (Figure 5 layout)\n")
     parts.append(f"Reference ({'noise-free' if cfg.simulated else 'oracle search'}) E2E of the best round's "
                  "mapping over the oracle's, mean over seeds; "
                  "in brackets the last round's. OOM: no feasible round.\n\n")
     trows = _grid(scen, policies, rows, lambda sr: f"{_ratio(sr.best_ratio_mean)} ({_ratio(sr.final_ratio_mean)})")
     parts.append(_table(["scenario"] + policies, trows))
+    return parts
 
-    # ---- convergence ---------------------------------------------------------------------------------
+
+def _convergence(c: _Report) -> list[str]:
+    """First oracle-equivalent round and executions."""
+    rows, policies, scen = c.rows, c.policies, c.scen
+    parts: list[str] = []
+    builtin = c.builtin
+    paper_first = paper_first_match_rounds()  # Table 5, LLM first full-match round
     parts.append("\n## Convergence and exploration cost\n")
     parts.append("First oracle-equivalent round (median over the seeds that reached it; seeds reaching it) "
                  "and executions per run including probes. The paper reports first full-match rounds only "
@@ -241,7 +307,13 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     trows = [row + ["-" if paper_first.get(row[0]) is None else f"R{paper_first[row[0]]}"]
              for row in _grid(scen, policies, rows, convergence)]
     parts.append(_table(["scenario"] + policies + ["paper LLM first match"], trows))
+    return parts
 
+
+def _regret(c: _Report) -> list[str]:
+    """Cumulative regret."""
+    rows, policies, scen = c.rows, c.policies, c.scen
+    parts: list[str] = []
     parts.append("\n## Cumulative regret\n")
     parts.append("Sum over every execution (probes included) of E2E minus the oracle's E2E, over oracle E2E "
                  "x executions; mean over seeds. An infeasible execution is charged the whole time it ran "
@@ -253,7 +325,13 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
         return f"{sr.regret_mean:.3f}{oom}"
 
     parts.append(_table(["scenario"] + policies, _grid(scen, policies, rows, regret)))
+    return parts
 
+
+def _tail(c: _Report, images: Sequence[str]) -> list[str]:
+    """Plots, the HEFT study and the S13 ablation."""
+    result = c.result
+    parts: list[str] = []
     if images:
         parts.append("\n## Plots\n\n" + "\n".join(f"![{i}]({i})" for i in images) + "\n")
     if result.heft_study is not None:
@@ -261,7 +339,7 @@ def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     if result.ablation is not None:
         parts.append("\n## S13 ablation (agent)\n\n" + result.ablation.to_markdown().rstrip() + "\n")
         parts.append(_ablation_discussion(result.ablation))
-    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+    return parts
 
 
 # ---- prose computed from the results -----------------------------------------------------------------

@@ -47,6 +47,7 @@ from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow, lacks_gpu
 from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 log = logging.getLogger("agentsched.runtime")
@@ -128,12 +129,12 @@ class Runtime:
         self._own_testbed = not isinstance(testbed, Testbed)
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
-        self.host_only = _no_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
+        self.host_only = lacks_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
         if self.host_only:
             # every placement is the same host run here: cards without a GPU say so to the start
             # rules (the policy was chosen above, from the real cards)
-            log.info("this machine has no CUDA GPU: every task runs on the CPU")
-            self.workflow = _host_only(self.workflow)
+            log.info(NO_CUDA_NOTE)
+            self.workflow = host_only_workflow(self.workflow)
         self.store: Store | None = None
         self._own_store = False
         self.learner_id: int | None = None
@@ -407,32 +408,6 @@ def _check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
     raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
                        f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
-
-
-def _no_gpu(testbed: Testbed, wf: Workflow) -> bool:
-    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
-    workflow with a GPU-capable tool (torch is imported only then)."""
-    from agentsched.testbeds.local import LocalBackend, LocalTestbed
-    from agentsched.testbeds.ray import RayTestbed
-
-    if not any(c.has_gpu for c in wf.task_cards.values()):
-        return False
-    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
-        return not testbed.gpu_available(wf)
-    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
-            and not testbed.backend._cuda_available())
-
-
-def _host_only(wf: Workflow) -> Workflow:
-    """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code)."""
-    from agentsched.model.cards import CardSet
-    from agentsched.model.tool import cold_card
-
-    cards = {}
-    for tid, t in wf.tasks.items():
-        card = cold_card(t.tool, wf.vram_budget_mb) if tid in wf.unprofiled else wf.card_set.resolve(t.tool)
-        cards[t.tool] = card.model_copy(update={"gpu_ms": None, "load_ms": None, "vram_mb": None})
-    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source="no CUDA GPU: host only", cards=cards))
 
 
 def workflow_from_tools(

@@ -50,7 +50,7 @@ def _sim_options(spec: TestbedSpec) -> dict[str, Any]:
 
 def _local_options(spec: TestbedSpec) -> dict[str, Any]:
     # the local testbed's CPU slots are its worker pool (None: one worker per core)
-    return {"size": spec.size.value, "seed": spec.seed,
+    return {"size": spec.size.value, "seed": spec.seed, "task_timeout_s": spec.timeout_s,
             **({"cpu_workers": spec.cpu_slots} if spec.cpu_slots is not None else {})}
 
 

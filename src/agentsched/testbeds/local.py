@@ -31,17 +31,28 @@ import random
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from agentsched.errors import TestbedError, one_line
+from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
-from agentsched.testbeds.real import ToolFactory, base_and_k, builtin_tool, call_tool, load_failure, quiet_loading
+from agentsched.testbeds.real import (
+    ToolFactory,
+    base_and_k,
+    builtin_tool,
+    call_tool,
+    load_failure,
+    load_reason,
+    quiet_loading,
+    task_timeout,
+    unload_quietly,
+)
 from agentsched.tools import cuda_available
 
 @dataclass
@@ -70,6 +81,7 @@ class LocalBackend(Backend):
         memory_ceiling: bool = True,
         torch_threads: int | None = None,
         tool_factory: ToolFactory | None = None,
+        task_timeout_s: float | None = None,
     ) -> None:
         from agentsched.tools.base import normalize_device, parse_size
 
@@ -87,6 +99,11 @@ class LocalBackend(Backend):
         self.torch_threads = torch_threads
         # builds the built-in tools (tests inject fakes); user tools (package.module:Class) need no extra
         self._factory = tool_factory if tool_factory is not None else builtin_tool
+        if task_timeout_s is not None and not task_timeout_s > 0:
+            raise TestbedError(f"local testbed: task_timeout_s must be > 0, got {task_timeout_s}")
+        # a task running longer ends its execution as error; its thread is abandoned (Python cannot
+        # stop it) and its tool instance dropped, built afresh next time (None: no limit)
+        self.task_timeout_s = task_timeout_s
         self._cache: dict[tuple[str, str], Any] = {}  # (base tool, device) -> loaded, shared tool
         self._run: _LocalRun | None = None  # the run in progress
 
@@ -133,13 +150,17 @@ class LocalBackend(Backend):
         if key not in self._cache:
             self._cache[key] = self._new_tool(base)
         tool = self._cache[key]
-        with quiet_loading():
-            tool.load(device)
+        try:
+            with quiet_loading():
+                tool.load(device)
+        except BaseException:
+            del self._cache[key]  # a tool whose load failed is never unloaded: built afresh next time
+            raise
         return tool
 
     def _evict_unused(self, keep: set[tuple[str, str]]) -> None:
         for key in [k for k in self._cache if k not in keep]:
-            self._cache.pop(key).unload()
+            unload_quietly(self._cache.pop(key), f"tool {key[0]} ({key[1]})")
 
     def close(self) -> None:
         self._evict_unused(set())
@@ -190,16 +211,18 @@ class _LocalRun:
         self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
         self.bases = {t: base_and_k(workflow, t) for t in workflow.task_ids}
         self.tools: dict[str, Any] = {}
-        self.own = [t for t in workflow.task_ids  # tasks with their own instance, unloaded after the run
-                    if mapping[t] is Mode.GPU_QUEUE or (mapping[t] is Mode.GPU_NOW and self.staged)]
+        # tasks with their own instance loaded before the clock (staged gpu_now), unloaded after the
+        # run; a gpu_queue task's own instance is loaded and unloaded by its job
+        self.own = [t for t in workflow.task_ids if mapping[t] is Mode.GPU_NOW and self.staged]
         self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
+        self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
         self.cuda: _CudaScope | None = None
         self.prev_threads: int | None = None
-        self.cpu_pool: ThreadPoolExecutor | None = None
-        self.gpu_pool: ThreadPoolExecutor | None = None
+        self.cpu_pool: DaemonPool | None = None
+        self.gpu_pool: DaemonPool | None = None
         self.t0 = 0.0
 
     def warm(self) -> Failure | None:
@@ -216,9 +239,10 @@ class _LocalRun:
                 elif mapping[t] is Mode.GPU_NOW and not self.staged:
                     self.tools[t] = b._shared(base, gpu)
                 elif mapping[t] is Mode.GPU_NOW:  # staged: own instance, host now, GPU while running
-                    self.tools[t] = b._new_tool(base)
+                    tool = b._new_tool(base)
                     with quiet_loading():
-                        self.tools[t].load("cpu")
+                        tool.load("cpu")
+                    self.tools[t] = tool  # (only once loaded: a failed load is never unloaded)
                 else:  # gpu_queue: own instance, loaded at admission
                     self.tools[t] = b._new_tool(base)
             except TestbedError:
@@ -226,13 +250,16 @@ class _LocalRun:
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool that cannot load fails the execution
                 self._unload_own()
-                return load_failure(self.workflow, t, is_oom(exc), one_line(exc))
+                return load_failure(self.workflow, t, is_oom(exc), load_reason(exc))
         return None
 
     def _unload_own(self) -> None:
         for o in self.own:
             if o in self.tools:
-                self.tools.pop(o).unload()
+                unload_quietly(self.tools.pop(o), self._what(o))
+
+    def _what(self, task: str) -> str:
+        return f"task {task} ({self.workflow.task_cards[task].name})"
 
     def open(self) -> None:
         """Set torch threads, pools and the CUDA scope; start the clock."""
@@ -245,9 +272,8 @@ class _LocalRun:
         self.opened = True
         if self.uses_cuda and b._real_cuda():
             self.cuda = _CudaScope(b.device, self.workflow.vram_budget_mb if b.memory_ceiling else None)
-        self.cpu_pool = ThreadPoolExecutor(b.cpu_workers, thread_name_prefix="agentsched-cpu")
-        self.gpu_pool = ThreadPoolExecutor(max(1, sum(m is not Mode.CPU for m in self.mapping.values())),
-                                           thread_name_prefix="agentsched-gpu")
+        self.cpu_pool = DaemonPool(b.cpu_workers, "agentsched-cpu")
+        self.gpu_pool = DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
         if self.cuda:
             self.cuda.enter()
         self.t0 = time.perf_counter()
@@ -260,10 +286,12 @@ class _LocalRun:
         device, cuda = self.b.device, self.cuda
         start = time.perf_counter()
         load_ms = 0.0
+        loaded = False  # gpu_queue: unloaded after the task only when its load succeeded
         with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
             try:
                 if mode is Mode.GPU_QUEUE:
                     tool.load(device)
+                    loaded = True
                     stream.sync(tool)
                     load_ms = (time.perf_counter() - start) * 1000
                 elif mode is Mode.GPU_NOW and self.staged:
@@ -271,8 +299,8 @@ class _LocalRun:
                 output = call_tool(tool, inputs, k, sync=stream.sync, stop=self.stop)
                 end = time.perf_counter()
             finally:
-                if mode is Mode.GPU_QUEUE:
-                    tool.unload()
+                if mode is Mode.GPU_QUEUE and loaded:
+                    unload_quietly(tool, self._what(task))
                 # (a user tool has no "loaded": only the public load/run/unload are required)
                 elif mode is Mode.GPU_NOW and self.staged and getattr(tool, "loaded", True):
                     tool.move("cpu")
@@ -281,15 +309,23 @@ class _LocalRun:
     def submit(self, start: Start, inputs: Mapping[str, Any]) -> None:
         pool = self.cpu_pool if start.mode is Mode.CPU else self.gpu_pool
         assert pool is not None
-        self.running[pool.submit(self._job, start.task, inputs)] = start.task
+        fut = pool.submit(self._job, start.task, inputs)
+        self.running[fut] = start.task
+        self.started_s[fut] = time.perf_counter()
 
     def wait(self) -> list[Completion]:
-        done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+        timeout = self.b.task_timeout_s
+        first = min(self.started_s[f] for f in self.running)
+        left = None if timeout is None else max(first + timeout - time.perf_counter(), 0.0)
+        done, _ = wait(list(self.running), timeout=left, return_when=FIRST_COMPLETED)
+        if not done:  # the longest-running task ran over its timeout
+            return [self._timed_out(next(f for f in self.running if self.started_s[f] == first))]
         failed: list[Completion] = []
         finished: list[tuple[str, _Done]] = []
         now = self.now_ms()
         for fut in done:
             task = self.running.pop(fut)
+            self.started_s.pop(fut, None)
             exc = fut.exception()
             if exc is None:
                 finished.append((task, fut.result()))
@@ -302,10 +338,28 @@ class _LocalRun:
     def _ms(self, at: float) -> float:
         return (at - self.t0) * 1000
 
+    def _timed_out(self, fut: Future) -> Completion:
+        """A task over its timeout: abandoned (its thread cannot be stopped), its tool instance dropped
+        and never unloaded while it may still run; the next run builds and loads a new one."""
+        task = self.running.pop(fut)
+        started = self.started_s.pop(fut, self.t0)
+        tool = self.tools.pop(task, None)
+        for key, cached in list(self.b._cache.items()):
+            if cached is tool:
+                del self.b._cache[key]
+        if task in self.own:
+            self.own.remove(task)
+        now = self.now_ms()
+        timeout = self.b.task_timeout_s
+        return Completion(task, self._ms(started), now, error=task_timeout(timeout))
+
     def stop_all(self) -> None:
-        """Let running tasks stop (between calls) before their models are released."""
+        """Let running tasks stop (between calls) before their models are released; with a task
+        timeout, at most that long (a task still running then is abandoned, its instance dropped)."""
         self.stop.set()
-        wait(list(self.running))
+        _, late = wait(list(self.running), timeout=self.b.task_timeout_s)
+        for fut in late:
+            self._timed_out(fut)
         self.running.clear()
 
     def close(self) -> dict[str, Any]:
@@ -318,8 +372,8 @@ class _LocalRun:
         try:
             self.stop_all()
             assert self.cpu_pool is not None and self.gpu_pool is not None
-            self.cpu_pool.shutdown(wait=True)
-            self.gpu_pool.shutdown(wait=True)
+            self.cpu_pool.shutdown()
+            self.gpu_pool.shutdown()
             measured = self.cuda.exit() if self.cuda else None
         finally:
             if self.prev_threads is not None:

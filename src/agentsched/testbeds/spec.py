@@ -25,10 +25,11 @@ from agentsched.tools.base import Size, parse_size
 DEFAULT_NOISE_SIGMA = 0.03  # the simulator's log-normal noise per task (~ +-3%), as calibrated (docs/simulator.md)
 MAX_NOISE_SIGMA = 1.0  # log-normal sigma; 1.0 already spreads latencies by e^+-1 (one sigma)
 
-# options that mean something on one kind only (the others refuse them in one line)
-_ONLY: dict[str, TestbedKind] = {
-    "noise_sigma": TestbedKind.SIM, "world": TestbedKind.SIM,
-    "ray_address": TestbedKind.RAY, "emulate_gpu": TestbedKind.RAY, "timeout_s": TestbedKind.RAY,
+# options that mean something on some kinds only (the others refuse them in one line)
+_REAL = (TestbedKind.LOCAL, TestbedKind.RAY)
+_ONLY: dict[str, tuple[TestbedKind, ...]] = {
+    "noise_sigma": (TestbedKind.SIM,), "world": (TestbedKind.SIM,),
+    "ray_address": (TestbedKind.RAY,), "emulate_gpu": (TestbedKind.RAY,), "timeout_s": _REAL,
 }
 
 
@@ -46,7 +47,9 @@ class TestbedSpec:
     world: World | None = None  # sim only: the simulated machine's GPU contention (None there: the default)
     ray_address: str | None = None  # ray only: None starts a local instance; auto or HOST:PORT joins
     emulate_gpu: bool = False  # ray only: GPU placements run on the CPU holding the GPU share
-    timeout_s: float | None = None  # ray only: a run longer than this ends as error (None: the default)
+    # local/ray (--task-timeout-s): a task running longer ends its execution as error, its tool instance
+    # dropped (None: no limit on local; ray's DEFAULT_TIMEOUT_S)
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         kind = _kind(self.kind)
@@ -66,8 +69,9 @@ class TestbedSpec:
             raise TestbedError(f"emulate_gpu must be true or false, got {self.emulate_gpu!r}")
         for name, only in _ONLY.items():
             value = getattr(self, name)
-            if kind is not only and value not in (None, False):
-                raise TestbedError(f"{name} applies only to the {only.value} testbed (got {kind.value})")
+            if kind not in only and value not in (None, False):
+                where = " and ".join(k.value for k in only) + (" testbeds" if len(only) > 1 else " testbed")
+                raise TestbedError(f"{name} applies only to the {where} (got {kind.value})")
         if self.world is not None and not isinstance(self.world, World):  # a name, file or perturbed:SEED
             object.__setattr__(self, "world", load_world(self.world if isinstance(self.world, (str, Path))
                                                          else str(self.world)))
@@ -118,7 +122,7 @@ class TestbedSpec:
         if kind is TestbedKind.SIM:
             values.pop("size", None)
         else:  # to_dict writes the sim-only and ray-only fields as null or false elsewhere
-            values = {k: v for k, v in values.items() if _ONLY.get(k, kind) is kind}
+            values = {k: v for k, v in values.items() if kind in _ONLY.get(k, (kind,))}
         return cls(kind=kind, **values)
 
 

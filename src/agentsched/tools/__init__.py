@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 import re
 from typing import Any
 
 from agentsched.tools.base import AmplifiedTool, Size, Tool, ToolError, parse_size
 
 
+# device files of a GPU driver torch's CUDA (or ROCm) build can use on Linux: NVIDIA, WSL2, AMD
+_GPU_DEVICE_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
 def cuda_available() -> bool:
-    """Does this process see a CUDA GPU? False without torch (nothing imported until asked)."""
+    """Does this process see a CUDA GPU? False without torch (nothing imported until asked), and
+    False without importing torch (2 s) on a Linux machine with no GPU driver at all."""
+    if sys.platform.startswith("linux") and "torch" not in sys.modules \
+            and not any(os.path.exists(f) for f in _GPU_DEVICE_FILES):
+        return False
     try:
         import torch
     except ImportError:

@@ -93,9 +93,9 @@ class GraphRuntime:
                                  cards=cards, spec=self.testbed.spec)
         if any(c.has_gpu for c in wf.task_cards.values()) and not self.testbed._cuda_available():
             # as the runtime does for its local testbed: every placement is the same host run here
-            from agentsched.runtime.runtime import _host_only
+            from agentsched.testbeds.real import host_only_workflow
 
-            wf = _host_only(wf)
+            wf = host_only_workflow(wf)
         self.workflow = wf  # the workflow the runtime learns (name = ``name``)
         try:
             self.runtime = Runtime(wf, policy=policy, store=store, testbed=self.testbed, round_size=round_size,

@@ -11,10 +11,10 @@ import threading
 import time
 from typing import Any
 
-from agentsched.errors import TestbedError, one_line
+from agentsched.errors import TestbedError
 from agentsched.testbeds.driver import is_oom
 from agentsched.testbeds.ray.placement import NAMESPACE
-from agentsched.testbeds.real import ToolFactory, call_tool, quiet_loading
+from agentsched.testbeds.real import ToolFactory, call_tool, load_reason, quiet_loading, unload_quietly
 
 
 def set_torch_threads(n: int | None) -> None:
@@ -56,15 +56,17 @@ class ToolHost:
             self.user_tools.update(user_tools)
             keep = {k for k, _ in needs}
             for k in [k for k in self.tools if k not in keep]:
-                self.tools.pop(k).unload()
+                unload_quietly(self.tools.pop(k), f"tool {k[0]} ({k[1]})")
             for key, device in needs:
                 try:
-                    if key not in self.tools:
-                        self.tools[key] = build_tool(key[0], self.user_tools, self.factory, self.size, self.seed)
+                    tool = self.tools.pop(key, None)  # kept again once loaded: a failed load is never unloaded
+                    if tool is None:
+                        tool = build_tool(key[0], self.user_tools, self.factory, self.size, self.seed)
                     with quiet_loading():
-                        self.tools[key].load(device)
+                        tool.load(device)
+                    self.tools[key] = tool
                 except Exception as exc:  # noqa: BLE001 - reported to the driver as the run's failure
-                    return key, is_oom(exc), one_line(exc)
+                    return key, is_oom(exc), load_reason(exc)
         return None
 
     def run(self, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +90,8 @@ class ToolHost:
 
     def unload_all(self) -> None:
         with self.lock:
-            for t in self.tools.values():
-                t.unload()
+            for k, t in self.tools.items():
+                unload_quietly(t, f"tool {k[0]} ({k[1]})")
             self.tools.clear()
 
 
@@ -113,15 +115,18 @@ class QueueWorker:
         tool = self.tools[base]
         out = None
         start = time.time()
+        loaded = False  # unloaded after the task only when its load succeeded
         try:
             with quiet_loading():
                 tool.load(self.gpu_device)
+            loaded = True
             tool.sync()
             load_ms = (time.time() - start) * 1000
             out = call_tool(tool, inputs, k, sync=lambda t: t.sync(), stop=threading.Event())
             end = time.time()
         finally:
-            tool.unload()
+            if loaded:
+                unload_quietly(tool, f"tool {base} (gpu_queue)")
         return {"start_s": start, "end_s": end, "load_ms": load_ms,
                 "node": ray.get_runtime_context().get_node_id(), "output": out}
 

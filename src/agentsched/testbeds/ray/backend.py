@@ -3,7 +3,7 @@
 Start rules: the shared ``rules.Dispatcher``, exactly as the simulator and the local testbed drive
 it (a start that cannot fit the workflow's VRAM budget is an ``oom`` execution). A node that dies
 mid-run makes Ray retry the lease elsewhere (``LEASE_RETRIES``) or ends the run as ``error``; every
-run is bounded by the cluster's ``timeout_s``.
+task is bounded by the cluster's ``timeout_s`` (``--task-timeout-s``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.driver import Backend, Completion, Failure
 from agentsched.testbeds.ray.cluster import EMULATED_NOTE, Cluster, ray_module, remote
 from agentsched.testbeds.ray.placement import lease_options, plan, resolve_user_tools, unplaceable
-from agentsched.testbeds.real import base_and_k, load_failure
+from agentsched.testbeds.real import base_and_k, load_failure, task_timeout
 
 
 class RunState:
@@ -28,11 +28,11 @@ class RunState:
 
     def __init__(self, workflow: Workflow, modes: Mapping[str, Mode], keys: dict[str, tuple[str, ...]],
                  bases: dict[str, tuple[str, int]], staged: bool, user_tools: dict[str, Any],
-                 deadline_s: float) -> None:
+                 timeout_s: float) -> None:
         self.workflow = workflow
         self.modes = modes  # where each task really runs (host-only tools on a GPU mode: cpu)
         self.keys, self.bases, self.staged, self.user_tools = keys, bases, staged, user_tools
-        self.deadline_s = deadline_s  # wall clock past which the run ends as error
+        self.timeout_s = timeout_s  # a task running longer ends the run as error
         self.t0 = time.time()  # the clock's zero (wall clock: leases report node wall-clock times)
         self.pending: dict[Any, tuple[str, float]] = {}  # timings ObjectRef -> (task, submitted at)
         self.out_refs: dict[str, Any] = {}  # task -> ObjectRef of its output
@@ -40,6 +40,12 @@ class RunState:
 
     def ms(self, at: float) -> float:
         return (at - self.t0) * 1000
+
+    @property
+    def deadline_s(self) -> float:
+        """Wall clock when the longest-running pending task runs over its timeout."""
+        first = min((s for _, s in self.pending.values()), default=time.time())
+        return first + self.timeout_s
 
 
 class RayBackend(Backend):
@@ -96,7 +102,7 @@ class RayBackend(Backend):
             task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
             return load_failure(workflow, task, oom, reason)
         c.start_workers(modes, 1, nodes, self._cpu_slots)
-        self.run = RunState(workflow, modes, keys, bases, staged, user_tools, time.time() + c.timeout_s)
+        self.run = RunState(workflow, modes, keys, bases, staged, user_tools, c.timeout_s)
         return None
 
     def now_ms(self) -> float:
@@ -124,11 +130,9 @@ class RayBackend(Backend):
         assert r is not None and r.pending
         ray = ray_module()
         done, rest = ray.wait(list(r.pending), num_returns=1, timeout=max(r.deadline_s - time.time(), 0.0))
-        if not done:
-            task, submitted = next(iter(r.pending.values()))
-            now = time.time()
-            err = TestbedError(f"timed out after {self.cluster.timeout_s:g} s on the Ray cluster")
-            return [Completion(task, r.ms(submitted), r.ms(now), error=err)]
+        if not done:  # the longest-running task ran over its timeout
+            task, submitted = min(r.pending.values(), key=lambda ts: ts[1])
+            return [Completion(task, r.ms(submitted), r.ms(time.time()), error=task_timeout(self.cluster.timeout_s))]
         if rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
             done = [*done, *more]
@@ -142,6 +146,7 @@ class RayBackend(Backend):
             except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
                 cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
                 out.append(Completion(task, r.ms(submitted), r.ms(observed), error=as_exception(cause)))
+                _consume(ray, r.out_refs.pop(task, None))
                 continue
             start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
             end = min(max(d["end_s"], start), observed)
@@ -161,6 +166,9 @@ class RayBackend(Backend):
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001 - already finished, or its node is gone
                 pass
+        for ref, (task, _) in r.pending.items():
+            _consume(ray, ref, timeout_s=0.5)
+            _consume(ray, r.out_refs.pop(task, None), timeout_s=0.5)
         r.pending.clear()
         return {}
 
@@ -177,6 +185,18 @@ class RayBackend(Backend):
 
     def close(self) -> None:
         self.cluster.close()
+
+
+def _consume(ray: Any, ref: Any, timeout_s: float | None = None) -> None:
+    """Read a lease's result whose error the run has already judged (or will not judge: cancelled):
+    an ObjectRef holding an error that is never read makes Ray print its whole traceback as an
+    "Unhandled error" when the ref is dropped, ~20 lines for a one-line failure."""
+    if ref is None:
+        return
+    try:
+        ray.get(ref, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - the error is the expected content
+        pass
 
 
 def as_exception(cause: Any) -> BaseException:

@@ -1,0 +1,62 @@
+"""A tool fault on a real local Ray instance stays one line: no "Unhandled error" tracebacks from
+Ray on stderr, and a task over --task-timeout-s ends its execution as error. `agentsched invoke`
+subprocesses (what a user sees)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+TOOLS = textwrap.dedent('''
+    import time
+
+    import agentsched
+
+
+    class Boom(agentsched.Tool):
+        name = "boom"
+        workload = "raises"
+        tags = ("compute-light",)
+        has_gpu = False
+        input_names = ("text",)
+
+        def run(self, inputs):
+            if inputs["text"] == "hang":
+                time.sleep(600)
+            raise ValueError("boom on ray\\nsecond line")
+''')
+
+
+def _invoke(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    (tmp_path / "ray_fault_tools.py").write_text(TOOLS)
+    (tmp_path / "boom.yaml").write_text('name: boom\ntasks:\n  A: {tool: "ray_fault_tools:Boom"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)])}
+    env.pop("AGENTSCHED_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "agentsched.cli.main", "invoke", "boom.yaml", "--testbed", "ray",
+                           "--cpu-slots", "1", "--store", "s.db", "--json", *extra],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_a_tool_raising_on_ray_is_one_line(tmp_path):
+    p = _invoke(tmp_path, "-i", "text=x")
+    assert p.returncode == 1
+    assert json.loads(p.stdout)["message"] == "task A (ray_fault_tools:Boom) failed: ValueError: boom on ray"
+    assert p.stderr == ""  # no "Unhandled error" traceback from Ray
+
+
+def test_a_task_over_its_timeout_on_ray_is_an_error(tmp_path):
+    p = _invoke(tmp_path, "-i", "text=hang", "--task-timeout-s", "2")
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["message"] == ("task A (ray_fault_tools:Boom) failed: TimeoutError: ran longer than "
+                                               "its timeout of 2 s (--task-timeout-s)")
+    assert p.stderr == ""

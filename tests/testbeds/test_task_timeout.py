@@ -1,0 +1,125 @@
+"""A tool that hangs: --task-timeout-s ends its execution as `error` in one line naming the task and
+the timeout (its instance dropped, built afresh next time), and Ctrl-C twice ends `invoke` at once
+(exit 130). Real `agentsched` subprocesses and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+TOOLS = textwrap.dedent('''
+    import os
+    import threading
+
+    import agentsched
+
+
+    class Hang(agentsched.Tool):
+        name = "hang"
+        workload = "a call that never returns"
+        tags = ("compute-light",)
+        has_gpu = False
+        input_names = ("text",)
+
+        def load(self, device):
+            open(os.environ["LOADS_FILE"], "a").write("load\\n")
+
+        def run(self, inputs):
+            if inputs["text"] == "hang":
+                print("started", flush=True)
+                threading.Event().wait()  # forever; ignores stop requests
+            return inputs["text"]
+''')
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "hang_tools.py").write_text(TOOLS)
+    (tmp_path / "hang.yaml").write_text('name: hang\ntasks:\n  A: {tool: "hang_tools:Hang"}\n')
+    return tmp_path
+
+
+def _env(project: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
+           "LOADS_FILE": str(project / "loads.txt")}
+    env.pop("AGENTSCHED_DEBUG", None)
+    return env
+
+
+def _cmd(*argv: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from agentsched.cli.main import main; main(sys.argv[1:])", *argv]
+
+
+def test_a_task_over_its_timeout_ends_the_execution_as_error(project):
+    p = subprocess.run(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", "--task-timeout-s", "1",
+                            "--json"), cwd=project, env=_env(project), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    import json
+
+    doc = json.loads(p.stdout[p.stdout.index("{"):])  # (the tool printed 'started' first)
+    assert doc["status"] == "error"
+    assert doc["message"] == ("task A (hang_tools:Hang) failed: TimeoutError: ran longer than its timeout of 1 s "
+                              "(--task-timeout-s)")
+    assert p.stderr == ""
+
+
+def test_the_timed_out_instance_is_built_afresh_next_time():
+    from agentsched.model.workflow import Mode
+    from agentsched.runtime import workflow_from_tools
+    from agentsched.testbeds.local import LocalTestbed
+
+    loads: list[str] = []
+
+    import agentsched
+
+    class Slow(agentsched.Tool):
+        name, has_gpu, tags, workload = "slow", False, ("compute-light",), "sleeps when asked"
+
+        def load(self, device):
+            loads.append(device)
+
+        def run(self, inputs):
+            if inputs.get("x") == "hang":
+                time.sleep(3)
+            return "ok"
+
+        def unload(self):
+            raise AssertionError("a timed-out instance is never unloaded while it runs")
+
+    wf = workflow_from_tools("slow", {"A": Slow})
+    tb = LocalTestbed(task_timeout_s=0.3, cpu_workers=1)
+    try:
+        first = tb.run(wf, {"A": Mode.CPU}, inputs={"x": "hang"})
+        assert first.status.value == "error" and "its timeout of 0.3 s" in first.message
+        second = tb.run(wf, {"A": Mode.CPU}, inputs={"x": "go"})
+        assert second.ok and second.outputs["A"] == "ok"
+        assert loads == ["cpu", "cpu"]  # loaded again: the hung instance was dropped
+    finally:
+        tb.backend._cache.clear()  # (the hung instance raises on unload by design; nothing left to close)
+        tb.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_twice_ends_an_invoke_whose_tool_hangs(project):
+    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"), cwd=project,
+                         env=_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"  # the tool hangs now
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130
+    assert err.splitlines() == ["error: interrupted"]
