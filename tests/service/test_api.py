@@ -98,3 +98,14 @@ def test_a_non_loopback_host_needs_a_token_or_insecure(tmp_path):
     assert r.returncode == 2
     assert r.stderr.startswith("error: --host 0.0.0.0 is not a loopback address") and r.stderr.count("\n") == 1
     assert not (tmp_path / "x.db").exists()  # refused before anything was opened
+
+
+def test_a_task_over_its_timeout_ends_its_invocation_as_error(start_server, tmp_path):
+    server = start_server(["sleepy.yaml", "--store", str(tmp_path / "o.db"), "--task-timeout-s", "1"],
+                          cwd=WORKFLOWS)
+    with server.client() as c:
+        d = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3}}).json()
+        assert d["status"] == "error" and "timeout" in d["message"].lower()
+        d = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}}).json()
+        assert d["status"] == "ok" and d["outputs"] == {"wait": 0.0}  # the service carries on
+    assert server.stop() == 0
