@@ -9,6 +9,7 @@ accepted at a time, none while draining; the HTTP layer answers 503 to the rest.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -99,6 +100,7 @@ class Service:
             budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
             # one GPU serves every workflow: its budget is the smallest any of them declares
             self.ledger = VramLedger(min(budgets) if budgets else math.inf)
+        _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
         self._testbeds: list[Any] = []
@@ -206,6 +208,19 @@ class Service:
         for tb in self._testbeds:
             tb.close()
         self.store.close()
+
+
+def _import_tool_libraries(workflows: list[Workflow], spec: TestbedSpec) -> None:
+    """Import the built-in tools' libraries once, here, before invocations run in many threads: two
+    threads importing transformers for the first time at once can find it half-initialised ("cannot
+    import name ... from partially initialized module transformers.utils"), failing a tool's load."""
+    if spec.simulated or all(is_tool_path(t.tool) for w in workflows for t in w.tasks.values()):
+        return
+    for module in ("torch", "transformers"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # the tools extra is missing: each tool says so when it loads
+            return
 
 
 def _modes(mapping: dict[str, Any] | None) -> dict[str, str] | None:
