@@ -22,7 +22,7 @@ LAYERS: dict[str, float] = {
     "testbeds": 3, "oracle": 3.5, "profiler": 3.5,
     "policies": 5, "planner": 5.25, "agent": 5.5,
     "loop": 6,
-    "runtime": 7, "integrations": 7.5,
+    "runtime": 7, "integrations": 7.5, "service": 7.75,
     "experiments": 8,
     "report": 9,
     "cli": 10, "__main__": 11,

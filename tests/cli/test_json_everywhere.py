@@ -11,8 +11,8 @@ import typer
 
 from agentsched.cli.main import app
 
-# commands that print no result document: llm-serve serves an endpoint until Ctrl-C
-NO_DOCUMENT = {"llm-serve"}
+# commands that print no result document: llm-serve and serve serve an endpoint until Ctrl-C/SIGTERM
+NO_DOCUMENT = {"llm-serve", "serve"}
 
 TOOLS = textwrap.dedent('''
     import agentsched

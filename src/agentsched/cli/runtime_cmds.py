@@ -106,14 +106,22 @@ def invoke_cmd(
     cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
+    inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one invocation per line (a JSON "
+                                                "object of NAME: VALUE), in one process; JSONL out"),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="run under A=cpu,B=gpu_now,... (pinned: "
+                                          "kept outside the learner)"),
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
+    from agentsched.cli import invoke_batch
     from agentsched.loop.registry import default_policy, get_spec
     from agentsched.runtime import Runtime
     from agentsched.runtime.inputs import check_input_names
     from agentsched.scenarios import resolve_workflow_and_world
 
+    if inputs_jsonl is not None and (input_ or input_json is not None):
+        raise AgentschedError("--inputs-jsonl replaces --input/--input-json: give one or the other")
+    lines = invoke_batch.read_inputs_jsonl(inputs_jsonl) if inputs_jsonl is not None else None
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
     check_input_names(wf, inputs)
@@ -124,6 +132,12 @@ def invoke_cmd(
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
                  seed=seed, cards=cards, policy_options=options,
                  on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
+        if mapping is not None:
+            invoke_batch.pin_mapping(rt, mapping)
+        if lines is not None:
+            if invoke_batch.run_jsonl(rt, lines):  # every line is stored; failures are the exit status
+                raise SystemExit(1)
+            return
         res = rt.invoke(**inputs)
     _print_invocation(wf, rt, res, json_out)
     if not res.ok:  # the invocation is stored; its failure is the exit status
@@ -174,6 +188,7 @@ def history_cmd(
     forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",
                                          help="delete this learner's history (its number as history shows "
                                               "it): the next runtime with its settings starts afresh"),
+    best: bool = typer.Option(False, "--best", help="only each learner's best round: its mapping and median E2E"),
 ) -> None:
     """Show every round and invocation a store holds for a workflow, and the learning curve."""
     from agentsched.cli.output import check_output_file
@@ -192,6 +207,11 @@ def history_cmd(
         learners = st.learners(name)
         if not learners:
             raise AgentschedError(f"store {store} holds no invocation of workflow {name!r}")
+        if best:
+            from agentsched.cli.invoke_batch import best_docs, print_best
+
+            print_best(name, best_docs(st, learners), json_out)
+            return
         doc = [_learner_doc(st, ln) for ln in learners]
     finally:
         st.close()

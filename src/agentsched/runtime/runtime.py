@@ -26,8 +26,8 @@ replay where it diverges and continues live from there (logged).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import queue
 import random
 import threading
 from collections import deque
@@ -42,7 +42,8 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
+from agentsched.policies.base import Policy
+from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.factory import TestbedKind
@@ -75,54 +76,7 @@ class InvokeResult:
         return self.status is Status.OK
 
 
-class _Stopped(BaseException):
-    """Unwinds the loop thread when the runtime closes (a BaseException: no policy catches it)."""
-
-
-class _Tracked(Policy):
-    """Delegates to the policy and notes whether the loop is inside it (then a run is a probe)."""
-
-    def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.online = inner.online
-        self.in_policy = False  # True while reset/propose/observe run: executions are probes
-        self.round = 0  # the round being proposed or observed
-
-    @property
-    def label(self) -> str:
-        return self.inner.label
-
-    def reset(self, ctx: PolicyContext) -> None:
-        self.in_policy = True
-        try:
-            self.inner.reset(ctx)
-        finally:
-            self.in_policy = False
-
-    def propose(self, round_index: int) -> Proposal:
-        self.round = round_index
-        self.in_policy = True
-        try:
-            return self.inner.propose(round_index)
-        finally:
-            self.in_policy = False
-
-    def observe(self, result: RoundResult) -> dict[str, Any] | None:
-        self.in_policy = True
-        try:
-            return self.inner.observe(result)
-        finally:
-            self.in_policy = False
-
-    def preflight(self, workflow: Workflow) -> None:
-        self.inner.preflight(workflow)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
+_Stopped = Stopped  # unwinds the loop thread when the runtime closes
 
 
 class _LiveTestbed(Testbed):
@@ -203,9 +157,15 @@ class Runtime:
         self.diverged_at: int | None = None  # place where a replay disagreed with the policy
         # the last rounds observed by this process's loop (replays too); the store keeps every one
         self.records: deque[RoundRecord] = deque(maxlen=ENDLESS_KEEP_ROUNDS)
-        self._inbox: queue.Queue = queue.Queue()  # invoke() -> loop: inputs, or _STOP
-        self._outbox: queue.Queue = queue.Queue()  # loop -> invoke(): InvokeResult or an exception
-        self._lock = threading.Lock()  # one invocation at a time
+        # concurrent invoke()s: a round's runs run at once in their callers' threads (runtime/dispatch.py)
+        self._dispatch = Dispatcher()
+        self._round_pos = 0  # the next round run's position in its round
+        self._rng: random.Random | None = None  # the loop's noise stream, for runs in callers' threads
+        # a testbed that is not safe for concurrent runs (one Driver state) runs one at a time
+        self._run_lock = None if getattr(self.testbed, "concurrent_runs", False) else threading.Lock()
+        self._pinned: dict[str, Mode] | None = None  # pin(): every invocation runs this, outside the loop
+        self.best: tuple[float, dict[str, Mode]] | None = None  # best observed round (median E2E, mapping)
+        self.current: dict[str, Mode] | None = None  # the mapping of the round being run
         self._error: BaseException | None = None  # why the loop stopped, if it did
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="agentsched-runtime", daemon=True)
@@ -217,28 +177,48 @@ class Runtime:
         outputs, the mapping, E2E and timeline. A failing tool gives a failed result, not an
         exception; bad inputs and an unusable store are one-line ``AgentschedError``s."""
         self._check_inputs(inputs)
-        with self._lock:
-            if self._closed:
-                raise AgentschedError("runtime is closed")
-            if isinstance(self._error, StoreError):  # e.g. a history it cannot replay: the line says what to do
-                raise self._error
-            if self._error is not None:
-                raise AgentschedError(f"runtime stopped: {self._error}")
-            self._inbox.put(inputs)
-            item = self._outbox.get()
-            if isinstance(item, BaseException):
-                self._error = item
-                if isinstance(item, AgentschedError):
-                    raise item
-                raise AgentschedError(f"runtime stopped: {type(item).__name__}: {item}")
-            return item
+        if self._closed:
+            raise AgentschedError("runtime is closed")
+        if isinstance(self._error, StoreError):  # e.g. a history it cannot replay: the line says what to do
+            raise self._error
+        if self._error is not None:
+            raise AgentschedError(f"runtime stopped: {self._error}")
+        pinned = self._pinned
+        if pinned is not None:
+            return self._invoke_pinned(pinned, inputs)
+        return self._dispatch.submit(inputs, lambda mapping, given: self._execute(mapping, given, self._rng))
+
+    async def ainvoke(self, **inputs: Any) -> InvokeResult:
+        """``invoke`` for asyncio: runs in a worker thread, so the event loop stays free."""
+        return await asyncio.to_thread(self.invoke, **inputs)
+
+    @property
+    def in_flight(self) -> int:
+        """Invocations accepted and not yet answered (waiting or running)."""
+        return self._dispatch.in_flight
+
+    def pin(self, mapping: dict[str, Mode | str]) -> dict[str, Mode]:
+        """Run every later invocation under ``mapping`` and stop learning (``unpin`` resumes). Pinned
+        invocations are kept in the store outside the learner's sequence (kind ``pinned``), so the
+        policy's state, and a replay of it, are as if they had not happened."""
+        from agentsched.model.mapping import validate_mapping
+
+        self._pinned = dict(validate_mapping(self.workflow, mapping))
+        return dict(self._pinned)
+
+    def unpin(self) -> None:
+        self._pinned = None
+
+    @property
+    def pinned(self) -> dict[str, Mode] | None:
+        return None if self._pinned is None else dict(self._pinned)
 
     def close(self) -> None:
         """Stop the loop, unload the tools, close the store."""
         if self._closed:
             return
         self._closed = True
-        self._inbox.put(_STOP)
+        self._dispatch.stop(AgentschedError("runtime is closed"))
         self._thread.join(timeout=60)
         self._release()
 
@@ -269,11 +249,12 @@ class Runtime:
                      probe_allowed=self._probe_allowed)
         except _Stopped:
             return
-        except BaseException as e:  # noqa: BLE001 - handed to the next invoke()
+        except BaseException as e:  # noqa: BLE001 - handed to every waiting and later invoke()
             if self.replayed and self.replayed == self.executions and not isinstance(e, AgentschedError):
                 e = self._unreplayable(e)  # every later runtime on this store would fail the same way
             self._error = e
-            self._outbox.put(e)
+            self._dispatch.stop(e if isinstance(e, AgentschedError)
+                                else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}"))
 
     def _unreplayable(self, e: BaseException) -> StoreError:
         """The one-line error of a stored history this runtime cannot replay, and how to drop it."""
@@ -290,6 +271,9 @@ class Runtime:
 
     def _on_round(self, rec: RoundRecord) -> None:
         self.records.append(rec)
+        r = rec.result
+        if r.e2e_ms is not None and r.status is Status.OK and (self.best is None or r.e2e_ms < self.best[0]):
+            self.best = (r.e2e_ms, dict(r.mapping))
         if self.store is not None and self.learner_id is not None:
             r = rec.result
             self.store.add_round(self.learner_id, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after,
@@ -299,14 +283,24 @@ class Runtime:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
         kind = "probe" if self.policy.in_policy else "round"
         seq = self.executions
+        runs_left = 1
+        if kind == "round":  # the loop runs a round's round_size runs back to back (loop/runner.py)
+            self.current = dict(mapping)
+            runs_left = self.round_size - self._round_pos
+            self._round_pos = (self._round_pos + 1) % self.round_size
         stored = self._stored(seq, mapping)
         if stored is not None:
             self.replayed += 1
             return self._count(kind, stored)
-        inputs = self._inbox.get()
-        if inputs is _STOP:
-            raise _Stopped
-        x = self._execute(mapping, inputs, rng)
+        self._rng = rng
+        if kind == "round":  # run in its caller's thread, at once with the rest of the round
+            req = self._dispatch.next_slot(mapping, runs_left)
+            x = req.execution
+            if isinstance(x, BaseException):
+                raise x
+        else:  # a probe: run here, one at a time
+            req = self._dispatch.take()
+            x = self._execute(mapping, req.inputs, rng)
         invocation_id = None
         served = x
         if self.store is not None and self.learner_id is not None:
@@ -321,13 +315,23 @@ class Runtime:
                     else:
                         self._diverge(seq, "another process recorded a different mapping at this place")
             except StoreError as e:
-                self._outbox.put(e)  # the invocation ran, but its record could not be kept
+                req.finish(error=e)  # the invocation ran, but its record could not be kept
                 raise
-        sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
-        self._outbox.put(InvokeResult(
-            outputs=sinks, mapping=dict(x.mapping), e2e_ms=x.e2e_ms, timeline=tuple(s.to_dict() for s in x.spans),
-            status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=self.policy.round))
+        req.finish(result=self._result(x, invocation_id, kind, self.policy.round))
         return self._count(kind, served)
+
+    def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int) -> InvokeResult:
+        sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
+        return InvokeResult(
+            outputs=sinks, mapping=dict(x.mapping), e2e_ms=x.e2e_ms, timeline=tuple(s.to_dict() for s in x.spans),
+            status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=round_index)
+
+    def _invoke_pinned(self, mapping: dict[str, Mode], inputs: dict[str, Any]) -> InvokeResult:
+        x = self._execute(mapping, inputs, None)
+        invocation_id = None
+        if self.store is not None and self.learner_id is not None:
+            invocation_id, _ = self.store.append(self.learner_id, None, "pinned", None, x)
+        return self._result(x, invocation_id, "pinned", self.policy.round)
 
     def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
         if self.store is None or self.learner_id is None or self.diverged_at is not None:
@@ -353,7 +357,10 @@ class Runtime:
 
     def _execute(self, mapping: dict[str, Mode], inputs: dict[str, Any], rng: random.Random | None) -> Execution:
         try:
-            return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
+            if self._run_lock is None:
+                return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
+            with self._run_lock:
+                return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
         except AgentschedError as e:  # the testbed refused this mapping (e.g. no GPU): a failed invocation
             return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
                              peak_vram_mb=0.0, spans=(), message=str(e), testbed=self.testbed.name)
@@ -367,9 +374,6 @@ class Runtime:
             self.testbed.close()
         if self.store is not None and self._own_store:
             self.store.close()
-
-
-_STOP = object()
 
 
 # ---- construction helpers ---------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""Command: serve (the placement service over HTTP; docs/serve.md). Needs the ``serve`` extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentsched.cli import options as o
+from agentsched.cli.common import testbed_spec
+from agentsched.errors import AgentschedError
+
+
+def serve_cmd(
+    workflows: list[str] = typer.Argument(..., help="workflow files, folders of them, or scenario names"),
+    store: Path = typer.Option(..., "--store", help="SQLite store of every workflow's learner (created when missing)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback by default)"),
+    port: int = typer.Option(8000, "--port", help="TCP port (0: any free one, printed at start)"),
+    testbed: o.TestbedKind = typer.Option(o.TestbedKind.LOCAL, "--testbed", help="local (real tools, default), "
+                                          "ray or sim (sim needs profiled cards)"),
+    realtime: bool = typer.Option(False, "--realtime", help="sim: tools sleep their simulated durations "
+                                  "(load tests without a GPU)"),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the bearer token clients "
+                                              "must send (Authorization: Bearer TOKEN)"),
+    insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),
+    max_concurrency: int = typer.Option(64, "--max-concurrency", help="invocations accepted at once (more: 503)"),
+    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
+    drain_s: float = typer.Option(30.0, "--drain-s", help="SIGTERM: seconds in-flight invocations may take"),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy of every workflow (default: "
+                                         "agent-plan, or agent-plan-cold when a task has no card)"),
+    round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
+    seed: int = typer.Option(0, help="seed of the policies' randomness"),
+    size: o.Size = o.SIZE,
+    cpu_slots: Optional[int] = o.CPU_SLOTS,
+    cards: Optional[str] = o.CARDS,
+    log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
+) -> None:
+    """Serve workflows over HTTP: concurrent invocations, warm tools, one learner per workflow."""
+    try:
+        from agentsched.service.server import read_token, serve
+        from agentsched.service.service import ServiceConfig
+    except ModuleNotFoundError as e:
+        raise AgentschedError(f"serve needs the serve extra ({e.name} is missing): "
+                              "pip install 'agentsched[serve]'") from None
+    token = read_token(token_file) if token_file is not None else None
+    spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
+    config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime, policy=policy,
+                           round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
+                           drain_s=drain_s)
+    raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)

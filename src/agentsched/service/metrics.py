@@ -1,0 +1,42 @@
+"""Prometheus metrics of the service (``prometheus_client``, one registry per app, text format)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from agentsched.service.service import Service
+
+# seconds: from a few ms (trivial tools) to minutes (large models on the CPU)
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    def __init__(self, service: Service) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.invocations = Counter("agentsched_invocations", "Invocations answered, by workflow and status",
+                                   ["workflow", "status"], registry=r)
+        self.latency = Histogram("agentsched_invocation_seconds", "Wall time of an invocation request, "
+                                 "admission to answer", ["workflow"], buckets=LATENCY_BUCKETS_S, registry=r)
+        Gauge("agentsched_queue_depth", "Invocations accepted and not yet answered",
+              registry=r).set_function(lambda: service.in_flight)
+        Gauge("agentsched_tools_loaded", "Tools kept loaded between invocations (local testbed)",
+              registry=r).set_function(service.tools_loaded)
+        ledger = service.ledger
+        if ledger is not None:  # the shared VRAM budget of the real-time simulator
+            Gauge("agentsched_vram_reserved_mb", "VRAM held by runs in progress (MB)",
+                  registry=r).set_function(lambda: ledger.reserved_mb)
+            Gauge("agentsched_vram_peak_mb", "The most VRAM runs in progress ever held at once (MB)",
+                  registry=r).set_function(lambda: ledger.peak_reserved_mb)
+            Gauge("agentsched_vram_budget_mb", "The shared VRAM budget (MB)",
+                  registry=r).set_function(lambda: ledger.budget_mb)
+
+    def observe(self, workflow: str, status: str, seconds: float) -> None:
+        self.invocations.labels(workflow, status).inc()
+        self.latency.labels(workflow).observe(seconds)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,95 @@
+"""Run the service under uvicorn, with a drain on SIGTERM (and Ctrl-C).
+
+The first SIGTERM/SIGINT starts a drain: new invocations get 503 (Retry-After), the accepted ones
+get up to ``drain_s`` to finish, then uvicorn stops (it waits for open responses to be written) and
+the app's lifespan closes the runtimes and the store; the process exits 0. A second signal stops at
+once (uvicorn's own behaviour). Invocations still running when ``drain_s`` ends are cut: their
+callers get no answer and they are not recorded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+import threading
+from typing import Any
+
+import uvicorn
+
+from agentsched.errors import AgentschedError
+from agentsched.service.app import create_app
+from agentsched.service.service import Service, ServiceConfig
+
+log = logging.getLogger("agentsched.service")
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None, insecure: bool) -> None:
+    """Refuse to expose the API beyond this machine without a token (unless told to)."""
+    if not is_loopback(host) and token is None and not insecure:
+        raise AgentschedError(f"--host {host} is not a loopback address: give --token-file FILE (clients send "
+                              "'Authorization: Bearer TOKEN'), or --insecure to serve without one")
+
+
+def read_token(path: Any) -> str:
+    from agentsched.model.files import read_small_text
+
+    try:
+        token = read_small_text(path, "--token-file").strip()
+    except ValueError as e:
+        raise AgentschedError(str(e)) from None
+    if not token or any(c.isspace() for c in token):
+        raise AgentschedError(f"--token-file {path}: expected one token (no spaces) on one line")
+    return token
+
+
+class _DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        super().__init__(config)
+        self.service = service
+        self._draining = False
+
+    # uvicorn's own handler records the signal and raises it again once stopped (the process then dies
+    # of it); a drained service exits 0 instead, so the signal is handled here, not recorded
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self._draining:  # a second signal: stop now
+            self.should_exit = self.force_exit = True
+            return
+        self._draining = True
+        threading.Thread(target=self._drain, name="agentsched-drain", daemon=True).start()
+
+    def _drain(self) -> None:
+        drain_s = self.service.config.drain_s
+        if not self.service.drain(drain_s):
+            log.warning("drain: %d invocation(s) still running after %gs; stopping", self.service.in_flight, drain_s)
+        self.should_exit = True
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                print(f"agentsched serve: listening on http://{host}:{port} "
+                      f"({len(self.service.runtimes)} workflow(s))", file=sys.stderr, flush=True)
+
+
+def serve(config: ServiceConfig, *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
+          insecure: bool = False, log_level: str = "warning") -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    check_bind(host, token, insecure)
+    service = Service(config)  # replays every learner before the port opens
+    app = create_app(service, token=token)
+    uv = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
+                        timeout_graceful_shutdown=max(1, int(config.drain_s) + 1))
+    server = _DrainingServer(uv, service)
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,244 @@
+"""The service's state, free of HTTP: one learning ``Runtime`` per workflow, one store, admission.
+
+Every workflow gets its own ``Runtime`` (its own loop thread and testbed), so invocations of
+different workflows run at once; within a workflow, the runtime runs a round's invocations at once
+(runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and,
+on the real-time simulator, one ``VramLedger``. Admission: at most ``max_concurrency`` invocations
+accepted at a time, none while draining; the HTTP layer answers 503 to the rest.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import AgentschedError, ToolError, WorkflowError
+from agentsched.model.tool import is_tool_path, tool_class
+from agentsched.model.workflow import Workflow
+from agentsched.runtime import Runtime
+from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
+from agentsched.service.realtime import RealtimeTestbed, VramLedger
+from agentsched.store.store import Store
+from agentsched.testbeds.spec import TestbedSpec
+
+log = logging.getLogger("agentsched.service")
+
+WORKFLOW_SUFFIXES = (".yaml", ".yml")
+
+
+class UnknownWorkflowError(AgentschedError):
+    """A request names a workflow the service does not serve (HTTP 404)."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What ``agentsched serve`` was asked to serve, and how."""
+
+    workflows: tuple[str, ...]  # workflow files, folders of them, or built-in scenario names
+    store: Path
+    testbed: TestbedSpec = field(default_factory=TestbedSpec)
+    realtime: bool = False  # sim only: tools sleep their simulated durations
+    policy: str | None = None  # None: each workflow's default (agent-plan / agent-plan-cold)
+    round_size: int = 5
+    explore_fraction: float = 0.1
+    seed: int = 0
+    cards: str | None = None
+    max_concurrency: int = 64  # invocations accepted at once (more: 503)
+    drain_s: float = 30.0  # SIGTERM: how long in-flight invocations may take to finish
+
+    def __post_init__(self) -> None:
+        if self.realtime and not self.testbed.simulated:
+            raise AgentschedError("--realtime applies only to --testbed sim")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \
+                or not 1 <= self.max_concurrency <= 100_000:
+            raise AgentschedError(f"--max-concurrency must be an integer in [1, 100000], got {self.max_concurrency!r}")
+        if not (isinstance(self.drain_s, (int, float)) and math.isfinite(self.drain_s) and self.drain_s >= 0):
+            raise AgentschedError(f"--drain-s must be a finite number >= 0, got {self.drain_s!r}")
+
+
+def workflow_files(items: tuple[str, ...]) -> list[Workflow]:
+    """Each item: a workflow file, a folder (its *.yaml/*.yml files) or a built-in scenario name."""
+    from agentsched.scenarios import resolve_workflow
+
+    out: list[Workflow] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.suffix in WORKFLOW_SUFFIXES)
+            if not files:
+                raise WorkflowError(f"folder {item} holds no workflow file (*.yaml, *.yml)")
+            out.extend(resolve_workflow(str(f)) for f in files)
+        else:
+            out.append(resolve_workflow(item))
+    names = [w.name for w in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise WorkflowError(f"two workflows are named {', '.join(dup)}: each served workflow needs its own name")
+    if not out:
+        raise WorkflowError("no workflow to serve")
+    return out
+
+
+class Service:
+    """Runtimes by workflow name, the shared store, admission and counters. See the module docstring."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        workflows = workflow_files(config.workflows)
+        if config.cards:
+            workflows = [w.with_cards(config.cards) for w in workflows]
+        self.ledger: VramLedger | None = None
+        if config.realtime:
+            for wf in workflows:
+                _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
+            budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
+            # one GPU serves every workflow: its budget is the smallest any of them declares
+            self.ledger = VramLedger(min(budgets) if budgets else math.inf)
+        _import_tool_libraries(workflows, config.testbed)
+        self.store = Store(config.store)
+        self.runtimes: dict[str, Runtime] = {}
+        self._testbeds: list[Any] = []
+        try:
+            for wf in workflows:
+                self.runtimes[wf.name] = self._runtime(wf)
+        except BaseException:
+            self.close()
+            raise
+        self._cond = threading.Condition()
+        self.in_flight = 0  # accepted, not yet answered
+        self.draining = False
+        self.pinned_runs: dict[str, int] = dict.fromkeys(self.runtimes, 0)
+
+    def _runtime(self, wf: Workflow) -> Runtime:
+        c = self.config
+        testbed: Any = c.testbed
+        if self.ledger is not None:
+            testbed = RealtimeTestbed(c.testbed.build(), self.ledger)
+            self._testbeds.append(testbed)  # a built testbed: the runtime leaves closing it to us
+        rt = Runtime(wf, policy=c.policy, store=self.store, testbed=testbed, round_size=c.round_size,
+                     explore_fraction=c.explore_fraction, seed=c.seed)
+        log.info("serving %s (policy %s, %d execution(s) replayed)", wf.name, rt.policy.label, rt.replayed)
+        return rt
+
+    # ---- admission ------------------------------------------------------------------------------
+    def admit(self) -> str | None:
+        """Take one invocation slot; None when taken, else why not ("draining" or "busy")."""
+        with self._cond:
+            if self.draining:
+                return "draining"
+            if self.in_flight >= self.config.max_concurrency:
+                return "busy"
+            self.in_flight += 1
+            return None
+
+    def release(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify_all()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Refuse new invocations, then wait up to ``timeout_s`` for the accepted ones; True when none is left."""
+        with self._cond:
+            self.draining = True
+            return self._cond.wait_for(lambda: self.in_flight == 0, timeout=timeout_s)
+
+    # ---- invocations ----------------------------------------------------------------------------
+    def runtime(self, name: str) -> Runtime:
+        rt = self.runtimes.get(name)
+        if rt is None:
+            raise UnknownWorkflowError(f"unknown workflow {name!r} (served: {', '.join(self.runtimes)})")
+        return rt
+
+    def check_inputs(self, name: str, inputs: dict[str, Any]) -> None:
+        """One-line ``ToolError`` for inputs no source task takes, or missing ones."""
+        rt = self.runtime(name)
+        wf = rt.workflow
+        known: set[str] = set()
+        for t in wf.task_ids:
+            if not wf.preds[t] and is_tool_path(wf.tasks[t].tool):
+                known.update(tool_class(wf.tasks[t].tool).input_names)
+        unknown = sorted(set(inputs) - known)
+        if unknown:
+            takes = ", ".join(sorted(known)) if known else "no inputs (its tools generate their own)"
+            raise ToolError(f"workflow {name} has no input(s) {', '.join(unknown)} (it takes {takes})")
+        rt._check_inputs(inputs)
+
+    def invoke(self, name: str, inputs: dict[str, Any]) -> InvokeResult:
+        rt = self.runtime(name)
+        res = rt.invoke(**inputs)
+        if res.kind == "pinned":
+            with self._cond:
+                self.pinned_runs[name] += 1
+        return res
+
+    # ---- views ----------------------------------------------------------------------------------
+    def describe(self, name: str) -> dict[str, Any]:
+        rt = self.runtime(name)
+        best = rt.best
+        return {"name": name, "policy": rt.policy.label, "tasks": list(rt.workflow.task_ids),
+                "pinned": rt.pinned is not None, "current_mapping": _modes(rt.pinned or rt.current),
+                "best_mapping": _modes(best[1]) if best else None, "best_e2e_ms": best[0] if best else None,
+                "invocations": rt.executions + self.pinned_runs[name], "replayed": rt.replayed,
+                "learner": rt.learner_id}
+
+    def history(self, name: str, limit: int) -> list[dict[str, Any]]:
+        rt = self.runtime(name)
+        rows = self.store.executions(rt.learner_id) if rt.learner_id is not None else []
+        return [{"invocation_id": r.id, "seq": r.seq, "kind": r.kind, "round": r.round, "mapping": r.mapping,
+                 "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows[-limit:]]
+
+    def tools_loaded(self) -> int:
+        """Tools kept loaded by the local testbeds (the simulator loads none)."""
+        return sum(len(getattr(getattr(rt.testbed, "backend", None), "_cache", ()) or ())
+                   for rt in self.runtimes.values())
+
+    def close(self) -> None:
+        """Close the runtimes, the testbeds built here and the store (once)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        for rt in self.runtimes.values():
+            rt.close()
+        for tb in self._testbeds:
+            tb.close()
+        self.store.close()
+
+
+def _import_tool_libraries(workflows: list[Workflow], spec: TestbedSpec) -> None:
+    """Import the built-in tools' libraries once, here, before invocations run in many threads: two
+    threads importing transformers for the first time at once can find it half-initialised ("cannot
+    import name ... from partially initialized module transformers.utils"), failing a tool's load."""
+    if spec.simulated or all(is_tool_path(t.tool) for w in workflows for t in w.tasks.values()):
+        return
+    for module in ("torch", "transformers"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # the tools extra is missing: each tool says so when it loads
+            return
+
+
+def _modes(mapping: dict[str, Any] | None) -> dict[str, str] | None:
+    return None if mapping is None else {t: getattr(m, "value", m) for t, m in mapping.items()}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data: non-finite floats as null, anything JSON cannot hold as its repr."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    try:
+        return jsonable(json.loads(json.dumps(value)))
+    except (TypeError, ValueError):
+        text = repr(value)
+        return text if len(text) <= 2000 else text[:1997] + "..."
