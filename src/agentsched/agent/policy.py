@@ -82,6 +82,7 @@ class AgentPolicy(Policy):
             # an unusable answer in a round: the rules decide that round, on the same view
             config = llm if isinstance(llm, LLMConfig) else LLMConfig.from_options(llm)
             self.reasoner = FallbackReasoner(LLMReasoner(config), self.reasoner)
+            self.reproducible = False  # a model answers anew each time: a replay takes its stored answers
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run

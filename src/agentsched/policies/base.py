@@ -52,6 +52,10 @@ class Policy(ABC):
     name: str = "policy"
     #: False for offline references (the oracle), which are labelled so in reports
     online: bool = True
+    #: True when the same executions always give the same proposals, so a runtime replaying its
+    #: stored history gets the same mappings back; False (an LLM's answers) makes the runtime replay
+    #: the stored rounds' mappings instead of asking the policy again
+    reproducible: bool = True
 
     def reset(self, ctx: PolicyContext) -> None:
         """Start a new run. Subclasses call super().reset(ctx) and clear their state."""

@@ -143,12 +143,16 @@ class Dispatcher:
 class _Tracked(Policy):
     """Delegates to the policy and notes whether the loop is inside it (then a run is a probe)."""
 
-    def __init__(self, inner: Policy) -> None:
+    def __init__(self, inner: Policy, recorded: Callable[[int], Proposal | None] | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.online = inner.online
+        self.reproducible = inner.reproducible
         self.in_policy = False  # True while reset/propose/observe run: executions are probes
         self.round = 0  # the round being proposed or observed
+        # a stored round's proposal while a replay lasts (None: ask the policy); used only for a
+        # policy that is not reproducible, so a replay never asks an LLM again for an old round
+        self.recorded = recorded
 
     @property
     def label(self) -> str:
@@ -163,6 +167,10 @@ class _Tracked(Policy):
 
     def propose(self, round_index: int) -> Proposal:
         self.round = round_index
+        if not self.inner.reproducible and self.recorded is not None:
+            stored = self.recorded(round_index)
+            if stored is not None:
+                return stored
         self.in_policy = True
         try:
             return self.inner.propose(round_index)

@@ -20,8 +20,11 @@ from round 0 and each execution it asks for is answered from the store instead o
 the policy (deterministic given its seed and the executions it saw) reaches exactly the state it
 had, then continues live. Two processes on one learner share its sequence the same way: a place
 another process recorded first is replayed, and one's own execution at that place is kept in the
-history outside the sequence. A policy that does not reproduce its choices (an LLM) stops the
-replay where it diverges and continues live from there (logged).
+history outside the sequence. A policy that does not reproduce its choices (an LLM:
+``Policy.reproducible`` is False) is not asked again for a stored round: the replay takes that
+round's stored mapping, so a model is asked only for the rounds it runs live; where a stored round
+is missing and its new answer differs from the stored executions, the replay stops there and
+continues live (logged).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.policies.base import Policy
+from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
@@ -147,6 +150,7 @@ class Runtime:
                 settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
                             "testbed": self.testbed.name}
                 self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
+                self.policy.recorded = self._recorded_round
         except BaseException:
             self._release()
             raise
@@ -155,6 +159,7 @@ class Runtime:
         self.probes = 0
         self.replayed = 0  # executions answered from the store
         self.diverged_at: int | None = None  # place where a replay disagreed with the policy
+        self._stored_rounds: dict[int, Any] | None = None  # the store's rounds of this learner (read once)
         # the last rounds observed by this process's loop (replays too); the store keeps every one
         self.records: deque[RoundRecord] = deque(maxlen=ENDLESS_KEEP_ROUNDS)
         # concurrent invoke()s: a round's runs run at once in their callers' threads (runtime/dispatch.py)
@@ -343,6 +348,19 @@ class Runtime:
             self._diverge(seq, "the policy asked for a different mapping than the stored one")
             return None
         return x
+
+    def _recorded_round(self, round_index: int) -> Proposal | None:
+        """The stored proposal of ``round_index`` while the replay lasts (an LLM is not asked again
+        for a round it already answered: its answer is in the store); None once live."""
+        if self.store is None or self.learner_id is None or self.diverged_at is not None:
+            return None
+        if self._stored_rounds is None:
+            self._stored_rounds = {r.round: r for r in self.store.rounds(self.learner_id)}
+        row = self._stored_rounds.get(round_index)
+        if row is None:
+            return None
+        mapping = {t: Mode(m) for t, m in row.mapping.items()}
+        return Proposal(mapping, {"reason": f"replayed from the store: {row.reason}", "replayed": True})
 
     def _diverge(self, seq: int, why: str) -> None:
         self.diverged_at = seq
