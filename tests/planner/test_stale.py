@@ -16,6 +16,7 @@ from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Mode
 from agentsched.planner import evidence as evm
 from agentsched.planner.evidence import STALE_GAP, Evidence, changed_prob
+from agentsched.testbeds.sim import SimTestbed
 
 A, B = (Mode.CPU, Mode.GPU_NOW), (Mode.GPU_NOW, Mode.GPU_NOW)
 
@@ -91,8 +92,6 @@ SWITCH = 10
 def _drift_run():
     wf = generate_workflow(**WF)
     old, new = "perturbed:563", "a5500"
-    from agentsched.testbeds.sim import SimTestbed
-
     view_new = oracle_view(wf, reference_oracle(wf, SimTestbed(noise_sigma=0, world=new)))
     view_old = oracle_view(wf, reference_oracle(wf, SimTestbed(noise_sigma=0, world=old)))
     assert not view_new.equivalent(view_old.best)  # the best mapping changes with the world
