@@ -51,7 +51,10 @@ def test_the_planner_stops_probing_and_states_its_budget():
     for rec in run.records:
         assert rec.proposal_info["probe_budget"]["used"] <= budget["allowed"]
     assert run.probes_total <= budget["allowed"]
-    assert sum(len(r.probes) for r in run.records[5:]) == 0  # exploration over once the model is sure
+    # once the model is sure, new candidates are no longer worth a run; what remains is re-checking
+    # measurements gone stale (the machine may have changed since), within the same budget
+    later = [n for r in run.records[6:] for n in r.proposal_info["notes"]]
+    assert all("re-checking a stale measurement" in n for n in later)
 
 
 def test_zero_probe_fraction_never_probes():

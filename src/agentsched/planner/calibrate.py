@@ -14,14 +14,18 @@ so it widens when the model errs and narrows when it predicts well.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from agentsched.planner.evidence import Evidence, Key
+from agentsched.planner.predict import Prediction
+
 PRIOR_SD = 0.03  # log uncertainty of a prediction before any residual is seen
 PRIOR_WEIGHT = 2.0  # pseudo-residuals of size PRIOR_SD behind every estimate of sd
 RIDGE = (1 / 0.1**2, 1 / 0.5**2)  # prior precision of a and b (a bias of ~10%, slope of ~50%)
+MAX_CALIBRATION_MAPPINGS = 12  # measured mappings whose residuals the calibration uses
 MAX_WEIGHT = 5.0  # a mapping run more often than this counts no more (one mapping must not decide)
 
 
@@ -59,3 +63,16 @@ def calibrate(points: Sequence[tuple[float, float, int]], noise_sd: float = 0.0,
     model_var = np.maximum(err**2 - meas, 0.0)
     var = (PRIOR_WEIGHT * PRIOR_SD**2 + float(np.sum(model_var))) / (PRIOR_WEIGHT + len(points))
     return Calibration(float(coef[0]), float(coef[1]), math.sqrt(var) * widen, len(points))
+
+
+def from_evidence(evidence: Evidence, predict: Callable[[Key], Prediction], widen: float = 1.0) -> Calibration:
+    """The calibration from the residuals of the most recently measured mappings of this epoch (each costs
+    a prediction: a large workflow's is not cheap)."""
+    pts = []
+    recent = sorted(evidence.measured_keys(), key=lambda k: -evidence.by_key[k].first_seen)
+    for k in recent[:MAX_CALIBRATION_MAPPINGS]:
+        p = predict(k)
+        med = evidence.by_key[k].median_ms
+        if p.e2e_ms is not None and p.e2e_ms > 0 and med:
+            pts.append((p.overlap, math.log(med) - math.log(p.e2e_ms), evidence.by_key[k].runs))
+    return calibrate(pts, evidence.run_sd(), widen)

@@ -5,20 +5,38 @@ A measured mapping is judged by its measurement, never by the model: its median 
 interval ``median * exp(+-z * sd / sqrt(n))`` where ``sd`` is the pooled spread of log E2E across
 repeated runs of the same mappings. A mapping that failed (out of memory, a tool error) in this
 epoch is never proposed again until the conditions change.
+
+Stale evidence: a change the planner's own runs cannot show (a mapping it stopped running got
+better) leaves old measurements standing. The machine is modelled as piecewise stationary: it
+changes (another job starts sharing the GPU) at a rate of ``CHANGE_RATE`` per execution, and a
+change moves a mapping's log E2E by ~N(0, ``SHIFT_SD``). So a measurement ``age`` executions old
+still holds with probability ``exp(-CHANGE_RATE * age)`` (``changed_prob``); ``stale_draws`` draws
+its level now from that mixture, and re-checking it gains value as it ages (the planner's probe by
+value, in its budget). A re-run after a gap that disagrees with the old runs beyond the noise
+supersedes them: they describe the conditions then.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from agentsched.errors import PolicyError
 from agentsched.model.workflow import Mode
 
 Key = tuple[Mode, ...]
 DEFAULT_RUN_SD = 0.03  # log spread of one run's E2E assumed before repeated runs show it
 MIN_RUN_SD = 0.005
 NOISE_Z = 2.0  # half-width of the noise interval, in standard errors
+# why: about one change per 100 executions (20 rounds of 5), each moving a mapping by ~30%: a
+# near-tie is worth a re-check after ~6 rounds unseen, a mapping 25% worse after ~15
+CHANGE_RATE = 0.01  # changes of the machine per execution
+SHIFT_SD = 0.3  # log shift of a mapping's E2E (or of a tool's GPU figures) by one change
+STALE_GAP = 10  # executions between two runs of a mapping after which the newer may supersede the older
 
 
 @dataclass
@@ -29,6 +47,11 @@ class MappingEvidence:
     task_logs: dict[str, list[float]] = field(default_factory=dict)  # task -> log ms of its contended GPU runs
     failures: int = 0  # oom / error runs
     first_seen: int = 0  # execution counter when first run (audit)
+    seen_at: list[int] = field(default_factory=list)  # execution counter of each feasible run
+
+    @property
+    def last_seen(self) -> int:
+        return self.seen_at[-1] if self.seen_at else self.first_seen
 
     @property
     def runs(self) -> int:
@@ -47,18 +70,72 @@ class Evidence:
         self.by_key: dict[Key, MappingEvidence] = {}
         self.executions = 0
         self.failed_total = 0  # over all epochs (audit)
+        self.superseded = 0  # stale measurements replaced by a disagreeing re-run (audit)
+        self.unit_seen: dict[str, int] = {}  # GPU unit -> execution counter of its last GPU run (all epochs)
 
     def add(self, key: Key, e2e_ms: float | None) -> None:
         """One run of ``key``: its E2E, or None when it failed."""
         ev = self.by_key.get(key)
         if ev is None:
             ev = self.by_key[key] = MappingEvidence(first_seen=self.executions)
-        self.executions += 1
         if e2e_ms is None:
             ev.failures += 1
             self.failed_total += 1
         else:
+            if self._superseded(ev, e2e_ms):
+                ev.e2e_ms.clear()
+                ev.task_logs.clear()
+                ev.seen_at.clear()
+                self.superseded += 1
             ev.e2e_ms.append(e2e_ms)
+            ev.seen_at.append(self.executions)
+        self.executions += 1
+
+    def _superseded(self, ev: MappingEvidence, e2e_ms: float) -> bool:
+        """A run after a gap of ``STALE_GAP`` executions that lies outside the old runs' noise interval
+        (widened for one new run's own noise): the mapping's conditions changed since."""
+        if not ev.runs or e2e_ms <= 0 or self.executions - ev.last_seen < STALE_GAP:
+            return False
+        sd = self.run_sd()
+        gap = abs(math.log(e2e_ms) - math.log(ev.median_ms))  # type: ignore[arg-type]
+        return gap > NOISE_Z * sd * math.sqrt(1 + 1 / ev.runs)
+
+    def saw_gpu(self, units: Iterable[str]) -> None:
+        """GPU runs of these units in the execution being recorded."""
+        for u in units:
+            self.unit_seen[u] = self.executions
+
+    def units_changed(self) -> dict[str, float]:
+        """Per unit seen on the GPU, the chance it changed since (one never seen keeps its prior's width)."""
+        return {u: changed_prob(self.executions - 1 - seen) for u, seen in self.unit_seen.items()}
+
+    def stale_keys(self, incumbent: Key | None) -> list[Key]:
+        """Measured mappings other than ``incumbent`` not run for ``STALE_GAP`` executions."""
+        return [k for k in self.measured_keys() if k != incumbent and self.age(k) >= STALE_GAP]
+
+    def age(self, key: Key) -> int:
+        """Executions since ``key`` last ran (0 for a mapping never run)."""
+        ev = self.by_key.get(key)
+        return self.executions - 1 - ev.last_seen if ev is not None else 0
+
+    def stale_draws(self, key: Key, rng: np.random.Generator, n: int,
+                    predicted: tuple[float, float] | None = None) -> np.ndarray:
+        """``n`` draws of a measured mapping's E2E now: its median with its runs' standard error (pooled,
+        in log space, with ``predicted = (E2E ms, log sd)`` where the model has one: a mapping run once
+        or twice is not known to its noise, and a heavy-tailed run must not bury it), and with
+        probability ``changed_prob(age)`` a change's shift."""
+        ev = self.measured(key)
+        if ev is None:
+            raise PolicyError("stale draws need a measured mapping")
+        prec = ev.runs / self.run_sd() ** 2
+        mean = math.log(ev.median_ms) * prec  # type: ignore[arg-type]
+        if predicted is not None and predicted[0] > 0 and predicted[1] > 0:
+            mean += math.log(predicted[0]) / predicted[1] ** 2
+            prec += 1 / predicted[1] ** 2
+        moved = rng.random(n) < changed_prob(self.age(key))
+        logs = mean / prec + rng.standard_normal(n) / math.sqrt(prec) + moved * rng.standard_normal(n) * SHIFT_SD
+        return np.exp(logs)
+
 
     def add_tasks(self, key: Key, run_ms: dict[str, float]) -> None:
         """The contended GPU runs of one feasible run of ``key`` (task -> run ms)."""
@@ -131,3 +208,8 @@ class Evidence:
         if not keys:
             return None
         return min(keys, key=lambda k: (self.by_key[k].median_ms, -self.by_key[k].runs, [m.value for m in k]))
+
+
+def changed_prob(age: float) -> float:
+    """Chance that the machine changed within ``age`` executions."""
+    return 1.0 - math.exp(-CHANGE_RATE * max(0.0, age))

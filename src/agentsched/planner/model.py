@@ -228,8 +228,11 @@ class PlanModel:
                 out[t] = TaskParams(cpu, None, 0.0, 0.0, 0.0, 0.0)
         return out
 
-    def samples(self, n: int, rng: np.random.Generator, fit: Fit | None = None) -> list[dict[str, TaskParams]]:
-        """``n`` draws of the per-task figures from the posterior (Laplace) of the GPU parameters."""
+    def samples(self, n: int, rng: np.random.Generator, fit: Fit | None = None,
+                changed: Mapping[str, float] | None = None, shift_sd: float = 0.0) -> list[dict[str, TaskParams]]:
+        """``n`` draws of the per-task figures from the posterior (Laplace) of the GPU parameters. Stale
+        figures: with probability ``changed[unit]`` a draw shifts that unit's three log-parameters by
+        N(0, ``shift_sd``) each (the machine may have changed since the unit was last seen on the GPU)."""
         fit = fit or self.fit()
         if not len(fit.theta):
             return [self.params(fit) for _ in range(n)]
@@ -238,7 +241,12 @@ class PlanModel:
         except np.linalg.LinAlgError:
             chol = np.diag(fit.sd())
         z = rng.standard_normal((n, len(fit.theta)))
-        return [self.params(fit, fit.theta + chol @ zi) for zi in z]
+        thetas = fit.theta + z @ chol.T
+        if changed and shift_sd > 0:
+            p = np.array([changed.get(u, 0.0) for u in fit.gpu_units])
+            moved = np.repeat(rng.random((n, len(p))) < p, 3, axis=1)
+            thetas = thetas + moved * rng.standard_normal(thetas.shape) * shift_sd
+        return [self.params(fit, th) for th in thetas]
 
 
 def _conjugate(mu0: float, sd0: float, xs: Iterable[float], sigma: float) -> float:

@@ -1,15 +1,16 @@
 """``agent-plan``: the model-based planner as a loop policy.
 
-Each round: fit the online model to every execution seen (rounds and probes); judge mappings by what
-they measured in the current epoch (``evidence.py``: median with a noise interval), unmeasured ones by
-the prediction corrected by the model's own residuals (``calibrate.py``), each valued at its OOM risk
-under timing noise and observed conflicts (``vram.py``); search (exhaustive when small, local search
-otherwise, seeded by HEFT, the rules' round 0, estimate-based mappings and the best measured); probe
-by expected improvement over the best measured mapping while the budget allows; confirm an unmeasured
-choice with one probe before a round runs it; run the best judged mapping (the last round: the best
-measured). A mapping that failed is never proposed again in its epoch. Change tests (``change.py``)
-watch re-runs and first runs; a detection opens a new epoch (old evidence and GPU runs dropped,
-uncertainty widened, probes granted) and is reported in the proposal and round info (``"change"``).
+Each round: fit the online model to every execution seen (rounds and probes); judge mappings by what they measured
+in the current epoch (``evidence.py``: median with a noise interval), unmeasured ones by the prediction corrected
+by the model's own residuals (``calibrate.py``), each valued at its OOM risk under timing noise and observed
+conflicts (``vram.py``); search (exhaustive when small, local search otherwise, seeded by HEFT, the rules' round 0,
+estimate-based mappings and the best measured); probe by expected improvement over the best measured mapping while
+the budget allows, stale evidence (a mapping, a tool's GPU figures not seen for a while: ``evidence.changed_prob``)
+re-checked by the same value, so a change the incumbent's runs cannot show is found; confirm an unmeasured choice
+with one probe before a round runs it; run the best judged mapping (the last round: the best measured). A mapping
+that failed is never proposed again in its epoch. Change tests (``change.py``) watch re-runs and first runs; a
+detection opens a new epoch (old evidence and GPU runs dropped, uncertainty widened, probes granted) and is
+reported in the proposal and round info (``"change"``).
 
 Cold start (``agent-plan-cold``): round 0 follows the tags like agent-rules-cold; its runs plus up to
 two profiling probes (``seeds.gpu_profile``, ``seeds.cpu_profile``) give the model its figures.
@@ -28,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from agentsched.planner import seeds as sd
-from agentsched.planner.calibrate import PRIOR_SD, Calibration, calibrate
+from agentsched.planner.calibrate import PRIOR_SD, Calibration, from_evidence
 from agentsched.planner.change import ChangeWatch
-from agentsched.planner.evidence import Evidence
+from agentsched.planner.evidence import SHIFT_SD, Evidence
 from agentsched.planner.model import DEFAULT_NOISE_SIGMA, Fit, PlanModel
 from agentsched.planner.predict import Prediction, Predictor, critical_focus
 from agentsched.planner.probe import candidate_values, worth_probing
@@ -56,7 +57,6 @@ from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, 
 DEFAULT_PROBE_FRACTION = 0.1
 MAX_OOM_RISK = 0.5  # a mapping more likely than this to run out of memory is not a candidate
 RISK_PRIOR_RUNS = 4.0  # a measured mapping's OOM risk: the predicted one x 4 / (4 + runs without failure)
-MAX_CALIBRATION_MAPPINGS = 12  # measured mappings whose residuals the calibration uses
 CONFIRM_PROBES = 2  # probes of an unmeasured choice before a round runs it
 CHANGE_WIDEN = 2.0  # prediction uncertainty multiplier right after a detected change
 WIDEN_DECAY = 0.8  # per round, back towards 1
@@ -145,6 +145,7 @@ class PlanPolicy(Policy):
         contended = {r.task: r.run_ms for r in obs.gpu if not r.isolated}
         self._detect(key, x, contended)
         self.model.add(obs)
+        self.evidence.saw_gpu(self.model.unit[r.task] for r in obs.gpu)
         if x.ok and x.e2e_ms is not None:
             self.evidence.add(key, x.e2e_ms)
             self.evidence.add_tasks(key, contended)
@@ -268,17 +269,6 @@ class PlanPolicy(Policy):
             return None
         return self.calibration.correct(p.e2e_ms, p.overlap) * math.exp(noise) * risk_factor(risk)
 
-    def _calibrate(self, nominal: Predictor) -> None:
-        pts = []
-        # the most recent mappings only: each costs a prediction (a large workflow's is not cheap)
-        recent = sorted(self.evidence.measured_keys(), key=lambda k: -self.evidence.by_key[k].first_seen)
-        for k in recent[:MAX_CALIBRATION_MAPPINGS]:
-            p = nominal.predict(k)
-            med = self.evidence.by_key[k].median_ms
-            if p.e2e_ms is not None and p.e2e_ms > 0 and med:
-                pts.append((p.overlap, math.log(med) - math.log(p.e2e_ms), self.evidence.by_key[k].runs))
-        self.calibration = calibrate(pts, self.evidence.run_sd(), self.widen)
-
     def _plan(self, after_probe: bool = False) -> tuple[Fit, Predictor, SearchResult]:
         """Fit, calibrate, then search the judged values: exhaustive (small) or local search at the first
         decision; later, local search around the previous candidates (a large workflow's search so goes on
@@ -293,7 +283,7 @@ class PlanPolicy(Policy):
         pred = Predictor(self.ctx.workflow, params, robust=True, vram_margin_mb=self.safety.margin_mb)
         self._pred, self._nominal = pred, nominal
         if not after_probe:  # one probe barely moves the residuals: recalibrated at the next decision
-            self._calibrate(nominal)
+            self.calibration = from_evidence(self.evidence, nominal.predict, self.widen)
         top = draws_and_candidates(len(self.ids))[1]
         robust = lambda k: self._judge(pred, k)  # noqa: E731
         best = self.evidence.best()
@@ -379,13 +369,14 @@ class PlanPolicy(Policy):
         ev = self.evidence
         pool = [c.key for c in res.candidates if ev.measured(c.key) is None and not ev.failed(c.key)]
         incumbent = ev.best()
+        stale = ev.stale_keys(incumbent)  # measured, unseen for a while: a re-check valued like a candidate
         if incumbent is None:  # nothing run yet: compare against the model's own favourite
             incumbent = min((c.key for c in res.candidates), key=lambda k: self._judge(pred_mean, k) or math.inf,
                             default=None)
             pool = [k for k in pool if k != incumbent]
-        if not pool or incumbent is None:
+        if not (pool or stale) or incumbent is None:
             return None
-        samples = self.model.samples(draws, self.np_rng, fit)
+        samples = self.model.samples(draws, self.np_rng, fit, ev.units_changed(), SHIFT_SD)
         preds = [Predictor(self.ctx.workflow, s, robust=True, vram_margin_mb=self.safety.margin_mb)
                  for s in samples]
         cal = self.calibration
@@ -398,12 +389,16 @@ class PlanPolicy(Policy):
 
         inc_ev = ev.measured(incumbent)
         inc = [inc_ev.median_ms] * draws if inc_ev is not None else drawn(incumbent, noise[-1])
-        values = candidate_values(inc, [drawn(k, noise[j]) for j, k in enumerate(pool)])
+        # a stale mapping's level now: what it measured and what the model predicts, maybe changed since
+        stale_rows = [list(ev.stale_draws(k, self.np_rng, draws, None if v is None else (v, cal.sd)))
+                      for k in stale for v in [self._value(pred_mean.predict(k), k)]]
+        keys = pool + stale
+        values = candidate_values(inc, [drawn(k, noise[j]) for j, k in enumerate(pool)] + stale_rows)
         threshold = max(self.min_gain, fit.noise_sigma / 2)
-        i = max(range(len(pool)), key=lambda j: (values[j].expected_gain, -j))
+        i = max(range(len(keys)), key=lambda j: (values[j].expected_gain, -j))
         if not worth_probing(values[i], threshold):
             return None
-        return pool[i], values[i].expected_gain
+        return keys[i], values[i].expected_gain
 
     # ---- one decision ------------------------------------------------------------------------
     def propose(self, round_index: int) -> Proposal:
@@ -423,7 +418,8 @@ class PlanPolicy(Policy):
             target = self._probe_target(fit, pred, res)
             if target is None:
                 break
-            self._probe_key(target[0], notes, f"expected gain {target[1]:.1%}")
+            again = "re-checking a stale measurement, " if self.evidence.measured(target[0]) else ""
+            self._probe_key(target[0], notes, f"{again}expected gain {target[1]:.1%}")
             per_round += 1
             fit, pred, res = self._plan(after_probe=True)
         choice, score, why = self._choose(pred, res, last)
