@@ -15,6 +15,7 @@ import random
 import time
 
 from agentsched.loop import run_loop
+from agentsched.loop.runner import reference_oracle
 from agentsched.model import Mode
 from agentsched.loop.registry import baseline_policies, is_available, make_policy
 from agentsched.experiments.bench import BenchConfig, run_bench
@@ -36,8 +37,10 @@ def sim_throughput(n: int = 5000) -> float:
 def loop_throughput(policy: str, scenario: str = "S5") -> float:
     wf = load_scenario(scenario)
     tb = SimTestbed()
+    # the oracle reference is handed the oracle searched on this testbed (it never builds one)
+    opts = {"oracle": reference_oracle(wf, tb)} if policy == "oracle" else {}
     t0 = time.perf_counter()
-    run = run_loop(wf, make_policy(policy), tb, rounds=20, repeats=5, seed=0)
+    run = run_loop(wf, make_policy(policy, **opts), tb, rounds=20, repeats=5, seed=0)
     return run.executions_total / (time.perf_counter() - t0)
 
 

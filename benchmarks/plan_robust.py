@@ -151,11 +151,14 @@ def run_suite(wfs: list[Workflow], world_of, policies, rounds: int) -> list[Stat
     for i, wf in enumerate(wfs):
         tb = SimTestbed(noise_sigma=NOISE, world=world_of(i))
         try:
-            view = oracle_view(wf, reference_oracle(wf, tb))
+            oracle = reference_oracle(wf, tb)
         except AgentschedError:
             continue  # no feasible mapping in this world
+        view = oracle_view(wf, oracle)
         for pol in policies:
-            run = run_loop(wf, make_policy(pol), tb, rounds=rounds, repeats=5, seed=i)
+            # the oracle reference is handed the oracle searched on this testbed (it never builds one)
+            policy = make_policy(pol, oracle=oracle) if pol == "oracle" else make_policy(pol)
+            run = run_loop(wf, policy, tb, rounds=rounds, repeats=5, seed=i)
             rows.append(run_stats(run, view, pol))
     return rows
 
