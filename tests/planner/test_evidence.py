@@ -62,3 +62,18 @@ def test_task_residuals_show_a_contention_change_the_e2e_hides():
     assert same is not None and abs(same) < 2
     assert slower is not None and slower > 5
     assert ev.task_z(B, {"T": 50.0}, floor_sd=0.02) is None  # never run: nothing to compare with
+
+
+def test_a_mappings_runs_are_kept_up_to_a_bound():
+    """Issue 22: a server's incumbent runs for days; its evidence keeps the most recent runs only."""
+    from agentsched.planner.evidence import RUNS_KEPT, Evidence
+    from agentsched.model.workflow import Mode
+
+    ev = Evidence()
+    key = (Mode.CPU,)
+    for i in range(RUNS_KEPT + 100):
+        ev.add(key, 100.0 + i)
+        ev.add_tasks(key, {"A": 10.0 + i})
+    kept = ev.by_key[key]
+    assert kept.runs == RUNS_KEPT and len(kept.seen_at) == RUNS_KEPT and len(kept.task_logs["A"]) == RUNS_KEPT
+    assert kept.e2e_ms[0] == 200.0 and kept.median_ms == 100.0 + 100 + (RUNS_KEPT - 1) / 2

@@ -65,7 +65,7 @@ def test_a_disagreeing_rerun_after_a_gap_supersedes_the_old_runs():
     for _ in range(STALE_GAP):
         ev.add(B, 900.0)
     ev.add(A, 700.0)  # after a gap, far outside the old interval: the conditions changed
-    assert ev.by_key[A].e2e_ms == [700.0] and ev.superseded == 1
+    assert list(ev.by_key[A].e2e_ms) == [700.0] and ev.superseded == 1
     for _ in range(STALE_GAP):
         ev.add(B, 900.0)
     ev.add(A, 705.0)  # after a gap but agreeing: kept beside the old run

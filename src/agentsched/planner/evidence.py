@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -39,15 +40,22 @@ SHIFT_SD = 0.3  # log shift of a mapping's E2E (or of a tool's GPU figures) by o
 STALE_GAP = 10  # executions between two runs of a mapping after which the newer may supersede the older
 
 
+RUNS_KEPT = 256  # a mapping's most recent runs kept (a server's incumbent runs for days: memory stays flat)
+
+
+def _recent() -> deque:
+    return deque(maxlen=RUNS_KEPT)
+
+
 @dataclass
 class MappingEvidence:
-    """One mapping's runs in the current epoch."""
+    """One mapping's runs in the current epoch (the most recent ``RUNS_KEPT``)."""
 
-    e2e_ms: list[float] = field(default_factory=list)  # feasible runs
-    task_logs: dict[str, list[float]] = field(default_factory=dict)  # task -> log ms of its contended GPU runs
+    e2e_ms: deque[float] = field(default_factory=_recent)  # feasible runs
+    task_logs: dict[str, deque[float]] = field(default_factory=dict)  # task -> log ms of its contended GPU runs
     failures: int = 0  # oom / error runs
     first_seen: int = 0  # execution counter when first run (audit)
-    seen_at: list[int] = field(default_factory=list)  # execution counter of each feasible run
+    seen_at: deque[int] = field(default_factory=_recent)  # execution counter of each feasible run
 
     @property
     def last_seen(self) -> int:
@@ -142,7 +150,7 @@ class Evidence:
         ev = self.by_key.setdefault(key, MappingEvidence(first_seen=self.executions))
         for t, ms in run_ms.items():
             if ms > 0:
-                ev.task_logs.setdefault(t, []).append(math.log(ms))
+                ev.task_logs.setdefault(t, _recent()).append(math.log(ms))
 
     def task_z(self, key: Key, run_ms: dict[str, float], floor_sd: float, min_runs: int = 3) -> float | None:
         """How far one run's contended GPU tasks lie from the same tasks in earlier runs of ``key``: the

@@ -34,6 +34,7 @@ from agentsched.model.workflow import Workflow
 _AMPLIFIED = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
 DEFAULT_NOISE_SIGMA = 0.05  # log-latency noise assumed before enough isolated runs are seen
 MAX_GPU_RUNS_PER_TOOL = 150  # most recent GPU runs kept per unit tool (bounds the fit's cost)
+MAX_HOST_RUNS_PER_TOOL = 1000  # most recent CPU latencies and loads kept per unit tool (bounds memory)
 
 
 def unit_of(tool: str, repeat: int) -> tuple[str, int]:
@@ -112,8 +113,9 @@ class PlanModel:
         self.k = {t: units[t][1] for t in workflow.task_ids}  # task -> calls per task
         self.gpu_units = tuple(u for u, p in self.priors.items() if p.has_gpu)
         self._col = {u: i for i, u in enumerate(self.gpu_units)}
-        self.cpu_logs: dict[str, list[float]] = defaultdict(list)  # unit -> log unit CPU latencies
-        self.load_logs: dict[str, list[float]] = defaultdict(list)  # unit -> log loads
+        # unit -> log unit CPU latencies / log loads, the most recent ones (bounded like the GPU runs)
+        self.cpu_logs: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_HOST_RUNS_PER_TOOL))
+        self.load_logs: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_HOST_RUNS_PER_TOOL))
         self.vram_seen: dict[str, float] = {}  # unit -> largest VRAM seen
         self.gpu_runs: dict[str, deque[GpuRun]] = defaultdict(lambda: deque(maxlen=MAX_GPU_RUNS_PER_TOOL))
         self._theta: np.ndarray | None = None  # last MAP (warm start of the next fit)
