@@ -65,7 +65,11 @@ def test_an_oom_names_its_conflict_and_widens_timing_when_unforeseen():
     safety = VramSafety()
     safety.learn_oom(x, predicted_risk=0.01)
     assert safety.timing_sd > DEFAULT_TIMING_SD
-    assert safety.risky({"A": Mode.CPU, "B": Mode.GPU_QUEUE, "C": Mode.GPU_NOW})
+    assert safety.risky({"A": Mode.CPU, "B": Mode.GPU_NOW, "C": Mode.GPU_NOW})
+    assert safety.risky({"A": Mode.GPU_NOW, "B": Mode.GPU_NOW, "C": Mode.GPU_NOW})
+    # the holder moved to the queue waits for room there: not the observed conflict (the timing-robust
+    # prediction judges that mapping), and neither is a holder moved to the CPU
+    assert not safety.risky({"A": Mode.CPU, "B": Mode.GPU_QUEUE, "C": Mode.GPU_NOW})
     assert not safety.risky({"A": Mode.GPU_NOW, "B": Mode.CPU, "C": Mode.GPU_NOW})
     assert safety.risk(math.inf, {"A": Mode.CPU, "B": Mode.GPU_NOW, "C": Mode.GPU_NOW}) >= 0.3
     safety.new_epoch()
@@ -88,3 +92,19 @@ def test_peak_above_what_the_figures_explain_becomes_a_margin():
     safety = VramSafety()
     safety.learn_peak(x.peak_vram_mb, explained)
     assert safety.margin_mb == 100.0
+
+
+def test_a_start_refused_in_the_same_instant_names_the_tasks_admitted_before_it():
+    """S11 in cold start: A, B and C are admitted at t=0 and D's start is refused in the same instant;
+    no timeline shows A, B, C (they never start), so the driver names them (``held_by``). Before,
+    the conflict had no holders and condemned every mapping with D on gpu_now, the oracle's too."""
+    from agentsched.scenarios import load_scenario
+    from agentsched.testbeds import SimTestbed
+
+    wf = load_scenario("S11")
+    x = SimTestbed(noise_sigma=0.0).run(wf, {t: Mode.GPU_NOW for t in wf.task_ids})
+    assert not x.ok and x.extra["failed_task"] == "D" and x.extra["held_by"] == ["A", "B", "C"]
+    c = conflict_of(x)
+    assert c is not None and c.holders == frozenset({"A", "B", "C"})
+    oracle = {"A": Mode.GPU_NOW, "B": Mode.GPU_NOW, "C": Mode.GPU_QUEUE, "D": Mode.GPU_NOW}
+    assert not c.matches(oracle) and c.matches({t: Mode.GPU_NOW for t in wf.task_ids})

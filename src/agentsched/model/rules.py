@@ -47,6 +47,9 @@ class Infeasible:
     needed_mb: float  # VRAM in use plus what the task needs
     budget_mb: float
     message: str
+    # the tasks holding VRAM when the start failed, those admitted earlier in the same instant
+    # included (they never start, so no timeline shows them: a learner needs this to know who)
+    held_by: tuple[str, ...] = ()
 
 
 class Dispatcher:
@@ -151,6 +154,11 @@ class Dispatcher:
     def _fits(self, need_mb: float) -> bool:
         return fits_vram(self.vram_in_use_mb, need_mb, self.budget_mb)
 
+    def _holders(self) -> tuple[str, ...]:
+        """The running tasks that hold VRAM, in workflow order."""
+        held = [u for u in self.running if self._vram[u] > 0]
+        return tuple(sorted(held, key=self._order.__getitem__) if self._order is not None else sorted(held))
+
     def poll(self) -> list[Start] | Infeasible:
         """The tasks that start now (possibly none), or the start that makes the run infeasible.
 
@@ -177,6 +185,7 @@ class Dispatcher:
                         t, total, self.budget_mb,
                         f"gpu_now task {t} needs {need:g} MB with {self.vram_in_use_mb:g} MB held: "
                         f"{total:g} > budget {self.budget_mb:g} MB",
+                        self._holders(),
                     )
                 self.vram_in_use_mb += need
             self.running.add(t)

@@ -114,14 +114,20 @@ def explained_peak_mb(x: Execution, vram_of: Mapping[str, float]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """An observed OOM: ``task`` started on ``mode`` while ``holders`` held VRAM on the GPU."""
+    """An observed OOM: ``task`` started on ``mode`` while ``holders`` held VRAM on the GPU, each
+    placed as in ``holder_modes`` (a gpu_now holder moved to the queue waits for room instead)."""
 
     task: str
     mode: Mode
     holders: frozenset[str]
+    holder_modes: frozenset[tuple[str, Mode]] = frozenset()
 
     def matches(self, mapping: Mapping[str, Mode]) -> bool:
-        return mapping[self.task] is self.mode and all(mapping[h] is not Mode.CPU for h in self.holders)
+        if mapping[self.task] is not self.mode:
+            return False
+        if self.holder_modes:
+            return all(mapping[h] is m for h, m in self.holder_modes)
+        return all(mapping[h] is not Mode.CPU for h in self.holders)
 
 
 def conflict_of(x: Execution) -> Conflict | None:
@@ -129,8 +135,12 @@ def conflict_of(x: Execution) -> Conflict | None:
     task = x.extra.get("failed_task") if isinstance(x.extra, dict) else None
     if x.ok or x.status.value != "oom" or not isinstance(task, str) or task not in x.mapping:
         return None
-    holders = frozenset(s.task for s in x.spans if s.end_ms is None and s.vram_mb > 0 and s.task != task)
-    return Conflict(task, x.mapping[task], holders)
+    held = x.extra.get("held_by")  # a start the rules refused: the driver names who held VRAM then
+    if isinstance(held, list) and all(isinstance(h, str) and h in x.mapping for h in held):
+        holders = frozenset(h for h in held if h != task)
+    else:  # a tool that ran out of memory: the tasks still running when it failed
+        holders = frozenset(s.task for s in x.spans if s.end_ms is None and s.vram_mb > 0 and s.task != task)
+    return Conflict(task, x.mapping[task], holders, frozenset((h, x.mapping[h]) for h in holders))
 
 
 @dataclass

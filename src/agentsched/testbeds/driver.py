@@ -56,6 +56,7 @@ class Failure:
     task: str  # the task that failed
     message: str  # one line
     needed_mb: float = 0.0  # VRAM in use plus what the failing start needed (oom; counts in the peak)
+    held_by: tuple[str, ...] = ()  # the tasks holding VRAM when a start was refused (oom)
 
 
 class Backend(ABC):
@@ -227,7 +228,7 @@ class _Run:
         while True:
             decision = disp.poll()
             if isinstance(decision, Infeasible):
-                return Failure(Status.OOM, decision.task, decision.message, decision.needed_mb)
+                return Failure(Status.OOM, decision.task, decision.message, decision.needed_mb, decision.held_by)
             now = 0.0
             for st in decision:
                 now = backend.now_ms()
@@ -282,7 +283,9 @@ class _Run:
             return Execution(status=failure.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
                              peak_vram_mb=max(self.peak, failure.needed_mb), spans=spans,
                              vram_timeline=tuple(self.vram_timeline), message=failure.message, testbed=testbed,
-                             extra={**extra, "failed_task": failure.task}, outputs=self.outputs)
+                             extra={**extra, "failed_task": failure.task,
+                                    **({"held_by": list(failure.held_by)} if failure.held_by else {})},
+                             outputs=self.outputs)
         e2e = max(self.ends_at[t] for t in self.workflow.sinks)
         return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=self.peak,
                          spans=spans, vram_timeline=tuple(self.vram_timeline), testbed=testbed, extra=extra,
