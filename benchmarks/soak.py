@@ -2,7 +2,8 @@
 
     python benchmarks/soak.py [--invocations 100000] [--window 10000] [--policy agent-rules] [--service]
 
-A 4-task workflow of trivial user tools (a fan-out of string work on a 2,000-word input) runs
+The wordstats workflow of examples/serve (4 trivial user tools: a fan-out of string work on a
+2,000-word input) runs
 ``--invocations`` times through one ``Runtime`` on the local testbed, with a store in a temporary
 folder. Per window of ``--window`` invocations it prints the peak RSS of the process (MB, from
 ``resource.getrusage``; Linux reports kB) and the p50/p99 wall time of ``invoke`` (ms). Targets,
@@ -12,7 +13,7 @@ side by side in this one run:
 * time flat: the last window's p50 <= 1.2x the second window's p50.
 
 ``--service``: the same through ``agentsched serve`` (a real server process on 127.0.0.1, local
-testbed, the equivalent wordstats workflow of examples/serve, one httpx client sending invocations
+testbed, the same workflow, one httpx client sending invocations
 one after another); the peak RSS is the server process's (``VmHWM``), the time the client's
 request time.
 """
@@ -29,50 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import agentsched
-from agentsched.runtime.runtime import workflow_from_tools
 
 
-class Split(agentsched.Tool):
-    name = "split"
-    workload = "split a text into words"
-    tags = ("compute-light",)
-    has_gpu = False
-    input_names = ("text",)
-
-    def run(self, inputs: dict[str, Any]) -> Any:
-        return inputs["text"].split()
-
-
-class Count(agentsched.Tool):
-    name = "count"
-    workload = "count words"
-    tags = ("compute-light",)
-    has_gpu = False
-
-    def run(self, inputs: dict[str, Any]) -> Any:
-        (words,) = inputs.values()
-        return len(words)
-
-
-class Longest(agentsched.Tool):
-    name = "longest"
-    workload = "longest word"
-    tags = ("compute-light",)
-    has_gpu = False
-
-    def run(self, inputs: dict[str, Any]) -> Any:
-        (words,) = inputs.values()
-        return max(words, key=len)
-
-
-class Join(agentsched.Tool):
-    name = "join"
-    workload = "join two results"
-    tags = ("compute-light",)
-    has_gpu = False
-
-    def run(self, inputs: dict[str, Any]) -> Any:
-        return sorted(str(v) for v in inputs.values())
+# the wordstats workflow of examples/serve (four trivial tools), the same in-process and through the service
+WORKFLOWS = Path(__file__).resolve().parents[1] / "examples" / "serve" / "workflows"
 
 
 def peak_rss_mb() -> float:
@@ -127,9 +88,8 @@ def soak_service(invocations: int, window: int, policy: str) -> list[dict[str, f
 
 
 def soak(invocations: int, window: int, policy: str) -> list[dict[str, float]]:
-    wf = workflow_from_tools("wordcount", {"split": Split, "count": Count, "longest": Longest, "join": Join},
-                             [("split", "count"), ("split", "longest"), ("count", "join"), ("longest", "join")],
-                             decision_space="binary")
+    sys.path.insert(0, str(WORKFLOWS))  # its tools are named by import path (serve_tools:Split, ...)
+    wf = agentsched.load_workflow_file(WORKFLOWS / "wordstats.yaml")
     text = " ".join(f"word{i % 97}" for i in range(2000))
     w = Windows(window, peak_rss_mb)
     with tempfile.TemporaryDirectory() as d, agentsched.Runtime(wf, policy=policy, store=Path(d) / "soak.db",

@@ -4,9 +4,9 @@ without a value type (`--json`, not `--json <bool>`: a flag takes no value)."""
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
+from tests.support.echo_tool import ECHO_TOOLS
 import typer
 
 from agentsched.cli.main import app
@@ -14,20 +14,7 @@ from agentsched.cli.main import app
 # commands that print no result document: llm-serve and serve serve an endpoint until Ctrl-C/SIGTERM
 NO_DOCUMENT = {"llm-serve", "serve"}
 
-TOOLS = textwrap.dedent('''
-    import agentsched
-
-
-    class Echo(agentsched.Tool):
-        name = "echo"
-        workload = "return the text"
-        tags = ("compute-light",)
-        has_gpu = False
-        input_names = ("text",)
-
-        def run(self, inputs):
-            return inputs["text"]
-''')
+TOOLS = ECHO_TOOLS
 
 
 def _commands() -> dict[str, typer.main.click.Command]:

@@ -6,29 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from tests.support.echo_tool import ECHO_TOOLS
 
 from agentsched.tools import _GPU_DEVICE_FILES
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-TOOLS = textwrap.dedent('''
-    import agentsched
-
-
-    class Echo(agentsched.Tool):
-        name = "echo"
-        workload = "return the text"
-        tags = ("compute-light",)
-        has_gpu = False
-        input_names = ("text",)
-
-        def run(self, inputs):
-            return inputs["text"]
-''')
+TOOLS = ECHO_TOOLS
 
 # runs the CLI in-process, then reports which heavy modules it imported (on stderr's last line)
 PROBE = ("import sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
