@@ -11,7 +11,7 @@ from agentsched import __version__
 from agentsched.errors import CardError, WorkflowError
 from agentsched.model.cards import load_card_set
 from agentsched.model.text import plural
-from agentsched.model.workflow import load_workflow_file
+from agentsched.model.workflow_io import load_workflow_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

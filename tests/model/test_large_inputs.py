@@ -13,7 +13,8 @@ import yaml
 from agentsched.errors import WorkflowError
 from agentsched.model import Workflow
 from agentsched.model import workflow_io as workflow_mod
-from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS, load_workflow_file, load_yaml
+from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS
+from agentsched.model.workflow_io import load_workflow_file, load_yaml
 from agentsched.policies._common import CpuCores
 
 

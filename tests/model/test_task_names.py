@@ -6,7 +6,8 @@ import json
 import pytest
 
 from agentsched.errors import WorkflowError
-from agentsched.model.workflow import TASK_NAME_PATTERN, load_workflow_file
+from agentsched.model.workflow import TASK_NAME_PATTERN
+from agentsched.model.workflow_io import load_workflow_file
 
 BAD = ["", "a=b", "a,b", "a b", "a\nb", "a\tb", "a\x01b", "ab\u202e", "\u202eA", "-a", ".a", "a" * 65,
        "任务", "A:B", "[bold", "a/b"]

@@ -11,7 +11,7 @@ import pytest
 import agentsched
 from agentsched.errors import ToolError, WorkflowError
 from agentsched.model.tool import cold_card, is_tool_path, new_tool, register_tool, resolve_tool
-from agentsched.model.workflow import parse_workflow
+from agentsched.model.workflow_io import parse_workflow
 
 
 class Echo(agentsched.Tool):

@@ -8,7 +8,7 @@ from agentsched import Runtime
 from agentsched.errors import PolicyError, StoreError, ToolError
 from agentsched.model.execution import Status
 from agentsched.model.mapping import mapping_key
-from agentsched.model.workflow import load_workflow_file
+from agentsched.model.workflow_io import load_workflow_file
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
 from agentsched.testbeds.sim import SimTestbed

@@ -6,7 +6,7 @@ import pytest
 
 from agentsched import Runtime
 from agentsched.errors import TestbedError
-from agentsched.model.workflow import load_workflow_file
+from agentsched.model.workflow_io import load_workflow_file
 from agentsched.testbeds.sim import SimTestbed
 
 MESSAGE = (r"^the sim testbed needs profiled cards for user tools, but task\(s\) A, B, C have none \(its times "

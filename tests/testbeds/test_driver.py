@@ -11,7 +11,8 @@ import pytest
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
-from agentsched.model.workflow import Mode, Workflow, parse_workflow
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
 from agentsched.model.rules import Start
 

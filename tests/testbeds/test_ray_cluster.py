@@ -15,7 +15,8 @@ import agentsched
 ray = pytest.importorskip("ray")
 
 from agentsched.model.execution import Status  # noqa: E402
-from agentsched.model.workflow import Mode, parse_workflow  # noqa: E402
+from agentsched.model.workflow import Mode  # noqa: E402
+from agentsched.model.workflow_io import parse_workflow  # noqa: E402
 from agentsched.testbeds.local import LocalBackend, LocalTestbed  # noqa: E402
 from agentsched.testbeds.ray import EMULATED_NOTE, RayTestbed  # noqa: E402
 from tests.support.ray_cluster import ray_cluster  # noqa: E402

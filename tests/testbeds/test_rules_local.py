@@ -11,7 +11,8 @@ import pytest
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
-from agentsched.model.workflow import Mode, parse_workflow
+from agentsched.model.workflow import Mode
+from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.model.rules import Dispatcher, Infeasible
 from agentsched.testbeds.sim import SimTestbed

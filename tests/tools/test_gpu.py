@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentsched.model.execution import Status
-from agentsched.model.workflow import Mode, parse_workflow
+from agentsched.model.workflow import Mode
+from agentsched.model.workflow_io import parse_workflow
 from agentsched.tools import get_tool, tool_names
 
 torch = pytest.importorskip("torch")

@@ -27,8 +27,8 @@ class JournalRowError(ValueError):
 
 @cache
 def _types() -> dict[str, type]:
-    """Every record type a row may hold, by tag. Imported here: bench.py imports the journal."""
-    from agentsched.experiments.bench import BenchRecord
+    """Every record type a row may hold, by tag. Imported here, as only a row needs them."""
+    from agentsched.experiments.bench_records import BenchRecord
     from agentsched.loop.metrics import RunMetrics
     from agentsched.loop.runner import LoopRun, RoundRecord
     from agentsched.model.execution import Execution, Status, TaskSpan

@@ -16,24 +16,10 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult
 
 if TYPE_CHECKING:
-    from agentsched.experiments.bench import BenchResult
+    from agentsched.experiments.bench_records import BenchResult
     from agentsched.policies.base import Policy
 
 SCHEMA_VERSION = 1
-
-
-def jsonable(obj: Any) -> Any:
-    """Options as JSON (an object with ``to_dict``, e.g. an ``LLMConfig``, as that dict, which
-    leaves its key out; any other object as its type name)."""
-    if hasattr(obj, "to_dict") and callable(obj.to_dict):
-        return jsonable(obj.to_dict())
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return f"<{type(obj).__name__}>"
 
 
 def _modes(mapping: Mapping[str, Any]) -> dict[str, str]:

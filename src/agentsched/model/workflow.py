@@ -1,7 +1,7 @@
 """Workflows: a DAG of tool calls, the decision space a scheduler picks from, and a VRAM budget.
 
-The types only; reading a workflow file (YAML or JSON) is ``model.workflow_io``, whose public
-functions stay importable from here (``load_workflow_file``, ``parse_workflow``, ...).
+The types only; reading a workflow file (YAML or JSON) is ``model.workflow_io``
+(``load_workflow_file``, ``parse_workflow``, ...), which imports this module.
 """
 
 from __future__ import annotations
@@ -337,17 +337,3 @@ class _ConcurrentSets(Mapping[str, frozenset[str]]):
 
     def __len__(self) -> int:
         return len(self._wf.tasks)
-
-
-# the file loading lives in workflow_io (apart from the types); importable from here as before. Lazy:
-# workflow_io imports this module.
-_LOADING = frozenset({"WORLD_KEY", "load_yaml", "parse_workflow", "parse_workflow_and_world", "load_workflow_file",
-                      "load_workflow_file_and_world"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LOADING:
-        from agentsched.model import workflow_io
-
-        return getattr(workflow_io, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentsched.data import paper_tables
 from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
-from agentsched.experiments.bench import BenchResult, SummaryRow
+from agentsched.experiments.bench_records import BenchResult, SummaryRow
 from agentsched.experiments.results import paper_mapping_reference_ms
 from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
 from agentsched.testbeds.world import DEFAULT_WORLD

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.bench import BenchResult
+from agentsched.experiments.bench_records import BenchResult
 from agentsched.experiments.results import results_dict
 from agentsched.report import markdown, plots
 

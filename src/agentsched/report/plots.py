@@ -7,7 +7,7 @@ import math
 import statistics
 from pathlib import Path
 
-from agentsched.experiments.bench import BenchResult
+from agentsched.experiments.bench_records import BenchResult
 from agentsched.report import style
 from agentsched.report.gantt import save_gantt
 
