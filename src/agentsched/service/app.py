@@ -24,6 +24,7 @@ from agentsched.errors import AgentschedError, MappingError, ToolError
 from agentsched.service.metrics import Metrics
 from agentsched.service.service import Service, UnknownWorkflowError, jsonable
 
+MAX_HISTORY_LIMIT = 10_000  # rows per history answer (one JSON body in memory)
 RETRY_AFTER_BUSY_S = 1  # over the concurrency limit: a slot frees within a typical invocation
 
 
@@ -119,7 +120,7 @@ def _view_routes(v1: APIRouter, service: Service) -> None:
         return [service.describe(n) for n in service.runtimes]
 
     @v1.get("/workflows/{name}/history", summary="The last invocations a workflow's learner recorded")
-    async def history(name: str, limit: int = Query(100, ge=1, le=100_000)) -> Any:
+    async def history(name: str, limit: int = Query(100, ge=1, le=MAX_HISTORY_LIMIT)) -> Any:
         service.runtime(name)
         return jsonable(await anyio.to_thread.run_sync(service.history, name, limit))
 

@@ -189,9 +189,10 @@ class Service:
 
     def history(self, name: str, limit: int) -> list[dict[str, Any]]:
         rt = self.runtime(name)
-        rows = self.store.executions(rt.learner_id) if rt.learner_id is not None else []
+        # the newest ``limit`` read with SQL LIMIT: a long-lived learner holds millions of rows
+        rows = self.store.executions(rt.learner_id, limit=limit) if rt.learner_id is not None else []
         return [{"invocation_id": r.id, "seq": r.seq, "kind": r.kind, "round": r.round, "mapping": r.mapping,
-                 "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows[-limit:]]
+                 "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows]
 
     def tools_loaded(self) -> int:
         """Tools kept loaded by the local testbeds (the simulator loads none)."""
