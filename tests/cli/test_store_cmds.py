@@ -97,3 +97,13 @@ def test_a_locked_store_is_one_line_and_loses_nothing(cli, db):
     assert "Traceback" not in err
     code, out, _ = cli("store", "list", "--store", str(db), "--json")
     assert {r["workflow"]: r["invocations"] for r in json.loads(out)["learners"]} == {"S1": 3, "S2": 2}
+
+
+def test_json_on_every_store_command(cli, db, tmp_path):
+    code, out, _ = cli("store", "vacuum", "--store", str(db), "--json")
+    assert code == 0 and json.loads(out)["bytes_after"] > 0
+    code, out, _ = cli("store", "export", "S1", "--out", str(tmp_path / "e.json"), "--store", str(db), "--json")
+    assert code == 0 and json.loads(out)["invocations"] == 3
+    code, out, _ = cli("store", "forget", "S1", "--store", str(db), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["forgot"]["workflow"] == "S1" and doc["invocations_removed"] == 3

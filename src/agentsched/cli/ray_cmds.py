@@ -83,16 +83,7 @@ def throughput_cmd(
     failed = [e for r in (warm, *results) for e in r.executions if not e.ok]
     wall_s = sum(r.wall_s for r in results)
     throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
-    for i, r in enumerate(results):
-        row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
-        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
-                      highlight=False, markup=False)
-    if e2e:
-        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
-                      f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
-                      highlight=False, markup=False)
-    for e in failed[:3]:
-        say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
+    _print_batches(say, results, e2e, failed, throughput)
     if json_file is not None or json_out:
         doc = {
             "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
@@ -111,6 +102,19 @@ def throughput_cmd(
         err_console.print(f"error: {len(failed)} of {total} invocations failed (warm-up batch included)",
                           highlight=False, markup=False)
         raise SystemExit(1)
+
+
+def _print_batches(say: Any, results: list[Any], e2e: list[float], failed: list[Any], throughput: float) -> None:
+    for i, r in enumerate(results):
+        row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
+        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
+                  highlight=False, markup=False)
+    if e2e:
+        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
+                  f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
+                  highlight=False, markup=False)
+    for e in failed[:3]:
+        say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
 
 
 def _batch_inputs(wf: Any, items: list[str], jsonl: Path | None) -> list[dict[str, Any] | None]:

@@ -18,6 +18,7 @@ store_app = typer.Typer(name="store", help="List, forget, export or compact what
 
 STORE = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store")
 WAIT = typer.Option(30.0, "--wait-s", help="how long to wait for a store another process is writing")
+JSON = typer.Option(False, "--json", help="print what was done as JSON")
 NAME_HELP = "the learner: its workflow's name, its key (or a unique prefix of 4+) or #ID, as `store list` shows"
 
 
@@ -35,8 +36,7 @@ def _when(epoch_s: float | None) -> str:
     return "-" if epoch_s is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_s))
 
 
-def list_cmd(store: Path = STORE, json_out: bool = typer.Option(False, "--json", help="print the list as JSON"),
-             wait_s: float = WAIT) -> None:
+def list_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Every learner in the store: workflow, key, policy, invocations, last invocation, best mapping."""
     from agentsched.store.admin import file_bytes, summaries
 
@@ -62,7 +62,8 @@ def list_cmd(store: Path = STORE, json_out: bool = typer.Option(False, "--json",
     console.print(t)
 
 
-def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = STORE, wait_s: float = WAIT) -> None:
+def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = STORE, json_out: bool = JSON,
+               wait_s: float = WAIT) -> None:
     """Delete one learner's history, asking nothing; says what it removed.
 
     Its executions and rounds go in one transaction; the next runtime with its settings starts afresh."""
@@ -74,13 +75,16 @@ def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = ST
         gone = st.forget(ln.id)
     finally:
         st.close()
+    if json_out:
+        typer.echo(json.dumps({"store": str(store), "forgot": _named(ln), "invocations_removed": gone}))
+        return
     console.print(f"forgot learner #{ln.id} {ln.key} of {ln.workflow_name} ({ln.policy}): {gone} invocation(s) "
                   f"and its rounds removed from {store}", highlight=False, soft_wrap=True)
 
 
 def export_cmd(name: str = typer.Argument(..., help=NAME_HELP), out: Path = typer.Option(
         ..., "--out", help="the JSON file to write (format: docs/runtime.md)"), store: Path = STORE,
-        wait_s: float = WAIT) -> None:
+        json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Write one learner (settings, workflow, cards, rounds, every execution's record) as JSON."""
     from agentsched.cli.output import check_output_file
     from agentsched.store.admin import export_doc, find_one, write_export
@@ -93,11 +97,15 @@ def export_cmd(name: str = typer.Argument(..., help=NAME_HELP), out: Path = type
     finally:
         st.close()
     write_export(doc, out)
+    if json_out:
+        typer.echo(json.dumps({"store": str(store), "exported": _named(ln), "out": str(out),
+                               "invocations": len(doc["executions"]), "rounds": len(doc["rounds"])}))
+        return
     console.print(f"exported learner #{ln.id} {ln.key} of {ln.workflow_name} ({len(doc['executions'])} "
                   f"invocation(s), {len(doc['rounds'])} round(s)) to {out}", highlight=False, soft_wrap=True)
 
 
-def vacuum_cmd(store: Path = STORE, wait_s: float = WAIT) -> None:
+def vacuum_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Compact the store file (SQLite VACUUM); prints its size before and after."""
     from agentsched.store.admin import file_bytes
 
@@ -108,7 +116,14 @@ def vacuum_cmd(store: Path = STORE, wait_s: float = WAIT) -> None:
         after = file_bytes(store)
     finally:
         st.close()
+    if json_out:
+        typer.echo(json.dumps({"store": str(store), "bytes_before": before, "bytes_after": after}))
+        return
     console.print(f"vacuumed {store}: {before:,} bytes before, {after:,} bytes after", highlight=False)
+
+
+def _named(ln: Any) -> dict[str, Any]:
+    return {"learner": ln.id, "key": ln.key, "workflow": ln.workflow_name, "policy": ln.policy}
 
 
 def register(app: typer.Typer) -> None:
