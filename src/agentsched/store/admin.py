@@ -55,7 +55,9 @@ def summaries(st: Store) -> list[dict[str, Any]]:
     for ln in st.learners():
         n, last_s = counts.get(ln.id, (0, None))
         best = best_round(st, ln.id)
+        space = (st.workflow_doc(ln.workflow_hash) or {}).get("decision_space", "three_way")
         out.append({"learner": ln.id, "workflow": ln.workflow_name, "key": ln.key, "policy": ln.policy,
+                    "decision_space": space,
                     "settings": ln.settings, "invocations": n, "last_s": last_s,
                     "best_mapping": best["best_mapping"], "best_e2e_ms": best["best_e2e_ms"]})
     return out
