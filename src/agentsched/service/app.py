@@ -22,8 +22,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from agentsched.errors import AgentschedError, MappingError, ToolError
-from agentsched.service.metrics import Metrics
 from agentsched.runtime.runtime import InvokeResult
+from agentsched.service.metrics import Metrics
 from agentsched.service.service import Service, UnknownWorkflowError, jsonable
 
 MAX_HISTORY_LIMIT = 10_000  # rows per history answer (one JSON body in memory)
