@@ -109,3 +109,16 @@ def test_a_task_over_its_timeout_ends_its_invocation_as_error(start_server, tmp_
         d = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}}).json()
         assert d["status"] == "ok" and d["outputs"] == {"wait": 0.0}  # the service carries on
     assert server.stop() == 0
+
+
+def test_history_limit_is_the_newest_n_and_is_validated(start_server, tmp_path):
+    server = start_server(["S1", "--store", str(tmp_path / "h.db"), "--testbed", "sim", "--realtime"])
+    with server.client() as c:
+        ids = [c.post("/v1/workflows/S1/invocations", json={"inputs": {}}).json()["invocation_id"] for _ in range(5)]
+        assert [h["invocation_id"] for h in c.get("/v1/workflows/S1/history", params={"limit": 2}).json()] == ids[-2:]
+        assert [h["invocation_id"] for h in c.get("/v1/workflows/S1/history").json()] == ids  # default 100
+        for bad in (0, -1, 10_001, "x"):
+            r = c.get("/v1/workflows/S1/history", params={"limit": bad})
+            assert r.status_code == 422, bad
+        assert c.get("/v1/workflows/S9/history", params={"limit": 1}).status_code == 404
+    assert server.stop() == 0

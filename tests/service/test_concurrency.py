@@ -24,6 +24,19 @@ def _history_ids(client: httpx.Client, wf: str) -> set[int]:
     return {h["invocation_id"] for h in r.json()}
 
 
+def _alone(wf: str, mapping: dict[str, str]) -> str:
+    """The status of ``mapping`` simulated alone, with nothing beside it."""
+    from agentsched.model.workflow import Mode
+    from agentsched.scenarios import load_scenario
+    from agentsched.testbeds.spec import TestbedSpec
+
+    tb = TestbedSpec(kind="sim").build()
+    try:
+        return tb.run(load_scenario(wf), {t: Mode(m) for t, m in mapping.items()}).status.value
+    finally:
+        tb.close()
+
+
 def test_64_concurrent_over_3_simulated_workflows_in_real_time(start_server, tmp_path):
     server = start_server(["S1", "S2", "S3", "--store", str(tmp_path / "s.db"), "--testbed", "sim", "--realtime",
                            "--max-concurrency", "64"])
@@ -42,10 +55,13 @@ def test_64_concurrent_over_3_simulated_workflows_in_real_time(start_server, tmp
             assert "shared budget" not in d["message"]  # co-scheduling never over the shared VRAM
             if d["status"] == "ok":
                 assert d["e2e_ms"] > 0 and {s["task"] for s in d["timeline"]} == set(tasks[wf])
-        for wf in names:  # history complete: every answered invocation is recorded under its workflow
+        for wf in names:  # history complete: exactly the answered invocations, each under its workflow
             mine = {d["invocation_id"] for (w, _), d in zip(jobs, docs, strict=True) if w == wf}
-            assert mine <= _history_ids(client, wf)
+            assert mine == _history_ids(client, wf)
         metrics = client.get("/metrics").text
+    for (wf, _), d in zip(jobs, docs, strict=True):  # no OOM caused by co-scheduling: each is its mapping's own
+        if d["status"] == "oom":
+            assert _alone(wf, d["mapping"]) == "oom", (wf, d["mapping"], d["message"])
     peak = float(next(ln.split()[-1] for ln in metrics.splitlines() if ln.startswith("agentsched_vram_peak_mb")))
     budget = float(next(ln.split()[-1] for ln in metrics.splitlines() if ln.startswith("agentsched_vram_budget_mb")))
     assert 0 < peak <= budget
@@ -73,5 +89,5 @@ def test_64_concurrent_over_3_local_workflows(start_server, tmp_path):
     with server.client() as client:
         for wf in ("wordstats", "shout", "S1"):
             mine = {d["invocation_id"] for (w, _), d in zip(jobs, docs, strict=True) if w == wf}
-            assert mine <= _history_ids(client, wf)
+            assert mine == _history_ids(client, wf)
     assert server.stop() == 0

@@ -39,19 +39,21 @@ def test_sigterm_drains_in_flight_and_refuses_new(start_server, tmp_path):
             r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}})
             if r.status_code == 503:
                 break
+            answers.append(r)  # accepted before the drain began: answered, and recorded too
         assert r is not None and r.status_code == 503 and "draining" in r.json()["detail"]
         assert c.get("/healthz").json()["status"] == "draining"
     for t in threads:
         t.join(120)
     assert server.proc.wait(120) == 0
-    assert sorted(r.status_code for r in answers) == [200] * 4
+    assert len(answers) >= 4 and {r.status_code for r in answers} == {200}
+    assert sum(r.json()["outputs"] == {"wait": 2.0} for r in answers) == 4
     st = Store(db, read_only=True)
     try:
         (learner,) = st.learners("sleepy")
         recorded = {e.id for e in st.executions(learner.id)}
     finally:
         st.close()
-    assert {r.json()["invocation_id"] for r in answers} <= recorded
+    assert {r.json()["invocation_id"] for r in answers} == recorded  # every accepted one, nothing else
 
 
 def test_sigkill_then_restart_resumes_the_learner(start_server, tmp_path):
@@ -75,4 +77,50 @@ def test_sigkill_then_restart_resumes_the_learner(start_server, tmp_path):
         history = c.get("/v1/workflows/S1/history").json()
         assert [h["invocation_id"] for h in history] == [*ids, d["invocation_id"]]
         assert [h["seq"] for h in history] == list(range(10))  # learning continued the same sequence
+    assert again.stop() == 0
+
+
+def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_server, tmp_path):
+    db = tmp_path / "cut.db"
+    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "1", "--round-size", "4"], cwd=WORKFLOWS)
+    with server.client() as c:
+        done = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}}).json()
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def call() -> None:  # a tool far longer than the test's waits: only the cut can answer it
+        with server.client() as c:
+            r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3600}})
+        with lock:
+            answers.append(r)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    with server.client() as c:
+        _wait_in_flight(c, 2)
+    assert server.stop() == 0  # exits without waiting for the abandoned tools
+    for t in threads:
+        t.join(120)
+    assert [r.status_code for r in answers] == [200, 200]
+    cut = [r.json() for r in answers]
+    assert all(d["status"] == "error" and d["kind"] == "cut" for d in cut)
+    assert all(d["message"] == "cut by shutdown after drain-s (1 s)" for d in cut)
+    st = Store(db, read_only=True)
+    try:
+        (learner,) = st.learners("sleepy")
+        rows = {e.id: e for e in st.executions(learner.id)}
+    finally:
+        st.close()
+    # every accepted invocation recorded: the one answered before, and both cut ones (outside the sequence)
+    assert set(rows) == {done["invocation_id"], *(d["invocation_id"] for d in cut)}
+    assert rows[done["invocation_id"]].status == "ok"
+    assert all(rows[d["invocation_id"]].seq is None and rows[d["invocation_id"]].status == "error" for d in cut)
+    again = start_server(["sleepy.yaml", "--store", str(db), "--round-size", "4"], cwd=WORKFLOWS)
+    with again.client() as c:  # the cut records stay outside the sequence: the learner replays and goes on
+        assert c.get("/v1/workflows").json()[0]["replayed"] == 1
+        d = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}}).json()
+        assert d["status"] == "ok" and d["invocation_id"] > max(rows)
+        kinds = [h["kind"] for h in c.get("/v1/workflows/sleepy/history").json()]
+        assert kinds == ["round", "cut", "cut", "round"]
     assert again.stop() == 0

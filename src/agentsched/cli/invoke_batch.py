@@ -65,14 +65,9 @@ def run_jsonl(rt: Any, lines: list[tuple[int, dict[str, Any]]]) -> int:
 
 def best_docs(st: Any, learners: list[Any]) -> list[dict[str, Any]]:
     """Each learner's best observed round (lowest median E2E among ok rounds)."""
-    out = []
-    for ln in learners:
-        ok = [r for r in st.rounds(ln.id) if r.status == "ok" and r.e2e_ms is not None]
-        best = min(ok, key=lambda r: r.e2e_ms) if ok else None
-        out.append({"learner": ln.id, "policy": ln.policy, "rounds": len(ok),
-                    "best_round": best.round if best else None, "best_mapping": best.mapping if best else None,
-                    "best_e2e_ms": best.e2e_ms if best else None})
-    return out
+    from agentsched.store.admin import best_round
+
+    return [{"learner": ln.id, "policy": ln.policy, **best_round(st, ln.id)} for ln in learners]
 
 
 def print_best(name: str, docs: list[dict[str, Any]], json_out: bool) -> None:

@@ -68,6 +68,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
     "agentsched.cli.load_cmd",  # load (a stream of invocations sharing one machine)
     "agentsched.cli.serve_cmd",  # serve (the placement service over HTTP)
+    "agentsched.cli.store_cmds",  # store list|forget|export|vacuum (look after a store)
 )
 
 for _mod in _COMMAND_MODULES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import statistics
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -40,9 +40,14 @@ def throughput_cmd(
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
     json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE given to every invocation "
+                                               "of a user workflow (repeatable; text)"),
+    inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one JSON object of NAME: VALUE a "
+                                                "line; batch i takes line i (cycling; the warm-up line 1)"),
 ) -> None:
     """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
-    invocation's E2E and the throughput (ok invocations per second of wall time)."""
+    invocation's E2E and the throughput (ok invocations per second of wall time). Exits 1 when
+    any invocation failed (warm-up included), saying how many."""
     from agentsched.model.workflow import Mode
     from agentsched.testbeds.ray import RayTestbed
 
@@ -51,6 +56,7 @@ def throughput_cmd(
     if concurrency > MAX_CONCURRENCY or batches > MAX_BATCHES:
         raise AgentschedError(f"--concurrency must be <= {MAX_CONCURRENCY} and --batches <= {MAX_BATCHES}")
     wf = load_workflow(workflow)
+    lines = _batch_inputs(wf, list(input_ or []), inputs_jsonl)
     m = parse_mapping(wf, mapping) if mapping else {t: Mode.CPU for t in wf.task_ids}
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the work, not after it
@@ -65,29 +71,24 @@ def throughput_cmd(
                       f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
         for n in testbed_notes(tb):
             say.print(f"note: {n}", highlight=False, markup=False)
-        tb.run_concurrent(wf, m, concurrency)  # warm-up: loads and worker processes, not measured
-        results = [tb.run_concurrent(wf, m, concurrency) for _ in range(batches)]
+        if inputs_jsonl is not None and len(lines) > batches:
+            say.print(f"note: {len(lines) - batches} line(s) of {inputs_jsonl} not run (one line per batch, "
+                      f"{batches} batch(es))", highlight=False, markup=False)
+        # warm-up: loads and worker processes, not measured (its failures still count)
+        warm = tb.run_concurrent(wf, m, concurrency, inputs=lines[0])
+        results = [tb.run_concurrent(wf, m, concurrency, inputs=lines[i % len(lines)]) for i in range(batches)]
     finally:
         tb.close()
     e2e = [e.e2e_ms for r in results for e in r.executions if e.ok and e.e2e_ms is not None]
-    failed = [e for r in results for e in r.executions if not e.ok]
+    failed = [e for r in (warm, *results) for e in r.executions if not e.ok]
     wall_s = sum(r.wall_s for r in results)
     throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
-    for i, r in enumerate(results):
-        row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
-        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
-                      highlight=False, markup=False)
-    if e2e:
-        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
-                      f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
-                      highlight=False, markup=False)
-    for e in failed[:3]:
-        say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
+    _print_batches(say, results, e2e, failed, throughput)
     if json_file is not None or json_out:
         doc = {
             "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
             "nodes": len(nodes), "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
-            "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4),
+            "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4), "failed": len(failed),
             "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]}
                         for r in results],
         }
@@ -96,6 +97,43 @@ def throughput_cmd(
             say.print(f"invocations written to {json_file}", highlight=False, markup=False)
         if json_out:
             print_json(doc)
+    if failed:  # the figures are printed; the failures are the exit status
+        total = concurrency * (batches + 1)
+        err_console.print(f"error: {len(failed)} of {total} invocations failed (warm-up batch included)",
+                          highlight=False, markup=False)
+        raise SystemExit(1)
+
+
+def _print_batches(say: Any, results: list[Any], e2e: list[float], failed: list[Any], throughput: float) -> None:
+    for i, r in enumerate(results):
+        row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
+        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
+                  highlight=False, markup=False)
+    if e2e:
+        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
+                  f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
+                  highlight=False, markup=False)
+    for e in failed[:3]:
+        say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
+
+
+def _batch_inputs(wf: Any, items: list[str], jsonl: Path | None) -> list[dict[str, Any] | None]:
+    """The inputs of each batch, in turn: --input items (every batch), or --inputs-jsonl's lines; [None]
+    for a workflow of built-in tools given none. Each is checked against the workflow before Ray starts."""
+    from agentsched.cli.invoke_batch import read_inputs_jsonl
+    from agentsched.cli.runtime_cmds import parse_inputs
+    from agentsched.runtime.inputs import check_input_names, check_inputs_given
+
+    if jsonl is not None and items:
+        raise AgentschedError("--inputs-jsonl replaces --input: give one or the other")
+    numbered = read_inputs_jsonl(jsonl) if jsonl is not None else [(0, parse_inputs(items, None))]
+    for n, inputs in numbered:
+        try:
+            check_input_names(wf, inputs)
+            check_inputs_given(wf, inputs)
+        except AgentschedError as e:
+            raise AgentschedError(f"--inputs-jsonl {jsonl}: line {n}: {e}" if jsonl is not None else str(e)) from None
+    return [inputs or None for _, inputs in numbered]
 
 
 def register(app: typer.Typer) -> None:

@@ -48,7 +48,8 @@ def serve_cmd(
     config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime, policy=policy,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)
-    raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level))
+    raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level,
+                           exit_after_cut=True))
 
 
 def register(app: typer.Typer) -> None:

@@ -25,3 +25,17 @@ def check_input_names(wf: Workflow, inputs: dict[str, Any]) -> None:
         given = ", ".join(sorted(takes)) or "none"
         raise ToolError(f"invocation input {unknown[0]!r} is not an input of workflow {wf.name} "
                         f"(its source tasks take: {given})")
+
+
+def check_inputs_given(wf: Workflow, inputs: dict[str, Any]) -> None:
+    """Refuse an invocation missing an input a source task's user tool takes (built-in tools compute
+    on generated inputs)."""
+    for t in wf.task_ids:
+        if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
+            continue
+        cls = tool_class(wf.tasks[t].tool)
+        missing = [n for n in cls.input_names if n not in inputs]
+        if not inputs or missing:
+            need = ", ".join(missing or cls.input_names) or "its arguments"
+            raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
+                            f"{need} (give them as invoke(NAME=VALUE) / --input NAME=VALUE)")

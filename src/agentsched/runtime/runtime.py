@@ -39,11 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, ToolError, WorkflowError
+from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, WorkflowError
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
-from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
@@ -235,16 +234,9 @@ class Runtime:
 
     # ---- checks ----------------------------------------------------------------------------
     def _check_inputs(self, inputs: dict[str, Any]) -> None:
-        wf = self.workflow
-        for t in wf.task_ids:
-            if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
-                continue  # built-in tools compute on generated inputs
-            cls = tool_class(wf.tasks[t].tool)
-            missing = [n for n in cls.input_names if n not in inputs]
-            if not inputs or missing:
-                need = ", ".join(missing or cls.input_names) or "its arguments"
-                raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
-                                f"{need} (give them as invoke(NAME=VALUE) / --input NAME=VALUE)")
+        from agentsched.runtime.inputs import check_inputs_given
+
+        check_inputs_given(self.workflow, inputs)
 
     # ---- the loop thread -------------------------------------------------------------------
     def _loop(self) -> None:

@@ -9,6 +9,7 @@ in constant time; /healthz and the docs stay open, they reveal nothing learned).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections.abc import AsyncIterator
@@ -21,9 +22,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from agentsched.errors import AgentschedError, MappingError, ToolError
+from agentsched.runtime.runtime import InvokeResult
 from agentsched.service.metrics import Metrics
 from agentsched.service.service import Service, UnknownWorkflowError, jsonable
 
+MAX_HISTORY_LIMIT = 10_000  # rows per history answer (one JSON body in memory)
 RETRY_AFTER_BUSY_S = 1  # over the concurrency limit: a slot frees within a typical invocation
 
 
@@ -100,7 +103,7 @@ def _invocation_route(v1: APIRouter, service: Service, metrics: Metrics, limiter
                           {"Retry-After": str(retry)})
         t0 = time.perf_counter()
         try:
-            res = await anyio.to_thread.run_sync(service.invoke, name, body.inputs, limiter=limiter)
+            res = await _invoke_until_cut(service, name, body.inputs, limiter)
         except AgentschedError as e:  # the runtime stopped (closing, or its store failed)
             metrics.observe(name, "unavailable", time.perf_counter() - t0)
             return _error(503, f"workflow {name}: {e}", {"Retry-After": str(RETRY_AFTER_BUSY_S)})
@@ -113,13 +116,32 @@ def _invocation_route(v1: APIRouter, service: Service, metrics: Metrics, limiter
             "timeline": list(res.timeline), "message": res.message, "kind": res.kind, "round": res.round}))
 
 
+async def _invoke_until_cut(service: Service, name: str, inputs: dict[str, Any],
+                            limiter: anyio.CapacityLimiter) -> InvokeResult:
+    """Run the invocation in a worker thread; answer with its result, or with the shutdown's cut
+    record when the drain's time ran out first (the thread is then abandoned: its tool may never end)."""
+    loop = asyncio.get_running_loop()
+    cut: asyncio.Future[None] = loop.create_future()
+    flight = service.begin(name)
+    flight.on_cut(lambda: loop.call_soon_threadsafe(lambda: cut.done() or cut.set_result(None)))
+    work = asyncio.ensure_future(anyio.to_thread.run_sync(service.invoke, name, inputs, flight, limiter=limiter,
+                                                          abandon_on_cancel=True))
+    await asyncio.wait({work, cut}, return_when=asyncio.FIRST_COMPLETED)
+    if work.done():
+        cut.cancel()
+        return work.result()
+    work.cancel()
+    assert flight.cut is not None
+    return flight.cut
+
+
 def _view_routes(v1: APIRouter, service: Service) -> None:
     @v1.get("/workflows", summary="Served workflows: policy, current and best mapping, invocations")
     async def workflows() -> Any:
         return [service.describe(n) for n in service.runtimes]
 
     @v1.get("/workflows/{name}/history", summary="The last invocations a workflow's learner recorded")
-    async def history(name: str, limit: int = Query(100, ge=1, le=100_000)) -> Any:
+    async def history(name: str, limit: int = Query(100, ge=1, le=MAX_HISTORY_LIMIT)) -> Any:
         service.runtime(name)
         return jsonable(await anyio.to_thread.run_sync(service.history, name, limit))
 

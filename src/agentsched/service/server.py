@@ -3,14 +3,17 @@
 The first SIGTERM/SIGINT starts a drain: new invocations get 503 (Retry-After), the accepted ones
 get up to ``drain_s`` to finish, then uvicorn stops (it waits for open responses to be written) and
 the app's lifespan closes the runtimes and the store; the process exits 0. A second signal stops at
-once (uvicorn's own behaviour). Invocations still running when ``drain_s`` ends are cut: their
-callers get no answer and they are not recorded.
+once (uvicorn's own behaviour). Invocations still running when ``drain_s`` ends are cut
+(``Service.cut``): each is recorded as ``error`` ("cut by shutdown after drain-s") and its caller
+gets that record, so every accepted invocation is recorded; their tools are abandoned (the CLI
+exits without waiting for them).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import sys
 import threading
 from typing import Any
@@ -70,7 +73,9 @@ class _DrainingServer(uvicorn.Server):
     def _drain(self) -> None:
         drain_s = self.service.config.drain_s
         if not self.service.drain(drain_s):
-            log.warning("drain: %d invocation(s) still running after %gs; stopping", self.service.in_flight, drain_s)
+            n = self.service.cut()
+            log.warning("drain: %d invocation(s) still running after %gs were cut (recorded as error); stopping",
+                        n, drain_s)
         self.should_exit = True
 
     async def startup(self, sockets: Any = None) -> None:
@@ -83,8 +88,11 @@ class _DrainingServer(uvicorn.Server):
 
 
 def serve(config: ServiceConfig, *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
-          insecure: bool = False, log_level: str = "warning") -> int:
-    """Serve until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+          insecure: bool = False, log_level: str = "warning", exit_after_cut: bool = False) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code (0 after a drain). ``exit_after_cut``: when
+    the drain cut invocations, end the process here (the store is closed) rather than wait at exit
+    for tools still running in their abandoned threads (the CLI's choice; a library caller's
+    process is not ours to end)."""
     check_bind(host, token, insecure)
     service = Service(config)  # replays every learner before the port opens
     app = create_app(service, token=token)
@@ -92,4 +100,9 @@ def serve(config: ServiceConfig, *, host: str = "127.0.0.1", port: int = 8000, t
                         timeout_graceful_shutdown=max(1, int(config.drain_s) + 1))
     server = _DrainingServer(uv, service)
     server.run()
-    return 0 if server.started else 1
+    code = 0 if server.started else 1
+    if exit_after_cut and service.cut_count:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

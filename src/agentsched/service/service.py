@@ -14,11 +14,14 @@ import json
 import logging
 import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentsched.errors import AgentschedError, ToolError, WorkflowError
+from agentsched.model.execution import Execution, Status
 from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Workflow
 from agentsched.runtime import Runtime
@@ -32,8 +35,38 @@ log = logging.getLogger("agentsched.service")
 WORKFLOW_SUFFIXES = (".yaml", ".yml")
 
 
+CUT_MESSAGE = "cut by shutdown after drain-s"
+CUT_GRACE_S = 0.5  # after the loops stop: how long an invocation already answered may take to say so
+
+
 class UnknownWorkflowError(AgentschedError):
     """A request names a workflow the service does not serve (HTTP 404)."""
+
+
+class Flight:
+    """One accepted invocation until it is answered: by its runtime, or by the cut at shutdown."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.started_s = time.monotonic()
+        self.cut: InvokeResult | None = None  # set when the shutdown recorded it as cut
+        self._notify: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def on_cut(self, notify: Callable[[], None]) -> None:
+        """Call ``notify`` (from any thread) once the flight is cut; at once when it already is."""
+        with self._lock:
+            self._notify = notify
+            done = self.cut is not None
+        if done:
+            notify()
+
+    def _was_cut(self, result: InvokeResult) -> None:
+        with self._lock:
+            self.cut = result
+            notify = self._notify
+        if notify is not None:
+            notify()
 
 
 @dataclass(frozen=True)
@@ -113,6 +146,8 @@ class Service:
         self._cond = threading.Condition()
         self.in_flight = 0  # accepted, not yet answered
         self.draining = False
+        self._flights: set[Flight] = set()  # invocations running now (for the cut at shutdown)
+        self.cut_count = 0  # invocations the shutdown cut (recorded as error)
         self.pinned_runs: dict[str, int] = dict.fromkeys(self.runtimes, 0)
 
     def _runtime(self, wf: Workflow) -> Runtime:
@@ -169,13 +204,68 @@ class Service:
             raise ToolError(f"workflow {name} has no input(s) {', '.join(unknown)} (it takes {takes})")
         rt._check_inputs(inputs)
 
-    def invoke(self, name: str, inputs: dict[str, Any]) -> InvokeResult:
+    def begin(self, name: str) -> Flight:
+        """Register an accepted invocation of ``name`` (``invoke`` runs it)."""
+        flight = Flight(self.runtime(name).workflow.name)
+        with self._cond:
+            self._flights.add(flight)
+        return flight
+
+    def invoke(self, name: str, inputs: dict[str, Any], flight: Flight | None = None) -> InvokeResult:
         rt = self.runtime(name)
-        res = rt.invoke(**inputs)
+        flight = flight or self.begin(name)
+        try:
+            res = rt.invoke(**inputs)
+        except AgentschedError:
+            with self._cond:  # stopped by the cut: its record and answer are the cut's
+                if self._cond.wait_for(lambda: flight.cut is not None or not self.draining, timeout=CUT_GRACE_S * 4) \
+                        and flight.cut is not None:
+                    return flight.cut
+            raise
+        finally:
+            with self._cond:
+                self._flights.discard(flight)
+                self._cond.notify_all()
+        if flight.cut is not None:  # answered by its runtime after the cut recorded it: kept twice
+            log.warning("invocation %s of %s ended after the shutdown cut it: recorded twice", res.invocation_id,
+                        name)
         if res.kind == "pinned":
             with self._cond:
                 self.pinned_runs[name] += 1
         return res
+
+    def cut(self) -> int:
+        """After the drain's time is up: stop every runtime's loop, give the invocations answered in
+        that instant ``CUT_GRACE_S`` to say so, then record each one still running as ``error``
+        (``CUT_MESSAGE``, kind ``cut``, outside the learner's sequence) and answer it with that
+        record. Returns how many were cut. Their tools may still be running: nobody waits for them."""
+        for rt in self.runtimes.values():
+            rt.close()  # no loop records anything from now on
+        with self._cond:
+            self._cond.wait_for(lambda: not self._flights, timeout=CUT_GRACE_S)
+            flights = list(self._flights)
+        for flight in flights:
+            flight._was_cut(self._record_cut(flight))
+        with self._cond:
+            self.cut_count += len(flights)
+            self._cond.notify_all()
+        return len(flights)
+
+    def _record_cut(self, flight: Flight) -> InvokeResult:
+        rt = self.runtimes[flight.name]
+        elapsed_ms = (time.monotonic() - flight.started_s) * 1000.0
+        message = f"{CUT_MESSAGE} ({self.config.drain_s:g} s)"
+        # the mapping it ran under is the dispatcher's, not known here: recorded as none
+        x = Execution(status=Status.ERROR, mapping={}, e2e_ms=None, elapsed_ms=elapsed_ms, peak_vram_mb=0.0,
+                      spans=(), message=message, testbed=rt.testbed.name)
+        invocation_id = None
+        if rt.learner_id is not None:
+            try:
+                invocation_id, _ = self.store.append(rt.learner_id, None, "cut", None, x)
+            except AgentschedError as e:  # the store failing now: said, and the others still tried
+                log.error("could not record a cut invocation of %s: %s", flight.name, e)
+        return InvokeResult(outputs={}, mapping={}, e2e_ms=None, timeline=(), status=Status.ERROR, message=message,
+                            invocation_id=invocation_id, kind="cut", round=rt.policy.round)
 
     # ---- views ----------------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
@@ -189,9 +279,10 @@ class Service:
 
     def history(self, name: str, limit: int) -> list[dict[str, Any]]:
         rt = self.runtime(name)
-        rows = self.store.executions(rt.learner_id) if rt.learner_id is not None else []
+        # the newest ``limit`` read with SQL LIMIT: a long-lived learner holds millions of rows
+        rows = self.store.executions(rt.learner_id, limit=limit) if rt.learner_id is not None else []
         return [{"invocation_id": r.id, "seq": r.seq, "kind": r.kind, "round": r.round, "mapping": r.mapping,
-                 "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows[-limit:]]
+                 "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows]
 
     def tools_loaded(self) -> int:
         """Tools kept loaded by the local testbeds (the simulator loads none)."""

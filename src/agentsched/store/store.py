@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from agentsched.errors import StoreError
 from agentsched.store import decode
@@ -173,6 +174,12 @@ def _set_busy_timeout(conn: sqlite3.Connection, seconds: float) -> None:
     conn.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
 
 
+def _uri(path: Path, query: str) -> str:
+    """An SQLite URI of ``path``: the path percent-escaped, else a ``?`` or ``#`` in it would start
+    the URI's query or fragment (and ``%`` an escape), opening another file than the one named."""
+    return f"file:{quote(str(path))}?{query}"
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -248,7 +255,7 @@ class Store:
                 raise self._fail("is read-only (check the file's permissions; `history` can read it)")
             if not p.exists() and not os.access(p.parent, os.W_OK):
                 raise self._fail(f"cannot be created: folder {p.parent} is read-only")
-            uri = f"file:{p.resolve()}?mode=rwc"
+            uri = _uri(p.resolve(), "mode=rwc")
         try:
             conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
@@ -270,12 +277,12 @@ class Store:
         file is the whole of it); a ``-wal`` with content is read through its existing ``-shm``."""
         p = self.path.resolve()
         if os.access(p.parent, os.W_OK):
-            return f"file:{p}?mode=ro"
+            return _uri(p, "mode=ro")
         wal, shm = Path(f"{p}-wal"), Path(f"{p}-shm")
         if not wal.exists() or wal.stat().st_size == 0:
-            return f"file:{p}?mode=ro&immutable=1"
+            return _uri(p, "mode=ro&immutable=1")
         if shm.exists():
-            return f"file:{p}?mode=ro"
+            return _uri(p, "mode=ro")
         raise self._fail(f"has changes in {wal.name} not yet in the store, and its folder is read-only: "
                          "copy the store with its -wal file to a writable folder to read it")
 
@@ -436,13 +443,27 @@ class Store:
             cur = c.execute(sql, (row[0], None, *row[1:]))
             return int(cur.lastrowid), False
 
-    def executions(self, learner_id: int) -> list[ExecutionRow]:
-        """Every execution of a learner, in the order they were recorded."""
-        rows = self._read("SELECT id, learner_id, seq, kind, round, mapping, status, e2e_ms, message, created_s "
-                          "FROM executions WHERE learner_id = ? ORDER BY id", (learner_id,))
+    def executions(self, learner_id: int, limit: int | None = None) -> list[ExecutionRow]:
+        """Every execution of a learner (or its newest ``limit``, read with SQL LIMIT), oldest first."""
+        cols = "id, learner_id, seq, kind, round, mapping, status, e2e_ms, message, created_s"
+        sql, args = f"SELECT {cols} FROM executions WHERE learner_id = ? ORDER BY id", (learner_id,)
+        if limit is not None:
+            sql, args = f"SELECT * FROM ({sql} DESC LIMIT ?) ORDER BY id", (learner_id, limit)
+        rows = self._read(sql, args)
         return [ExecutionRow(r[0], r[1], r[2], r[3], r[4], self._decoded(decode.mapping, r[5], f"execution {r[0]}"),
                              self._decoded(decode.status, r[6], f"execution {r[0]}"),
                              self._decoded(decode.e2e, r[7], f"execution {r[0]}"), r[8], r[9]) for r in rows]
+
+    def vacuum(self) -> None:
+        """SQLite ``VACUUM`` (all or nothing, waits for writers as a write does), then empty the WAL."""
+        if self.read_only:
+            raise self._fail("was opened read-only")
+        with self._lock:
+            try:
+                self._waiting(self._conn, lambda: self._conn.execute("VACUUM"))
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                raise self._translate(e) from None
 
     def sequence_length(self, learner_id: int) -> int:
         rows = self._read("SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS NOT NULL", (learner_id,))

@@ -1,0 +1,109 @@
+"""agentsched store list|forget|export|vacuum: what each says, and a bad, missing or locked store as one line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from agentsched.model.execution import Execution, Status
+from agentsched.model.workflow import Mode
+from agentsched.scenarios import load_scenario
+from agentsched.store import Store
+from agentsched.store.admin import read_export
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "s?#.db"  # URI characters in the name: the very file is used
+    st = Store(path)
+    for name, n in (("S1", 3), ("S2", 2)):
+        ln = st.learner(load_scenario(name), "agent-rules", {"round_size": 1})
+        for i in range(n):
+            st.append(ln.id, i, "round", i, Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=10.0 + i,
+                                                        elapsed_ms=10.0, peak_vram_mb=0.0, spans=(), testbed="sim"))
+        st.add_round(ln.id, 0, {"A": Mode.CPU}, Status.OK, 10.0, 1, "start")
+    st.close()
+    return path
+
+
+def _one_line(err: str) -> str:
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    return err.strip()
+
+
+def test_list_json_names_each_learner(cli, db):
+    code, out, err = cli("store", "list", "--store", str(db), "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    rows = {r["workflow"]: r for r in doc["learners"]}
+    assert set(rows) == {"S1", "S2"} and rows["S1"]["invocations"] == 3 and rows["S2"]["invocations"] == 2
+    assert rows["S1"]["best_mapping"] == {"A": "cpu"} and rows["S1"]["best_e2e_ms"] == 10.0
+    assert len(rows["S1"]["key"]) == 16 and rows["S1"]["last_s"] > 0 and doc["bytes"] > 0
+    code, out, _ = cli("store", "list", "--store", str(db))
+    assert code == 0 and "S1" in out and rows["S2"]["key"] in out and "A=cpu" in out
+
+
+def test_forget_removes_one_learner_and_says_so(cli, db):
+    code, out, err = cli("store", "forget", "S1", "--store", str(db))
+    assert code == 0 and err == ""
+    assert "forgot learner #1" in out and "of S1" in out and "3 invocation(s)" in out
+    code, out, _ = cli("store", "list", "--store", str(db), "--json")
+    assert [r["workflow"] for r in json.loads(out)["learners"]] == ["S2"]  # the other one is untouched
+    code, _, err = cli("store", "forget", "S1", "--store", str(db))
+    assert code == 2 and _one_line(err).startswith("error: store ") and "has no learner 'S1'" in err
+
+
+def test_export_writes_json_that_reads_back(cli, db, tmp_path):
+    out_file = tmp_path / "s2.json"
+    code, out, err = cli("store", "export", "S2", "--out", str(out_file), "--store", str(db))
+    assert code == 0 and err == "" and "2 invocation(s)" in out
+    doc = read_export(out_file)
+    assert doc["learner"]["workflow_name"] == "S2" and [e["record"]["e2e_ms"] for e in doc["executions"]] == [10.0, 11.0]
+    code, _, err = cli("store", "export", "nope", "--out", str(tmp_path / "n.json"), "--store", str(db))
+    assert code == 2 and "has no learner 'nope'" in _one_line(err) and not (tmp_path / "n.json").exists()
+
+
+def test_vacuum_prints_bytes_before_and_after(cli, db):
+    code, out, err = cli("store", "vacuum", "--store", str(db))
+    assert code == 0 and err == ""
+    assert "bytes before" in out and "bytes after" in out
+    code, out, _ = cli("store", "list", "--store", str(db), "--json")
+    assert len(json.loads(out)["learners"]) == 2  # nothing learned was lost
+
+
+@pytest.mark.parametrize("command", [("list",), ("forget", "S1"), ("export", "S1", "--out", "x.json"), ("vacuum",)])
+def test_a_missing_or_corrupt_store_is_one_line(cli, tmp_path, command):
+    code, _, err = cli("store", *command, "--store", str(tmp_path / "none.db"))
+    assert code == 2 and _one_line(err) == f"error: store {tmp_path / 'none.db'} does not exist"
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database at all" * 300)
+    code, _, err = cli("store", *command, "--store", str(bad))
+    assert code == 2 and "is corrupt or not an SQLite file" in _one_line(err)
+    assert bad.read_bytes() == b"not a database at all" * 300  # left as it was
+
+
+def test_a_locked_store_is_one_line_and_loses_nothing(cli, db):
+    holder = sqlite3.connect(f"file:{db.as_posix().replace('?', '%3F').replace('#', '%23')}", uri=True,
+                             isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    try:
+        code, _, err = cli("store", "forget", "S1", "--store", str(db), "--wait-s", "0.2")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 2 and "is locked by another process" in err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    code, out, _ = cli("store", "list", "--store", str(db), "--json")
+    assert {r["workflow"]: r["invocations"] for r in json.loads(out)["learners"]} == {"S1": 3, "S2": 2}
+
+
+def test_json_on_every_store_command(cli, db, tmp_path):
+    code, out, _ = cli("store", "vacuum", "--store", str(db), "--json")
+    assert code == 0 and json.loads(out)["bytes_after"] > 0
+    code, out, _ = cli("store", "export", "S1", "--out", str(tmp_path / "e.json"), "--store", str(db), "--json")
+    assert code == 0 and json.loads(out)["invocations"] == 3
+    code, out, _ = cli("store", "forget", "S1", "--store", str(db), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["forgot"]["workflow"] == "S1" and doc["invocations_removed"] == 3
