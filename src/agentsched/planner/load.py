@@ -25,12 +25,13 @@ crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.load_slack import InvocationEnds
 from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
@@ -40,6 +41,7 @@ LATE_FRACTION = 0.25  # a running task past its predicted end: this share of tha
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
 MAX_HOLD_FACTOR = 1.0  # a task is held at most its own GPU time, then starts (tuned on S1-S13)
 HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now (tuned likewise)
+SLACK_TIE = 0.1  # a task's own finish, weighed beside its invocation's end (load_slack.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class LoadPlanner(StreamDecider):
         self.admission = admission
         self.name = "agentsched" if admission else "agentsched-noadm"
         self.learner = ContentionLearner()
+        self.ends = InvocationEnds()
         self._held: dict[tuple[int, str], float] = {}
         self._prefix: dict[tuple[int, str], float] | None = None
         self._held_total = 0.0
@@ -80,6 +83,7 @@ class LoadPlanner(StreamDecider):
 
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
         self.learner = ContentionLearner()
+        self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
         self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
         self._held_total = 0.0
@@ -140,7 +144,8 @@ class LoadPlanner(StreamDecider):
         cpu_ms = cpu_wait_ms(live) + card.cpu_ms
         budget = live.vram_budget_mb
         if not card.has_gpu or (budget is not None and card.vram_needed_mb > budget):
-            return Mode.CPU  # no GPU code, or it never fits: any GPU placement would be an oom
+            # no GPU code, or it never fits: any GPU placement would be an oom
+            return self._placed(inv, task, live, Mode.CPU, cpu_ms)
         key = (inv.id, task)
         fits = live.fits_now(card.vram_needed_mb)
         since = self._held_since.get(key)
@@ -149,9 +154,11 @@ class LoadPlanner(StreamDecider):
         # its GPU time with its VRAM free, it is overdue and its harm no longer counts
         overdue = since is not None and fits and live.now_ms - since >= MAX_HOLD_FACTOR * (card.gpu_ms or 0.0)
         gpu = self._gpu(live)
-        best_mode, best = self._best_start(inv, card, gpu, live, cpu_ms, fits, 0.0 if overdue else HARM_WEIGHT)
+        cost = self._cost_of(inv, task, live, gpu)
+        best_mode, best_ms, best = self._best_start(inv, card, gpu, live, cpu_ms, fits,
+                                                    0.0 if overdue else HARM_WEIGHT, cost)
         may_hold = not overdue and (key in self._held or len(self._held) < MAX_HELD)
-        if gpu and may_hold and self._ahead_ms(key) + self._hold_ms(card, gpu, live) < HOLD_MARGIN * best:
+        if gpu and may_hold and cost(self._ahead_ms(key) + self._hold_ms(card, gpu, live), 0.0) < HOLD_MARGIN * best:
             if key not in self._held:
                 self._held[key] = card.gpu_ms or 0.0
                 self._held_since[key] = live.now_ms
@@ -160,21 +167,46 @@ class LoadPlanner(StreamDecider):
         self._held_since.pop(key, None)
         if self._held.pop(key, None) is not None:
             self._prefix = None
-        return best_mode
+        return self._placed(inv, task, live, best_mode, best_ms)
+
+    def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
+        self.ends.placed(inv, task, live.now_ms + finish_ms)
+        return mode
+
+    def _cost_of(self, inv: Invocation, task: str, live: LiveState, gpu: list[_Gpu]) -> Callable[[float, float], float]:
+        """The cost of an option for ``task``: ``cost(finish_ms, harm_ms)`` = the predicted end of
+        its invocation from now (``load_slack.py``), plus ``SLACK_TIE`` x its own finish (among
+        options that end the invocation alike, the faster), plus its weighted harm."""
+        now = live.now_ms
+        cpu_wait = cpu_wait_ms(live)
+        others = self.ends.others_end_ms(inv, task, now, lambda u: self._ready_finish_ms(inv.cards[u], gpu, live,
+                                                                                           cpu_wait)) - now
+        tail = self.ends.tail_ms(inv.workflow)[task]
+        return lambda finish, harm: max(finish + tail, others) + SLACK_TIE * finish + harm
+
+    def _ready_finish_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_wait: float) -> float:
+        """A ready task's best finish if it started now (a sibling not placed yet)."""
+        best = cpu_wait + card.cpu_ms
+        if card.has_gpu and live.fits_now(card.vram_needed_mb):
+            best = min(best, self._run_beside(card, gpu)[0])
+        return best
 
     def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
-                    fits: bool, harm_weight: float) -> tuple[Mode, float]:
-        """The cheapest start now: (mode, predicted cost)."""
-        best_mode, best = Mode.CPU, cpu_ms
+                    fits: bool, harm_weight: float,
+                    cost: Callable[[float, float], float]) -> tuple[Mode, float, float]:
+        """The cheapest start now: (mode, its predicted finish, its cost)."""
+        best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, 0.0)
         if fits:
             run, harm = self._run_beside(card, gpu)
-            if run + harm_weight * harm < best:
-                best_mode, best = Mode.GPU_NOW, run + harm_weight * harm
+            c = cost(run, harm_weight * harm)
+            if c < best:
+                best_mode, best_ms, best = Mode.GPU_NOW, run, c
         if Mode.GPU_QUEUE in inv.workflow.decision_space.modes:
-            q = self._queue_ms(card, gpu, live, harm_weight)
-            if q < best:
-                best_mode, best = Mode.GPU_QUEUE, q
-        return best_mode, best
+            q, harm = self._queue_ms(card, gpu, live)
+            c = cost(q, harm_weight * harm)
+            if c < best:
+                best_mode, best_ms, best = Mode.GPU_QUEUE, q, c
+        return best_mode, best_ms, best
 
     def _ahead_ms(self, key: tuple[int, str]) -> float:
         """GPU work of the tasks held before ``key`` (all held ones for a new task): they get the GPU
@@ -187,11 +219,12 @@ class LoadPlanner(StreamDecider):
             self._held_total = total
         return self._prefix.get(key, self._held_total)
 
-    def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, harm_weight: float) -> float:
+    def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> tuple[float, float]:
+        """(its predicted finish through the GPU queue, the delay its run inflicts)."""
         backlog = sum(g.remaining_ms for g in gpu if g.loading)
         backlog += live.queue_backlog_ms
         run, harm = self._run_beside(card, gpu)
-        return backlog + card.load_needed_ms + run + harm_weight * harm
+        return backlog + card.load_needed_ms + run, harm
 
     def admit(self, inv: Invocation, live: LiveState) -> bool:
         if not self.admission:
