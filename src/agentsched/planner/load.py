@@ -24,6 +24,7 @@ crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ LATE_FRACTION = 0.25  # a running task past its predicted end: this share of tha
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
 MAX_HOLD_FACTOR = 1.0  # a task is held at most its own GPU time, then starts (tuned on S1-S13)
 HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now (tuned likewise)
+BACKGROUND_SHARE = 1.0  # of the time-averaged GPU pressure, a floor on the pressure a new run meets
+PRESSURE_TAU_MS = 30_000.0  # time constant of that average
 SLACK_TIE = 0.1  # a task's own finish, weighed beside its invocation's end (load_slack.py)
 
 
@@ -53,6 +56,7 @@ class _Gpu:
     s: float
     p: float
     loading: bool
+    foreign: float = 0.0  # the learned pressure of its co-runners now
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -75,6 +79,7 @@ class LoadPlanner(StreamDecider):
         self.name = "agentsched" if admission else "agentsched-noadm"
         self.learner = ContentionLearner()
         self.ends = InvocationEnds()
+        self._p_avg = self._p_last = self._p_time_ms = 0.0
         self._held: dict[tuple[int, str], float] = {}
         self._prefix: dict[tuple[int, str], float] | None = None
         self._held_total = 0.0
@@ -84,6 +89,7 @@ class LoadPlanner(StreamDecider):
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
         self.learner = ContentionLearner()
         self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
+        self._p_avg = self._p_last = self._p_time_ms = 0.0  # time-averaged GPU pressure (_track_pressure)
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
         self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
         self._held_total = 0.0
@@ -97,7 +103,15 @@ class LoadPlanner(StreamDecider):
             return self._gpu_cache[1]
         out = self._gpu_now(live)
         self._gpu_cache = (key, out)
+        self._track_pressure(live.now_ms, sum(g.p for g in out if not g.loading))
         return out
+
+    def _track_pressure(self, now_ms: float, total_p: float) -> None:
+        """The time-averaged pressure on the GPU (learned pressures of the tasks running, sampled at
+        each decision, held until the next; exponential average over ``PRESSURE_TAU_MS``)."""
+        dt = max(0.0, now_ms - self._p_time_ms)
+        self._p_avg += (1.0 - math.exp(-dt / PRESSURE_TAU_MS)) * (self._p_last - self._p_avg)
+        self._p_last, self._p_time_ms = total_p, now_ms
 
     def _gpu_now(self, live: LiveState) -> list[_Gpu]:
         views: list[RunningView] = live.running(gpu=True)
@@ -106,7 +120,7 @@ class LoadPlanner(StreamDecider):
         out = []
         for v, (s, p) in zip(views, pressures):
             foreign = total_p - (0.0 if v.loading else p)
-            out.append(_Gpu(_remaining_ms(v, s * foreign), v.vram_mb, s, p, v.loading))
+            out.append(_Gpu(_remaining_ms(v, s * foreign), v.vram_mb, s, p, v.loading, foreign))
         return out
 
     def _run_beside(self, card: ToolCard, gpu: list[_Gpu]) -> tuple[float, float]:
@@ -114,10 +128,17 @@ class LoadPlanner(StreamDecider):
         s, p = self.learner.params(card)
         iso = card.gpu_ms or card.cpu_ms
         run = iso
+        # why the floor: the co-runners of now leave, others start during the run; on average the
+        # GPU carries its time-averaged pressure (BACKGROUND_SHARE of it, the co-runners' own share
+        # left out), so a sensitive task is not sent to the GPU on the strength of a quiet instant
+        background = BACKGROUND_SHARE * self._p_avg
         for _ in range(2):  # fixed point: each co-runner presses for the part of the run it overlaps
             foreign = sum(g.p * min(1.0, g.remaining_ms / run) for g in gpu if not g.loading)
-            run = iso * (1.0 + s * foreign)
-        harm = sum(g.s * p * min(g.remaining_ms, run) for g in gpu if not g.loading)
+            run = iso * (1.0 + s * max(foreign, background))
+        # the delay it inflicts on co-runner j over their overlap T: j's rate drops from
+        # 1/(1+s_j P_j) to 1/(1+s_j (P_j+p)); the work it loses then takes 1+s_j P_j longer to
+        # redo, so its end moves by T s_j p / (1 + s_j (P_j + p)) (a crowded GPU adds less per task)
+        harm = sum(g.s * p * min(g.remaining_ms, run) / (1.0 + g.s * (g.foreign + p)) for g in gpu if not g.loading)
         return run, harm
 
     def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
@@ -134,7 +155,7 @@ class LoadPlanner(StreamDecider):
             k += 1
         if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
             wait, k = rest[0].remaining_ms, 1
-        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading)
+        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
                                          for g in rest[k:]])
         return wait + run
 
