@@ -54,8 +54,6 @@ class RunningView:
     loading: bool  # a queued task still loading its model
     vram_mb: float
     expected_remaining_ms: float  # card-based (isolated) remaining time, >= 0: contention-blind
-    invocation: int = -1  # the id of the invocation it belongs to (-1: not known)
-    task: str = ""  # its task id in that invocation's workflow
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,6 @@ class _Gpu:
     p: float
     loading: bool
     foreign: float = 0.0  # the learned pressure of its co-runners now
-    slack_ms: float = 0.0  # how much it may be delayed without delaying its invocation (load_slack.py)
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -121,9 +120,7 @@ class LoadPlanner(StreamDecider):
         out = []
         for v, (s, p) in zip(views, pressures):
             foreign = total_p - (0.0 if v.loading else p)
-            rem = _remaining_ms(v, s * foreign)
-            slack = 0.0 if v.loading else self.ends.slack_ms(v.invocation, v.task, live.now_ms + rem)
-            out.append(_Gpu(rem, v.vram_mb, s, p, v.loading, foreign, slack))
+            out.append(_Gpu(_remaining_ms(v, s * foreign), v.vram_mb, s, p, v.loading, foreign))
         return out
 
     def _run_beside(self, card: ToolCard, gpu: list[_Gpu]) -> tuple[float, float]:
@@ -140,10 +137,8 @@ class LoadPlanner(StreamDecider):
             run = iso * (1.0 + s * max(foreign, background))
         # the delay it inflicts on co-runner j over their overlap T: j's rate drops from
         # 1/(1+s_j P_j) to 1/(1+s_j (P_j+p)); the work it loses then takes 1+s_j P_j longer to
-        # redo, so its end moves by T s_j p / (1 + s_j (P_j + p)) (a crowded GPU adds less per task);
-        # only what exceeds j's slack delays j's invocation
-        harm = sum(max(0.0, g.s * p * min(g.remaining_ms, run) / (1.0 + g.s * (g.foreign + p)) - g.slack_ms)
-                   for g in gpu if not g.loading)
+        # redo, so its end moves by T s_j p / (1 + s_j (P_j + p)) (a crowded GPU adds less per task)
+        harm = sum(g.s * p * min(g.remaining_ms, run) / (1.0 + g.s * (g.foreign + p)) for g in gpu if not g.loading)
         return run, harm
 
     def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
@@ -160,8 +155,8 @@ class LoadPlanner(StreamDecider):
             k += 1
         if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
             wait, k = rest[0].remaining_ms, 1
-        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign,
-                                              g.slack_ms) for g in rest[k:]])
+        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
+                                         for g in rest[k:]])
         return wait + run
 
     # ---- decisions -----------------------------------------------------------------------------

@@ -59,17 +59,6 @@ class InvocationEnds:
                 out = max(out, now_ms + ready_finish_ms(u) + tails[u])
         return out
 
-    def slack_ms(self, invocation: int, task: str, end_ms: float) -> float:
-        """How much later than ``end_ms`` (absolute) the placed ``task`` of ``invocation`` may end
-        without moving its invocation's predicted end (0 when unknown)."""
-        got = self._ends.get(invocation)
-        if got is None:
-            return 0.0
-        inv, ends = got
-        tails = self.tail_ms(inv.workflow)
-        others = max((ends[u] + tails[u] for u in inv.workflow.concurrent[task] if u in ends), default=-math.inf)
-        return max(0.0, others - end_ms - tails[task])
-
     def placed(self, inv: Invocation, task: str, end_ms: float) -> None:
         """``task`` of ``inv`` was placed, predicted to end at ``end_ms``."""
         self._ends.setdefault(inv.id, (inv, {}))[1][task] = end_ms

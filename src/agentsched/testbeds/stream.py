@@ -139,7 +139,7 @@ class StreamSim:
             elapsed = now - r.start_ms
             load = r.card.load_needed_ms if r.mode is Mode.GPU_QUEUE else 0.0
             out.append(RunningView(r.card, r.mode, elapsed, r.loading, r.vram_mb,
-                                   max(0.0, (iso or 0.0) + load - elapsed), r.inv.id, r.task))
+                                   max(0.0, (iso or 0.0) + load - elapsed)))
         return out
 
     # ---- the loop ----------------------------------------------------------------------------
