@@ -9,6 +9,9 @@ experiments/load.py), Poisson arrivals over DURATION_S simulated seconds, 3 seed
 streams for every policy). Baselines: all-gpu, oracle-static, heft, dmda, least-loaded, each with
 and without admission (+adm).
 
+Held out: agentsched's constants (planner/load.py) were chosen on other streams (arrival seeds
+100-102, a generated mix of generator seed 11), never on these (arrival seeds 0-2, generator seed 7).
+
 "Best baseline" per load and metric: the best value among the baselines that had no oom and no
 error over that load's streams (a baseline that dropped invocations has them missing from its
 percentiles, so it does not set the bar); the best over all baselines is printed beside it.

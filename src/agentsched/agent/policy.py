@@ -9,6 +9,10 @@ and the probe budget), ``stability`` (the adoption threshold, a fraction) and ``
 (bool, default False: the fifth stream, the agent-plan planner's top candidates with predicted E2E,
 peak VRAM and a range, fitted to every execution the agent sees; ``agent/forecast.py``; only
 the LLM's prompt renders it, the rules reasoner ignores it).
+
+Under a stream's load (other invocations sharing the machine), ``watch_load(live)`` gives every
+later view the sixth stream, the load at decision time (``LoadEvidence``: GPU tasks running and
+their expected remaining time, VRAM in use, GPU queue, CPU slots busy); ``watch_load(None)`` stops it.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentsched.agent.reasoner import FallbackReasoner, Reasoner
 from agentsched.agent.rules import RulesReasoner
-from agentsched.agent.view import AgentView, Measured, ToolView
+from agentsched.agent.view import AgentView, LoadEvidence, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
+from agentsched.model.live import LiveState
 from agentsched.model.mapping import MappingT, format_mapping
 from agentsched.model.options import INITIALS, STARTS, InitialRule, StartKind
 from agentsched.model.workflow import Workflow
@@ -86,6 +91,7 @@ class AgentPolicy(Policy):
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run
+        self.live: LiveState | None = None  # the stream's live state when deciding under load (watch_load)
         if predictions:
             from agentsched.agent.forecast import Forecaster
 
@@ -117,6 +123,10 @@ class AgentPolicy(Policy):
                                       probe_allowed=ctx.probe_allowed)
         self.reasoner.reset()
         self._evidence = None
+
+    def watch_load(self, live: LiveState | None) -> None:
+        """Show the load of ``live`` (a stream's live state) in every later view; None: no load stream."""
+        self.live = live
 
     def _observed_probe(self, probe: Callable[[MappingT], Execution]) -> Callable[[MappingT], Execution]:
         """``probe`` that also feeds each monitor probe's execution to the prediction model."""
@@ -160,6 +170,7 @@ class AgentPolicy(Policy):
             measured=measured, observed_vram_mb=dict(self.monitor.observed_vram_mb),
             monitor_enabled=self.monitor_config.enabled, stability=self.stability,
             predictions=None if self.forecaster is None else self.forecaster.predictions(),
+            load=None if self.live is None else LoadEvidence.from_live(self.live),
         )
 
     def propose(self, round_index: int) -> Proposal:

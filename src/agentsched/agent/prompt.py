@@ -7,7 +7,9 @@ optional "Model predictions" section the only complete mappings it contains are 
 executed (the history stream); what-ifs are written relative to a mapping ("B->cpu"). The
 predictions section (present only when the view carries ``predictions``: ``AgentPolicy(predictions=True)``)
 lists the planner's candidate mappings as predictions with a range, framed as estimates, never as
-instructions; without it the prompt is byte-identical to the four-stream prompt.
+instructions; without it the prompt is byte-identical to the four-stream prompt. Likewise the "Load
+at decision time" section (present only when the view carries a ``load`` that is not idle): what
+runs and waits on the machine now, as measured state, never as advice.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agentsched.monitor.render import average_lines, whatif_line
 
 PROMPT_VERSION = "v1"  # the template set in use
 MAX_EARLIER_WHATIFS = 5  # earlier what-ifs that beat the best, listed in the monitor stream
+MAX_LOAD_ROWS = 12  # GPU tasks listed one by one in the load stream (longest expected remaining first)
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,30 @@ def _predictions(view: AgentView, number: int, version: str) -> list[str]:
     return out
 
 
+def _load(view: AgentView, number: int, version: str) -> list[str]:
+    """Stream 6: the machine's load when the decision is made (only when the view has a load that is not idle)."""
+    ld = view.load
+    assert ld is not None
+    budget = "no budget" if ld.vram_budget_mb is None else f"of a {ld.vram_budget_mb:.0f} MB budget"
+    out = [f"## {number}. Load at decision time (measured now, shared with other invocations)",
+           load_template("load", version),
+           f"- GPU: {plural(len(ld.gpu_tasks), 'task')} running; VRAM in use {ld.vram_in_use_mb:.0f} MB {budget}.",
+           f"- GPU queue: {plural(ld.queue_length, 'task')} waiting"
+           + (f" ({ld.queue_backlog_ms:.0f} ms of load and GPU time by their cards)." if ld.queue_length else "."),
+           f"- CPU: {ld.cpu_busy} of {ld.cpu_slots} slots busy; {plural(ld.cpu_waiting, 'task')} waiting for a slot.",
+           f"- Invocations: {ld.in_flight} in flight; {ld.admission_waiting} waiting at admission."]
+    if ld.gpu_tasks:
+        rows = [[g.tool, g.mode + (" (loading)" if g.loading else ""), _num(g.elapsed_ms),
+                 _num(g.expected_remaining_ms), _num(g.vram_mb)] for g in ld.gpu_tasks[:MAX_LOAD_ROWS]]
+        out.extend(_table(["tool on the GPU", "mode", "elapsed ms", "expected remaining ms (card)", "VRAM MB"],
+                          rows))
+        rest = ld.gpu_tasks[MAX_LOAD_ROWS:]
+        if rest:
+            out.append(f"... and {plural(len(rest), 'more task')} ({sum(g.expected_remaining_ms for g in rest):.0f} ms "
+                       f"of expected remaining time, {sum(g.vram_mb for g in rest):.0f} MB together).")
+    return out
+
+
 def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
     """Render the prompt for ``view.round``."""
     wf = view.workflow
@@ -231,6 +258,10 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
         tasks=", ".join(wf.task_ids), modes=", ".join(sp.label(m) for m in sp.modes))
     fifth = view.predictions is not None
     predictions = [*_predictions(view, 5, version), ""] if fifth else []
+    loaded = view.load is not None and not view.load.idle
+    n = 5 + fifth
+    load = [*_load(view, n, version), ""] if loaded else []
+    n += loaded
     system = load_template("system", version)
     if fifth:
         system += "\n\n" + load_template("system_predictions", version)
@@ -248,12 +279,13 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
         *_monitor(view),
         "",
         *predictions,
-        f"## {6 if fifth else 5}. Guidance",
+        *load,
+        f"## {n}. Guidance",
         guidance,
         "",
         evidence,
         "",
-        f"## {7 if fifth else 6}. Answer",
+        f"## {n + 1}. Answer",
         answer,
     ]
     return Prompt(version, system, "\n".join(parts) + "\n")

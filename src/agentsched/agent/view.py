@@ -7,7 +7,10 @@
 4. the monitor's what-if data (running averages, reprobes, swaps, hints);
 5. optionally (``AgentPolicy(predictions=True)``), the model predictions: the agent-plan planner's
    top candidate mappings with predicted E2E, peak VRAM and an uncertainty. Predictions, not
-   measurements and not instructions; the rules reasoner never reads them.
+   measurements and not instructions; the rules reasoner never reads them;
+6. optionally, the load at decision time (``LoadEvidence``, from a stream's live state when the
+   decision is made while other invocations share the machine): GPU tasks running with their
+   expected remaining time, VRAM in use, GPU queue, CPU slots busy. Measured state, never advice.
 
 Both reasoners (``rules`` and ``llm``) read exactly this; the prompt builder renders it as text.
 """
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.live import LiveState
 from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
@@ -70,6 +74,49 @@ class ModelPredictions:
 
 
 @dataclass(frozen=True)
+class GpuTaskNow:
+    """One task on the GPU now (another invocation's, or this one's), as the load evidence shows it."""
+
+    tool: str  # tool label, e.g. clip_x12
+    mode: str  # gpu_now or gpu_queue
+    loading: bool  # a queued task still loading its model
+    elapsed_ms: float  # since it started
+    expected_remaining_ms: float  # card-based (isolated) remaining time: contention would stretch it
+    vram_mb: float  # VRAM it holds
+
+
+@dataclass(frozen=True)
+class LoadEvidence:
+    """The sixth stream: the machine's load when the decision is made (``LiveState``, never the world)."""
+
+    gpu_tasks: tuple[GpuTaskNow, ...]  # running or loading on the GPU, longest expected remaining first
+    vram_in_use_mb: float
+    vram_budget_mb: float | None  # the shared budget; None: unbounded
+    queue_length: int  # tasks waiting in the GPU queue
+    queue_backlog_ms: float  # their card load + GPU time, together
+    cpu_busy: int  # CPU slots taken
+    cpu_slots: int
+    cpu_waiting: int  # tasks waiting for a CPU slot
+    admission_waiting: int  # invocations held at admission
+    in_flight: int  # invocations admitted and not finished
+
+    @classmethod
+    def from_live(cls, live: LiveState) -> LoadEvidence:
+        """A snapshot of ``live`` now (what a decider under load may see)."""
+        gpu = sorted(live.running(gpu=True), key=lambda v: -v.expected_remaining_ms)
+        tasks = tuple(GpuTaskNow(v.card.name, v.mode.value, v.loading, v.elapsed_ms, v.expected_remaining_ms,
+                                 v.vram_mb) for v in gpu)
+        return cls(tasks, live.vram_in_use_mb, live.vram_budget_mb, live.queue_length, live.queue_backlog_ms,
+                   live.cpu_busy, live.cpu_slots, live.cpu_waiting, live.admission_waiting, live.in_flight)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing runs or waits: no load to report."""
+        return not (self.gpu_tasks or self.queue_length or self.cpu_busy or self.cpu_waiting
+                    or self.admission_waiting)
+
+
+@dataclass(frozen=True)
 class AgentView:
     """Everything one proposal may use. Never contains the oracle."""
 
@@ -86,6 +133,7 @@ class AgentView:
     monitor_enabled: bool  # False in the "no monitor" ablation: streams 4 is empty
     stability: float  # adopt a what-if only if it beats the best by more than this fraction
     predictions: ModelPredictions | None = None  # stream 5; None unless the agent's predictions option is on
+    load: LoadEvidence | None = None  # stream 6; None unless the decision is made under a stream's load
 
     @property
     def hints(self) -> tuple[Hint, ...]:
