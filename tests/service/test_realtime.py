@@ -102,3 +102,15 @@ def test_the_realtime_testbed_hands_runs_to_the_machine():
     finally:
         tb.close()
         machine.close()
+
+
+def test_time_scale_and_budget_options_are_checked_in_one_line(tmp_path):
+    from agentsched.errors import AgentschedError
+    from agentsched.service.service import ServiceConfig
+
+    with pytest.raises(AgentschedError, match="apply only to --testbed sim --realtime"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", time_scale=10.0)
+    with pytest.raises(AgentschedError, match="--time-scale must be"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=0.0)
+    with pytest.raises(AgentschedError, match="--vram-budget-mb must be"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, vram_budget_mb=-1.0)

@@ -50,8 +50,8 @@ def serve_cmd(
                               "pip install 'agentsched[serve]'") from None
     token = read_token(token_file) if token_file is not None else None
     spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
-    config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime, time_scale=time_scale,
-                           vram_budget_mb=vram_budget_mb, policy=policy,
+    config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime,
+                           time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)
     raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level))

@@ -3,8 +3,9 @@
 Every workflow gets its own ``Runtime`` (its own loop thread and testbed), so invocations of
 different workflows run at once; within a workflow, the runtime runs a round's invocations at once
 (runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and,
-on the real-time simulator, one ``SharedMachine`` (one simulated GPU, its VRAM budget and CPU slots). Admission: at most ``max_concurrency`` invocations
-accepted at a time, none while draining; the HTTP layer answers 503 to the rest.
+on the real-time simulator, one ``SharedMachine`` (one simulated GPU, its VRAM budget and CPU
+slots). Admission: at most ``max_concurrency`` invocations accepted at a time, none while draining;
+the HTTP layer answers 503 to the rest.
 """
 
 from __future__ import annotations
