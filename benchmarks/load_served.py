@@ -1,11 +1,12 @@
 """The stream of ``agentsched load`` against a real ``agentsched serve`` (issue 19 item 5), side by side.
 
-    python benchmarks/load_served.py [--quick] [--duration-s 180] [--time-scale 10] [--seed 0]
+    python benchmarks/load_served.py [--quick] [--duration-s 120] [--seeds 3] [--time-scale 10]
 
 Mix: S1-S13. Machine, on both sides: one GPU with an 8192 MB VRAM budget, 16 CPU slots, the default
 world (a5500), noise sigma 0.03. Loads 0.3 and 0.6 of the mix's capacity (the definition of
-``agentsched load``: the best baseline's sustainable rate, experiments/load.py); one Poisson stream
-per load (``seeded_arrivals``: the same stream ``agentsched load --seeds`` draws).
+``agentsched load``: the best baseline's sustainable rate, experiments/load.py); ``--seeds``
+Poisson streams per load (``seeded_arrivals``: the streams ``agentsched load --seeds`` draws),
+percentiles over the completed invocations of every seed pooled, as ``agentsched load`` pools them.
 
 * Simulated: the stream simulator (``run_stream``) under ``oracle-static``.
 * Served: ``agentsched serve S1 ... S13 --testbed sim --realtime --time-scale X`` in its own process,
@@ -21,8 +22,8 @@ Target: served p50, p95, p99 within 15% of the simulated ones at 30% and 60% loa
 the server's own E2E percentiles (its simulator's figures: same physics, other noise draws and
 arrival instants), the mean overhead (client latency minus server E2E: HTTP, the runtime, the
 store, the clock thread, x the time scale), the generator's send lag, and oom counts on both sides.
-Size: about 1 minute (two streams of 180 simulated s at 10x, plus the server's start); --quick:
-60 s streams, about 25 s.
+Size: about 80 s (six streams of 120 simulated s at 10x, plus the server's start); --quick (one
+seed, 60 s streams): about 20 s.
 """
 
 from __future__ import annotations
@@ -51,13 +52,13 @@ TOLERANCE = 0.15
 POLICY = "oracle-static"
 
 
-def start_server(db: Path, time_scale: float, seed: int) -> tuple[subprocess.Popen, str]:
+def start_server(db: Path, time_scale: float) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` of the mix on the shared real-time simulator (a free port on 127.0.0.1)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", *MIX, "--store", str(db), "--port", "0",
                              "--testbed", "sim", "--realtime", "--time-scale", str(time_scale),
                              "--vram-budget-mb", str(MACHINE.vram_budget_mb), "--cpu-slots", str(MACHINE.cpu_slots),
-                             "--max-concurrency", "100000", "--seed", str(seed)],
+                             "--max-concurrency", "100000"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url: list[str] = []
     ready = threading.Event()
@@ -88,6 +89,17 @@ def pin(url: str, oracle: dict) -> None:
                 raise SystemExit(f"pinning {name} failed: HTTP {r.status_code} {r.text[:200]}")
 
 
+def simulated(wfs: list, streams: list, oracle: dict) -> dict:
+    """The stream simulator's percentiles over every seed's stream (pooled) and its oom count."""
+    lat: list[float] = []
+    oom = 0
+    for seed, arrivals in enumerate(streams):
+        res = run_stream(wfs, arrivals, make_decider(POLICY, oracle), **MACHINE.kwargs(seed))
+        lat += res.latencies_ms()
+        oom += res.count("oom")
+    return {"p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95), "p99": _percentile(lat, 0.99), "oom": oom}
+
+
 def compare(load: float, sim: dict, served: dict) -> list[bool]:
     print(f"\nload {load:.0%}: {served['sent']} arrivals; oom simulated {sim['oom']}, served {served['oom']}; "
           f"served error {served['error']}, refused {served['refused']}, no answer {served['no-answer']}")
@@ -107,32 +119,30 @@ def compare(load: float, sim: dict, served: dict) -> list[bool]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="60 s streams")
-    ap.add_argument("--duration-s", type=float, default=180.0, help="simulated seconds per stream")
+    ap.add_argument("--quick", action="store_true", help="one seed, 60 s streams")
+    ap.add_argument("--duration-s", type=float, default=120.0, help="simulated seconds per stream")
+    ap.add_argument("--seeds", type=int, default=3, help="streams per load (pooled)")
     ap.add_argument("--time-scale", type=float, default=10.0, help="simulated ms per wall ms")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    duration_s = 60.0 if args.quick else args.duration_s
+    duration_s, seeds = (60.0, 1) if args.quick else (args.duration_s, args.seeds)
     wfs = [resolve_workflow(n) for n in MIX]
     names = [wf.name for wf in wfs]
     oracle = oracle_mappings(wfs, MACHINE.world)
     capacity, _ = capacity_per_s(wfs, MACHINE, oracle, min(CAPACITY_DURATION_S,
                                                           max(MIN_CAPACITY_DURATION_S, duration_s)))
-    print(f"mix S1-S13, capacity {capacity:.3f}/s, policy {POLICY} on both sides, {duration_s:g} simulated s "
-          f"per load, served at {args.time_scale:g}x")
+    print(f"mix S1-S13, capacity {capacity:.3f}/s, policy {POLICY} on both sides, {seeds} stream(s) of "
+          f"{duration_s:g} simulated s per load, served at {args.time_scale:g}x")
     met: list[bool] = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(Path(tmp) / "served.db", args.time_scale, args.seed)
+        proc, url = start_server(Path(tmp) / "served.db", args.time_scale)
         try:
             pin(url, oracle)
             for load in LOADS:
-                arrivals = seeded_arrivals("poisson", load * capacity, duration_s, names, args.seed)
-                res = run_stream(wfs, arrivals, make_decider(POLICY, oracle), **MACHINE.kwargs(args.seed))
-                lat = res.latencies_ms()
-                sim = {"p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95), "p99": _percentile(lat, 0.99),
-                       "oom": res.count("oom")}
-                served = summarize_shots(run_against(url, arrivals, names, time_scale=args.time_scale))
-                met += compare(load, sim, served)
+                streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed)
+                           for seed in range(seeds)]
+                shots = [shot for arrivals in streams
+                         for shot in run_against(url, arrivals, names, time_scale=args.time_scale)]
+                met += compare(load, simulated(wfs, streams, oracle), summarize_shots(shots))
         finally:
             proc.terminate()
             proc.wait(60)
