@@ -107,16 +107,17 @@ class Service:
         if config.realtime:
             for wf in workflows:
                 _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
-            budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
-            # one GPU serves every workflow: its budget is the smallest any of them declares
-            budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
-            self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
-                                         time_scale=config.time_scale)
         _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
         self._testbeds: list[Any] = []
         try:
+            if config.realtime:
+                budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
+                # one GPU serves every workflow: its budget is the smallest any of them declares
+                budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
+                self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
+                                             time_scale=config.time_scale)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
         except BaseException:
