@@ -43,6 +43,8 @@ def _argv(name: str, tmp) -> list[str] | None:
         "load": ["S1", "--load", "0.3", "--duration-s", "10", "--seeds", "1", "--policies", "dmda",
                  "--out", str(tmp / "load"), "--no-plot"],
     }
+    if name == "loadgen":  # needs a running service: tests/service/test_loadgen_served.py checks its --json
+        return None
     if name == "profile":
         from agentsched.tools import tools_installed
 

@@ -1,45 +1,116 @@
-"""The shared VRAM ledger and the real-time simulator (in process)."""
+"""The real-time simulator's shared machine (in process, on a clock the test moves)."""
 
 from __future__ import annotations
 
 import threading
+import time
 
-from agentsched.model.execution import Status
+import pytest
+
+from agentsched.model.execution import Execution, Status
+from agentsched.model.live import StaticDecider
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import resolve_workflow
-from agentsched.service.realtime import RealtimeTestbed, VramLedger
+from agentsched.service.realtime import RealtimeTestbed, SharedMachine
+from agentsched.testbeds.arrivals import Arrival
 from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.stream import run_stream
+
+SPEC = TestbedSpec(kind="sim", noise_sigma=0.0)
+SYNC_S = 30.0  # bounds the waits for the test's threads; not a timing check
 
 
-def test_the_ledger_never_holds_more_than_its_budget():
-    ledger = VramLedger(1000.0)
-    inside = threading.Barrier(2, timeout=30)  # two 400 MB holds fit together; a third must wait
-    seen: list[float] = []
+class Clock:
+    def __init__(self) -> None:
+        self.s = 0.0
 
-    def hold(mb: float) -> None:
-        with ledger.hold(mb):
-            seen.append(ledger.reserved_mb)
-            try:
-                inside.wait()
-            except threading.BrokenBarrierError:
-                pass
-
-    threads = [threading.Thread(target=hold, args=(400.0,)) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert len(seen) == 6 and max(seen) <= 1000.0 and ledger.peak_reserved_mb == 800.0
-    assert ledger.reserved_mb == 0.0
+    def __call__(self) -> float:
+        return self.s
 
 
-def test_a_run_larger_than_the_shared_budget_is_an_oom_not_a_wait():
-    wf = resolve_workflow("S1")
-    tb = RealtimeTestbed(TestbedSpec(kind="sim", noise_sigma=0.0).build(), VramLedger(100.0), speed=1e9)
+def _gpu_mapping(wf):
+    return {t: Mode.GPU_NOW if c.has_gpu else Mode.CPU for t, c in wf.task_cards.items()}
+
+
+def _wait_for(cond) -> None:
+    end = time.monotonic() + SYNC_S
+    while not cond():
+        assert time.monotonic() < end, "the machine did not take the run"
+        time.sleep(0.001)
+
+
+def _runs_at(machine: SharedMachine, clock: Clock, jobs) -> list[Execution]:
+    """Each (time_ms, workflow, mapping) arrives at that simulated time; then the clock runs out."""
+    out: list[Execution | None] = [None] * len(jobs)
+    threads = []
+    for i, (t_ms, wf, mapping) in enumerate(jobs):
+        clock.s = t_ms / 1000.0
+        th = threading.Thread(target=lambda i=i, wf=wf, m=mapping: out.__setitem__(i, machine.run(wf, m)))
+        th.start()
+        threads.append(th)
+        _wait_for(lambda n=i + 1: machine.sim._arrived == n)
+    clock.s = 1e6
+    machine.poke()
+    for th in threads:
+        th.join(SYNC_S)
+    assert all(x is not None for x in out)
+    return out  # type: ignore[return-value]
+
+
+def test_runs_on_the_shared_machine_are_the_stream_simulators_runs():
+    wfs = [resolve_workflow("S1"), resolve_workflow("S7")]
+    mappings = {wf.name: _gpu_mapping(wf) for wf in wfs}
+    arrivals = [Arrival(0.0, 0), Arrival(0.0, 1), Arrival(20.0, 0), Arrival(300.0, 1), Arrival(5000.0, 0)]
+    clock = Clock()
+    machine = SharedMachine(wfs, SPEC, vram_budget_mb=8192.0, clock=clock)
     try:
-        x = tb.run(wf, {"A": Mode.GPU_NOW, "B": Mode.GPU_NOW, "C": Mode.GPU_NOW, "D": Mode.CPU})
-        assert x.status is Status.OOM and "shared budget of 100 MB" in x.message
-        ok = tb.run(wf, dict.fromkeys("ABCD", Mode.CPU))
-        assert ok.ok and ok.peak_vram_mb == 0  # CPU-only runs need no VRAM: they never wait
+        served = _runs_at(machine, clock, [(a.time_ms, wfs[a.workflow], mappings[wfs[a.workflow].name])
+                                           for a in arrivals])
+    finally:
+        machine.close()
+    streamed = run_stream(wfs, arrivals, StaticDecider(mappings), vram_budget_mb=8192.0, noise_sigma=0.0)
+    assert [x.status.value for x in served] == [i.status for i in streamed.invocations]
+    assert [x.e2e_ms for x in served] == [i.end_ms - i.arrival_ms for i in streamed.invocations]
+    alone = served[-1]  # arrives after the others ended: uncontended
+    assert served[0].e2e_ms > alone.e2e_ms  # S1 beside S7 and another S1: contention across invocations
+    assert {s.task for s in alone.spans} == set(wfs[0].task_ids)
+    assert 0 < machine.peak_reserved_mb <= 8192.0 and machine.reserved_mb == 0.0
+
+
+def test_a_gpu_start_that_does_not_fit_beside_the_others_is_an_oom():
+    wf = resolve_workflow("S1")
+    clock = Clock()
+    budget = SPEC.build().expected(wf, _gpu_mapping(wf)).peak_vram_mb + 1.0  # one run fits alone, not two
+    machine = SharedMachine([wf], SPEC, vram_budget_mb=budget, clock=clock)
+    try:
+        first, second, cpu = _runs_at(machine, clock, [(0.0, wf, _gpu_mapping(wf)), (40.0, wf, _gpu_mapping(wf)),
+                                                       (50.0, wf, dict.fromkeys(wf.task_ids, Mode.CPU))])
+    finally:
+        machine.close()
+    assert first.ok and second.status is Status.OOM and "shared budget" in second.message
+    assert cpu.ok and cpu.peak_vram_mb == 0  # CPU-only runs hold no VRAM
+
+
+def test_the_realtime_testbed_hands_runs_to_the_machine():
+    wf = resolve_workflow("S1")
+    machine = SharedMachine([wf], SPEC, vram_budget_mb=None, time_scale=1e6)
+    tb = RealtimeTestbed(SPEC.build(), machine)
+    try:
+        x = tb.run(wf, _gpu_mapping(wf))
+        # alone: the one-run simulator's E2E (to rounding: it arrived at a clock time, not at 0)
+        assert x.ok and x.e2e_ms == pytest.approx(tb.expected(wf, _gpu_mapping(wf)).e2e_ms, rel=1e-9)
     finally:
         tb.close()
+        machine.close()
+
+
+def test_time_scale_and_budget_options_are_checked_in_one_line(tmp_path):
+    from agentsched.errors import AgentschedError
+    from agentsched.service.service import ServiceConfig
+
+    with pytest.raises(AgentschedError, match="apply only to --testbed sim --realtime"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", time_scale=10.0)
+    with pytest.raises(AgentschedError, match="--time-scale must be"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=0.0)
+    with pytest.raises(AgentschedError, match="--vram-budget-mb must be"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, vram_budget_mb=-1.0)

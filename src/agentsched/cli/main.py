@@ -67,6 +67,7 @@ _COMMAND_MODULES = (
     "agentsched.cli.ray_cmds",  # throughput (K invocations at once on a Ray cluster)
     "agentsched.cli.tools_cmd",  # tools (the 19-tool library)
     "agentsched.cli.load_cmd",  # load (a stream of invocations sharing one machine)
+    "agentsched.cli.loadgen_cmd",  # loadgen (that stream fired open-loop at a running service)
     "agentsched.cli.serve_cmd",  # serve (the placement service over HTTP)
     "agentsched.cli.store_cmds",  # store list|forget|export|vacuum (look after a store)
 )

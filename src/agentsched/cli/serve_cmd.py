@@ -20,7 +20,12 @@ def serve_cmd(
     testbed: o.TestbedKind = typer.Option(o.TestbedKind.LOCAL, "--testbed", help="local (real tools, default), "
                                           "ray or sim (sim needs profiled cards)"),
     realtime: bool = typer.Option(False, "--realtime", help="sim: tools sleep their simulated durations "
-                                  "(load tests without a GPU)"),
+                                  "(load tests without a GPU) on one shared simulated machine"),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="--realtime: simulated ms per wall ms (10: a 60 s "
+                                     "simulated stream runs in 6 s)"),
+    vram_budget_mb: Optional[float] = typer.Option(None, "--vram-budget-mb", help="--realtime: the shared GPU's "
+                                                   "VRAM budget (default: the smallest the workflows name; none if "
+                                                   "none)"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the bearer token clients "
                                               "must send (Authorization: Bearer TOKEN)"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),
@@ -45,7 +50,8 @@ def serve_cmd(
                               "pip install 'agentsched[serve]'") from None
     token = read_token(token_file) if token_file is not None else None
     spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
-    config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime, policy=policy,
+    config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime,
+                           time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)
     raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level,

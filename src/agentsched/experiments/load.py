@@ -161,6 +161,13 @@ def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapp
     return best, rates
 
 
+def seeded_arrivals(arrival: str, rate_per_s: float, duration_s: float, names: Sequence[str],
+                    seed: int) -> list[Arrival]:
+    """Stream number ``seed`` of a study (the same for every policy, and for ``agentsched loadgen``)."""
+    return make_arrivals(arrival, rate_per_s=rate_per_s, duration_s=duration_s, names=names,
+                         rng=random.Random(f"arrivals:{seed}"))
+
+
 def _percentile(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
@@ -221,8 +228,7 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     rows = []
     for load, rate in points:
-        streams = [make_arrivals(arrival, rate_per_s=rate, duration_s=duration_s, names=names,
-                                 rng=random.Random(f"arrivals:{seed}")) for seed in range(seeds)]
+        streams = [seeded_arrivals(arrival, rate, duration_s, names, seed) for seed in range(seeds)]
         for name in policies:
             results = [run_stream(workflows, streams[seed], make_decider(name, oracle), **machine.kwargs(seed))
                        for seed in range(seeds)]

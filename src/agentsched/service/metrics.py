@@ -25,14 +25,14 @@ class Metrics:
               registry=r).set_function(lambda: service.in_flight)
         Gauge("agentsched_tools_loaded", "Tools kept loaded between invocations (local testbed)",
               registry=r).set_function(service.tools_loaded)
-        ledger = service.ledger
-        if ledger is not None:  # the shared VRAM budget of the real-time simulator
+        machine = service.machine
+        if machine is not None:  # the shared simulated machine of the real-time simulator
             Gauge("agentsched_vram_reserved_mb", "VRAM held by runs in progress (MB)",
-                  registry=r).set_function(lambda: ledger.reserved_mb)
+                  registry=r).set_function(lambda: machine.reserved_mb)
             Gauge("agentsched_vram_peak_mb", "The most VRAM runs in progress ever held at once (MB)",
-                  registry=r).set_function(lambda: ledger.peak_reserved_mb)
+                  registry=r).set_function(lambda: machine.peak_reserved_mb)
             Gauge("agentsched_vram_budget_mb", "The shared VRAM budget (MB)",
-                  registry=r).set_function(lambda: ledger.budget_mb)
+                  registry=r).set_function(lambda: machine.budget_mb)
 
     def observe(self, workflow: str, status: str, seconds: float) -> None:
         self.invocations.labels(workflow, status).inc()

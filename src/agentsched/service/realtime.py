@@ -1,97 +1,207 @@
-"""Simulated tools in real time, and one VRAM budget shared by every workflow a process serves.
+"""Simulated tools in real time, on one simulated machine shared by every workflow a process serves.
 
-``RealtimeTestbed`` wraps the simulator: each run is simulated as usual (instantly, under a lock:
-the simulator's driver holds one run's state), then the calling thread *sleeps* the simulated E2E,
-SimPy-rt style: only the clock changes, the figures are the simulator's. Runs of the same or of
-different workflows overlap in wall time, so a service can be load-tested without a GPU.
+``SharedMachine`` is the stream simulator (``testbeds/stream.py``) driven by the wall clock: one
+GPU with one VRAM budget, one GPU queue (FIFO across invocations) and ``cpu_slots`` CPU slots,
+shared by every invocation in flight, whatever its workflow; GPU tasks of different invocations
+slow each other down by the world's contention law, exactly as in ``agentsched load``. A run
+(``RealtimeTestbed.run``, one per invocation, in the caller's thread) *arrives* in that stream at the
+simulated time of its call, carrying the mapping its workflow's policy chose, and the calling
+thread sleeps until the simulator says it ended (SimPy-rt style: the figures are the simulator's,
+only the answer waits). A clock thread moves the simulation along with the wall clock, ``time_scale``
+simulated ms per wall ms (1: real time; 10: a 60 s simulated stream runs in 6 s).
 
-``VramLedger`` is the process-wide budget: while a run sleeps it holds its simulated peak VRAM in
-the ledger, and a run starts only when its peak fits beside what the runs in progress hold (it
-waits otherwise), so co-scheduling never exceeds the budget. The reservation is per run (its peak
-for its whole duration), coarser than per task: conservative, never an OOM. Limits: the
-simulated times do not slow each other down across runs (the simulator models contention within
-one run), and the GPU queue is per run, not one queue shared by every workflow.
+The start rules are the stream's: a ``gpu_now`` task whose VRAM does not fit beside what the other
+invocations hold ends its invocation as ``oom`` (as on a real GPU); ``gpu_queue`` waits in the
+shared queue for its VRAM; a ``cpu`` task waits for a free slot. The world stays in here: a
+policy sees the ``Execution`` of its own invocation only (its spans, times relative to its arrival).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentsched.model.execution import Execution, Status
+from agentsched.errors import TestbedError
+from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.live import Invocation, LiveState, StreamDecider
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamSim
+
+_LIVE = ("waiting", "running")
 
 
-class VramLedger:
-    """VRAM held by the runs in progress, against one budget (MB); ``hold`` waits until a run fits."""
+class _BroughtMapping(StreamDecider):
+    """Each invocation runs the mapping it arrived with (its workflow's policy chose it)."""
 
-    def __init__(self, budget_mb: float) -> None:
-        self.budget_mb = float(budget_mb)
-        self.reserved_mb = 0.0  # held now
-        self.peak_reserved_mb = 0.0  # the most ever held at once (never above the budget)
+    name = "service-policy"
+
+    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+        return inv.mapping
+
+
+class _RecordingSim(StreamSim):
+    """The stream simulator, keeping each invocation's task spans and the peak VRAM in use."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spans: dict[int, list[TaskSpan]] = {}
+        self.peak_vram_mb = 0.0
+
+    def _start(self, inv: Invocation, task: str, ready_ms: float, mode: Mode) -> None:
+        super()._start(inv, task, ready_ms, mode)
+        self.peak_vram_mb = max(self.peak_vram_mb, self.vram_in_use_mb)
+
+    def _finish(self, r: Any) -> None:
+        inv = r.inv
+        if inv.status == "running":  # times relative to the invocation's arrival: its own timeline
+            t0 = inv.arrival_ms
+            self.spans.setdefault(inv.id, []).append(TaskSpan(
+                task=r.task, tool=r.card.name, mode=r.mode, ready_ms=r.ready_ms - t0, start_ms=r.start_ms - t0,
+                end_ms=self.now_ms - t0, load_ms=r.load_ms, vram_mb=r.vram_mb))
+        super()._finish(r)
+
+
+class SharedMachine:
+    """One simulated machine for every served workflow, in scaled real time (module docstring)."""
+
+    def __init__(self, workflows: Sequence[Workflow], spec: TestbedSpec, *, vram_budget_mb: float | None,
+                 time_scale: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale) and time_scale > 0):
+            raise TestbedError(f"time scale must be a finite number > 0, got {time_scale!r}")
+        self.time_scale = float(time_scale)  # simulated ms per wall ms
+        self.cpu_slots = spec.cpu_slots or DEFAULT_CPU_SLOTS
+        self.sim = _RecordingSim(list(workflows), (), _BroughtMapping(), vram_budget_mb=vram_budget_mb,
+                                 cpu_slots=self.cpu_slots, noise_sigma=spec.noise_sigma or 0.0, seed=spec.seed,
+                                 world=spec.world)
+        self.sim.begin()
+        self._index = {wf.name: i for i, wf in enumerate(workflows)}
+        self._clock = clock
+        self._t0 = clock()
         self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._drive, name="agentsched-sim-clock", daemon=True)
+        self._thread.start()
 
-    def fits_alone(self, vram_mb: float) -> bool:
-        return vram_mb <= self.budget_mb + 1e-9
+    # ---- what the metrics show ------------------------------------------------------------------
+    @property
+    def budget_mb(self) -> float:
+        return math.inf if self.sim.vram_budget_mb is None else self.sim.vram_budget_mb
 
-    @contextmanager
-    def hold(self, vram_mb: float) -> Iterator[None]:
-        """Reserve ``vram_mb`` for the body (waits while it does not fit beside the others)."""
-        if vram_mb <= 0:
-            yield
-            return
+    @property
+    def reserved_mb(self) -> float:
+        """VRAM held by the tasks running now (MB)."""
+        return self.sim.vram_in_use_mb
+
+    @property
+    def peak_reserved_mb(self) -> float:
+        """The most VRAM ever held at once (MB)."""
+        return self.sim.peak_vram_mb
+
+    def now_ms(self) -> float:
+        """Simulated time now: wall time since the start, scaled."""
+        return (self._clock() - self._t0) * 1000.0 * self.time_scale
+
+    # ---- runs -----------------------------------------------------------------------------------
+    def run(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution:
+        """One invocation of ``workflow`` under ``mapping``, arriving now; returns when it ended."""
+        index = self._index.get(workflow.name)
+        if index is None:
+            raise TestbedError(f"workflow {workflow.name} is not one the shared machine was built for")
         with self._cond:
-            while self.reserved_mb + vram_mb > self.budget_mb + 1e-9:
+            self._catch_up()
+            inv = self.sim.arrive(index, dict(mapping))
+            self._cond.notify_all()  # the clock thread's next event may be sooner now
+            while inv.status in _LIVE:
+                if self._closed:
+                    raise TestbedError("the shared simulated machine is closed")
                 self._cond.wait()
-            self.reserved_mb += vram_mb
-            self.peak_reserved_mb = max(self.peak_reserved_mb, self.reserved_mb)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.reserved_mb -= vram_mb
-                self._cond.notify_all()
+            spans = self.sim.spans.pop(inv.id, [])
+        return self._execution(inv, spans)
+
+    def _execution(self, inv: Invocation, spans: list[TaskSpan]) -> Execution:
+        spans.sort(key=lambda s: s.start_ms)
+        elapsed_ms = inv.end_ms - inv.arrival_ms  # type: ignore[operator]
+        extra = {"arrival_ms": inv.arrival_ms, "admitted_ms": inv.admitted_ms}
+        if inv.status == "ok":
+            return Execution(status=Status.OK, mapping=dict(inv.mapping), e2e_ms=elapsed_ms, elapsed_ms=elapsed_ms,
+                             peak_vram_mb=_peak_mb(spans), spans=tuple(spans), testbed="sim", extra=extra)
+        if inv.status == "oom":
+            need = max((inv.cards[t].vram_needed_mb for t, m in inv.mapping.items() if m is not Mode.CPU),
+                       default=0.0)
+            msg = (f"a GPU start did not fit beside the VRAM the invocations in progress held "
+                   f"(shared budget {self.budget_mb:,.0f} MB)")
+            return Execution(status=Status.OOM, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
+                             peak_vram_mb=need, spans=tuple(spans), message=msg, testbed="sim", extra=extra)
+        return Execution(status=Status.ERROR, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
+                         peak_vram_mb=0.0, spans=tuple(spans), testbed="sim", extra=extra,
+                         message=f"a mode outside workflow {inv.workflow.name}'s decision space")
+
+    # ---- the clock thread -----------------------------------------------------------------------
+    def _catch_up(self) -> None:
+        """Process every event up to now (under the lock); wake the runs waiting when one ended."""
+        if self.sim.advance_to(self.now_ms()):
+            self._cond.notify_all()
+
+    def _drive(self) -> None:
+        with self._cond:
+            while not self._closed:
+                self._catch_up()
+                due_ms = self.sim.next_event_ms()
+                # sleep until the next simulated event, or until a new arrival (notify) changes it
+                wait_s = None if math.isinf(due_ms) else max(0.0, (due_ms - self.now_ms()) / 1000.0 / self.time_scale)
+                self._cond.wait(wait_s)
+
+    def poke(self) -> None:
+        """Wake the clock thread (a test's clock moved)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+
+
+def _peak_mb(spans: Sequence[TaskSpan]) -> float:
+    """The most VRAM an invocation's own tasks held at once."""
+    events = sorted([(s.start_ms, s.vram_mb) for s in spans if s.vram_mb > 0]
+                    + [(s.end_ms, -s.vram_mb) for s in spans if s.vram_mb > 0 and s.end_ms is not None],
+                    key=lambda e: (e[0], e[1]))  # at one instant, releases before starts
+    held = peak = 0.0
+    for _, d in events:
+        held += d
+        peak = max(peak, held)
+    return peak
 
 
 class RealtimeTestbed(Testbed):
-    """The simulator, in real time, on a shared VRAM ledger. See the module docstring."""
+    """One workflow's testbed on the shared machine: runs go to it; isolated figures (preflight,
+    ``expected``) come from the plain simulator ``inner``."""
 
-    concurrent_runs = True  # Runtime: runs may overlap (the simulation itself is locked here)
+    concurrent_runs = True  # Runtime: runs may overlap (the shared machine serialises the simulation)
     deterministic = False
 
-    def __init__(self, inner: Testbed, ledger: VramLedger, *, speed: float = 1.0) -> None:
+    def __init__(self, inner: Testbed, machine: SharedMachine) -> None:
         self.inner = inner
-        self.ledger = ledger
-        self.speed = float(speed)  # simulated ms per wall ms (1: real time)
+        self.machine = machine
         self.name = inner.name
-        self._lock = threading.Lock()
 
     def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
             inputs: Any = None) -> Execution:
-        with self._lock:
-            x = self.inner.run(workflow, mapping, rng=rng, inputs=inputs)
-        need_mb = x.peak_vram_mb if x.ok else 0.0
-        if not self.ledger.fits_alone(need_mb):  # a run larger than the shared GPU can never start
-            return Execution(status=Status.OOM, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
-                             peak_vram_mb=need_mb, spans=(), testbed=self.name,
-                             message=f"needs {need_mb:,.0f} MB of VRAM, over the shared budget of "
-                                     f"{self.ledger.budget_mb:,.0f} MB")
-        wall_ms = x.e2e_ms if x.e2e_ms is not None else x.elapsed_ms
-        with self.ledger.hold(need_mb):
-            time.sleep(max(0.0, wall_ms) / 1000.0 / self.speed)
-        return x
+        return self.machine.run(workflow, mapping)
 
     def expected(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution | None:
         return self.inner.expected(workflow, mapping)
 
     def begin_round(self, index: int) -> None:
-        with self._lock:
-            self.inner.begin_round(index)
+        self.inner.begin_round(index)
 
     def preflight(self, workflow: Workflow) -> None:
         self.inner.preflight(workflow)

@@ -3,8 +3,9 @@
 Every workflow gets its own ``Runtime`` (its own loop thread and testbed), so invocations of
 different workflows run at once; within a workflow, the runtime runs a round's invocations at once
 (runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and,
-on the real-time simulator, one ``VramLedger``. Admission: at most ``max_concurrency`` invocations
-accepted at a time, none while draining; the HTTP layer answers 503 to the rest.
+on the real-time simulator, one ``SharedMachine`` (one simulated GPU, its VRAM budget and CPU
+slots). Admission: at most ``max_concurrency`` invocations accepted at a time, none while draining;
+the HTTP layer answers 503 to the rest.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Workflow
 from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
-from agentsched.service.realtime import RealtimeTestbed, VramLedger
+from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.store import Store
 from agentsched.testbeds.spec import TestbedSpec
 
@@ -76,7 +77,9 @@ class ServiceConfig:
     workflows: tuple[str, ...]  # workflow files, folders of them, or built-in scenario names
     store: Path
     testbed: TestbedSpec = field(default_factory=TestbedSpec)
-    realtime: bool = False  # sim only: tools sleep their simulated durations
+    realtime: bool = False  # sim only: tools sleep their simulated durations, on one shared simulated machine
+    time_scale: float = 1.0  # realtime: simulated ms per wall ms (10: ten times faster than real time)
+    vram_budget_mb: float | None = None  # realtime: the shared GPU's budget (None: the smallest the workflows name)
     policy: str | None = None  # None: each workflow's default (agent-plan / agent-plan-cold)
     round_size: int = 5
     explore_fraction: float = 0.1
@@ -88,6 +91,13 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if self.realtime and not self.testbed.simulated:
             raise AgentschedError("--realtime applies only to --testbed sim")
+        if not self.realtime and (self.time_scale != 1.0 or self.vram_budget_mb is not None):
+            raise AgentschedError("--time-scale and --vram-budget-mb apply only to --testbed sim --realtime")
+        if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise AgentschedError(f"--time-scale must be a finite number > 0, got {self.time_scale!r}")
+        if self.vram_budget_mb is not None and not (isinstance(self.vram_budget_mb, (int, float))
+                                                    and math.isfinite(self.vram_budget_mb) and self.vram_budget_mb > 0):
+            raise AgentschedError(f"--vram-budget-mb must be a finite number > 0, got {self.vram_budget_mb!r}")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \
                 or not 1 <= self.max_concurrency <= 100_000:
             raise AgentschedError(f"--max-concurrency must be an integer in [1, 100000], got {self.max_concurrency!r}")
@@ -126,18 +136,21 @@ class Service:
         workflows = workflow_files(config.workflows)
         if config.cards:
             workflows = [w.with_cards(config.cards) for w in workflows]
-        self.ledger: VramLedger | None = None
+        self.machine: SharedMachine | None = None
         if config.realtime:
             for wf in workflows:
                 _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
-            budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
-            # one GPU serves every workflow: its budget is the smallest any of them declares
-            self.ledger = VramLedger(min(budgets) if budgets else math.inf)
         _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
         self._testbeds: list[Any] = []
         try:
+            if config.realtime:
+                budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
+                # one GPU serves every workflow: its budget is the smallest any of them declares
+                budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
+                self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
+                                             time_scale=config.time_scale)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
         except BaseException:
@@ -153,8 +166,8 @@ class Service:
     def _runtime(self, wf: Workflow) -> Runtime:
         c = self.config
         testbed: Any = c.testbed
-        if self.ledger is not None:
-            testbed = RealtimeTestbed(c.testbed.build(), self.ledger)
+        if self.machine is not None:
+            testbed = RealtimeTestbed(c.testbed.build(), self.machine)
             self._testbeds.append(testbed)  # a built testbed: the runtime leaves closing it to us
         rt = Runtime(wf, policy=c.policy, store=self.store, testbed=testbed, round_size=c.round_size,
                      explore_fraction=c.explore_fraction, seed=c.seed)
@@ -298,6 +311,8 @@ class Service:
             rt.close()
         for tb in self._testbeds:
             tb.close()
+        if self.machine is not None:
+            self.machine.close()
         self.store.close()
 
 

@@ -163,6 +163,42 @@ class StreamSim:
             self._dispatch()
         return StreamResult(tuple(invs), self.now_ms, self.gpu_busy_ms)
 
+    # ---- driven from outside: arrivals one at a time (the real-time service, service/realtime.py) --
+    def begin(self) -> None:
+        """Start a stream whose invocations arrive through ``arrive`` (instead of ``run()``)."""
+        self.decider.start_stream(self.workflows, random.Random(self.rng.random()))
+        self._arrived = 0
+
+    def next_event_ms(self) -> float:
+        """When the next running task ends or ends its load (inf when nothing runs)."""
+        return self.now_ms + self._next_finish_dt() if self.runs else math.inf
+
+    def advance_to(self, t_ms: float) -> bool:
+        """Process every task end up to ``t_ms``, then set the clock there; True when something ended."""
+        events = False
+        while self.runs:
+            dt = self._next_finish_dt()
+            if self.now_ms + dt > t_ms:
+                break
+            for r in self._advance(dt, collect=True):
+                self._finish(r)
+            self._dispatch()
+            events = True
+        if t_ms > self.now_ms:
+            self._advance(t_ms - self.now_ms, collect=False)
+            self.now_ms = t_ms
+        return events
+
+    def arrive(self, workflow: int, mapping: dict[str, Mode] | None = None) -> Invocation:
+        """An invocation of workflow #``workflow`` arrives now, carrying ``mapping`` (for a decider
+        that runs the mapping an invocation brings), and is dispatched."""
+        inv = self._arrive(self._arrived, Arrival(self.now_ms, workflow))
+        self._arrived += 1
+        if mapping is not None:
+            inv.mapping = dict(mapping)
+        self._dispatch()
+        return inv
+
     def _next_finish_dt(self) -> float:
         runs = self.runs
         if not runs:

@@ -1,0 +1,87 @@
+"""Command: loadgen (the arrival stream of ``agentsched load``, fired open-loop at a running service)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from agentsched.cli import options as opt
+from agentsched.errors import AgentschedError
+
+
+def loadgen_cmd(
+    url: str = typer.Argument(..., help="the service, e.g. http://127.0.0.1:8000"),
+    workflows: list[str] = typer.Argument(..., help="the mix: names of served workflows (GET /v1/workflows)"),
+    rates: str = typer.Option(..., "--rates", help="arrival rates per simulated second, comma-separated"),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)"),
+    duration_s: float = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds"),
+    seed: int = typer.Option(0, "--seed", help="the stream's seed (stream SEED of `agentsched load --seeds`)"),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="the server's --time-scale (simulated ms per wall "
+                                     "ms); 1 for real tools"),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the service's bearer token"),
+    json_out: bool = opt.JSON,
+    json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
+) -> None:
+    """Send an arrival stream to `agentsched serve` at its scheduled times (open loop) and report
+    the latency percentiles the clients saw, in simulated ms."""
+    from agentsched.cli.load_cmd import _floats
+    from agentsched.cli.output import emit
+    from agentsched.experiments.load import seeded_arrivals
+    from agentsched.experiments.loadgen import run_against, summarize_shots
+
+    try:
+        import httpx  # noqa: F401 - the serve extra's client
+    except ModuleNotFoundError:
+        raise AgentschedError("loadgen needs httpx (the serve extra): pip install 'agentsched[serve]'") from None
+    token = None
+    if token_file is not None:
+        from agentsched.service.server import read_token
+
+        token = read_token(token_file)
+    rate_list = _floats(rates, "--rates") or []
+    _check_served(url, workflows, token)
+    rows: list[dict[str, Any]] = []
+    for rate in rate_list:
+        arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
+        shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token)
+        rows.append({"rate_per_s": rate, **summarize_shots(shots)})
+    doc = {"url": url, "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
+           "time_scale": time_scale, "rows": rows}
+    emit(doc, _table(rows), json_out=json_out, json_file=json_file)
+
+
+def _check_served(url: str, names: list[str], token: str | None) -> None:
+    """One line when the service is unreachable or does not serve a workflow of the mix."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        r = httpx.get(url.rstrip("/") + "/v1/workflows", headers=headers, timeout=30)
+    except httpx.HTTPError as e:
+        raise AgentschedError(f"cannot reach the service at {url}: {type(e).__name__}: {e}") from None
+    if r.status_code != 200:
+        raise AgentschedError(f"{url}/v1/workflows answered HTTP {r.status_code}: {r.text[:120]}")
+    served = {w.get("name") for w in r.json()}
+    missing = [n for n in names if n not in served]
+    if missing:
+        raise AgentschedError(f"the service does not serve {', '.join(missing)} (it serves "
+                              f"{', '.join(sorted(str(s) for s in served))})")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:,.1f}" if isinstance(x, float) else str(x)
+
+    lines = ["| rate/s | sent | ok | oom | error | refused | p50 ms | p95 ms | p99 ms | server E2E p50 | "
+             "overhead ms |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['rate_per_s']:g} | {r['sent']} | {r['ok']} | {r['oom']} | {r['error']} | {r['refused']} | "
+                     f"{f(r['p50_ms'])} | {f(r['p95_ms'])} | {f(r['p99_ms'])} | {f(r['e2e_p50_ms'])} | "
+                     f"{f(r['overhead_ms_mean'])} |")
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("loadgen")(loadgen_cmd)

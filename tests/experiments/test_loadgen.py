@@ -1,0 +1,86 @@
+"""The open-loop load generator against an in-process mock service (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+from agentsched.experiments.load import seeded_arrivals  # noqa: E402
+from agentsched.experiments.loadgen import fire, run_against, summarize_shots  # noqa: E402
+from agentsched.testbeds.arrivals import Arrival  # noqa: E402
+
+NAMES = ["S1", "S7"]
+HOLD_S = 30.0  # bounds how long the slow first answer waits for the others; not a timing check
+
+
+def test_a_slow_server_does_not_delay_later_arrivals():
+    """The first answer comes only once every later arrival has reached the server: a generator
+    that waited for answers before sending the next arrival would never get there."""
+    arrivals = [Arrival(10.0 * i, i % 2) for i in range(12)]
+    seen: list[str] = []
+
+    async def main() -> list:
+        everyone_in = asyncio.Event()
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            seen.append(request.url.path)
+            if len(seen) == len(arrivals):
+                everyone_in.set()
+            if len(seen) == 1:  # the slow one
+                try:
+                    await asyncio.wait_for(everyone_in.wait(), HOLD_S)
+                except asyncio.TimeoutError:
+                    return httpx.Response(500, json={"detail": "later arrivals never came"})
+            return httpx.Response(200, json={"status": "ok", "e2e_ms": 5.0, "invocation_id": len(seen)})
+
+        return await fire("http://svc", arrivals, NAMES, transport=httpx.MockTransport(handler))
+
+    shots = asyncio.run(main())
+    assert [s.status for s in shots] == ["ok"] * len(arrivals)
+    assert shots[0].latency_ms > max(s.latency_ms for s in shots[1:])  # it waited for the rest
+    assert seen == [f"/v1/workflows/{NAMES[a.workflow]}/invocations" for a in arrivals]  # sent in due order
+
+
+def test_the_stream_is_the_same_under_a_seed_and_fired_as_drawn():
+    a = seeded_arrivals("poisson", 40.0, 0.5, NAMES, seed=3)
+    assert a == seeded_arrivals("poisson", 40.0, 0.5, NAMES, seed=3)
+    assert a != seeded_arrivals("poisson", 40.0, 0.5, NAMES, seed=4)
+    got: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        got.append(request.url.path.split("/")[3])
+        return httpx.Response(200, json={"status": "ok", "e2e_ms": 1.0, "invocation_id": len(got)})
+
+    shots = run_against("http://svc", a, NAMES, time_scale=1000.0, transport=httpx.MockTransport(handler))
+    assert [s.arrival_ms for s in shots] == [x.time_ms for x in a]
+    assert got == [NAMES[x.workflow] for x in a]
+    assert all(s.latency_ms is not None and s.latency_ms >= 0 for s in shots)
+
+
+def test_answers_are_counted_by_outcome():
+    arrivals = [Arrival(float(i), 0) for i in range(5)]
+    answers = iter([httpx.Response(200, json={"status": "ok", "e2e_ms": 3.0, "invocation_id": 1}),
+                    httpx.Response(200, json={"status": "oom", "e2e_ms": None, "invocation_id": 2}),
+                    httpx.Response(503, json={"detail": "busy"}),
+                    httpx.Response(404, json={"detail": "unknown workflow"}),
+                    httpx.Response(200, json={"status": "ok", "e2e_ms": 4.0, "invocation_id": 3})])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return next(answers)
+
+    shots = run_against("http://svc", arrivals, ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler))
+    s = summarize_shots(shots)
+    assert (s["sent"], s["ok"], s["oom"], s["refused"], s["other"]) == (5, 2, 1, 1, 1)
+    assert s["e2e_p50_ms"] in (3.0, 4.0) and s["p50_ms"] is not None
+
+
+def test_bad_arguments_are_one_line_errors():
+    from agentsched.errors import AgentschedError
+
+    with pytest.raises(AgentschedError, match="time scale"):
+        run_against("http://svc", [Arrival(0.0, 0)], ["S1"], time_scale=0.0)
+    with pytest.raises(AgentschedError, match="workflow #1"):
+        run_against("http://svc", [Arrival(0.0, 1)], ["S1"])
