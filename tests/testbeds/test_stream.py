@@ -137,3 +137,19 @@ def test_task_done_reports_overlap_by_unit_tool():
     clip = next(d for d in reports if d.card.name.startswith("clip"))
     assert set(clip.overlap_ms) == {"whisper_base", "resnet50", "image_resize"}
     assert all(0 < ms <= clip.run_ms + 1e-6 for ms in clip.overlap_ms.values())
+
+
+def test_gpu_now_waits_for_vram_other_invocations_hold_never_for_its_own():
+    wf = load_scenario("S1")
+    mapping = {t: Mode.GPU_NOW if c.has_gpu else Mode.CPU for t, c in wf.task_cards.items()}
+    alone = SimTestbed(noise_sigma=0.0).expected(wf, mapping)
+    two = [Arrival(0.0, 0), Arrival(10.0, 0)]
+    kw = {"vram_budget_mb": alone.peak_vram_mb + 1.0, "noise_sigma": 0.0}  # one fits, not two
+    plain = run_stream([wf], two, StaticDecider({wf.name: mapping}), **kw)
+    waits = run_stream([wf], two, StaticDecider({wf.name: mapping}), **kw, gpu_now_waits=True)
+    assert sorted(i.status for i in plain.invocations) == ["ok", "oom"]  # the stream's rule: oom at once
+    assert [i.status for i in waits.invocations] == ["ok", "ok"]  # the service's: the second waited
+    assert waits.invocations[1].end_ms - waits.invocations[1].arrival_ms > alone.e2e_ms
+    tight = {"vram_budget_mb": alone.peak_vram_mb - 1.0, "noise_sigma": 0.0}  # too small alone: still oom
+    assert [i.status for i in run_stream([wf], two[:1], StaticDecider({wf.name: mapping}), **tight,
+                                         gpu_now_waits=True).invocations] == ["oom"]

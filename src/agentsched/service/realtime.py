@@ -10,9 +10,10 @@ thread sleeps until the simulator says it ended (SimPy-rt style: the figures are
 only the answer waits). A clock thread moves the simulation along with the wall clock, ``time_scale``
 simulated ms per wall ms (1: real time; 10: a 60 s simulated stream runs in 6 s).
 
-The start rules are the stream's: a ``gpu_now`` task whose VRAM does not fit beside what the other
-invocations hold ends its invocation as ``oom`` (as on a real GPU); ``gpu_queue`` waits in the
-shared queue for its VRAM; a ``cpu`` task waits for a free slot. The world stays in here: a
+The start rules are the stream's with the service's rule for ``gpu_now`` (``gpu_now_waits``): a
+``gpu_now`` task whose VRAM does not fit beside what the other invocations hold waits for it, so
+co-scheduling never causes an oom (an invocation is ``oom`` only when its own mapping would be,
+run alone); ``gpu_queue`` waits in the shared queue for its VRAM; a ``cpu`` task waits for a free slot. The world stays in here: a
 policy sees the ``Execution`` of its own invocation only (its spans, times relative to its arrival).
 """
 
@@ -78,7 +79,7 @@ class SharedMachine:
         self.cpu_slots = spec.cpu_slots or DEFAULT_CPU_SLOTS
         self.sim = _RecordingSim(list(workflows), (), _BroughtMapping(), vram_budget_mb=vram_budget_mb,
                                  cpu_slots=self.cpu_slots, noise_sigma=spec.noise_sigma or 0.0, seed=spec.seed,
-                                 world=spec.world)
+                                 world=spec.world, gpu_now_waits=True)
         self.sim.begin()
         self._index = {wf.name: i for i, wf in enumerate(workflows)}
         self._clock = clock
@@ -134,8 +135,8 @@ class SharedMachine:
         if inv.status == "oom":
             need = max((inv.cards[t].vram_needed_mb for t, m in inv.mapping.items() if m is not Mode.CPU),
                        default=0.0)
-            msg = (f"a GPU start did not fit beside the VRAM the invocations in progress held "
-                   f"(shared budget {self.budget_mb:,.0f} MB)")
+            msg = (f"a GPU start did not fit beside the VRAM its own invocation held "
+                   f"(budget {self.budget_mb:,.0f} MB): the mapping runs out of VRAM alone")
             return Execution(status=Status.OOM, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
                              peak_vram_mb=need, spans=tuple(spans), message=msg, testbed="sim", extra=extra)
         return Execution(status=Status.ERROR, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,

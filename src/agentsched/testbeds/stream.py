@@ -12,7 +12,10 @@ under late binding, the decider's ``place`` when it becomes ready (``None``: hel
 start rules of ``model/rules.py``, shared across invocations: ``cpu`` takes a slot; ``gpu_now``
 starts at once and holds its VRAM; if it does not fit, the invocation is **oom** (it ends; its
 running tasks are stopped and release what they hold; the stream goes on); ``gpu_queue`` joins the
-queue (a head larger than the whole budget: oom). A tool without a GPU implementation placed on a
+queue (a head larger than the whole budget: oom). With ``gpu_now_waits`` (the service's rule,
+``service/realtime.py``) a ``gpu_now`` task that fits beside its own invocation's VRAM but not beside
+the others' waits (FIFO, started before the GPU queue's head) instead of ending as oom: only an
+invocation that would run out of VRAM alone is oom, never one co-scheduling pushed out. A tool without a GPU implementation placed on a
 GPU mode runs as a CPU task. A mode outside the workflow's decision space ends the invocation as
 an **error**.
 
@@ -88,7 +91,8 @@ class StreamSim:
 
     def __init__(self, workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider, *,
                  vram_budget_mb: float | None, cpu_slots: int = DEFAULT_CPU_SLOTS, noise_sigma: float = 0.0,
-                 seed: int = 0, world: str | World | None = None, stop_ms: float | None = None) -> None:
+                 seed: int = 0, world: str | World | None = None, stop_ms: float | None = None,
+                 gpu_now_waits: bool = False) -> None:
         if cpu_slots < 1:
             raise TestbedError(f"cpu_slots must be >= 1, got {cpu_slots}")
         if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
@@ -114,6 +118,8 @@ class StreamSim:
         self.in_flight = 0
         self.cpu_fifo: deque[tuple[Invocation, str, float]] = deque()  # (invocation, task, ready_ms)
         self.gpu_queue: deque[tuple[Invocation, str, float]] = deque()
+        self.gpu_now_waits = gpu_now_waits
+        self.vram_waiters: deque[tuple[Invocation, str, float]] = deque()  # gpu_now tasks waiting for VRAM
         self.cpu_waiting_ms = 0.0  # card CPU time of the tasks in cpu_fifo (kept, not summed per query)
         self.queue_backlog_ms = 0.0  # card load + GPU time of the tasks in gpu_queue
         self.queue_busy = False
@@ -304,7 +310,7 @@ class StreamSim:
         if status != "ok":  # stop what it still runs or waits for
             for r in [r for r in self.runs if r.inv is inv]:
                 self._release(r)
-            for q in (self.cpu_fifo, self.gpu_queue):
+            for q in (self.cpu_fifo, self.gpu_queue, self.vram_waiters):
                 kept = [e for e in q if e[0] is not inv]
                 q.clear()
                 q.extend(kept)
@@ -342,6 +348,7 @@ class StreamSim:
         for inv, task, ready_ms in pending:
             if inv.status == "running":
                 self._route(inv, task, ready_ms)
+        self._start_waiters()
         self._start_cpu()
         self._start_queue()
         self._held_version = self.version
@@ -367,10 +374,26 @@ class StreamSim:
         elif real is Mode.GPU_QUEUE:
             self.gpu_queue.append((inv, task, ready_ms))
             self.queue_backlog_ms += _queued_ms(card)
-        elif self.live.fits_now(card.vram_needed_mb):
+        elif self.live.fits_now(card.vram_needed_mb) and not self.vram_waiters:
             self._start(inv, task, ready_ms, Mode.GPU_NOW)
+        elif self.gpu_now_waits and self._fits_alone(inv, card.vram_needed_mb):
+            self.vram_waiters.append((inv, task, ready_ms))
         else:
             self._end(inv, "oom")
+
+    def _fits_alone(self, inv: Invocation, vram_mb: float) -> bool:
+        """Would ``vram_mb`` fit beside what ``inv`` itself holds (nothing of other invocations)?"""
+        own_mb = sum(r.vram_mb for r in self.runs if r.inv is inv)
+        return self.vram_budget_mb is None or own_mb + vram_mb <= self.vram_budget_mb + _EPS
+
+    def _start_waiters(self) -> None:
+        """Start the waiting gpu_now tasks, FIFO, while the head fits."""
+        while self.vram_waiters:
+            inv, task, ready_ms = self.vram_waiters[0]
+            if not self.live.fits_now(inv.cards[task].vram_needed_mb):
+                return
+            self.vram_waiters.popleft()
+            self._start(inv, task, ready_ms, Mode.GPU_NOW)
 
     def _start_cpu(self) -> None:
         while self.cpu_fifo and self.cpu_busy < self.cpu_slots:
