@@ -2,8 +2,10 @@
 
 Every workflow gets its own ``Runtime`` (its own loop thread and testbed), so invocations of
 different workflows run at once; within a workflow, the runtime runs a round's invocations at once
-(runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and,
-on the real-time simulator, one ``VramLedger``. Admission: at most ``max_concurrency`` invocations
+(runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and
+one VRAM budget: on the real-time simulator a ``VramLedger``; on the local testbed the process's
+``ToolPool`` (testbeds/tool_pool.py), which also keeps every tool loaded between invocations, for
+every workflow. Either budget is the smallest any served workflow declares. Admission: at most ``max_concurrency`` invocations
 accepted at a time, none while draining; the HTTP layer answers 503 to the rest.
 """
 
@@ -25,7 +27,9 @@ from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.realtime import RealtimeTestbed, VramLedger
 from agentsched.store.store import Store
+from agentsched.testbeds.factory import TestbedKind
 from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.tool_pool import ToolPool, shared_pool
 
 log = logging.getLogger("agentsched.service")
 
@@ -94,12 +98,18 @@ class Service:
         if config.cards:
             workflows = [w.with_cards(config.cards) for w in workflows]
         self.ledger: VramLedger | None = None
+        budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
+        # one GPU serves every workflow: its budget is the smallest any of them declares
+        budget = min(budgets) if budgets else None
         if config.realtime:
             for wf in workflows:
                 _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
-            budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
-            # one GPU serves every workflow: its budget is the smallest any of them declares
-            self.ledger = VramLedger(min(budgets) if budgets else math.inf)
+            self.ledger = VramLedger(budget if budget is not None else math.inf)
+        # the local testbed's tools, warm and under that one budget (the process's pool)
+        self.pool: ToolPool | None = shared_pool() if config.testbed.kind is TestbedKind.LOCAL else None
+        self._pool_budget = self.pool.budget_mb if self.pool is not None else None  # restored at close
+        if self.pool is not None and budget is not None:
+            self.pool.set_budget(budget)
         _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
@@ -194,9 +204,8 @@ class Service:
                  "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows[-limit:]]
 
     def tools_loaded(self) -> int:
-        """Tools kept loaded by the local testbeds (the simulator loads none)."""
-        return sum(len(getattr(getattr(rt.testbed, "backend", None), "_cache", ()) or ())
-                   for rt in self.runtimes.values())
+        """Tool instances kept loaded by the local testbed's pool (the simulator loads none)."""
+        return self.pool.loaded_count() if self.pool is not None else 0
 
     def close(self) -> None:
         """Close the runtimes, the testbeds built here and the store (once)."""
@@ -207,6 +216,8 @@ class Service:
             rt.close()
         for tb in self._testbeds:
             tb.close()
+        if self.pool is not None:
+            self.pool.set_budget(self._pool_budget)
         self.store.close()
 
 

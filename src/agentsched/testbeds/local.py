@@ -46,6 +46,7 @@ from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.cuda_scope import CudaScope, NullStream
 from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
 from agentsched.testbeds.real import (
@@ -243,7 +244,7 @@ class _LocalRun:
         self.running: dict[Future, str] = {}
         self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
-        self.cuda: _CudaScope | None = None
+        self.cuda: CudaScope | None = None
         self.prev_threads: int | None = None
         self.cpu_pool: DaemonPool | None = None
         self.gpu_pool: DaemonPool | None = None
@@ -292,7 +293,7 @@ class _LocalRun:
         self.opened = True
         if self.uses_cuda and b._real_cuda():
             budget = b.pool.budget_mb if b.pool.budget_mb is not None else self.workflow.vram_budget_mb
-            self.cuda = _CudaScope(b.device, budget if b.memory_ceiling else None)
+            self.cuda = CudaScope(b.device, budget if b.memory_ceiling else None)
         self.cpu_pool = DaemonPool(b.cpu_workers, "agentsched-cpu")
         self.gpu_pool = DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
         if self.cuda:
@@ -306,7 +307,7 @@ class _LocalRun:
         mode, k, cuda = self.mapping[task], self.bases[task][1], self.cuda
         lease = self.leases.get(task)
         try:
-            with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
+            with (cuda.stream() if cuda and mode is not Mode.CPU else NullStream()) as stream:
                 if lease is None:  # a GPU task: its instance now (warm hit, else loaded; may wait for VRAM)
                     lease = self.b.acquire(self.bases[task][0], self.b.device, vram_mb=self.vram_mb[task],
                                            budget_mb=self.workflow.vram_budget_mb, stop=self.stop)
@@ -435,91 +436,3 @@ class LocalTestbed(Driver):
     @property
     def cpu_workers(self) -> int:
         return self.backend.cpu_workers  # type: ignore[attr-defined]
-
-
-class _NullStream:
-    """Host tasks: no stream; ``sync`` is the tool's own (a no-op on the CPU)."""
-
-    def __enter__(self) -> _NullStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def sync(self, tool: Any) -> None:
-        tool.sync()
-
-
-class _CudaScope:
-    """Per-run CUDA state: the process's memory ceiling while any run is in progress, streams, the
-    measured peak. Runs may overlap: the ceiling is the largest budget of the runs in progress
-    (none when one of them has none), and the peak is the process's over the run."""
-
-    _lock = threading.Lock()
-    _active: list[float | None] = []  # budgets of the runs in progress, process-wide
-
-    def __init__(self, device: str, budget_mb: float | None) -> None:
-        self.device = device  # e.g. "cuda" or "cuda:1"
-        self.budget_mb = budget_mb  # ceiling on allocated memory (None: no ceiling)
-        self.base_bytes = 0  # allocated when the run started (resident models)
-
-    def enter(self) -> None:
-        import torch
-
-        with _CudaScope._lock:
-            first = not _CudaScope._active
-            _CudaScope._active.append(self.budget_mb)
-            torch.cuda.synchronize(self.device)
-            if first:
-                torch.cuda.empty_cache()  # the ceiling counts reserved memory: drop cached blocks first
-                torch.cuda.reset_peak_memory_stats(self.device)
-            self.base_bytes = torch.cuda.memory_allocated(self.device)
-            self._set_ceiling(torch)
-
-    def _set_ceiling(self, torch: Any) -> None:
-        """Cap this process's CUDA memory at the budget (resident pooled models count in it)."""
-        budgets = _CudaScope._active
-        if not budgets or any(b is None for b in budgets):
-            torch.cuda.set_per_process_memory_fraction(1.0, self.device)
-            return
-        total = torch.cuda.get_device_properties(self.device).total_memory
-        top = max(b for b in budgets if b is not None)
-        torch.cuda.set_per_process_memory_fraction(min(1.0, top * 2**20 / total), self.device)
-
-    def exit(self) -> float:
-        """Restore the ceiling, free cached blocks; return the peak allocated above the start (MB)."""
-        import torch
-
-        with _CudaScope._lock:
-            torch.cuda.synchronize(self.device)
-            peak = (torch.cuda.max_memory_allocated(self.device) - self.base_bytes) / 2**20
-            _CudaScope._active.remove(self.budget_mb)
-            self._set_ceiling(torch)
-            if not _CudaScope._active:
-                torch.cuda.empty_cache()
-        return max(peak, 0.0)
-
-    def stream(self) -> _CudaStream:
-        return _CudaStream(self.device)
-
-
-class _CudaStream:
-    """A task's own CUDA stream, so concurrent gpu_now tasks overlap; ``sync`` waits for it only."""
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.stream = torch.cuda.Stream(device=device)  # this task's stream
-        self._ctx = torch.cuda.stream(self.stream)
-
-    def __enter__(self) -> _CudaStream:
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stream.synchronize()
-        self._ctx.__exit__(*exc)
-
-    def sync(self, tool: Any) -> None:
-        if tool.device is not None and tool.device.startswith("cuda"):
-            self.stream.synchronize()
