@@ -79,13 +79,14 @@ def test_local_gpu_now_and_queue():
     try:
         w = _wf({"A": "clip", "B": "bert_base", "C": "groupby", "D": "web_search"})
         ex = tb.run(w, {"A": Mode.GPU_NOW, "B": Mode.GPU_QUEUE, "C": Mode.GPU_QUEUE, "D": Mode.CPU})
-        assert ex.ok and ex.extra["gpu_now"] == "resident" and ex.extra["measured_peak_vram_mb"] > 0
+        assert ex.ok and ex.extra["gpu_now"] == "pooled" and ex.extra["measured_peak_vram_mb"] > 0
         b, c = ex.span("B"), ex.span("C")
         assert c.start_ms >= b.end_ms and b.load_ms > 0  # one queued task at a time, loaded first
-        # under a budget gpu_now is staged and the ceiling is set, then restored
+        # under a budget the ceiling is set, then restored; clip and bert_base stayed resident (656 +
+        # 486 MB fit in 1200): the queued task is admitted with its model loaded, a warm hit
         w2 = _wf({"A": "clip", "B": "bert_base"}, budget=1200)
         ex2 = tb.run(w2, {"A": Mode.GPU_NOW, "B": Mode.GPU_QUEUE})
-        assert ex2.ok and ex2.extra["gpu_now"] == "staged"
+        assert ex2.ok and ex2.extra["gpu_now"] == "pooled" and ex2.span("B").load_ms == 0
     finally:
         tb.close()
 
