@@ -134,3 +134,24 @@ def test_a_runtime_serves_a_rounds_invocations_concurrently_with_warm_tools(fake
     assert all(r.ok for r in first + again) and len(f.made) == 2
     assert {r.mapping["A"] for r in first + again} == {Mode.GPU_NOW}
     tb.close()
+
+
+def test_overlapping_runs_restore_torch_threads_once_the_last_one_ends():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    gate = threading.Barrier(2)
+    seen: list[int] = []
+
+    class Probe(Tool):
+        def run(self, inputs):
+            seen.append(torch.get_num_threads())
+            return super().run(inputs)
+
+    def factory(name, size, seed=0):
+        return Probe(name, Gpu({}), [], gate)
+
+    tb = LocalTestbed(tool_factory=factory, pool=ToolPool(), torch_threads=1)
+    runs = concurrently(2, lambda i: tb.run(wf("t", {"A": "groupby"}), {"A": C}))
+    assert all(x.ok for x in runs) and seen == [1, 1]
+    assert torch.get_num_threads() == before
+    tb.close()

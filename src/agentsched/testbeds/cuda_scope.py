@@ -1,9 +1,38 @@
-"""CUDA state of the local testbed's runs: the memory ceiling, per-task streams, the measured peak."""
+"""Process-wide torch state of the local testbed's runs, which may overlap: torch's intra-op
+threads, the CUDA memory ceiling, per-task streams, the measured peak."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+
+_threads_lock = threading.Lock()
+_threads_users = 0  # runs in progress that set torch's threads
+_threads_before = 0  # torch's threads before the first of them
+
+
+def torch_threads_enter(threads: int) -> None:
+    """Set torch's intra-op threads for a run (process-wide: overlapping runs share the setting;
+    the last one to end restores what was there before the first)."""
+    import torch
+
+    global _threads_users, _threads_before
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_before = torch.get_num_threads()
+        _threads_users += 1
+        torch.set_num_threads(threads)
+
+
+def torch_threads_exit() -> None:
+    import torch
+
+    global _threads_users
+    with _threads_lock:
+        _threads_users -= 1
+        if _threads_users == 0:
+            torch.set_num_threads(_threads_before)
 
 
 class NullStream:

@@ -46,7 +46,7 @@ from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
-from agentsched.testbeds.cuda_scope import CudaScope, NullStream
+from agentsched.testbeds.cuda_scope import CudaScope, NullStream, torch_threads_enter, torch_threads_exit
 from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
 from agentsched.testbeds.real import (
@@ -245,7 +245,7 @@ class _LocalRun:
         self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
         self.cuda: CudaScope | None = None
-        self.prev_threads: int | None = None
+        self.prev_threads: int | None = None  # torch threads this run set (None: left as they were)
         self.cpu_pool: DaemonPool | None = None
         self.gpu_pool: DaemonPool | None = None
         self.t0 = 0.0
@@ -286,10 +286,8 @@ class _LocalRun:
         """Set torch threads, pools and the CUDA scope; start the clock."""
         b = self.b
         if b.torch_threads is not None:
-            import torch
-
-            self.prev_threads = torch.get_num_threads()
-            torch.set_num_threads(b.torch_threads)
+            self.prev_threads = b.torch_threads
+            torch_threads_enter(b.torch_threads)
         self.opened = True
         if self.uses_cuda and b._real_cuda():
             budget = b.pool.budget_mb if b.pool.budget_mb is not None else self.workflow.vram_budget_mb
@@ -396,9 +394,7 @@ class _LocalRun:
             measured = self.cuda.exit() if self.cuda else None
         finally:
             if self.prev_threads is not None:
-                import torch
-
-                torch.set_num_threads(self.prev_threads)
+                torch_threads_exit()
             self._release_unstarted()
         paid = list(self.paid)
         extra: dict[str, Any] = {"size": b.size, "cpu_workers": b.cpu_workers,
