@@ -180,8 +180,18 @@ class LocalBackend(Backend):
 
         # a tool given as an instance (workflow_from_tools) is that one object: its users share it
         shared = is_tool_path(base) and not isinstance(resolve_tool(base), type)
+        if budget_mb is None and vram_mb > 0:  # no budget anywhere: the GPU's own memory bounds residents
+            budget_mb = self._device_mb()
         return self.pool.acquire(self._key(base, device), lambda: self._new_tool(base), vram_mb=vram_mb,
                                  budget_mb=budget_mb, wait=wait, evict=evict, stop=stop, shareable=shared)
+
+    def _device_mb(self) -> float | None:
+        """The GPU's memory (MB) on a real CUDA device; None otherwise (fake GPUs in tests)."""
+        if not self._real_cuda():
+            return None
+        import torch
+
+        return torch.cuda.get_device_properties(self.device).total_memory / 2**20
 
     def close(self) -> None:
         """Leave the pool; the last testbed to leave it unloads every idle instance."""

@@ -15,7 +15,8 @@ a round's invocations concurrently). They all draw their tools from one ``ToolPo
   is not enough the load *waits* for running ones to finish: co-scheduled invocations never exceed
   the budget. A load that cannot fit even on an empty GPU fails as out of memory. The budget is the
   pool's own (``set_budget``: a service sets the smallest its workflows declare) or, when it has
-  none, the budget of the workflow asking (so a small-budget workflow evicts others' idle models).
+  none, the budget of the workflow asking (so a small-budget workflow evicts others' idle models),
+  else the one its caller gives (the local testbed: the GPU's memory).
 * **Measured.** ``Lease.load_ms`` is what this use paid to load (0 on a warm hit); the counters
   (``stats()``) are what the service's /metrics exports.
 * **Broken instances are dropped.** A load that raises leaves nothing in the pool (built afresh next
