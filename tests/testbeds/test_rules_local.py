@@ -220,6 +220,7 @@ def test_local_gpu_now_cold_start_pays_its_load_in_the_span(fake_gpu):
     ex = local(f).run(w, {"A": N, "B": N})
     assert ex.ok and ex.span("A").load_ms == 0 and ex.span("B").load_ms > 0
     assert f.log.index(("unload", "clip", "cuda")) < f.log.index(("load", "bert_base", "cuda"))
+    assert set(ex.extra["tool_evictions_ms"]) == {"B"}  # clip unloaded to make room for B
 
 
 def test_local_and_sim_agree_on_feasibility(fake_gpu):

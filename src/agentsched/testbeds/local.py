@@ -249,6 +249,7 @@ class _LocalRun:
         self.leases: dict[str, Lease] = {}
         self.started: set[str] = set()  # tasks whose job owns its lease
         self.paid: list[tuple[str, float]] = []  # (task, load_ms) of every lease taken by this run
+        self.evicted: list[tuple[str, float]] = []  # (task, ms) unloading idle tools to make room for it
         self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
@@ -322,6 +323,8 @@ class _LocalRun:
                     assert lease is not None
                     self.leases[task] = lease
                     self.paid.append((task, lease.load_ms))
+                    if lease.evict_ms:
+                        self.evicted.append((task, lease.evict_ms))
                     stream.sync(lease.tool)
                     start = time.perf_counter() - lease.load_ms / 1000  # (after any wait for VRAM)
                     load_ms = lease.load_ms
@@ -411,6 +414,8 @@ class _LocalRun:
                                  # the pool: uses served warm, and the loads this run paid (before the clock too)
                                  "tool_hits": sum(1 for _, ms in paid if ms == 0.0),
                                  "tool_loads": {t: round(ms, 3) for t, ms in paid if ms > 0.0}}
+        if self.evicted:  # idle tools unloaded to make room in VRAM for a task (ms, before it started)
+            extra["tool_evictions_ms"] = {t: round(ms, 3) for t, ms in self.evicted}
         if self.uses_cuda:  # (fake GPU tools in tests have no measured peak)
             extra.update(device=b.device, gpu_now="pooled")
             if measured is not None:

@@ -70,6 +70,7 @@ class Lease:
     instance: _Instance
     load_ms: float = 0.0
     wait_ms: float = 0.0
+    evict_ms: float = 0.0  # unloading idle instances to make room for it (part of wait_ms)
     released: bool = field(default=False)
 
     @property
@@ -141,12 +142,13 @@ class ToolPool:
                 self.hits += 1
                 return Lease(inst)
             need = vram_mb if on_gpu(key[1]) else 0.0
-            inst = self._admit(key, need, budget_mb, wait, evict, stop)
+            evicted: list[float] = []  # unload ms of each idle instance evicted for it
+            inst = self._admit(key, need, budget_mb, wait, evict, stop, evicted)
             if inst is None:
                 return None
         waited_ms = (time.perf_counter() - started) * 1000
         load_ms = self._load(inst, build)
-        return Lease(inst, load_ms=load_ms, wait_ms=waited_ms)
+        return Lease(inst, load_ms=load_ms, wait_ms=waited_ms, evict_ms=sum(evicted))
 
     def release(self, lease: Lease) -> None:
         """Give a use back: the instance stays loaded (idle, LRU-stamped), unless discarded."""
@@ -222,7 +224,7 @@ class ToolPool:
         return inst
 
     def _admit(self, key: PoolKey, need_mb: float, budget_mb: float | None, wait: bool, evict: bool,
-               stop: threading.Event | None) -> _Instance | None:
+               stop: threading.Event | None, evicted: list[float]) -> _Instance | None:
         """Reserve ``need_mb`` for a new instance (evicting idle LRU, else waiting); the placeholder."""
         while True:
             budget = self.budget_mb if self.budget_mb is not None else budget_mb
@@ -240,7 +242,7 @@ class ToolPool:
                 self.evictions += 1
                 self._cond.release()  # unload outside the lock; its VRAM is freed after
                 try:
-                    self._unload(victim, forget=False)
+                    evicted.append(self._unload(victim, forget=False))
                 finally:
                     self._cond.acquire()
                 continue
@@ -287,7 +289,8 @@ class ToolPool:
             self.load_ms_total += load_ms
         return load_ms
 
-    def _unload(self, inst: _Instance, *, forget: bool = True) -> None:
+    def _unload(self, inst: _Instance, *, forget: bool = True) -> float:
+        """Unload ``inst`` (timed) and give its VRAM back; the unload's ms."""
         start = time.perf_counter()
         if inst.tool is not None:
             unload_quietly(inst.tool, f"tool {inst.key[0]} ({inst.key[1]})")
@@ -300,6 +303,7 @@ class ToolPool:
             self.unloads += 1
             self.unload_ms_total += unload_ms
             self._cond.notify_all()
+        return unload_ms
 
 
 _SHARED = ToolPool()
