@@ -38,7 +38,8 @@ class Count(agentsched.Tool):
         return len(inputs["A"])
 
 
-def test_load_runs_once_across_invocations_and_runtimes(tmp_path):
+def test_load_runs_once_across_invocations_and_runtimes(tmp_path, monkeypatch):
+    monkeypatch.setattr(shared_pool(), "host_pressure", None)  # (a busy machine's RAM must not evict here)
     LOADS.clear()
     UNLOADS.clear()
     wf = workflow_from_tools("warm", {"A": Embed, "B": Count}, [("A", "B")])

@@ -51,9 +51,12 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_two_workflows_share_warm_tools_and_metrics_count_loads(project):
+def test_two_workflows_share_warm_tools_and_metrics_count_loads(project, monkeypatch):
     import warm_tools
 
+    from agentsched.testbeds.tool_pool import shared_pool
+
+    monkeypatch.setattr(shared_pool(), "host_pressure", None)  # (a busy machine's RAM must not evict here)
     from agentsched.service.metrics import Metrics
     from agentsched.service.service import Service, ServiceConfig
     from agentsched.testbeds.spec import TestbedSpec

@@ -178,3 +178,20 @@ def test_the_last_testbed_to_close_unloads_the_idle_instances():
     assert pool.loaded_count() == 1
     pool.detach()
     assert pool.loaded_count() == 0 and log[-1] == ("unload", "a", "cpu") and pool.stats()["unloads"] == 1
+
+
+def test_idle_host_instances_are_evicted_lru_while_host_memory_is_short():
+    pool, log = ToolPool(), []
+    short = [False]
+    pool.host_pressure = lambda: short[0]
+    for name in ("llama_1b", "bert", "llama_3b"):
+        pool.release(take(pool, name, log, device="cpu"))
+    assert pool.loaded_count() == 3  # plenty of memory: all kept
+    pool.release(take(pool, "llama_1b", log, device="cpu"))  # used again: bert is now the LRU
+    held = take(pool, "llama_3b", log, device="cpu")  # in use: never evicted
+    calls = iter([True, True, False])
+    short[0] = True
+    pool.host_pressure = lambda: next(calls)
+    pool.release(take(pool, "clip", log, device="cpu"))  # memory short twice: evicts bert, then llama_1b
+    assert [e[1] for e in log if e[0] == "unload"] == ["bert", "llama_1b"]
+    assert pool.loaded_count() == 2 and held.tool.device == "cpu"

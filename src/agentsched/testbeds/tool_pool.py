@@ -23,8 +23,11 @@ a round's invocations concurrently). They all draw their tools from one ``ToolPo
   time); an instance whose user ran over its timeout is *discarded*: never handed out again, and
   unloaded only once that user's call returns (it may still be running).
 
-Host instances (device ``cpu``) are never evicted for VRAM; idle ones are unloaded when the last
-testbed attached to the pool closes (``detach``), or by ``evict_idle``.
+Host instances (device ``cpu``) are never evicted for VRAM. While host memory is short
+(``host_pressure``: the shared pool's is less than 20% of the machine's memory available), idle
+host instances are evicted LRU before a new host load, so e.g. llama_1b and llama_3b are not kept
+together on a small machine. Idle instances are unloaded when the last testbed attached to the
+pool closes (``detach``), or by ``evict_idle``.
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ class ToolPool:
         self.load_ms_total = 0.0
         self.unload_ms_total = 0.0
         self._attached = 0  # testbeds using the pool (the last one to close unloads the idle)
+        # True while host memory is short: idle host instances are then evicted (LRU) before a new
+        # host load (None: host instances are never evicted; the shared pool watches RAM)
+        self.host_pressure: Callable[[], bool] | None = None
 
     # ---- configuration ---------------------------------------------------------------------
     def set_budget(self, budget_mb: float | None) -> None:
@@ -226,25 +232,23 @@ class ToolPool:
     def _admit(self, key: PoolKey, need_mb: float, budget_mb: float | None, wait: bool, evict: bool,
                stop: threading.Event | None, evicted: list[float]) -> _Instance | None:
         """Reserve ``need_mb`` for a new instance (evicting idle LRU, else waiting); the placeholder."""
+        if need_mb <= 0:  # a host instance: evicted for host memory only (``host_pressure``)
+            while evict and self.host_pressure is not None and self.host_pressure():
+                victim = self._lru_idle(on_gpu=False)
+                if victim is None:
+                    break
+                self._evict(victim, evicted)
+            return self._place(key, 0.0)
         while True:
             budget = self.budget_mb if self.budget_mb is not None else budget_mb
-            if need_mb > 0 and not fits_vram(0.0, need_mb, budget):
+            if not fits_vram(0.0, need_mb, budget):
                 raise VramWontFit(f"out of memory: {key[0]} needs {need_mb:g} MB of VRAM, more than the whole "
                                   f"budget of {budget:g} MB")
-            if need_mb <= 0 or fits_vram(self.resident_vram_mb, need_mb, budget):
-                inst = _Instance(key, vram_mb=need_mb, users=1, last_used=next(self._tick))
-                self._instances.setdefault(key, []).append(inst)
-                self._hold(need_mb)
-                return inst
-            victim = self._lru_idle_gpu() if evict else None
+            if fits_vram(self.resident_vram_mb, need_mb, budget):
+                return self._place(key, need_mb)
+            victim = self._lru_idle(on_gpu=True) if evict else None
             if victim is not None:
-                self._forget(victim)
-                self.evictions += 1
-                self._cond.release()  # unload outside the lock; its VRAM is freed after
-                try:
-                    evicted.append(self._unload(victim, forget=False))
-                finally:
-                    self._cond.acquire()
+                self._evict(victim, evicted)
                 continue
             if not wait:
                 return None
@@ -252,9 +256,25 @@ class ToolPool:
                 raise Cancelled
             self._cond.wait(timeout=0.05 if stop is not None else None)
 
-    def _lru_idle_gpu(self) -> _Instance | None:
+    def _place(self, key: PoolKey, need_mb: float) -> _Instance:
+        inst = _Instance(key, vram_mb=need_mb, users=1, last_used=next(self._tick))
+        self._instances.setdefault(key, []).append(inst)
+        self._hold(need_mb)
+        return inst
+
+    def _evict(self, victim: _Instance, evicted: list[float]) -> None:
+        """Unload an idle instance, outside the lock (its VRAM is given back once it is unloaded)."""
+        self._forget(victim)
+        self.evictions += 1
+        self._cond.release()
+        try:
+            evicted.append(self._unload(victim, forget=False))
+        finally:
+            self._cond.acquire()
+
+    def _lru_idle(self, *, on_gpu: bool) -> _Instance | None:
         idle = [i for lst in self._instances.values() for i in lst
-                if i.ready and i.users == 0 and i.vram_mb > 0]
+                if i.ready and i.users == 0 and (i.vram_mb > 0) == on_gpu]
         return min(idle, key=lambda i: i.last_used) if idle else None
 
     def _hold(self, mb: float) -> None:
@@ -306,7 +326,21 @@ class ToolPool:
         return unload_ms
 
 
+HOST_FREE_SHARE = 0.2  # below this share of the machine's memory free, idle host instances go first
+
+
+def low_host_memory() -> bool:
+    """Less than ``HOST_FREE_SHARE`` of this machine's memory is available (psutil; False without it)."""
+    try:
+        import psutil
+    except ImportError:
+        return False
+    vm = psutil.virtual_memory()
+    return vm.available < HOST_FREE_SHARE * vm.total
+
+
 _SHARED = ToolPool()
+_SHARED.host_pressure = low_host_memory
 
 
 def shared_pool() -> ToolPool:
