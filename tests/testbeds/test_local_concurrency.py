@@ -155,3 +155,14 @@ def test_overlapping_runs_restore_torch_threads_once_the_last_one_ends():
     assert all(x.ok for x in runs) and seen == [1, 1]
     assert torch.get_num_threads() == before
     tb.close()
+
+
+def test_a_run_under_a_budget_first_evicts_what_runs_without_one_left_resident(fake_gpu):
+    free = wf("free", {"A": "clip", "B": "bert_base"})  # no budget: both stay resident (1142 MB)
+    tight = wf("tight", {"A": "clip"}, budget=1000)
+    gpu = Gpu({"clip": free.task_cards["A"].vram_needed_mb, "bert_base": free.task_cards["B"].vram_needed_mb})
+    tb = LocalTestbed(tool_factory=Factory(gpu), pool=ToolPool())
+    assert tb.run(free, {"A": N, "B": N}).ok and gpu.resident == 1142
+    x = tb.run(tight, {"A": N})
+    assert x.ok and gpu.resident <= 1000 and tb.backend.pool.resident_vram_mb <= 1000
+    tb.close()

@@ -265,6 +265,8 @@ class _LocalRun:
         """Before the clock: a loaded instance for every cpu task (held for the run), and gpu_now
         tools loaded onto the GPU where they fit beside what is resident (kept idle in the pool)."""
         b, gpu, budget = self.b, self.b.device, self.workflow.vram_budget_mb
+        if self.uses_cuda:  # what runs without a budget may have left more resident than this one allows
+            b.pool.fit_within(b.pool.budget_mb if b.pool.budget_mb is not None else budget)
         for t in self.workflow.task_ids:
             base = self.bases[t][0]
             try:

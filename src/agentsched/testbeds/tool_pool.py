@@ -214,6 +214,20 @@ class ToolPool:
             self._unload(inst, forget=False)
         return len(idle)
 
+    def fit_within(self, budget_mb: float | None) -> list[float]:
+        """Evict idle GPU instances, least recently used first, until what is resident fits
+        ``budget_mb`` (a run under a budget after runs without one); the unload ms of each."""
+        evicted: list[float] = []
+        if budget_mb is None:
+            return evicted
+        with self._cond:
+            while not fits_vram(self.resident_vram_mb, 0.0, budget_mb):
+                victim = self._lru_idle(on_gpu=True)
+                if victim is None:
+                    break
+                self._evict(victim, evicted)
+        return evicted
+
     # ---- inside the lock -------------------------------------------------------------------
     def _reuse(self, key: PoolKey, shareable: bool) -> _Instance | None:
         """An idle ready instance (most recently used first), else a busy concurrent-safe one."""
