@@ -130,3 +130,26 @@ def test_real_cuda_oom_is_an_oom_execution():
     ex = tb.run(w, {"A": Mode.GPU_NOW, "B": Mode.CPU})
     assert ex.status is Status.OOM and "out of memory" in ex.message and "\n" not in ex.message
     assert tb.run(w, {"A": Mode.CPU, "B": Mode.CPU}).ok  # the process carries on
+
+
+def test_concurrent_local_runs_share_one_budget_on_a_real_gpu():
+    """Two workflows at once on one CUDA device, under one budget: warm tools from the pool, the
+    ledger never above the budget, the real allocated peak under the ceiling, no OOM."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentsched.testbeds.local import LocalTestbed
+    from agentsched.testbeds.tool_pool import ToolPool
+
+    pool = ToolPool(budget_mb=1200)
+    tb = LocalTestbed(size="small", pool=pool)
+    a = _wf({"A": "clip", "B": "groupby"}, budget=1200, edges=[("A", "B")])
+    b = _wf({"A": "bert_base"}, budget=1200)
+    jobs = [(a, {"A": Mode.GPU_NOW, "B": Mode.CPU}), (b, {"A": Mode.GPU_QUEUE})] * 4
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            runs = list(ex.map(lambda j: tb.run(*j), jobs))
+        assert all(x.ok for x in runs), [x.message for x in runs if not x.ok]
+        assert pool.peak_resident_vram_mb <= 1200 and pool.stats()["loads"] <= 2 * 4 + 1
+        assert torch.cuda.max_memory_allocated() / 2**20 <= 1200
+    finally:
+        tb.close()
