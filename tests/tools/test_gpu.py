@@ -151,6 +151,7 @@ def test_concurrent_local_runs_share_one_budget_on_a_real_gpu():
         assert all(x.ok for x in runs), [x.message for x in runs if not x.ok]
         assert pool.peak_resident_vram_mb <= 1200
         assert torch.cuda.max_memory_allocated() / 2**20 <= 1200
+        assert all(tb.run(*j).ok for j in jobs[:2])  # one after another: clip and bert_base fit together
         loads = pool.stats()["loads"]
         assert all(tb.run(*j).ok for j in jobs[:2]) and pool.stats()["loads"] == loads  # warm: no load
     finally:
