@@ -166,3 +166,14 @@ def test_a_run_under_a_budget_first_evicts_what_runs_without_one_left_resident(f
     x = tb.run(tight, {"A": N})
     assert x.ok and gpu.resident <= 1000 and tb.backend.pool.resident_vram_mb <= 1000
     tb.close()
+
+
+def test_a_gpu_task_larger_than_the_process_budget_is_an_oom_execution(fake_gpu):
+    w = wf("big", {"A": "clip", "B": "groupby"})  # the workflow has no budget; the process has 500 MB
+    gpu = Gpu({"clip": w.task_cards["A"].vram_needed_mb})
+    tb = LocalTestbed(tool_factory=Factory(gpu), pool=ToolPool(budget_mb=500))
+    x = tb.run(w, {"A": N, "B": C})
+    assert x.status.value == "oom" and x.extra["failed_task"] == "A"
+    assert "more than the whole budget of 500 MB" in x.message and "\n" not in x.message
+    assert gpu.resident == 0 and tb.run(w, {"A": C, "B": C}).ok  # nothing loaded on the GPU; it carries on
+    tb.close()
