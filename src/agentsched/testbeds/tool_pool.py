@@ -188,11 +188,6 @@ class ToolPool:
         with self._cond:
             return sum(1 for lst in self._instances.values() for i in lst if i.ready)
 
-    def instances(self, key: PoolKey) -> list[Any]:
-        """The loaded tools of ``key`` (for tests and views)."""
-        with self._cond:
-            return [i.tool for i in self._instances.get(key, []) if i.ready]
-
     def stats(self) -> dict[str, float]:
         with self._cond:
             return {"loaded": sum(1 for lst in self._instances.values() for i in lst if i.ready),
@@ -203,11 +198,10 @@ class ToolPool:
                     "peak_resident_vram_mb": self.peak_resident_vram_mb,
                     "budget_mb": self.budget_mb if self.budget_mb is not None else float("nan")}
 
-    def evict_idle(self, keys: Callable[[PoolKey], bool] | None = None) -> int:
-        """Unload every idle instance (of the keys ``keys`` accepts); how many were unloaded."""
+    def evict_idle(self) -> int:
+        """Unload every idle instance; how many were unloaded."""
         with self._cond:
-            idle = [i for lst in self._instances.values() for i in lst
-                    if i.ready and i.users == 0 and (keys is None or keys(i.key))]
+            idle = [i for lst in self._instances.values() for i in lst if i.ready and i.users == 0]
             for inst in idle:
                 self._forget(inst)
         for inst in idle:
