@@ -279,8 +279,9 @@ class _LocalRun:
                     with contextlib.suppress(VramWontFit):  # (its start fails as oom, in the run)
                         pre = b.acquire(base, gpu, vram_mb=self.vram_mb[t], budget_mb=budget, wait=False,
                                         evict=False)
-                        if pre is not None:
-                            self.paid.append((t, pre.load_ms))
+                        if pre is not None:  # (its use is counted when the task starts)
+                            if not pre.hit:
+                                self.paid.append((t, pre.load_ms))
                             b.pool.release(pre)
             except TestbedError:
                 self._release_unstarted()
