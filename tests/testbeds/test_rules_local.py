@@ -204,12 +204,15 @@ def test_local_queue_loads_at_admission_and_serializes(fake_gpu):
 def test_local_gpu_now_loaded_before_the_clock_when_it_fits(fake_gpu):
     f = FakeFactory()
     w = wf({"A": "clip", "B": "groupby"}, budget=1100)
-    ex = local(f).run(w, {"A": N, "B": C})
+    tb = local(f)
+    ex = tb.run(w, {"A": N, "B": C})
     assert ex.ok and ex.extra["gpu_now"] == "pooled"
     assert f.log[0] == ("load", "clip", "cuda") and not any(e[0] == "move" for e in f.log)
     assert ex.span("A").load_ms == 0  # loaded before the clock: the span pays none
     assert ex.span("A").vram_mb == 656 and ex.peak_vram_mb == 656
     assert set(ex.extra["tool_loads"]) == {"A", "B"}
+    again = tb.run(w, {"A": N, "B": C})
+    assert again.ok and again.extra["tool_hits"] == 2 and again.extra["tool_loads"] == {}
 
 
 def test_local_gpu_now_cold_start_pays_its_load_in_the_span(fake_gpu):
