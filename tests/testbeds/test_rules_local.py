@@ -16,6 +16,7 @@ from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.model.rules import Dispatcher, Infeasible
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.tool_pool import ToolPool
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
@@ -149,7 +150,8 @@ def fake_gpu(monkeypatch):
 
 
 def local(factory, **kw) -> LocalTestbed:
-    return LocalTestbed(size="small", tool_factory=factory, **kw)
+    """A local testbed on a pool of its own (the process's shared pool would carry residents over)."""
+    return LocalTestbed(size="small", tool_factory=factory, pool=ToolPool(), **kw)
 
 
 def test_local_diamond_respects_dependencies():
@@ -184,7 +186,8 @@ def test_local_amplification_calls_k_times():
 def test_local_queue_loads_at_admission_and_serializes(fake_gpu):
     f = FakeFactory()
     w = wf({"A": "clip", "B": "bert_base", "C": "whisper_base"})
-    ex = local(f).run(w, {"A": Q, "B": Q, "C": Q})
+    tb = local(f)
+    ex = tb.run(w, {"A": Q, "B": Q, "C": Q})
     assert ex.ok
     spans = [ex.span(t) for t in "ABC"]
     for a, b in itertools.pairwise(spans):
@@ -193,23 +196,35 @@ def test_local_queue_loads_at_admission_and_serializes(fake_gpu):
     loads = [e for e in f.log if e[0] == "load"]
     assert [e[1] for e in loads] == ["clip", "bert_base", "whisper_base"]  # loaded when admitted
     assert all(e[2] == "cuda" for e in loads)
-    assert [e[1] for e in f.log if e[0] == "unload"][:3] == ["clip", "bert_base", "whisper_base"]
+    assert not any(e[0] == "unload" for e in f.log)  # kept warm in the pool
+    again = tb.run(w, {"A": Q, "B": Q, "C": Q})  # admitted with its model resident: a warm hit, no load
+    assert again.ok and all(again.span(t).load_ms == 0 for t in "ABC") and again.extra["tool_hits"] == 3
+    assert len([e for e in f.log if e[0] == "load"]) == 3
 
 
-def test_local_gpu_now_staged_under_budget(fake_gpu):
+def test_local_gpu_now_loaded_before_the_clock_when_it_fits(fake_gpu):
     f = FakeFactory()
     w = wf({"A": "clip", "B": "groupby"}, budget=1100)
-    ex = local(f).run(w, {"A": N, "B": C})
-    assert ex.ok and ex.extra["gpu_now"] == "staged"
-    assert ("move", "clip", "cuda") in f.log and ("move", "clip", "cpu") in f.log
-    assert ex.span("A").vram_mb == 656 and ex.peak_vram_mb == 656
-
-
-def test_local_gpu_now_resident_without_budget(fake_gpu):
-    f = FakeFactory()
-    ex = local(f).run(wf({"A": "clip"}), {"A": N})
-    assert ex.ok and ex.extra["gpu_now"] == "resident"
+    tb = local(f)
+    ex = tb.run(w, {"A": N, "B": C})
+    assert ex.ok and ex.extra["gpu_now"] == "pooled"
     assert f.log[0] == ("load", "clip", "cuda") and not any(e[0] == "move" for e in f.log)
+    assert ex.span("A").load_ms == 0  # loaded before the clock: the span pays none
+    assert ex.span("A").vram_mb == 656 and ex.peak_vram_mb == 656
+    assert set(ex.extra["tool_loads"]) == {"A", "B"}
+    again = tb.run(w, {"A": N, "B": C})
+    assert again.ok and again.extra["tool_hits"] == 2 and again.extra["tool_loads"] == {}
+
+
+def test_local_gpu_now_cold_start_pays_its_load_in_the_span(fake_gpu):
+    # A's clip (656) fills the budget resident; B's bert_base (486) cannot be loaded before the
+    # clock (nothing is evicted for it), so B loads when it starts, after A, evicting idle clip
+    f = FakeFactory()
+    w = wf({"A": "clip", "B": "bert_base"}, edges=[("A", "B")], budget=1100)
+    ex = local(f).run(w, {"A": N, "B": N})
+    assert ex.ok and ex.span("A").load_ms == 0 and ex.span("B").load_ms > 0
+    assert f.log.index(("unload", "clip", "cuda")) < f.log.index(("load", "bert_base", "cuda"))
+    assert set(ex.extra["tool_evictions_ms"]) == {"B"}  # clip unloaded to make room for B
 
 
 def test_local_and_sim_agree_on_feasibility(fake_gpu):
@@ -260,14 +275,12 @@ def test_gpu_mapping_without_cuda_is_a_one_line_error():
     assert tb.run(wf(**DIAMOND), {"A": C, "B": C, "C": C, "D": C}).ok  # all-CPU mappings still run
 
 
-def test_cache_evicts_tools_of_other_workflows():
+def test_tools_stay_loaded_across_workflows_until_the_last_testbed_closes():
     f = FakeFactory()
     tb = local(f)
     tb.run(wf({"A": "llama_1b"}), {"A": C})
-    tb.run(wf({"A": "llama_3b"}), {"A": C})
-    # llama_1b was unloaded before llama_3b was loaded: never both in memory
-    events = [e for e in f.log if e[1] in ("llama_1b", "llama_3b")]
-    assert events.index(("unload", "llama_1b", "cpu")) < events.index(("load", "llama_3b", "cpu"))
+    tb.run(wf({"A": "llama_3b", "B": "llama_1b"}), {"A": C, "B": C})
+    assert [e for e in f.log if e[0] == "load"] == [("load", "llama_1b", "cpu"), ("load", "llama_3b", "cpu")]
     tb.close()
     assert all(not t.loaded for t in f.made)
 

@@ -78,6 +78,7 @@ def test_the_timed_out_instance_is_built_afresh_next_time():
     from agentsched.testbeds.local import LocalTestbed
 
     loads: list[str] = []
+    unloads: list[bool] = []  # per unload: was its call still running?
 
     import agentsched
 
@@ -89,11 +90,13 @@ def test_the_timed_out_instance_is_built_afresh_next_time():
 
         def run(self, inputs):
             if inputs.get("x") == "hang":
-                time.sleep(3)
+                self.running = True
+                time.sleep(1.5)
+                self.running = False
             return "ok"
 
         def unload(self):
-            raise AssertionError("a timed-out instance is never unloaded while it runs")
+            unloads.append(getattr(self, "running", False))
 
     wf = workflow_from_tools("slow", {"A": Slow})
     tb = LocalTestbed(task_timeout_s=0.3, cpu_workers=1)
@@ -103,8 +106,13 @@ def test_the_timed_out_instance_is_built_afresh_next_time():
         second = tb.run(wf, {"A": Mode.CPU}, inputs={"x": "go"})
         assert second.ok and second.outputs["A"] == "ok"
         assert loads == ["cpu", "cpu"]  # loaded again: the hung instance was dropped
+        third = tb.run(wf, {"A": Mode.CPU}, inputs={"x": "go"})
+        assert third.ok and loads == ["cpu", "cpu"]  # the new instance is kept warm
+        deadline = time.monotonic() + 10
+        while not unloads and time.monotonic() < deadline:  # the hung call returns: then it is unloaded
+            time.sleep(0.05)
+        assert unloads == [False]  # once, never while its call ran
     finally:
-        tb.backend._cache.clear()  # (the hung instance raises on unload by design; nothing left to close)
         tb.close()
 
 

@@ -58,6 +58,9 @@ class Tool(ABC):
     has_gpu: ClassVar[bool] = True  # False: a GPU placement runs the same host code
     #: argument names a source task needs from the invocation (optional; checked before a run)
     input_names: ClassVar[tuple[str, ...]] = ()
+    #: True: ``run`` may be called from several threads at once, so concurrent invocations share one
+    #: loaded instance; False (default): one instance per concurrent use, each loaded once and kept
+    concurrent_safe: ClassVar[bool] = False
 
     def load(self, device: str) -> None:
         """Build the model on ``device`` ("cpu" or "cuda:N"). Called before the first ``run``."""

@@ -34,6 +34,22 @@ class Metrics:
             Gauge("agentsched_vram_budget_mb", "The shared VRAM budget (MB)",
                   registry=r).set_function(lambda: machine.budget_mb)
 
+        pool = service.pool
+        if pool is not None:  # the local testbed's warm tools (testbeds/tool_pool.py)
+            stat = pool.stats
+            Gauge("agentsched_tool_loads", "Tool loads since start (a warm hit loads nothing)",
+                  registry=r).set_function(lambda: stat()["loads"])
+            Gauge("agentsched_tool_hits", "Tool uses served by an instance already loaded",
+                  registry=r).set_function(lambda: stat()["hits"])
+            Gauge("agentsched_tool_evictions", "Idle tools unloaded to make room in VRAM",
+                  registry=r).set_function(lambda: stat()["evictions"])
+            Gauge("agentsched_tool_load_seconds", "Time spent loading tools since start (s)",
+                  registry=r).set_function(lambda: stat()["load_ms_total"] / 1000)
+            Gauge("agentsched_tool_unload_seconds", "Time spent unloading tools since start (s)",
+                  registry=r).set_function(lambda: stat()["unload_ms_total"] / 1000)
+            Gauge("agentsched_vram_resident_mb", "VRAM held by loaded tools on the GPU, idle or running (MB)",
+                  registry=r).set_function(lambda: stat()["resident_vram_mb"])
+
     def observe(self, workflow: str, status: str, seconds: float) -> None:
         self.invocations.labels(workflow, status).inc()
         self.latency.labels(workflow).observe(seconds)

@@ -2,10 +2,13 @@
 
 Every workflow gets its own ``Runtime`` (its own loop thread and testbed), so invocations of
 different workflows run at once; within a workflow, the runtime runs a round's invocations at once
-(runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and,
-on the real-time simulator, one ``SharedMachine`` (one simulated GPU, its VRAM budget and CPU
-slots). Admission: at most ``max_concurrency`` invocations accepted at a time, none while draining;
-the HTTP layer answers 503 to the rest.
+(runtime/dispatch.py). All runtimes share one ``Store`` (one SQLite connection, its own lock) and
+one VRAM budget, the smallest any served workflow declares (or ``--vram-budget-mb`` on the
+real-time simulator): on the real-time simulator one ``SharedMachine`` (one simulated GPU, its VRAM
+budget and CPU slots); on the local testbed the process's ``ToolPool`` (testbeds/tool_pool.py),
+which also keeps every tool loaded between invocations, for every workflow. Admission: at most
+``max_concurrency`` invocations accepted at a time, none while draining; the HTTP layer answers
+503 to the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.store import Store
+from agentsched.testbeds.factory import TestbedKind
 from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.tool_pool import ToolPool, shared_pool
 
 log = logging.getLogger("agentsched.service")
 
@@ -137,18 +142,23 @@ class Service:
         if config.cards:
             workflows = [w.with_cards(config.cards) for w in workflows]
         self.machine: SharedMachine | None = None
+        budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
+        # one GPU serves every workflow: its budget is the smallest any of them declares
+        budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
         if config.realtime:
             for wf in workflows:
                 _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
+        # the local testbed's tools, warm and under that one budget (the process's pool)
+        self.pool: ToolPool | None = shared_pool() if config.testbed.kind is TestbedKind.LOCAL else None
+        self._pool_budget = self.pool.budget_mb if self.pool is not None else None  # restored at close
+        if self.pool is not None and budget is not None:
+            self.pool.set_budget(budget)
         _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
         self._testbeds: list[Any] = []
         try:
             if config.realtime:
-                budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
-                # one GPU serves every workflow: its budget is the smallest any of them declares
-                budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
                                              time_scale=config.time_scale)
             for wf in workflows:
@@ -298,9 +308,8 @@ class Service:
                  "status": r.status, "e2e_ms": r.e2e_ms, "message": r.message} for r in rows]
 
     def tools_loaded(self) -> int:
-        """Tools kept loaded by the local testbeds (the simulator loads none)."""
-        return sum(len(getattr(getattr(rt.testbed, "backend", None), "_cache", ()) or ())
-                   for rt in self.runtimes.values())
+        """Tool instances kept loaded by the local testbed's pool (the simulator loads none)."""
+        return self.pool.loaded_count() if self.pool is not None else 0
 
     def close(self) -> None:
         """Close the runtimes, the testbeds built here and the store (once)."""
@@ -313,6 +322,8 @@ class Service:
             tb.close()
         if self.machine is not None:
             self.machine.close()
+        if self.pool is not None:
+            self.pool.set_budget(self._pool_budget)
         self.store.close()
 
 

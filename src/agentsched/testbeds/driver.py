@@ -265,6 +265,9 @@ class _Run:
     def _failed(self, c: Completion, vram_in_use_mb: float) -> Failure:
         name = self.cards[c.task].name
         assert c.error is not None
+        if isinstance(c.error, MemoryError) and is_oom(c.error):  # a VRAM budget refused it (no CUDA error)
+            return Failure(Status.OOM, c.task, f"task {c.task} ({name}): {str(c.error).splitlines()[0]}",
+                           vram_in_use_mb)
         if is_oom(c.error):
             return Failure(Status.OOM, c.task, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}",
                            vram_in_use_mb)

@@ -6,26 +6,32 @@ and CUDA streams and reports when they end, against ``time.perf_counter``. What 
 
 * ``cpu``: a worker pool of ``cpu_workers`` threads (the Dispatcher's ``cpu_slots``);
 * ``gpu_now``: its own thread and CUDA stream, concurrently with the other GPU tasks;
-* ``gpu_queue``: loads its model when admitted (the span's ``load_ms``), runs, unloads; the
-  Dispatcher admits one at a time.
+* ``gpu_queue``: takes its model from the pool when admitted, runs, gives it back; the
+  Dispatcher admits one at a time (per run).
 
-Warm models: before the clock starts, every tool a ``cpu`` task needs is loaded on the host. A
-``gpu_now`` tool is loaded onto the GPU too when the workflow has no VRAM budget; under a budget
-it waits in host memory and is copied to the GPU when the task starts and back when it ends, so it
-holds VRAM only while running, as the start rules assume. The budget is enforced twice: by
-admission from the workflow's cards (the Dispatcher) and by a ceiling on this process's CUDA memory
-(``torch.cuda.set_per_process_memory_fraction``); a real CUDA out-of-memory ends the run as ``oom``
-and the process keeps going. A tool that raises ends it as ``error`` with a one-line message.
+Warm tools (``tool_pool.ToolPool``, one per process): every instance stays loaded after a run, for
+the next run of any workflow, testbed or ``Runtime`` in the process, and ``load()`` runs once per
+instance. Before the clock starts, the run takes a loaded instance for each ``cpu`` task, and loads
+``gpu_now`` tools onto the GPU where they fit beside what is resident (nothing is evicted for it).
+A GPU task takes its instance from the pool when it starts: a warm hit pays nothing, else the
+load is paid then and recorded as the span's ``load_ms`` (a ``gpu_queue`` task admitted with its
+model already resident pays no load). GPU loads go through the pool's one VRAM ledger: idle
+instances are evicted LRU to make room, else the task waits (its span starts after the wait), so
+concurrent runs never exceed the budget together. The budget is enforced twice: by the ledger
+(and each run's Dispatcher, from the workflow's cards) and by a ceiling on this process's CUDA
+memory (``torch.cuda.set_per_process_memory_fraction``, set while any run is in progress); a
+real CUDA out-of-memory ends the run as ``oom`` and the process keeps going. A tool that raises
+ends it as ``error`` with a one-line message.
 
 A task names a built-in tool (``clip``) or a user tool by import path (``package.module:Class``,
 see ``agentsched.Tool``); either is called through ``call_tool`` alone: the public ``Tool.run``.
-
-Loaded tools are cached across runs (the oracle and ``bench`` run many mappings); tools the next
-workflow does not use are unloaded first, so e.g. llama_1b and llama_3b are never both kept.
+Runs may overlap (``concurrent_runs``): each thread drives its own run; a tool that does not
+declare ``concurrent_safe = True`` gets one instance per concurrent use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -40,6 +46,7 @@ from agentsched.model.execution import Execution
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
+from agentsched.testbeds.cuda_scope import CudaScope, NullStream, torch_threads_enter, torch_threads_exit
 from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_oom
 from agentsched.testbeds.real import (
@@ -51,8 +58,8 @@ from agentsched.testbeds.real import (
     load_reason,
     quiet_loading,
     task_timeout,
-    unload_quietly,
 )
+from agentsched.testbeds.tool_pool import Lease, PoolKey, ToolPool, VramWontFit, shared_pool
 from agentsched.tools import cuda_available
 
 @dataclass
@@ -82,6 +89,7 @@ class LocalBackend(Backend):
         torch_threads: int | None = None,
         tool_factory: ToolFactory | None = None,
         task_timeout_s: float | None = None,
+        pool: ToolPool | None = None,
     ) -> None:
         from agentsched.tools.base import normalize_device, parse_size
 
@@ -104,12 +112,24 @@ class LocalBackend(Backend):
         # a task running longer ends its execution as error; its thread is abandoned (Python cannot
         # stop it) and its tool instance dropped, built afresh next time (None: no limit)
         self.task_timeout_s = task_timeout_s
-        self._cache: dict[tuple[str, str], Any] = {}  # (base tool, device) -> loaded, shared tool
-        self._run: _LocalRun | None = None  # the run in progress
+        # the loaded tools, shared with every other local testbed of the process (tests give their own)
+        self.pool = pool if pool is not None else shared_pool()
+        self.pool.attach()
+        self._closed = False
+        self._local = threading.local()  # the run in progress of each thread (runs may overlap)
 
     @property
     def cpu_slots(self) -> int | None:
         return self.cpu_workers
+
+    @property
+    def _run(self) -> _LocalRun | None:
+        """This thread's run in progress (each concurrent run is driven by a thread of its own)."""
+        return getattr(self._local, "run", None)
+
+    @_run.setter
+    def _run(self, run: _LocalRun | None) -> None:
+        self._local.run = run
 
     # ---- environment -------------------------------------------------------------------------
     _real_cuda = staticmethod(cuda_available)  # a seam: tests replace it
@@ -144,26 +164,40 @@ class LocalBackend(Backend):
                 return new_tool(base)
             return self._factory(base, self.size, seed=self.seed)
 
-    def _shared(self, base: str, device: str) -> Any:
-        """A cached tool loaded on ``device`` ("cpu" or the GPU), loading it when needed."""
-        key = (base, device)
-        if key not in self._cache:
-            self._cache[key] = self._new_tool(base)
-        tool = self._cache[key]
-        try:
-            with quiet_loading():
-                tool.load(device)
-        except BaseException:
-            del self._cache[key]  # a tool whose load failed is never unloaded: built afresh next time
-            raise
-        return tool
+    def _key(self, base: str, device: str) -> PoolKey:
+        """The pool key of ``base`` on ``device``: a user tool by its class (or registered instance),
+        a built-in one by size, seed and factory (tests inject fakes)."""
+        from agentsched.model.tool import is_tool_path, resolve_tool
 
-    def _evict_unused(self, keep: set[tuple[str, str]]) -> None:
-        for key in [k for k in self._cache if k not in keep]:
-            unload_quietly(self._cache.pop(key), f"tool {key[0]} ({key[1]})")
+        if is_tool_path(base):
+            return (base, device, ("user", resolve_tool(base)))
+        return (base, device, ("builtin", self.size, self.seed, self._factory))
+
+    def acquire(self, base: str, device: str, *, vram_mb: float = 0.0, budget_mb: float | None = None,
+                wait: bool = True, evict: bool = True, stop: threading.Event | None = None) -> Lease | None:
+        """A loaded instance of ``base`` on ``device`` from the pool (see ``ToolPool.acquire``)."""
+        from agentsched.model.tool import is_tool_path, resolve_tool
+
+        # a tool given as an instance (workflow_from_tools) is that one object: its users share it
+        shared = is_tool_path(base) and not isinstance(resolve_tool(base), type)
+        if budget_mb is None and vram_mb > 0:  # no budget anywhere: the GPU's own memory bounds residents
+            budget_mb = self._device_mb()
+        return self.pool.acquire(self._key(base, device), lambda: self._new_tool(base), vram_mb=vram_mb,
+                                 budget_mb=budget_mb, wait=wait, evict=evict, stop=stop, shareable=shared)
+
+    def _device_mb(self) -> float | None:
+        """The GPU's memory (MB) on a real CUDA device; None otherwise (fake GPUs in tests)."""
+        if not self._real_cuda():
+            return None
+        import torch
+
+        return torch.cuda.get_device_properties(self.device).total_memory / 2**20
 
     def close(self) -> None:
-        self._evict_unused(set())
+        """Leave the pool; the last testbed to leave it unloads every idle instance."""
+        if not self._closed:
+            self._closed = True
+            self.pool.detach()
 
     # ---- one run -----------------------------------------------------------------------------
     def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
@@ -200,7 +234,7 @@ class LocalBackend(Backend):
 
 
 class _LocalRun:
-    """The per-run state of the local backend: tools, pools, CUDA scope, clock."""
+    """The per-run state of the local backend: leases of pooled tools, pools, CUDA scope, clock."""
 
     def __init__(self, backend: LocalBackend, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
         self.b = backend
@@ -208,70 +242,70 @@ class _LocalRun:
         # where each task really runs: a tool whose card has no GPU figure runs its host code
         # wherever it is placed (as the Dispatcher starts it), so it is loaded on the host
         self.mapping = mapping = effective_mapping(workflow.task_cards, mapping)
-        self.staged = workflow.vram_budget_mb is not None  # gpu_now weights wait on the host under a budget
         self.bases = {t: base_and_k(workflow, t) for t in workflow.task_ids}
-        self.tools: dict[str, Any] = {}
-        # tasks with their own instance loaded before the clock (staged gpu_now), unloaded after the
-        # run; a gpu_queue task's own instance is loaded and unloaded by its job
-        self.own = [t for t in workflow.task_ids if mapping[t] is Mode.GPU_NOW and self.staged]
+        self.vram_mb = {t: workflow.task_cards[t].vram_needed_mb for t in workflow.task_ids}
+        # each task's lease on a pooled instance: cpu tasks take theirs before the clock, GPU tasks
+        # when they start; a started task's job gives it back (a timed-out one's is discarded)
+        self.leases: dict[str, Lease] = {}
+        self.started: set[str] = set()  # tasks whose job owns its lease
+        self.paid: list[tuple[str, float]] = []  # (task, load_ms) of every lease taken by this run
+        self.evicted: list[tuple[str, float]] = []  # (task, ms) unloading idle tools to make room for it
         self.uses_cuda = any(m is not Mode.CPU for m in mapping.values())
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
         self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
-        self.cuda: _CudaScope | None = None
-        self.prev_threads: int | None = None
+        self.cuda: CudaScope | None = None
+        self.prev_threads: int | None = None  # torch threads this run set (None: left as they were)
         self.cpu_pool: DaemonPool | None = None
         self.gpu_pool: DaemonPool | None = None
         self.t0 = 0.0
 
     def warm(self) -> Failure | None:
-        """Warm models, before the clock starts. Cached tools of other workflows go first; under a
-        budget so do GPU-resident ones (their VRAM would sit under the ceiling unaccounted)."""
-        b, mapping, gpu = self.b, self.mapping, self.b.device
-        used = {base for base, _ in self.bases.values()}
-        b._evict_unused({k for k in b._cache if k[0] in used and (k[1] == "cpu" or not self.staged)})
+        """Before the clock: a loaded instance for every cpu task (held for the run), and gpu_now
+        tools loaded onto the GPU where they fit beside what is resident (kept idle in the pool)."""
+        b, gpu, budget = self.b, self.b.device, self.workflow.vram_budget_mb
+        if self.uses_cuda:  # what runs without a budget may have left more resident than this one allows
+            b.pool.fit_within(b.pool.budget_mb if b.pool.budget_mb is not None else budget)
         for t in self.workflow.task_ids:
             base = self.bases[t][0]
             try:
-                if mapping[t] is Mode.CPU:
-                    self.tools[t] = b._shared(base, "cpu")
-                elif mapping[t] is Mode.GPU_NOW and not self.staged:
-                    self.tools[t] = b._shared(base, gpu)
-                elif mapping[t] is Mode.GPU_NOW:  # staged: own instance, host now, GPU while running
-                    tool = b._new_tool(base)
-                    with quiet_loading():
-                        tool.load("cpu")
-                    self.tools[t] = tool  # (only once loaded: a failed load is never unloaded)
-                else:  # gpu_queue: own instance, loaded at admission
-                    self.tools[t] = b._new_tool(base)
+                if self.mapping[t] is Mode.CPU:
+                    lease = b.acquire(base, "cpu")
+                    assert lease is not None
+                    self.leases[t] = lease
+                    self.paid.append((t, lease.load_ms))
+                elif self.mapping[t] is Mode.GPU_NOW:
+                    with contextlib.suppress(VramWontFit):  # (its start fails as oom, in the run)
+                        pre = b.acquire(base, gpu, vram_mb=self.vram_mb[t], budget_mb=budget, wait=False,
+                                        evict=False)
+                        if pre is not None:  # (its use is counted when the task starts)
+                            if not pre.hit:
+                                self.paid.append((t, pre.load_ms))
+                            b.pool.release(pre)
             except TestbedError:
-                self._unload_own()
+                self._release_unstarted()
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool that cannot load fails the execution
-                self._unload_own()
+                self._release_unstarted()
                 return load_failure(self.workflow, t, is_oom(exc), load_reason(exc))
         return None
 
-    def _unload_own(self) -> None:
-        for o in self.own:
-            if o in self.tools:
-                unload_quietly(self.tools.pop(o), self._what(o))
-
-    def _what(self, task: str) -> str:
-        return f"task {task} ({self.workflow.task_cards[task].name})"
+    def _release_unstarted(self) -> None:
+        for t, lease in list(self.leases.items()):
+            if t not in self.started:
+                self.b.pool.release(self.leases.pop(t))
 
     def open(self) -> None:
         """Set torch threads, pools and the CUDA scope; start the clock."""
         b = self.b
         if b.torch_threads is not None:
-            import torch
-
-            self.prev_threads = torch.get_num_threads()
-            torch.set_num_threads(b.torch_threads)
+            self.prev_threads = b.torch_threads
+            torch_threads_enter(b.torch_threads)
         self.opened = True
         if self.uses_cuda and b._real_cuda():
-            self.cuda = _CudaScope(b.device, self.workflow.vram_budget_mb if b.memory_ceiling else None)
+            budget = b.pool.budget_mb if b.pool.budget_mb is not None else self.workflow.vram_budget_mb
+            self.cuda = CudaScope(b.device, budget if b.memory_ceiling else None)
         self.cpu_pool = DaemonPool(b.cpu_workers, "agentsched-cpu")
         self.gpu_pool = DaemonPool(max(1, sum(m is not Mode.CPU for m in self.mapping.values())), "agentsched-gpu")
         if self.cuda:
@@ -282,33 +316,34 @@ class _LocalRun:
         return (time.perf_counter() - self.t0) * 1000
 
     def _job(self, task: str, inputs: Mapping[str, Any]) -> _Done:
-        tool, mode, k = self.tools[task], self.mapping[task], self.bases[task][1]
-        device, cuda = self.b.device, self.cuda
-        start = time.perf_counter()
-        load_ms = 0.0
-        loaded = False  # gpu_queue: unloaded after the task only when its load succeeded
-        with (cuda.stream() if cuda and mode is not Mode.CPU else _NullStream()) as stream:
-            try:
-                if mode is Mode.GPU_QUEUE:
-                    tool.load(device)
-                    loaded = True
-                    stream.sync(tool)
-                    load_ms = (time.perf_counter() - start) * 1000
-                elif mode is Mode.GPU_NOW and self.staged:
-                    tool.move(device)
-                output = call_tool(tool, inputs, k, sync=stream.sync, stop=self.stop)
+        mode, k, cuda = self.mapping[task], self.bases[task][1], self.cuda
+        lease = self.leases.get(task)
+        try:
+            with (cuda.stream() if cuda and mode is not Mode.CPU else NullStream()) as stream:
+                if lease is None:  # a GPU task: its instance now (warm hit, else loaded; may wait for VRAM)
+                    lease = self.b.acquire(self.bases[task][0], self.b.device, vram_mb=self.vram_mb[task],
+                                           budget_mb=self.workflow.vram_budget_mb, stop=self.stop)
+                    assert lease is not None
+                    self.leases[task] = lease
+                    self.paid.append((task, lease.load_ms))
+                    if lease.evict_ms:
+                        self.evicted.append((task, lease.evict_ms))
+                    stream.sync(lease.tool)
+                    start = time.perf_counter() - lease.load_ms / 1000  # (after any wait for VRAM)
+                    load_ms = lease.load_ms
+                else:
+                    start, load_ms = time.perf_counter(), 0.0
+                output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
                 end = time.perf_counter()
-            finally:
-                if mode is Mode.GPU_QUEUE and loaded:
-                    unload_quietly(tool, self._what(task))
-                # (a user tool has no "loaded": only the public load/run/unload are required)
-                elif mode is Mode.GPU_NOW and self.staged and getattr(tool, "loaded", True):
-                    tool.move("cpu")
+        finally:
+            if lease is not None:
+                self.b.pool.release(lease)  # kept loaded for the next use (unloaded if discarded)
         return _Done(start, end, load_ms, output)
 
     def submit(self, start: Start, inputs: Mapping[str, Any]) -> None:
         pool = self.cpu_pool if start.mode is Mode.CPU else self.gpu_pool
         assert pool is not None
+        self.started.add(start.task)
         fut = pool.submit(self._job, start.task, inputs)
         self.running[fut] = start.task
         self.started_s[fut] = time.perf_counter()
@@ -343,12 +378,9 @@ class _LocalRun:
         and never unloaded while it may still run; the next run builds and loads a new one."""
         task = self.running.pop(fut)
         started = self.started_s.pop(fut, self.t0)
-        tool = self.tools.pop(task, None)
-        for key, cached in list(self.b._cache.items()):
-            if cached is tool:
-                del self.b._cache[key]
-        if task in self.own:
-            self.own.remove(task)
+        lease = self.leases.get(task)
+        if lease is not None:  # (a GPU task still waiting for VRAM has none: it stops on its own)
+            self.b.pool.discard(lease)
         now = self.now_ms()
         timeout = self.b.task_timeout_s
         return Completion(task, self._ms(started), now, error=task_timeout(timeout))
@@ -363,10 +395,11 @@ class _LocalRun:
         self.running.clear()
 
     def close(self) -> dict[str, Any]:
-        """Stop what runs, shut the pools, restore CUDA and torch threads, unload own tools;
-        the run's details for ``Execution.extra``."""
+        """Stop what runs, shut the pools, restore CUDA and torch threads, give back the leases of
+        tasks that never started; the run's details for ``Execution.extra``."""
         b = self.b
         if not self.opened:  # failed before the clock started
+            self._release_unstarted()
             return {"size": b.size}
         measured = None
         try:
@@ -377,13 +410,17 @@ class _LocalRun:
             measured = self.cuda.exit() if self.cuda else None
         finally:
             if self.prev_threads is not None:
-                import torch
-
-                torch.set_num_threads(self.prev_threads)
-            self._unload_own()
-        extra: dict[str, Any] = {"size": b.size, "cpu_workers": b.cpu_workers}
+                torch_threads_exit()
+            self._release_unstarted()
+        paid = list(self.paid)
+        extra: dict[str, Any] = {"size": b.size, "cpu_workers": b.cpu_workers,
+                                 # the pool: uses served warm, and the loads this run paid (before the clock too)
+                                 "tool_hits": sum(1 for _, ms in paid if ms == 0.0),
+                                 "tool_loads": {t: round(ms, 3) for t, ms in paid if ms > 0.0}}
+        if self.evicted:  # idle tools unloaded to make room in VRAM for a task (ms, before it started)
+            extra["tool_evictions_ms"] = {t: round(ms, 3) for t, ms in self.evicted}
         if self.uses_cuda:  # (fake GPU tools in tests have no measured peak)
-            extra.update(device=b.device, gpu_now="staged" if self.staged else "resident")
+            extra.update(device=b.device, gpu_now="pooled")
             if measured is not None:
                 extra["measured_peak_vram_mb"] = round(measured, 3)
         return extra
@@ -391,6 +428,8 @@ class _LocalRun:
 
 class LocalTestbed(Driver):
     """The local testbed: the driver over a ``LocalBackend`` (options as ``LocalBackend``)."""
+
+    concurrent_runs = True  # Runtime: runs may overlap (each thread drives its own; tools from the pool)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(LocalBackend(**options))
@@ -411,73 +450,3 @@ class LocalTestbed(Driver):
     @property
     def cpu_workers(self) -> int:
         return self.backend.cpu_workers  # type: ignore[attr-defined]
-
-
-class _NullStream:
-    """Host tasks: no stream; ``sync`` is the tool's own (a no-op on the CPU)."""
-
-    def __enter__(self) -> _NullStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def sync(self, tool: Any) -> None:
-        tool.sync()
-
-
-class _CudaScope:
-    """Per-run CUDA state: a memory ceiling at the VRAM budget, streams, the measured peak."""
-
-    def __init__(self, device: str, budget_mb: float | None) -> None:
-        self.device = device  # e.g. "cuda" or "cuda:1"
-        self.budget_mb = budget_mb  # ceiling above what is resident at the start (None: no ceiling)
-        self.base_bytes = 0  # allocated when the run started (resident models)
-
-    def enter(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.device)
-        torch.cuda.empty_cache()  # the ceiling counts reserved memory: drop cached blocks first
-        self.base_bytes = torch.cuda.memory_allocated(self.device)
-        torch.cuda.reset_peak_memory_stats(self.device)
-        if self.budget_mb is not None:
-            total = torch.cuda.get_device_properties(self.device).total_memory
-            frac = min(1.0, (self.base_bytes + self.budget_mb * 2**20) / total)
-            torch.cuda.set_per_process_memory_fraction(frac, self.device)
-
-    def exit(self) -> float:
-        """Restore the ceiling, free cached blocks; return the peak allocated above the start (MB)."""
-        import torch
-
-        torch.cuda.synchronize(self.device)
-        peak = (torch.cuda.max_memory_allocated(self.device) - self.base_bytes) / 2**20
-        if self.budget_mb is not None:
-            torch.cuda.set_per_process_memory_fraction(1.0, self.device)
-        torch.cuda.empty_cache()
-        return max(peak, 0.0)
-
-    def stream(self) -> _CudaStream:
-        return _CudaStream(self.device)
-
-
-class _CudaStream:
-    """A task's own CUDA stream, so concurrent gpu_now tasks overlap; ``sync`` waits for it only."""
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.stream = torch.cuda.Stream(device=device)  # this task's stream
-        self._ctx = torch.cuda.stream(self.stream)
-
-    def __enter__(self) -> _CudaStream:
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stream.synchronize()
-        self._ctx.__exit__(*exc)
-
-    def sync(self, tool: Any) -> None:
-        if tool.device is not None and tool.device.startswith("cuda"):
-            self.stream.synchronize()

@@ -40,6 +40,7 @@ class ToolHost:
         self.gpu_device = gpu_device  # "cuda", or "cpu" when GPUs are emulated
         self.user_tools: dict[str, Any] = {}  # import path -> the user's Tool class or instance
         self.tools: dict[tuple[str, ...], Any] = {}
+        self.devices: dict[tuple[str, ...], str] = {}  # where each kept tool was loaded
         self.lock = threading.Lock()  # warm() and concurrent run()s share ``tools``
         set_torch_threads(torch_threads)
 
@@ -56,15 +57,21 @@ class ToolHost:
             self.user_tools.update(user_tools)
             keep = {k for k, _ in needs}
             for k in [k for k in self.tools if k not in keep]:
+                self.devices.pop(k, None)
                 unload_quietly(self.tools.pop(k), f"tool {k[0]} ({k[1]})")
             for key, device in needs:
                 try:
                     tool = self.tools.pop(key, None)  # kept again once loaded: a failed load is never unloaded
+                    if tool is not None and self.devices.get(key) == device:
+                        self.tools[key] = tool  # warm: load() runs once per instance, not once per run
+                        continue
                     if tool is None:
                         tool = build_tool(key[0], self.user_tools, self.factory, self.size, self.seed)
+                    self.devices.pop(key, None)
                     with quiet_loading():
                         tool.load(device)
                     self.tools[key] = tool
+                    self.devices[key] = device
                 except Exception as exc:  # noqa: BLE001 - reported to the driver as the run's failure
                     return key, is_oom(exc), load_reason(exc)
         return None
@@ -93,6 +100,7 @@ class ToolHost:
             for k, t in self.tools.items():
                 unload_quietly(t, f"tool {k[0]} ({k[1]})")
             self.tools.clear()
+            self.devices.clear()
 
 
 class QueueWorker:
