@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 
 from agentsched.cli.main import main as cli_main
-from agentsched.model.workflow import MAX_EDGES, MAX_TASKS, load_yaml
+from agentsched.model.workflow import MAX_EDGES, MAX_TASKS
+from agentsched.model.workflow_io import load_yaml
 
 TOOLS = ("ocr", "whisper_base", "vector_search", "image_resize", "clip", "groupby")
 TARGET_S = 5.0  # "a few seconds"

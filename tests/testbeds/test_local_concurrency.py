@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agentsched.model.workflow import Mode, parse_workflow
+from agentsched.model.workflow import Mode
+from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.testbeds.tool_pool import ToolPool
 
