@@ -20,8 +20,7 @@ from agentsched.model import (
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario, resolve_workflow
 from agentsched.testbeds import SimTestbed, Testbed
-from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 
 __version__ = "0.1.0"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentsched.errors import TestbedError, WorldError
-from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, TestbedKind, TestbedSpec, as_spec
 from agentsched.testbeds.sim import SimTestbed
-from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, TestbedSpec, as_spec
 from agentsched.testbeds.world import World, load_world
 
 

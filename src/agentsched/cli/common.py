@@ -14,8 +14,7 @@ from agentsched.errors import AgentschedError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 from agentsched.testbeds.world import choose_world, load_world
 from agentsched.tools.base import Size
 

@@ -10,8 +10,7 @@ import typer
 
 from agentsched.model.options import InitialRule, StartKind
 from agentsched.policies.heft import MACHINE_MODELS
-from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
+from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, TestbedKind
 from agentsched.tools.base import Size
 
 # heft/heft-cf machine models, as a choice typer checks (the names live in policies/heft.py)

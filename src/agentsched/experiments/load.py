@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
 from agentsched.planner.load import LoadPlanner

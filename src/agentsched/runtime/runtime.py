@@ -48,9 +48,8 @@ from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.factory import TestbedKind
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
 from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow, lacks_gpu
-from agentsched.testbeds.spec import TestbedSpec, as_spec
 
 log = logging.getLogger("agentsched.runtime")
 

@@ -32,8 +32,7 @@ from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.store import Store
-from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 from agentsched.testbeds.tool_pool import ToolPool, shared_pool
 
 log = logging.getLogger("agentsched.service")

@@ -2,7 +2,8 @@
 
 The CLI builds a ``TestbedSpec`` once per command (the simulated world chosen and loaded once);
 ``BenchConfig``, the ablation, ``Runtime`` and LangGraph's ``GraphRuntime`` take it, and
-``build()`` turns it into a ``Testbed`` through the factory's registry. ``to_dict()`` is what
+``build()`` turns it into a ``Testbed`` through the registry below (``BUILDERS``: a new testbed is
+one backend file plus one ``TestbedKind`` member and one line there). ``to_dict()`` is what
 results.json records as ``config.testbed``; ``from_dict`` reads it back.
 
 An option that does not apply to the spec's kind (``--noise`` on a real testbed, ``--ray-address``
@@ -11,16 +12,68 @@ on the simulator) is a one-line ``TestbedError``, not a silently ignored value.
 
 from __future__ import annotations
 
+import enum
+import importlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from agentsched.errors import TestbedError
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.factory import TestbedKind, build_testbed
 from agentsched.testbeds.world import World, load_world
 from agentsched.tools.base import Size, parse_size
+
+
+class TestbedKind(str, enum.Enum):
+    __test__ = False
+    SIM = "sim"  # discrete-event simulator (default; no hardware needed)
+    LOCAL = "local"  # real tools on this machine's CPU, and CUDA when present
+    RAY = "ray"  # real tools on a Ray cluster (the [ray] extra), VRAM admitted by Ray's resources
+
+
+def _lazy(module: str, cls: str, extra: str | None = None) -> Callable[..., Testbed]:
+    """A builder importing ``module.cls`` on first use (heavy dependencies stay optional)."""
+
+    def build(**options: Any) -> Testbed:
+        try:
+            testbed_cls = getattr(importlib.import_module(module), cls)
+        except ImportError as e:  # e.g. torch/transformers missing for local
+            if extra is None:
+                raise
+            raise TestbedError(
+                f"the {module.rsplit('.', 1)[-1]} testbed needs the {extra} extra "
+                f"(pip install 'agentsched[{extra}]'): {e}"
+            ) from None
+        return testbed_cls(**options)
+
+    return build
+
+
+def _sim_options(spec: TestbedSpec) -> dict[str, Any]:
+    return {"noise_sigma": spec.noise_sigma, "seed": spec.seed, "cpu_slots": spec.cpu_slots, "world": spec.world}
+
+
+def _local_options(spec: TestbedSpec) -> dict[str, Any]:
+    # the local testbed's CPU slots are its worker pool (None: one worker per core)
+    return {"size": spec.size.value, "seed": spec.seed, "task_timeout_s": spec.timeout_s,
+            **({"cpu_workers": spec.cpu_slots} if spec.cpu_slots is not None else {})}
+
+
+def _ray_options(spec: TestbedSpec) -> dict[str, Any]:
+    return {"size": spec.size.value, "seed": spec.seed, "address": spec.ray_address,
+            "emulate_gpu": spec.emulate_gpu, "cpu_slots": spec.cpu_slots,
+            **({"timeout_s": spec.timeout_s} if spec.timeout_s is not None else {})}
+
+
+# kind -> (builder, the builder's keyword arguments from a spec)
+BUILDERS: dict[TestbedKind, tuple[Callable[..., Testbed], Callable[[TestbedSpec], dict[str, Any]]]] = {
+    TestbedKind.SIM: (_lazy("agentsched.testbeds.sim", "SimTestbed"), _sim_options),
+    TestbedKind.LOCAL: (_lazy("agentsched.testbeds.local", "LocalTestbed", extra="tools"), _local_options),
+    TestbedKind.RAY: (_lazy("agentsched.testbeds.ray", "RayTestbed", extra="ray"), _ray_options),
+}
+
 
 DEFAULT_NOISE_SIGMA = 0.03  # the simulator's log-normal noise per task (~ +-3%), as calibrated (docs/simulator.md)
 MAX_NOISE_SIGMA = 1.0  # log-normal sigma; 1.0 already spreads latencies by e^+-1 (one sigma)
@@ -98,7 +151,8 @@ class TestbedSpec:
     # ---- use ------------------------------------------------------------------------------------
     def build(self) -> Testbed:
         """The testbed this spec names (the caller closes it)."""
-        return build_testbed(self)
+        builder, options = BUILDERS[self.kind]
+        return builder(**options(self))
 
     def to_dict(self) -> dict[str, Any]:
         """As results.json records it (``config.testbed``): fields that do not apply are null."""

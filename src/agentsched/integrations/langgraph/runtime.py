@@ -25,8 +25,7 @@ from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
 from agentsched.integrations.langgraph.testbed import LangGraphTestbed
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.testbeds.factory import TestbedKind
-from agentsched.testbeds.spec import TestbedSpec
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 
 
 class GraphInputError(AgentschedError):
