@@ -29,7 +29,7 @@ from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow, lacks_gpu
+from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 
 SUMMARY_PRINT_MAX_LINES = 40  # evidence lines printed per round (one per task on a large workflow)
 MAPPING_PRINT_MAX_TASKS = 16  # beyond this a round line shows mode counts (the JSON keeps every task)
@@ -181,7 +181,7 @@ def run_cmd(
         pol.close()
         raise
     notes = testbed_notes(tb)
-    if lacks_gpu(tb, wf):  # as invoke does: GPU placements run as host code, said once
+    if tb.host_only(wf):  # as invoke does: GPU placements run as host code, said once
         wf = host_only_workflow(wf)
         notes.append(NO_CUDA_NOTE)
         _line(say, f"note: {NO_CUDA_NOTE}")

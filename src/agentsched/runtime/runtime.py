@@ -49,7 +49,7 @@ from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
-from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow, lacks_gpu
+from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 
 log = logging.getLogger("agentsched.runtime")
 
@@ -130,7 +130,7 @@ class Runtime:
         self._own_testbed = not isinstance(testbed, Testbed)
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
-        self.host_only = lacks_gpu(self.testbed, self.workflow)  # no CUDA here: every task runs on the CPU
+        self.host_only = self.testbed.host_only(self.workflow)  # no CUDA here: every task runs on the CPU
         if self.host_only:
             # every placement is the same host run here: cards without a GPU say so to the start
             # rules (the policy was chosen above, from the real cards)

@@ -57,6 +57,12 @@ class Testbed(ABC):
         workflow's placements at all (e.g. GPU placements on a machine without CUDA)."""
         return None
 
+    def host_only(self, workflow: Workflow) -> bool:
+        """Do ``workflow``'s GPU placements run as host code here (a machine without a CUDA GPU, a
+        cluster without GPUs)? Callers then run it as ``real.host_only_workflow`` (said once).
+        False here: placements run where they are placed."""
+        return False
+
     def close(self) -> None:
         """Release resources (worker pools, loaded models). The testbed may not be used after."""
         return None

@@ -439,6 +439,12 @@ class LocalTestbed(Driver):
         """Execute once for real (``rng`` is unused: the noise is the machine's own)."""
         return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
 
+    def host_only(self, workflow: Workflow) -> bool:
+        """No CUDA here, for a workflow with a GPU-capable tool (torch is imported only then)."""
+        b = self.backend
+        return (any(c.has_gpu for c in workflow.task_cards.values())
+                and isinstance(b, LocalBackend) and not b._cuda_available())
+
     @property
     def size(self) -> str:
         return self.backend.size  # type: ignore[attr-defined]

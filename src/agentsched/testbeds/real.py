@@ -140,20 +140,6 @@ def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failu
     return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {reason}")
 
 
-def lacks_gpu(testbed: Any, wf: Workflow) -> bool:
-    """The local testbed on a machine without CUDA (the ray testbed on a cluster without GPUs), for a
-    workflow with a GPU-capable tool (torch is imported only then): its GPU placements run as host code."""
-    from agentsched.testbeds.local import LocalBackend, LocalTestbed
-    from agentsched.testbeds.ray import RayTestbed
-
-    if not any(c.has_gpu for c in wf.task_cards.values()):
-        return False
-    if isinstance(testbed, RayTestbed):  # a cluster without GPUs (neither real nor emulated)
-        return not testbed.gpu_available(wf)
-    return (isinstance(testbed, LocalTestbed) and isinstance(testbed.backend, LocalBackend)
-            and not testbed.backend._cuda_available())
-
-
 def host_only_workflow(wf: Workflow) -> Workflow:
     """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code):
     every placement is the same host run, and the start rules and policies see it so."""

@@ -85,6 +85,10 @@ class RayTestbed(Driver):
     def emulate_gpu(self) -> bool:
         return self.cluster.emulate_gpu
 
+    def host_only(self, workflow: Workflow) -> bool:
+        """A cluster without GPUs (neither real nor emulated), for a workflow with a GPU-capable tool."""
+        return any(c.has_gpu for c in workflow.task_cards.values()) and not self.gpu_available(workflow)
+
     def gpu_available(self, workflow: Workflow | None = None) -> bool:
         """May GPU placements run on the cluster: a node with a GPU and vram_mb, whose GPUs are real
         (a joined cluster's, or this machine's CUDA) or emulated? Connects first."""
