@@ -43,7 +43,7 @@ def throughput_cmd(
     input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE given to every invocation "
                                                "of a user workflow (repeatable; text)"),
     inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one JSON object of NAME: VALUE a "
-                                                "line; batch i takes line i (cycling; the warm-up line 1)"),
+                                                "line, one per invocation in turn (cycling when fewer; the warm-up batch takes the first)"),
 ) -> None:
     """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
     invocation's E2E and the throughput (ok invocations per second of wall time). Exits 1 when
@@ -71,12 +71,12 @@ def throughput_cmd(
                       f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
         for n in testbed_notes(tb):
             say.print(f"note: {n}", highlight=False, markup=False)
-        if inputs_jsonl is not None and len(lines) > batches:
-            say.print(f"note: {len(lines) - batches} line(s) of {inputs_jsonl} not run (one line per batch, "
-                      f"{batches} batch(es))", highlight=False, markup=False)
+        if inputs_jsonl is not None and len(lines) > batches * concurrency:
+            say.print(f"note: {len(lines) - batches * concurrency} line(s) of {inputs_jsonl} not run (one line per "
+                      f"invocation, {batches} x {concurrency})", highlight=False, markup=False)
         # warm-up: loads and worker processes, not measured (its failures still count)
-        warm = tb.run_concurrent(wf, m, concurrency, inputs=lines[0])
-        results = [tb.run_concurrent(wf, m, concurrency, inputs=lines[i % len(lines)]) for i in range(batches)]
+        warm = tb.run_concurrent(wf, m, concurrency, inputs=_batch(lines, concurrency, 0))
+        results = [tb.run_concurrent(wf, m, concurrency, inputs=_batch(lines, concurrency, i)) for i in range(batches)]
     finally:
         tb.close()
     e2e = [e.e2e_ms for r in results for e in r.executions if e.ok and e.e2e_ms is not None]
@@ -102,6 +102,11 @@ def throughput_cmd(
         err_console.print(f"error: {len(failed)} of {total} invocations failed (warm-up batch included)",
                           highlight=False, markup=False)
         raise SystemExit(1)
+
+
+def _batch(lines: list[dict[str, Any] | None], k: int, i: int) -> list[dict[str, Any] | None]:
+    """The inputs of batch ``i``'s ``k`` invocations: invocation j takes line i*k + j (cycling)."""
+    return [lines[(i * k + j) % len(lines)] for j in range(k)]
 
 
 def _print_batches(say: Any, results: list[Any], e2e: list[float], failed: list[Any], throughput: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,12 +117,17 @@ class RayTestbed(Driver):
         return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
 
     def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
-                       inputs: Mapping[str, Any] | None = None) -> ConcurrentResult:
+                       inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None
+                       ) -> ConcurrentResult:
         """Run ``k`` invocations of one workflow at once across the cluster: each on its own thread
         with its own driver and start rules (its own Dispatcher and VRAM budget), all on one Ray
-        cluster that places every lease by its resources."""
+        cluster that places every lease by its resources. ``inputs``: one set for every invocation,
+        or a sequence of ``k`` sets, one per invocation."""
         if k < 1:
             raise TestbedError(f"concurrency must be >= 1, got {k}")
+        each = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs] * k
+        if len(each) != k:
+            raise TestbedError(f"{len(each)} input sets for {k} concurrent invocations")
         mapping = validate_mapping(workflow, mapping)
         c = self.cluster
         c.connect(workflow)
@@ -137,7 +142,7 @@ class RayTestbed(Driver):
         def one(i: int) -> None:
             try:
                 barrier.wait()  # start together
-                results[i] = drivers[i].run(workflow, mapping, inputs=inputs)
+                results[i] = drivers[i].run(workflow, mapping, inputs=each[i])
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 results[i] = exc
 
