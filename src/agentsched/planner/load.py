@@ -17,7 +17,10 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 * ``hold`` (wait for the GPU, when its VRAM does not fit now or the GPU is crowded): the GPU work
   of the tasks held before it, plus the expected time until the running GPU tasks free enough VRAM
   / the first of them finishes, then a less contended run (``None`` to the simulator: asked again
-  at the next event); chosen only when ``HOLD_MARGIN`` better than the best start now;
+  at the next event); priced as the start it leads to, its finish stretched by 1 / ``HOLD_MARGIN``
+  (the least certain prediction) and the harm of that later run, and chosen when cheaper than the
+  best start now (a ready sibling not placed yet is counted the same way: a full GPU alone does
+  not give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
 Admission: an invocation waits at the door while both devices are saturated: every CPU slot busy
@@ -27,7 +30,8 @@ crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-
 
 The constants were chosen on streams that the benchmark (``benchmarks/load_targets.py``, arrival
 seeds 0-2) never uses: S1-S13 with arrival seeds 100-102 at 30/60/90% load, checked on a second
-generated mix (generator seed 11); the results are flat around them (docs/load.md).
+generated mix (generator seed 11), and under a second contention law (a5500-max) on those
+streams; the results are flat around them (docs/load.md).
 """
 
 from __future__ import annotations
