@@ -142,10 +142,12 @@ def robustness(worlds: list[str], chosen: list[str], seeds: int, duration: float
             if mix not in chosen:
                 continue
             got = ratios(run_load(wfs, POLICIES, machine=machine, duration_s=duration, seeds=seeds, loads=LOADS))
-            fmt = lambda key: " / ".join("-" if got[f"{key}@{ld}"] is None else f"{got[f'{key}@{ld}']:.3f}"  # noqa: E731
-                                         for ld in LOADS)
-            print(f"{world:18s} {mix:10s} {fmt('p50'):>28s} {fmt('p99'):>28s} {got['sat']:6.3f} {got['oom']:4d}",
-                  flush=True)
+            print(f"{world:18s} {mix:10s} {_by_load(got, 'p50'):>28s} {_by_load(got, 'p99'):>28s} "
+                  f"{got['sat']:6.3f} {got['oom']:4d}", flush=True)
+
+
+def _by_load(got: dict[str, object], key: str) -> str:
+    return " / ".join("-" if got[f"{key}@{ld}"] is None else f"{got[f'{key}@{ld}']:.3f}" for ld in LOADS)
 
 
 def main() -> int:
