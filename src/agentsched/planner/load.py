@@ -17,10 +17,11 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 * ``hold`` (wait for the GPU, when its VRAM does not fit now or the GPU is crowded): the GPU work
   of the tasks held before it, plus the expected time until the running GPU tasks free enough VRAM
   / the first of them finishes, then a less contended run (``None`` to the simulator: asked again
-  at the next event); priced as the start it leads to, its finish stretched by 1 / ``HOLD_MARGIN``
-  (the least certain prediction) and the harm of that later run, and chosen when cheaper than the
-  best start now (a ready sibling not placed yet is counted the same way: a full GPU alone does
-  not give its siblings slack);
+  at the next event). While its VRAM fits, chosen only when ``HOLD_MARGIN`` cheaper than the best
+  start now; when it does not fit (the GPU's only route), priced as the start it leads to, its
+  finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least certain prediction) plus the harm of that
+  later run, and chosen when cheaper than the best start now. A ready sibling not placed yet is
+  counted the same way (a full GPU alone does not give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
 Admission: an invocation waits at the door while both devices are saturated: every CPU slot busy
@@ -53,7 +54,8 @@ ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would r
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
 MAX_HOLD_FACTOR = 1.0  # a task is held at most its own GPU time, then starts
-HOLD_MARGIN = 0.6  # hold only when its predicted finish, stretched 1/0.6 (uncertain), still wins
+HOLD_MARGIN = 0.4  # a hold while its VRAM fits (to thin the crowd): only when predicted 2.5x better
+VRAM_HOLD_MARGIN = 0.7  # a hold for VRAM: its predicted finish, stretched 1/0.7 (uncertain), must still win
 BACKGROUND_SHARE = 1.0  # of the time-averaged GPU pressure, a floor on the pressure a new run meets
 PRESSURE_TAU_MS = 30_000.0  # time constant of that average
 SLACK_TIE = 0.1  # a task's own finish, weighed beside its invocation's end (load_slack.py)
@@ -205,13 +207,22 @@ class LoadPlanner(StreamDecider):
 
     def _hold_cost(self, key: tuple[int, str], card: ToolCard, gpu: list[_Gpu], live: LiveState,
                    cost: Callable[[float, float], float]) -> float:
-        """The cost of holding: its predicted finish (the GPU work held before it, the wait, the run)
-        stretched by 1 / ``HOLD_MARGIN`` (a hold's finish is the least certain prediction), plus the
-        harm of that later run. Why the margin on the finish, not on the cost: when a sibling sets
-        the invocation's end, every option costs about that end, and a margin on the cost would
-        forbid any hold, sending the task to a CPU run however long (and then its siblings after it)."""
+        """The cost of holding, to be compared with the best start now's. Its predicted finish: the
+        GPU work held before it, the wait, the run.
+
+        * VRAM fits now: the hold only waits for a thinner crowd, a gain on a GPU run it could start
+          now: it must be ``HOLD_MARGIN`` cheaper than that start (the cost divided by it).
+        * VRAM does not fit: the hold is the GPU's only route, against a CPU run. It is priced as
+          the start it leads to: its finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least
+          certain prediction), plus the harm of that later run. Why not the margin on the cost:
+          when a sibling sets the invocation's end, every option costs about that end, and a margin
+          on the cost would forbid any hold, sending the task to a CPU run however long (a full GPU
+          then sends whole invocations to the CPU, one task after the other)."""
         finish, harm = self._hold_ms(card, gpu, live)
-        return cost((self._ahead_ms(key) + finish) / HOLD_MARGIN, HARM_WEIGHT * harm)
+        finish += self._ahead_ms(key)
+        if live.fits_now(card.vram_needed_mb):
+            return cost(finish, 0.0) / HOLD_MARGIN
+        return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
         self.ends.placed(inv, task, live.now_ms + finish_ms)
@@ -239,7 +250,7 @@ class LoadPlanner(StreamDecider):
         # ``place`` decides without slack); counting only its CPU run would give every sibling slack
         # on a full GPU, and send whole invocations to long CPU runs one task after the other
         hold = self._hold_ms(card, gpu, live)[0] if gpu else math.inf
-        return hold if hold < HOLD_MARGIN * best else best
+        return hold if hold < VRAM_HOLD_MARGIN * best else best
 
     def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
                     fits: bool, harm_weight: float,
