@@ -7,7 +7,7 @@ import random
 
 from tests.support.live import fake_live, view
 
-from agentsched.model.live import Invocation
+from agentsched.model.live import Invocation, RunningView
 from agentsched.model.workflow import Mode
 from agentsched.planner.load import LoadPlanner
 from agentsched.planner.load_slack import InvocationEnds
@@ -71,3 +71,31 @@ def test_a_sensitive_task_meets_the_gpu_s_average_pressure_not_a_quiet_instant()
     busy._gpu(fake_live(gpu=[view(clip, remaining=300.0)] * 3, budget=8192))  # clips ran for two minutes
     assert fresh.place(inv, "D", idle) is Mode.GPU_NOW
     assert busy.place(_inv("S10", "D"), "D", idle) is Mode.CPU
+
+
+def test_a_sibling_on_a_long_cpu_run_does_not_drag_a_task_off_a_gpu_that_frees_soon():
+    # the cascade under a full GPU: ocr (A) took a 2.8 s CPU run; resnet50_x15 (B, 3.2 s on the CPU,
+    # 120 ms on the GPU) does not fit the VRAM now, but a co-runner frees it in 50 ms. Every option
+    # ends the invocation near A's end, yet B's own CPU run is far longer than the wait and its run:
+    # it holds for the GPU rather than take the CPU (which would end the invocation at 3.2 s)
+    inv = _inv("S6", "B")
+    p = _planner(inv)
+    inv.mapping["A"] = Mode.CPU
+    p.ends.placed(inv, "A", 2772.0)
+    short = view(load_scenario("S2").task_cards["D"], remaining=50.0)
+    full = fake_live(gpu=[short], budget=8192, vram=8192 - 100)
+    assert p.place(inv, "B", full) is None
+    assert p.place(inv, "B", fake_live(gpu=[short], budget=8192)) is Mode.GPU_NOW  # VRAM free: starts
+
+
+def test_a_ready_sibling_waiting_for_vram_gives_no_slack():
+    # ocr (A, 248 MB, 2.8 s on the CPU) is ready but does not fit now; two ocr runs near their end
+    # free its VRAM within about 100 ms: it will hold (about 460 ms in all), not take the CPU, so
+    # groupby (C, 61 MB, fits; 540 ms on the CPU) gets no slack from A's CPU run: it takes the GPU,
+    # now or once the ending runs leave (None: held), not the CPU
+    ocr = load_scenario("S7").task_cards["A"]
+    ending = RunningView(ocr, Mode.GPU_NOW, 380.0, False, ocr.vram_needed_mb, 0.0)
+    inv = _inv("S10", "C")
+    inv.waiting_preds["A"] = 0  # A ready, not placed
+    p = _planner(inv)
+    assert p.place(inv, "C", fake_live(gpu=[ending] * 2, budget=8192, vram=8192 - 100)) is not Mode.CPU

@@ -17,7 +17,11 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 * ``hold`` (wait for the GPU, when its VRAM does not fit now or the GPU is crowded): the GPU work
   of the tasks held before it, plus the expected time until the running GPU tasks free enough VRAM
   / the first of them finishes, then a less contended run (``None`` to the simulator: asked again
-  at the next event); chosen only when ``HOLD_MARGIN`` better than the best start now;
+  at the next event). While its VRAM fits, chosen only when ``HOLD_MARGIN`` cheaper than the best
+  start now; when it does not fit (the GPU's only route), priced as the start it leads to, its
+  finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least certain prediction) plus the harm of that
+  later run, and chosen when cheaper than the best start now. A ready sibling not placed yet is
+  counted the same way (a full GPU alone does not give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
 Admission: an invocation waits at the door while both devices are saturated: every CPU slot busy
@@ -27,7 +31,8 @@ crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-
 
 The constants were chosen on streams that the benchmark (``benchmarks/load_targets.py``, arrival
 seeds 0-2) never uses: S1-S13 with arrival seeds 100-102 at 30/60/90% load, checked on a second
-generated mix (generator seed 11); the results are flat around them (docs/load.md).
+generated mix (generator seed 11), and under a second contention law (a5500-max) on those
+streams; the results are flat around them (docs/load.md).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would r
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
 MAX_HELD = 64  # more tasks waiting for the GPU is a queue: new ones take the best start now
 MAX_HOLD_FACTOR = 1.0  # a task is held at most its own GPU time, then starts
-HOLD_MARGIN = 0.4  # hold only when predicted 2.5x better than the best start now
+HOLD_MARGIN = 0.4  # a hold while its VRAM fits (to thin the crowd): only when predicted 2.5x better
+VRAM_HOLD_MARGIN = 0.7  # a hold for VRAM: its predicted finish, stretched 1/0.7 (uncertain), must still win
 BACKGROUND_SHARE = 1.0  # of the time-averaged GPU pressure, a floor on the pressure a new run meets
 PRESSURE_TAU_MS = 30_000.0  # time constant of that average
 SLACK_TIE = 0.1  # a task's own finish, weighed beside its invocation's end (load_slack.py)
@@ -149,8 +155,9 @@ class LoadPlanner(StreamDecider):
         harm = sum(g.s * p * min(g.remaining_ms, run) / (1.0 + g.s * (g.foreign + p)) for g in gpu if not g.loading)
         return run, harm
 
-    def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> float:
-        """Predicted finish when waiting for the GPU: until enough VRAM frees (or the crowd thins)."""
+    def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> tuple[float, float]:
+        """(predicted finish, harm of its run) when waiting for the GPU: until enough VRAM frees (or
+        the crowd thins)."""
         budget = live.vram_budget_mb
         need = card.vram_needed_mb
         held = live.vram_in_use_mb
@@ -163,9 +170,9 @@ class LoadPlanner(StreamDecider):
             k += 1
         if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
             wait, k = rest[0].remaining_ms, 1
-        run, _ = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
-                                         for g in rest[k:]])
-        return wait + run
+        run, harm = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
+                                            for g in rest[k:]])
+        return wait + run, harm
 
     # ---- decisions -----------------------------------------------------------------------------
     def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
@@ -187,7 +194,7 @@ class LoadPlanner(StreamDecider):
         best_mode, best_ms, best = self._best_start(inv, card, gpu, live, cpu_ms, fits,
                                                     0.0 if overdue else HARM_WEIGHT, cost)
         may_hold = not overdue and (key in self._held or len(self._held) < MAX_HELD)
-        if gpu and may_hold and cost(self._ahead_ms(key) + self._hold_ms(card, gpu, live), 0.0) < HOLD_MARGIN * best:
+        if gpu and may_hold and self._hold_cost(key, card, gpu, live, cost) < best:
             if key not in self._held:
                 self._held[key] = card.gpu_ms or 0.0
                 self._held_since[key] = live.now_ms
@@ -197,6 +204,25 @@ class LoadPlanner(StreamDecider):
         if self._held.pop(key, None) is not None:
             self._prefix = None
         return self._placed(inv, task, live, best_mode, best_ms)
+
+    def _hold_cost(self, key: tuple[int, str], card: ToolCard, gpu: list[_Gpu], live: LiveState,
+                   cost: Callable[[float, float], float]) -> float:
+        """The cost of holding, to be compared with the best start now's. Its predicted finish: the
+        GPU work held before it, the wait, the run.
+
+        * VRAM fits now: the hold only waits for a thinner crowd, a gain on a GPU run it could start
+          now: it must be ``HOLD_MARGIN`` cheaper than that start (the cost divided by it).
+        * VRAM does not fit: the hold is the GPU's only route, against a CPU run. It is priced as
+          the start it leads to: its finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least
+          certain prediction), plus the harm of that later run. Why not the margin on the cost:
+          when a sibling sets the invocation's end, every option costs about that end, and a margin
+          on the cost would forbid any hold, sending the task to a CPU run however long (a full GPU
+          then sends whole invocations to the CPU, one task after the other)."""
+        finish, harm = self._hold_ms(card, gpu, live)
+        finish += self._ahead_ms(key)
+        if live.fits_now(card.vram_needed_mb):
+            return cost(finish, 0.0) / HOLD_MARGIN
+        return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
         self.ends.placed(inv, task, live.now_ms + finish_ms)
@@ -216,9 +242,15 @@ class LoadPlanner(StreamDecider):
     def _ready_finish_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_wait: float) -> float:
         """A ready task's best finish if it started now (a sibling not placed yet)."""
         best = cpu_wait + card.cpu_ms
-        if card.has_gpu and live.fits_now(card.vram_needed_mb):
-            best = min(best, self._run_beside(card, gpu)[0])
-        return best
+        if not card.has_gpu or (live.vram_budget_mb is not None and card.vram_needed_mb > live.vram_budget_mb):
+            return best
+        if live.fits_now(card.vram_needed_mb):
+            return min(best, self._run_beside(card, gpu)[0])
+        # why: its VRAM does not fit now, but it may wait for the GPU rather than take the CPU (as
+        # ``place`` decides without slack); counting only its CPU run would give every sibling slack
+        # on a full GPU, and send whole invocations to long CPU runs one task after the other
+        hold = self._hold_ms(card, gpu, live)[0] if gpu else math.inf
+        return hold if hold < VRAM_HOLD_MARGIN * best else best
 
     def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
                     fits: bool, harm_weight: float,
