@@ -31,22 +31,18 @@ seed, 60 s streams): about 20 s.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import httpx
 
-from agentsched.experiments.load import (CAPACITY_DURATION_S, MIN_CAPACITY_DURATION_S, Machine, _percentile,
+from agentsched.experiments.load import (CAPACITY_DURATION_S, MIN_CAPACITY_DURATION_S, Machine, percentile,
                                          capacity_per_s, make_decider, oracle_mappings, seeded_arrivals)
 from agentsched.experiments.loadgen import run_against, summarize_shots
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.stream import run_stream
 
-ROOT = Path(__file__).resolve().parents[1]
 MIX = tuple(f"S{i}" for i in range(1, 14))
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
 LOADS = (0.3, 0.6)
@@ -56,31 +52,11 @@ POLICY = "oracle-static"
 
 def start_server(db: Path, time_scale: float) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` of the mix on the shared real-time simulator (a free port on 127.0.0.1)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", *MIX, "--store", str(db), "--port", "0",
-                             "--testbed", "sim", "--realtime", "--time-scale", str(time_scale),
-                             "--vram-budget-mb", str(MACHINE.vram_budget_mb), "--cpu-slots", str(MACHINE.cpu_slots),
-                             "--max-concurrency", "100000"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url: list[str] = []
-    ready = threading.Event()
+    from serve_load import launch  # benchmarks/serve_load.py: a real server process
 
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if not url and "listening on " in line:
-                url.append(line.split("listening on ", 1)[1].split()[0])
-                ready.set()
-            else:
-                sys.stderr.write(line)
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    ready.wait(300)
-    if not url:
-        proc.kill()
-        raise SystemExit("server did not start")
-    return proc, url[0]
+    return launch([*MIX, "--store", str(db), "--testbed", "sim", "--realtime", "--time-scale", str(time_scale),
+                   "--vram-budget-mb", str(MACHINE.vram_budget_mb), "--cpu-slots", str(MACHINE.cpu_slots),
+                   "--max-concurrency", "100000"])
 
 
 def pin(url: str, oracle: dict) -> None:
@@ -100,7 +76,7 @@ def simulated(wfs: list, streams: list, oracle: dict) -> dict:
         res = run_stream(wfs, arrivals, make_decider(POLICY, oracle), **MACHINE.kwargs(seed), gpu_now_waits=True)
         lat += res.latencies_ms()
         oom += res.count("oom")
-    return {"p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95), "p99": _percentile(lat, 0.99), "oom": oom}
+    return {"p50": percentile(lat, 0.5), "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99), "oom": oom}
 
 
 def compare(load: float, sim: dict, served: dict) -> list[bool]:

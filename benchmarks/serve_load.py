@@ -41,11 +41,16 @@ TEXT = " ".join(f"word{i % 97}" * (1 + i % 4) for i in range(200))
 def start_server(db: Path, round_size: int, policy: str | None = None, workflows: Path = WORKFLOWS
                  ) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` on 127.0.0.1 (a free port), run from the workflows' folder (their tool modules)."""
+    return launch([str(workflows), "--store", str(db), "--testbed", "local", "--max-concurrency", "256",
+                   "--round-size", str(round_size), *(["--policy", policy] if policy else [])],
+                  cwd=workflows if workflows.is_dir() else workflows.parent)
+
+
+def launch(serve_args: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """``agentsched serve SERVE_ARGS --port 0`` as a real process of this checkout; its URL once it
+    listens (its log before that is passed on to stderr)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    cwd = workflows if workflows.is_dir() else workflows.parent
-    proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", str(workflows), "--store", str(db),
-                             "--port", "0", "--testbed", "local", "--max-concurrency", "256",
-                             "--round-size", str(round_size), *(["--policy", policy] if policy else [])],
+    proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", *serve_args, "--port", "0"],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url: list[str] = []
     ready = threading.Event()

@@ -167,7 +167,9 @@ def seeded_arrivals(arrival: str, rate_per_s: float, duration_s: float, names: S
                          rng=random.Random(f"arrivals:{seed}"))
 
 
-def _percentile(xs: list[float], q: float) -> float | None:
+def percentile(xs: list[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile of ``xs`` (None when empty): one definition for the
+    simulated rows and the served ones (``loadgen``), so the two compare like with like."""
     if not xs:
         return None
     xs = sorted(xs)
@@ -193,12 +195,12 @@ def summarize(policy: str, load: float | None, rate: float, results: list[Stream
         return None if x is None else round(x, d)
     return {
         "policy": policy, "load": load, "rate_per_s": round(rate, 4),
-        "p50_ms": rnd(_percentile(lat, 0.5)), "p95_ms": rnd(_percentile(lat, 0.95)), "p99_ms": rnd(_percentile(lat, 0.99)),
+        "p50_ms": rnd(percentile(lat, 0.5)), "p95_ms": rnd(percentile(lat, 0.95)), "p99_ms": rnd(percentile(lat, 0.99)),
         "throughput_per_s": round(statistics.fmean(tput), 4),
         "oom": sum(r.count("oom") for r in results), "errors": sum(r.count("error") for r in results),
         "gpu_util": round(statistics.fmean(util), 4),
         "slowdown_by_workflow": {w: round(statistics.fmean(v) / isolated[w], 3) for w, v in sorted(by_wf.items())},
-        "decision_ms_p50": rnd(_percentile(decision, 0.5), 4), "invocations": sum(len(r.invocations) for r in results),
+        "decision_ms_p50": rnd(percentile(decision, 0.5), 4), "invocations": sum(len(r.invocations) for r in results),
     }
 
 
