@@ -131,6 +131,22 @@ def test_generators_emit_exactly_the_forced_token_count(loaded, name):
 def test_llama_is_bf16(loaded):
     t = loaded("llama_1b")
     assert next(t._m_model.parameters()).dtype == torch.bfloat16
+    assert all(b.dtype == torch.float32 for n, b in t._m_model.named_buffers() if "inv_freq" in n)
+
+
+def test_a_bf16_build_never_switches_the_process_default_dtype(monkeypatch):
+    """Tools load in many threads at once (the warm pool): a build that set torch's default dtype
+    to bfloat16, even for a moment, would make another thread's new tensors bfloat16."""
+    seen = []
+    real = torch.set_default_dtype
+    monkeypatch.setattr(torch, "set_default_dtype", lambda d: (seen.append(d), real(d))[1])
+    t = get_tool("llama_1b", "small")
+    t.load("cpu")
+    try:
+        assert next(t._m_model.parameters()).dtype == torch.bfloat16
+    finally:
+        t.unload()
+    assert torch.bfloat16 not in seen and torch.get_default_dtype() == torch.float32
 
 
 # ---- vision ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from typing import Any
 
 import torch
@@ -55,20 +56,33 @@ def fill_random_(model: torch.nn.Module, seed: int, std: float = 0.02) -> torch.
     return model
 
 
+# Building a model touches process-wide torch state: transformers' skip-init patches torch.nn.init,
+# and a dtype other than the default switches torch's default dtype while it builds. Tools load in
+# many threads at once (the warm pool), so builds take turns, and none switches the default dtype
+# (a tensor another thread creates meanwhile would silently be bfloat16).
+_BUILD_LOCK = threading.Lock()
+
+
 def build_random(model_cls: Any, config: Any, seed: int, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """A transformers model from its config, on the host, in ``dtype``, with seeded random weights.
 
-    Built through ``_from_config`` (parameters in ``dtype``, rotary/position buffers kept in
-    float32 as the library intends: bf16 buffers make Llama decoding ~2x slower) with the library's
-    own init skipped, then tied and filled by ``fill_random_``, which is faster and seeded.
+    Built in float32 through ``_from_config`` with the library's own init skipped, then tied and
+    filled by ``fill_random_`` (faster, seeded); the parameters are then cast to ``dtype`` in place
+    (buffers, e.g. rotary tables, stay float32 as the library intends: bf16 buffers make Llama
+    decoding ~2x slower). One build at a time (``_BUILD_LOCK``).
     """
-    with _no_init_context():
-        try:
-            model = model_cls._from_config(config, dtype=dtype)
-        except TypeError:  # transformers 4.x spells it torch_dtype
-            model = model_cls._from_config(config, torch_dtype=dtype)
-    model.tie_weights()
-    fill_random_(model, seed)
+    with _BUILD_LOCK:
+        with _no_init_context():
+            try:
+                model = model_cls._from_config(config, dtype=torch.float32)
+            except TypeError:  # transformers 4.x spells it torch_dtype
+                model = model_cls._from_config(config, torch_dtype=torch.float32)
+        model.tie_weights()
+        fill_random_(model, seed)
+        if dtype != torch.float32:
+            with torch.no_grad():
+                for prm in model.parameters():  # (tied parameters are one object: cast once)
+                    prm.data = prm.data.to(dtype)
     return model.eval()
 
 
