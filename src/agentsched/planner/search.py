@@ -21,7 +21,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentsched.model.workflow import Mode
+from agentsched.errors import PolicyError
+from agentsched.model.workflow import Mode, Workflow
 
 Key = tuple[Mode, ...]
 Evaluate = Callable[[Key], float | None]
@@ -33,6 +34,20 @@ MAX_STALE_KICKS = 30  # the local search ends after this many perturbations that
 
 SMALL_TASKS = 12  # up to here the search and the value estimate get a generous budget
 REPLAN_EVALS = 300  # a later decision's local search around the previous candidates (small workflows)
+
+
+# Largest workflow the planner takes on. Why: every decision runs a few hundred discrete-event
+# predictions of the whole workflow, so a round costs ~tasks x 150 predicted task runs: 20 rounds of
+# 2,000 tasks take 1-3 minutes, of 10,000 tasks hours (benchmarks/large_inputs.py). Beyond it the
+# planner is refused in one line, before any run, instead of running for hours.
+MAX_PLAN_TASKS = 2_000
+
+
+def check_plan_size(workflow: Workflow, who: str = "agent-plan", instead: str = "use agent-rules") -> None:
+    """One-line ``PolicyError`` when ``workflow`` has more tasks than the planner takes on."""
+    n = len(workflow.tasks)
+    if n > MAX_PLAN_TASKS:
+        raise PolicyError(f"{who} plans at most {MAX_PLAN_TASKS:,} tasks ({workflow.name} has {n:,}); {instead}")
 
 
 def eval_budget(n_tasks: int) -> int:
