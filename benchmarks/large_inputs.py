@@ -10,7 +10,7 @@ Target (issue 13): each command on 5,000 tasks within a few seconds.
 Target (issue 20): peak memory of `run` at 10,000 tasks <= 500 MB for every policy (or a clean refusal),
 growing linearly with the tasks (with several --tasks sizes, the slope per policy is printed), and a
 YAML over the caps refused from its shape before it is built (seconds and MB, not minutes and GB).
-agent-plan refuses workflows over 2,000 tasks in one line (exit 2), which the table shows as such.
+agent-plan refuses workflows over 5,000 tasks in one line (exit 2), which the table shows as such.
 """
 
 from __future__ import annotations
