@@ -127,7 +127,8 @@ def test_a_workflow_over_the_planner_cap_is_refused_in_one_line_before_any_run(p
     pol = make_policy(policy)
     pol.preflight(_wide(MAX_PLAN_TASKS))  # at the cap: taken on
     big = _wide(MAX_PLAN_TASKS + 1)
-    want = f"{policy} plans at most {MAX_PLAN_TASKS:,} tasks (wide{MAX_PLAN_TASKS + 1} has {MAX_PLAN_TASKS + 1:,}); use agent-rules"
+    n = MAX_PLAN_TASKS + 1
+    want = f"{policy} plans at most {MAX_PLAN_TASKS:,} tasks (wide{n} has {n:,}); use agent-rules"
     with pytest.raises(PolicyError) as e:
         pol.preflight(big)
     assert str(e.value) == want

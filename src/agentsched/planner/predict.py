@@ -215,8 +215,8 @@ class Predictor:
 
 def _overlap_test(intervals: Sequence[tuple[float, float]]):
     """``overlaps(s, e)``: does some (a, b) of ``intervals`` meet s < b and a < e? Sorted starts and a
-    running max of ends answer it by bisection: testing every pair was quadratic (a minute a round
-    at 5,000 tasks)."""
+    running max of ends answer it by bisection: testing every pair was quadratic (most of a profiled
+    round at 5,000 tasks)."""
     ivs = sorted(intervals)
     firsts = [a for a, _ in ivs]
     max_end = list(itertools.accumulate((b for _, b in ivs), max))

@@ -150,7 +150,7 @@ def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: rand
     n = len(choices)
     while not book.exhausted:
         order = list(focus(key)) if focus is not None else []
-        focused = set(order)  # once per pass: a set per index was quadratic (20 s a round at 5,000 tasks)
+        focused = set(order)  # once per pass: a set per index was quadratic (10 s of a profiled round at 5,000 tasks)
         rest = [i for i in range(n) if i not in focused]
         rng.shuffle(order)
         rng.shuffle(rest)

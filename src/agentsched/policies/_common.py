@@ -40,8 +40,8 @@ class VramGuard:
             return True
         need = self.cards[task].vram_needed_mb
         # the admitted tasks that may overlap ``task``: admitted bits outside its related mask. Why:
-        # testing every admitted task was quadratic (a starpu plan of 10,000 tasks under a budget
-        # took minutes); this costs the overlapping ones only. Summed in admission order, as before.
+        # testing every admitted task made a plan quadratic in the GPU tasks under a budget; this
+        # costs the overlapping ones only. Summed in admission order, as before.
         free = self._mask & ~self.workflow.related_masks[task]
         ranks = []
         while free:
