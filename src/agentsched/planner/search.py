@@ -38,7 +38,7 @@ REPLAN_EVALS = 300  # a later decision's local search around the previous candid
 
 # Largest workflow the planner takes on. Why: every decision runs a few hundred discrete-event
 # predictions of the whole workflow, so a round costs ~tasks x 150 predicted task runs: 20 rounds x 5
-# runs of 5,000 tasks took 210 s on a 2-core machine, of 10,000 tasks ~28 s a round (over 9 minutes;
+# runs of 5,000 tasks took 210-232 s on a 2-core machine, of 10,000 tasks ~28 s a round (over 9 minutes;
 # docs/planner.md). Beyond it the planner is refused in one line, before any run.
 MAX_PLAN_TASKS = 5_000
 
