@@ -4,10 +4,13 @@ the caps is refused. Figures are printed, measured side by side in one run; noth
 
     python benchmarks/large_inputs.py [--tasks 5000] [--policies all-gpu,heft,agent-rules]
     python benchmarks/large_inputs.py --memory --tasks 10000 [--rounds 20 --repeats 5] [--policies ...]
+    python benchmarks/large_inputs.py --memory --tasks 2500,5000,10000   # and the MB per 1,000 tasks
 
 Target (issue 13): each command on 5,000 tasks within a few seconds.
 Target (issue 20): peak memory of `run` at 10,000 tasks <= 500 MB for every policy (or a clean refusal),
-and a YAML over the caps refused from its shape before it is built (seconds and MB, not minutes and GB).
+growing linearly with the tasks (with several --tasks sizes, the slope per policy is printed), and a
+YAML over the caps refused from its shape before it is built (seconds and MB, not minutes and GB).
+agent-plan refuses workflows over 5,000 tasks in one line (exit 2), which the table shows as such.
 """
 
 from __future__ import annotations
@@ -63,33 +66,61 @@ def timed_cli(*argv: str) -> tuple[float, int, str]:
     return time.perf_counter() - t0, code, last
 
 
-def peak_cli(*argv: str, timeout_s: float) -> tuple[float, int | None, float | None]:
-    """Seconds, exit code and peak RSS (MB) of one CLI command in its own process (None: timed out)."""
+def peak_cli(*argv: str, timeout_s: float) -> tuple[float, int | None, float | None, str]:
+    """Seconds, exit code, peak RSS (MB) and last stderr line of one CLI command in its own process
+    (code None: timed out)."""
     t0 = time.perf_counter()
     try:
         p = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return time.perf_counter() - t0, None, None
-    mark = [line.split() for line in p.stderr.splitlines() if line.startswith("@@")]
+        return time.perf_counter() - t0, None, None, ""
+    lines = p.stderr.strip().splitlines()
+    mark = [line.split() for line in lines if line.startswith("@@")]
+    last = ([line for line in lines if not line.startswith("@@")] or [""])[-1]
     if not mark:
-        return time.perf_counter() - t0, p.returncode, None
-    return time.perf_counter() - t0, int(mark[-1][1]), int(mark[-1][2]) / 1024
+        return time.perf_counter() - t0, p.returncode, None, last
+    return time.perf_counter() - t0, int(mark[-1][1]), int(mark[-1][2]) / 1024, last
 
 
-def memory_table(path: Path, policies: list[str], rounds: int, repeats: int, timeout_s: float) -> None:
-    """Peak memory of `run` per policy (and of `show`), each in a fresh process."""
+def memory_table(path: Path, policies: list[str], rounds: int, repeats: int, timeout_s: float) -> dict[str, float]:
+    """Peak memory of `run` per policy (and of `show`), each in a fresh process: {label: MB} of the
+    commands that finished with exit 0."""
     print(f"{'command':36s} {'seconds':>8s} {'peak MB':>8s} {'x target':>9s}  result")
     rows = [("show", ("show", str(path)))]
     rows += [(f"run {p} ({rounds}x{repeats})", ("run", str(path), "-p", p, "--rounds", str(rounds),
                                                  "--repeats", str(repeats), "--no-oracle")) for p in policies]
+    peaks: dict[str, float] = {}
     for label, argv in rows:
-        s, code, mb = peak_cli(*argv, timeout_s=timeout_s)
+        s, code, mb, last = peak_cli(*argv, timeout_s=timeout_s)
         if code is None:
             print(f"{label:36s} {s:8.1f} {'-':>8s} {'-':>9s}  timed out after {timeout_s:g} s")
             continue
         shown = "-" if mb is None else f"{mb:8.0f}"
         ratio = "-" if mb is None else f"{mb / TARGET_MB:9.2f}"
-        print(f"{label:36s} {s:8.1f} {shown:>8s} {ratio:>9s}  exit {code}")
+        print(f"{label:36s} {s:8.1f} {shown:>8s} {ratio:>9s}  exit {code}" + (f": {last[:90]}" if code else ""))
+        if code == 0 and mb is not None:
+            peaks[label] = mb
+    return peaks
+
+
+def slope_table(peaks: dict[int, dict[str, float]]) -> None:
+    """Peak MB per 1,000 tasks between the smallest and the largest size, per command; linear memory
+    shows as a slope that the middle size confirms (its peak near the straight line)."""
+    sizes = sorted(peaks)
+    lo, hi = sizes[0], sizes[-1]
+    print(f"\npeak MB by tasks ({', '.join(f'{n:,}' for n in sizes)}) and slope (MB per 1,000 tasks)")
+    for label in peaks[hi]:
+        if not all(label in peaks[n] for n in sizes):
+            continue
+        slope = (peaks[hi][label] - peaks[lo][label]) / (hi - lo) * 1000
+        line = " ".join(f"{peaks[n][label]:7.0f}" for n in sizes)
+        mids = [n for n in sizes if lo < n < hi]
+        off = ""
+        if mids:  # the middle size against the straight line through the ends
+            n = mids[0]
+            fit = peaks[lo][label] + slope * (n - lo) / 1000
+            off = f"  {n:,} tasks: {peaks[n][label] / fit:.2f}x the line"
+        print(f"{label:36s} {line}  slope {slope:6.1f}{off}")
 
 
 def parse_seconds(text: str, loader: type) -> float:
@@ -100,28 +131,36 @@ def parse_seconds(text: str, loader: type) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", type=int, default=5000)
+    ap.add_argument("--tasks", default="5000", help="tasks of the generated workflow; with --memory a comma list "
+                    "(e.g. 2500,5000,10000) measures each size and prints the slope")
     ap.add_argument("--policies", default="all-gpu,heft,agent-rules")
     ap.add_argument("--memory", action="store_true", help="peak memory of each command in its own process")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per command, with --memory")
     a = ap.parse_args()
-    rng = random.Random(0)
-    doc = make_workflow(a.tasks, rng)
+    sizes = [int(n) for n in a.tasks.split(",")]
+    if len(sizes) > 1 and not a.memory:
+        ap.error("several --tasks sizes need --memory")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "large.yaml"
-        text = yaml.safe_dump(doc)
-        path.write_text(text)
-        print(f"workflow: {a.tasks:,} tasks, {len(doc['edges']):,} edges, {len(text) / 2**20:.2f} MiB YAML "
-              f"(caps: {MAX_TASKS:,} tasks, {MAX_EDGES:,} edges)")
+        peaks: dict[int, dict[str, float]] = {}
+        for n_tasks in sizes:
+            doc = make_workflow(n_tasks, random.Random(0))
+            text = yaml.safe_dump(doc)
+            path.write_text(text)
+            print(f"workflow: {n_tasks:,} tasks, {len(doc['edges']):,} edges, {len(text) / 2**20:.2f} MiB YAML "
+                  f"(caps: {MAX_TASKS:,} tasks, {MAX_EDGES:,} edges)")
+            if a.memory:
+                peaks[n_tasks] = memory_table(path, a.policies.split(","), a.rounds, a.repeats, a.timeout_s)
         if a.memory:
-            memory_table(path, a.policies.split(","), a.rounds, a.repeats, a.timeout_s)
+            if len(sizes) > 1:
+                slope_table(peaks)
             over = Path(tmp) / "over.yaml"  # 15.5 MB of tasks: 650,000, far over the task cap
             with over.open("w") as f:
                 f.write("name: over\ntasks:\n")
                 f.writelines(f"  T{i}: {{tool: clip}}\n" for i in range(650_000))
-            s, code, mb = peak_cli("show", str(over), timeout_s=a.timeout_s)
+            s, code, mb, _ = peak_cli("show", str(over), timeout_s=a.timeout_s)
             print(f"{'refuse a 15.5 MB YAML of 650k tasks':36s} {s:8.1f} {mb or 0:8.0f} {'':9s}  exit {code}")
             return
         print(f"{'step':36s} {'seconds':>8s} {'x target':>9s}  result")

@@ -190,3 +190,15 @@ def test_run_command_switches_the_stream(flag, serve, cli, tmp_path):
     # every request the server got (the preflight aside) carried the block only when on
     asked = [b["messages"][-1]["content"] for b in server.requests if len(b.get("messages", [])) > 1]
     assert len(asked) == 2 and all((HEADER in u) is on for u in asked)
+
+
+def test_predictions_refuse_a_workflow_over_the_planner_cap():
+    from agentsched.model.workflow import Workflow
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    big = Workflow(name="wide", tasks={f"T{i}": "clip" for i in range(MAX_PLAN_TASKS + 1)})
+    with pytest.raises(PolicyError, match=r"model-prediction stream .* plans at most .*; turn predictions off"):
+        AgentPolicy("rules", predictions=True).preflight(big)
+    with pytest.raises(PolicyError, match="turn predictions off"):  # also without a preflight
+        run_loop(big, AgentPolicy("rules", predictions=True), SimTestbed(), rounds=1, repeats=1)
+    AgentPolicy("rules").preflight(big)  # without predictions: no cap

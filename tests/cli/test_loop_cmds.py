@@ -468,3 +468,28 @@ def test_run_regret_of_a_never_feasible_policy_is_na(cli, tmp_path):
     assert code == 0, err
     assert out.splitlines()[-1] == ("match 0/2, first oracle-equivalent round never, executions 2 (0 probes, "
                                     "2 infeasible), regret n/a (never feasible)")
+
+
+def test_run_agent_plan_over_its_task_cap_is_one_line_before_the_work(tmp_path, no_loop, cli):
+    import yaml
+
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    n = MAX_PLAN_TASKS + 1
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump({"name": "big", "tasks": {f"T{i}": "clip" for i in range(n)}}))
+    code, out, err = cli("run", str(big), "-p", "agent-plan", "--no-oracle")
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: agent-plan plans at most {MAX_PLAN_TASKS:,} tasks (big has {n:,}); use agent-rules"
+
+
+def test_run_without_a_policy_beyond_the_planner_cap_runs_agent_rules(tmp_path, cli):
+    import yaml
+
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump({"name": "big", "tasks": {f"T{i}": "web_search" for i in range(MAX_PLAN_TASKS + 1)}}))
+    code, out, err = cli("run", str(big), "--rounds", "1", "--repeats", "1", "--no-oracle")
+    assert code == 0, err
+    assert "policy agent-rules," in out

@@ -145,3 +145,34 @@ def test_endless_run_has_no_round_count_and_stops_when_the_caller_stops_it(make_
     with pytest.raises(Stop):
         run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=None, repeats=1, on_round=on_round)
     assert seen == [None]
+
+
+class Watching(Scripted):
+    """A Scripted policy that notes what its observe() saw of each execution's timeline."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen_spans: list[int] = []
+
+    def observe(self, result):
+        self.seen_spans += [len(x.spans) for x in result.executions]
+        return super().observe(result)
+
+
+def test_records_keep_figures_not_timelines_after_the_policy_observed_them(make_workflow, no_contention):
+    wf = make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}, "b": {"cpu_ms": 5, "gpu_ms": 20}},
+                       {"A": "a", "B": "b"}, edges=[("A", "B")])
+    tb = SimTestbed(world=no_contention, noise_sigma=0.0)
+    pol = Watching([{"A": G, "B": C}, {"A": C, "B": C}], probe_on_observe=[{"A": G, "B": G}])
+    run = run_loop(wf, pol, tb, rounds=2, repeats=3)
+    assert pol.seen_spans == [2] * 6  # the policy saw every task's span of every run
+    for rec in run.records:
+        runs = rec.result.executions
+        assert all(x.spans == () and x.vram_timeline == () for x in (*runs, *rec.probes))
+        assert all(x.mapping is rec.result.mapping for x in runs)  # one mapping per round, not a copy per run
+        assert [p.mapping for p in rec.probes] == [{"A": G, "B": G}]
+    # what metrics, reports and history read is all still there
+    assert [x.e2e_ms for x in run.records[0].result.executions] == [15.0] * 3
+    assert [x.e2e_ms for x in run.records[1].probes] == [30.0]
+    m = run_metrics(run, oracle_view(wf, reference_oracle(wf, tb)))
+    assert (m.executions, m.probes, m.best_round, m.best_e2e_ms) == (8, 2, 0, 15.0)

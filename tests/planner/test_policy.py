@@ -112,3 +112,35 @@ def test_endless_run_probes_within_a_per_round_allowance():
                  on_round=on_round)
     assert [(r, a) for r, a, _ in budgets] == [(0, 2), (1, 4), (2, 6), (3, 8)]  # 0.4 x 5 per round
     assert all(used <= allowed for _, allowed, used in budgets)
+
+
+def _wide(n_tasks: int):
+    from agentsched.model.workflow import Workflow
+
+    return Workflow(name=f"wide{n_tasks}", tasks={f"T{i}": "clip" for i in range(n_tasks)})
+
+
+@pytest.mark.parametrize("policy", ["agent-plan", "agent-plan-cold"])
+def test_a_workflow_over_the_planner_cap_is_refused_in_one_line_before_any_run(policy):
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    pol = make_policy(policy)
+    pol.preflight(_wide(MAX_PLAN_TASKS))  # at the cap: taken on
+    big = _wide(MAX_PLAN_TASKS + 1)
+    n = MAX_PLAN_TASKS + 1
+    want = f"{policy} plans at most {MAX_PLAN_TASKS:,} tasks (wide{n} has {n:,}); use agent-rules"
+    with pytest.raises(PolicyError) as e:
+        pol.preflight(big)
+    assert str(e.value) == want
+
+    class Counting(SimTestbed):
+        runs = 0
+
+        def run(self, *a, **k):
+            Counting.runs += 1
+            return super().run(*a, **k)
+
+    with pytest.raises(PolicyError, match="plans at most"):  # run_loop without a preflight: refused in reset
+        run_loop(big, make_policy(policy), Counting(), rounds=1, repeats=1)
+    assert Counting.runs == 0
+

@@ -74,3 +74,22 @@ def test_missing_estimate_is_one_line_error():
     params.pop(wf.task_ids[0])
     with pytest.raises(PolicyError, match="no estimate for task"):
         Predictor(wf, params)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_focus_overlap_test_equals_comparing_every_pair(seed):
+    """critical_focus keeps the GPU tasks whose run meets a critical GPU task's; the bisection over
+    sorted starts and running max ends must say what testing every pair says (ties and empty runs too)."""
+    from agentsched.planner.predict import _overlap_test
+
+    rng = random.Random(seed)
+
+    def interval():
+        a = rng.choice([0.0, 10.0, rng.uniform(0, 100)])
+        return a, a + rng.choice([0.0, 5.0, rng.uniform(0, 50)])
+
+    path = [interval() for _ in range(rng.randint(0, 12))]
+    overlaps = _overlap_test(path)
+    for _ in range(300):
+        s, e = interval()
+        assert overlaps(s, e) == any(s < b and a < e for a, b in path)

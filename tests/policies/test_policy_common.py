@@ -29,6 +29,19 @@ def test_guard_ignores_tasks_ordered_by_a_path(make_workflow):
     assert g.fits("B")
 
 
+def test_guard_counts_exactly_the_admitted_tasks_that_may_overlap(make_workflow):
+    # A -> B -> C, and D apart: D may run beside each of A, B, C; C beside D only
+    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 400}}, {"A": "a", "B": "a", "C": "a", "D": "a"},
+                       edges=[("A", "B"), ("B", "C")], budget=800)
+    g = VramGuard(wf, wf.task_cards)
+    g.admit("A")
+    g.admit("A")  # admitted once however often it is said: D fits beside A's 400 alone
+    assert g.fits("D")
+    g.admit("B")
+    assert g.fits("C")  # its ancestors never run beside it
+    assert not g.fits("D")  # A and B may each run beside D: the guard counts both (400 + 400 + 400 > 800)
+
+
 def test_guard_without_budget_admits_everything(make_workflow):
     wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 10**6}}, {"A": "a", "B": "a"})
     g = VramGuard(wf, wf.task_cards)

@@ -119,3 +119,17 @@ def test_options_are_read_from_the_constructor_signature(monkeypatch):
     assert make_policy("ucb1", alpha=3.0).alpha == 3.0
     with pytest.raises(PolicyError, match=r"^policy ucb1 takes no option 'exploration' \(options: alpha, beta\)$"):
         make_policy("ucb1", exploration=1.0)
+
+
+def test_the_default_policy_beyond_the_planner_cap_is_agent_rules():
+    from agentsched.model.workflow import Workflow
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    def wide(n, tool="clip"):
+        return Workflow(name="wide", tasks={f"T{i}": tool for i in range(n)})
+
+    assert registry.default_policy(wide(MAX_PLAN_TASKS)) == "agent-plan"
+    assert registry.default_policy(wide(MAX_PLAN_TASKS + 1)) == "agent-rules"
+    unprofiled = "tests.support.echo_tool:Echo"  # a user tool without a card: cold start
+    assert registry.default_policy(wide(MAX_PLAN_TASKS, unprofiled)) == "agent-plan-cold"
+    assert registry.default_policy(wide(MAX_PLAN_TASKS + 1, unprofiled)) == "agent-rules-cold"

@@ -51,3 +51,15 @@ def test_oom_spans_give_no_samples(make_workflow, no_contention):
     # the VRAM guard keeps StarPU itself feasible: A GPU, B CPU
     assert run.rounds[0].mapping == {"A": G, "B": C}
     assert pol.history == {("a", "gpu"): (20.0, 2), ("a", "cpu"): (10000.0, 2)}
+
+
+def test_tasks_are_planned_in_ready_order_then_file_order(make_workflow, make_context):
+    # host-only tools: everything on the CPU. D (second in the file) is ready at 100 ms, after A;
+    # C (last) at 10 ms, after B: dmda takes them by ready time, ties (A, B at 0) by file order
+    wf = make_workflow({"slow": {"cpu_ms": 100, "gpu_ms": None}, "fast": {"cpu_ms": 10, "gpu_ms": None}},
+                       {"A": "slow", "D": "fast", "B": "fast", "C": "fast"}, edges=[("A", "D"), ("B", "C")])
+    pol = make_policy("starpu")
+    pol.reset(make_context(wf))
+    plan = pol.plan()
+    assert list(plan) == ["A", "B", "C", "D"]
+    assert [(plan[t].start_ms, plan[t].finish_ms) for t in plan] == [(0, 100), (0, 10), (10, 20), (100, 110)]

@@ -22,10 +22,12 @@ import numpy as np
 
 from agentsched.planner.policy import PlanPolicy
 from agentsched.planner.predict import Predictor
+from agentsched.planner.search import check_plan_size
 from agentsched.agent.view import ModelPredictions, PredictedMapping
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import MappingT
+from agentsched.model.workflow import Workflow
 from agentsched.policies.base import PolicyContext
 
 TOP_K = 3  # candidates shown: enough to compare, few enough not to read as a menu
@@ -51,8 +53,14 @@ class Forecaster:
         self.executions = 0  # executions fed so far
         self._cached: tuple[int, ModelPredictions] | None = None
 
+    @staticmethod
+    def check(workflow: Workflow) -> None:
+        """One-line ``PolicyError`` for a workflow larger than the planner's model takes on."""
+        check_plan_size(workflow, "the model-prediction stream (agent-plan's model)", "turn predictions off")
+
     def reset(self, ctx: PolicyContext) -> None:
         """A new run: a fresh model from the cards (warm) or the tags (cold)."""
+        self.check(ctx.workflow)
         own = replace(ctx, rng=random.Random(ctx.rng.getrandbits(64)), probe=_refuse_probe,
                       probe_allowed=lambda: False)
         self.planner.reset(own)

@@ -139,7 +139,10 @@ class AgentPolicy(Policy):
         return run
 
     def preflight(self, workflow: Workflow) -> None:
-        """The reasoner's check (one cheap request to an LLM endpoint; nothing for the rules)."""
+        """The reasoner's check (one cheap request to an LLM endpoint; nothing for the rules), and
+        with predictions on, that the planner's model takes on a workflow this large."""
+        if self.forecaster is not None:
+            self.forecaster.check(workflow)
         self.reasoner.preflight()
 
     def close(self) -> None:

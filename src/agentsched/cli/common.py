@@ -58,7 +58,8 @@ def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    json.dump(obj, sys.stdout, indent=2)  # streamed, as write_json: a large run's text is never whole
+    sys.stdout.write("\n")
 
 
 def positive(name: str, value: int) -> int:

@@ -89,9 +89,12 @@ def prepare_output_dir(path: str | Path, flag: str = "--out") -> Path:
 
 
 def write_json(path: str | Path, doc: Any, indent: int = 1) -> None:
-    """Write ``doc`` as JSON (one-line error when the write fails after all)."""
+    """Write ``doc`` as JSON (one-line error when the write fails after all). Streamed: the whole text
+    at once was 600 MB of chunks beside an 80 MB document (a 10,000-task run)."""
     try:
-        Path(path).write_text(json.dumps(doc, indent=indent) + "\n")
+        with Path(path).open("w") as f:
+            json.dump(doc, f, indent=indent)
+            f.write("\n")
     except OSError as e:
         raise AgentschedError(f"cannot write {path}: {_reason(e)}") from None
 

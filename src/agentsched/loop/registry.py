@@ -116,7 +116,13 @@ def baseline_policies() -> list[str]:
 def default_policy(workflow: Any) -> str:
     """The policy a workflow runs under when none is named (run, invoke, Runtime, GraphRuntime):
     ``agent-plan`` where every task has a profile card, ``agent-plan-cold`` where some have none
-    (user tools not profiled yet): the planner then starts from tool names and tags."""
+    (user tools not profiled yet): the planner then starts from tool names and tags. Beyond the
+    planner's task cap (``planner.search.MAX_PLAN_TASKS``, which it refuses) ``agent-rules``
+    (``agent-rules-cold``) instead."""
+    from agentsched.planner.search import MAX_PLAN_TASKS
+
+    if len(workflow.tasks) > MAX_PLAN_TASKS:
+        return (PolicyName.AGENT_RULES_COLD if workflow.unprofiled else PolicyName.AGENT_RULES).value
     return (PolicyName.AGENT_PLAN_COLD if workflow.unprofiled else PolicyName.AGENT_PLAN).value
 
 

@@ -25,7 +25,10 @@ from agentsched.testbeds.base import Testbed
 
 @dataclass
 class RoundRecord:
-    """A round plus what the policy said about it."""
+    """A round plus what the policy said about it.
+
+    Its executions (the round's runs and the probes) are kept slim (``slim_execution``): the policy
+    observed their per-task timelines, the record keeps their figures only."""
 
     result: RoundResult  # the measured round
     # probe executions the policy ran for this round: while proposing it (before its runs; for
@@ -104,6 +107,18 @@ def _lean(x: Execution) -> Execution:
     outputs go to the caller (the runtime hands them over before the loop sees the execution) and
     are never kept in records (a long run would hold every output of every invocation)."""
     return dataclasses.replace(x, outputs={}) if x.outputs else x
+
+
+def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
+    """``x`` as a round record keeps it once the policy has observed it: status, mapping, E2E,
+    elapsed time, peak VRAM, message and extra (what metrics, reports, journals and ``history`` read),
+    without the per-task spans and the VRAM curve. Why: on a 10,000-task workflow those are 10,000
+    spans per execution, and a 20-round run kept over a million of them (most of its memory).
+    ``mapping``: the round's mapping, shared by its runs instead of a copy each when equal."""
+    shared = mapping if mapping is not None and x.mapping == mapping else x.mapping
+    if not x.spans and not x.vram_timeline and shared is x.mapping:
+        return x
+    return dataclasses.replace(x, spans=(), vram_timeline=(), mapping=shared)
 
 
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
@@ -189,8 +204,11 @@ def run_loop(
         counter["n"] += len(execs)
         result = summarize_runs(workflow, mapping, execs, i, counter["n"])
         evidence = policy.observe(result)
-        # probes from reset/propose (before the runs) and from observe (after) all belong here
-        record = RoundRecord(result, tuple(pending_probes), dict(proposal.info), evidence, counter["n"])
+        # probes from reset/propose (before the runs) and from observe (after) all belong here;
+        # the policy has seen the timelines: the record keeps the figures (slim_execution)
+        slim = dataclasses.replace(result, executions=tuple(slim_execution(x, mapping) for x in execs))
+        record = RoundRecord(slim, tuple(slim_execution(x) for x in pending_probes), dict(proposal.info),
+                             evidence, counter["n"])
         pending_probes.clear()
         run.add(record)
         if on_round is not None:

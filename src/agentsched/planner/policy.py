@@ -40,6 +40,7 @@ from agentsched.planner.search import (
     SMALL_TASKS,
     Key,
     SearchResult,
+    check_plan_size,
     draws_and_candidates,
     eval_budget,
     rescore,
@@ -51,7 +52,7 @@ from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import format_mapping
 from agentsched.model.options import STARTS
-from agentsched.model.workflow import Mode
+from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
 
 DEFAULT_PROBE_FRACTION = 0.1
@@ -89,8 +90,12 @@ class PlanPolicy(Policy):
     def label(self) -> str:
         return "agent-plan" + ("-cold" if self.start == "cold" else "")
 
+    def preflight(self, workflow: Workflow) -> None:
+        check_plan_size(workflow, self.label)
+
     # ---- state -------------------------------------------------------------------------------
     def reset(self, ctx: PolicyContext) -> None:
+        check_plan_size(ctx.workflow, self.label)  # also for callers that skip the preflight
         super().reset(ctx)
         wf = ctx.workflow
         self.warm = self.start == "warm"

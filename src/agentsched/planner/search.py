@@ -21,7 +21,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentsched.model.workflow import Mode
+from agentsched.errors import PolicyError
+from agentsched.model.workflow import Mode, Workflow
 
 Key = tuple[Mode, ...]
 Evaluate = Callable[[Key], float | None]
@@ -33,6 +34,20 @@ MAX_STALE_KICKS = 30  # the local search ends after this many perturbations that
 
 SMALL_TASKS = 12  # up to here the search and the value estimate get a generous budget
 REPLAN_EVALS = 300  # a later decision's local search around the previous candidates (small workflows)
+
+
+# Largest workflow the planner takes on. Why: every decision runs a few hundred discrete-event
+# predictions of the whole workflow, so a round costs ~tasks x 150 predicted task runs: 20 rounds x 5
+# runs of 5,000 tasks took 210-232 s on a 2-core machine, of 10,000 tasks ~28 s a round (over 9 minutes;
+# docs/planner.md). Beyond it the planner is refused in one line, before any run.
+MAX_PLAN_TASKS = 5_000
+
+
+def check_plan_size(workflow: Workflow, who: str = "agent-plan", instead: str = "use agent-rules") -> None:
+    """One-line ``PolicyError`` when ``workflow`` has more tasks than the planner takes on."""
+    n = len(workflow.tasks)
+    if n > MAX_PLAN_TASKS:
+        raise PolicyError(f"{who} plans at most {MAX_PLAN_TASKS:,} tasks ({workflow.name} has {n:,}); {instead}")
 
 
 def eval_budget(n_tasks: int) -> int:
@@ -135,7 +150,8 @@ def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: rand
     n = len(choices)
     while not book.exhausted:
         order = list(focus(key)) if focus is not None else []
-        rest = [i for i in range(n) if i not in set(order)]
+        focused = set(order)  # once per pass: a set per index was quadratic (10 s of a profiled round at 5,000 tasks)
+        rest = [i for i in range(n) if i not in focused]
         rng.shuffle(order)
         rng.shuffle(rest)
         improved = False
