@@ -15,22 +15,28 @@ from tests.service.test_api import _wait_in_flight
 WORKFLOWS = ROOT / "tests" / "service" / "workflows"
 
 
-def test_sigterm_drains_in_flight_and_refuses_new(start_server, tmp_path):
-    db = tmp_path / "d.db"
-    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "60", "--round-size", "4"],
-                          cwd=WORKFLOWS)
+def _sleepers(server, n: int, seconds: float) -> tuple[list[threading.Thread], list[httpx.Response]]:
+    """``n`` clients each posting one ``sleepy`` invocation of ``seconds``; their answers, as they come."""
     answers: list[httpx.Response] = []
     lock = threading.Lock()
 
     def call() -> None:
         with server.client() as c:
-            r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 2}})
+            r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": seconds}})
         with lock:
             answers.append(r)
 
-    threads = [threading.Thread(target=call) for _ in range(4)]
+    threads = [threading.Thread(target=call) for _ in range(n)]
     for t in threads:
         t.start()
+    return threads, answers
+
+
+def test_sigterm_drains_in_flight_and_refuses_new(start_server, tmp_path):
+    db = tmp_path / "d.db"
+    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "60", "--round-size", "4"],
+                          cwd=WORKFLOWS)
+    threads, answers = _sleepers(server, 4, 2)
     with server.client() as c:
         _wait_in_flight(c, 4)
         server.proc.send_signal(signal.SIGTERM)
@@ -85,18 +91,7 @@ def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_serve
     server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "1", "--round-size", "4"], cwd=WORKFLOWS)
     with server.client() as c:
         done = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0}}).json()
-    answers: list[httpx.Response] = []
-    lock = threading.Lock()
-
-    def call() -> None:  # a tool far longer than the test's waits: only the cut can answer it
-        with server.client() as c:
-            r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3600}})
-        with lock:
-            answers.append(r)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for t in threads:
-        t.start()
+    threads, answers = _sleepers(server, 2, 3600)  # far longer than the test's waits: only the cut answers
     with server.client() as c:
         _wait_in_flight(c, 2)
     assert server.stop() == 0  # exits without waiting for the abandoned tools
