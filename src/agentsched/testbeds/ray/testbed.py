@@ -40,6 +40,10 @@ class ConcurrentResult:
 class RayTestbed(Driver):
     """The ray testbed: the driver over a ``RayBackend`` on a local instance or a running cluster."""
 
+    # Runtime: runs may overlap. A run that starts while another is in progress takes a driver of
+    # its own over the one cluster (as ``run_concurrent``'s invocations do), kept for later overlaps.
+    concurrent_runs = True
+
     def __init__(
         self,
         *,
@@ -76,6 +80,9 @@ class RayTestbed(Driver):
                                 vram_mb=vram_mb, timeout_s=timeout_s, torch_threads=torch_threads,
                                 tool_factory=tool_factory)
         super().__init__(RayBackend(self.cluster))
+        self._drivers_lock = threading.Lock()
+        self._busy = False  # this driver runs one now
+        self._spare: list[Driver] = []  # idle drivers for overlapping runs (their backends share the cluster)
 
     @property
     def size(self) -> str:
@@ -113,8 +120,23 @@ class RayTestbed(Driver):
 
     def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
             inputs: Mapping[str, Any] | None = None) -> Execution:
-        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own)."""
-        return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
+        """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own); a run
+        that overlaps one in progress runs on a driver of its own (``concurrent_runs``)."""
+        mapping = validate_mapping(workflow, mapping)
+        with self._drivers_lock:
+            driver: Driver | None = None if not self._busy else (self._spare.pop() if self._spare
+                                                                  else Driver(RayBackend(self.cluster)))
+            self._busy = self._busy or driver is None
+        try:
+            if driver is None:
+                return super().run(workflow, mapping, rng=rng, inputs=inputs)
+            return driver.run(workflow, mapping, rng=rng, inputs=inputs)
+        finally:
+            with self._drivers_lock:
+                if driver is None:
+                    self._busy = False
+                else:
+                    self._spare.append(driver)
 
     def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
                        inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None
