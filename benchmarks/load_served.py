@@ -1,6 +1,7 @@
 """The stream of ``agentsched load`` against a real ``agentsched serve`` (issue 19 item 5), side by side.
 
     python benchmarks/load_served.py [--quick] [--duration-s 120] [--seeds 3] [--time-scale 10]
+                                     [--policy oracle-static|agentsched | --unpinned]
 
 Mix: S1-S13. Machine, on both sides: one GPU with an 8192 MB VRAM budget, 16 CPU slots, the default
 world (a5500), noise sigma 0.03. Loads 0.3 and 0.6 of the mix's capacity (the definition of
@@ -15,7 +16,10 @@ percentiles over the completed invocations of every seed pooled, as ``agentsched
   arrival's due time, x the time scale (simulated ms).
 
 The same policy on both sides: oracle-static (each workflow's isolated oracle mapping, applied to
-every invocation, no admission). The service's default policy (agent-plan, learning by rounds)
+every invocation, no admission), or with ``--policy agentsched`` the load-aware planner: simulated,
+``agentsched load``'s ``agentsched``; served, ``serve --placement live`` (each task placed when it
+becomes ready over the shared machine's live state), one fresh server per stream (the planner
+learns as it goes: each stream starts it cold on both sides). The service's default policy (agent-plan, learning by rounds)
 has no stream-simulator counterpart to compare with; ``--unpinned`` serves under it anyway,
 against the same simulated oracle-static figures, to show what its rounds add (not a like-for-like
 comparison: the ratios then measure the policy's difference too).
@@ -47,16 +51,16 @@ MIX = tuple(f"S{i}" for i in range(1, 14))
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
 LOADS = (0.3, 0.6)
 TOLERANCE = 0.15
-POLICY = "oracle-static"
+POLICIES = ("oracle-static", "agentsched")
 
 
-def start_server(db: Path, time_scale: float) -> tuple[subprocess.Popen, str]:
+def start_server(db: Path, time_scale: float, live: bool) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` of the mix on the shared real-time simulator (a free port on 127.0.0.1)."""
     from serve_load import launch  # benchmarks/serve_load.py: a real server process
 
     return launch([*MIX, "--store", str(db), "--testbed", "sim", "--realtime", "--time-scale", str(time_scale),
                    "--vram-budget-mb", str(MACHINE.vram_budget_mb), "--cpu-slots", str(MACHINE.cpu_slots),
-                   "--max-concurrency", "100000"])
+                   "--max-concurrency", "100000", *(["--placement", "live"] if live else [])])
 
 
 def pin(url: str, oracle: dict) -> None:
@@ -67,13 +71,13 @@ def pin(url: str, oracle: dict) -> None:
                 raise SystemExit(f"pinning {name} failed: HTTP {r.status_code} {r.text[:200]}")
 
 
-def simulated(wfs: list, streams: list, oracle: dict) -> dict:
+def simulated(wfs: list, streams: list, oracle: dict, policy: str) -> dict:
     """The stream simulator's percentiles over every seed's stream (pooled) and its oom count."""
     lat: list[float] = []
     oom = 0
     for seed, arrivals in enumerate(streams):
         # the service's rule: a gpu_now task waits for VRAM other invocations hold (never an oom they cause)
-        res = run_stream(wfs, arrivals, make_decider(POLICY, oracle), **MACHINE.kwargs(seed), gpu_now_waits=True)
+        res = run_stream(wfs, arrivals, make_decider(policy, oracle), **MACHINE.kwargs(seed), gpu_now_waits=True)
         lat += res.latencies_ms()
         oom += res.count("oom")
     return {"p50": percentile(lat, 0.5), "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99), "oom": oom}
@@ -102,33 +106,43 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=120.0, help="simulated seconds per stream")
     ap.add_argument("--seeds", type=int, default=3, help="streams per load (pooled)")
     ap.add_argument("--time-scale", type=float, default=10.0, help="simulated ms per wall ms")
+    ap.add_argument("--policy", choices=POLICIES, default="oracle-static", help="the policy on both sides")
     ap.add_argument("--unpinned", action="store_true", help="serve under the service's default policy (agent-plan)")
     args = ap.parse_args()
+    if args.unpinned and args.policy != "oracle-static":
+        ap.error("--unpinned compares agent-plan served with oracle-static simulated: no --policy")
     duration_s, seeds = (60.0, 1) if args.quick else (args.duration_s, args.seeds)
     wfs = [resolve_workflow(n) for n in MIX]
     names = [wf.name for wf in wfs]
     oracle = oracle_mappings(wfs, MACHINE.world)
     capacity, _ = capacity_per_s(wfs, MACHINE, oracle, min(CAPACITY_DURATION_S,
                                                           max(MIN_CAPACITY_DURATION_S, duration_s)))
-    policies = f"{POLICY} simulated, agent-plan served" if args.unpinned else f"{POLICY} on both sides"
+    live = args.policy == "agentsched"
+    policies = f"{args.policy} simulated, agent-plan served" if args.unpinned else f"{args.policy} on both sides"
     print(f"mix S1-S13, capacity {capacity:.3f}/s, {policies}, {seeds} stream(s) of "
           f"{duration_s:g} simulated s per load, served at {args.time_scale:g}x")
     met: list[bool] = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(Path(tmp) / "served.db", args.time_scale)
-        try:
-            if not args.unpinned:
-                pin(url, oracle)
-            for load in LOADS:
-                streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed)
-                           for seed in range(seeds)]
-                shots = [shot for arrivals in streams
-                         for shot in run_against(url, arrivals, names, time_scale=args.time_scale)]
-                met += compare(load, simulated(wfs, streams, oracle), summarize_shots(shots))
-        finally:
-            proc.terminate()
-            proc.wait(60)
+        for load in LOADS:
+            streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed) for seed in range(seeds)]
+            # a stateful planner starts cold on each stream, as the simulated side does
+            shots = [shot for i, arrivals in enumerate(streams)
+                     for shot in serve_stream(Path(tmp) / f"served-{load}-{i}.db", arrivals, names, args, oracle, live)]
+            met += compare(load, simulated(wfs, streams, oracle, args.policy), summarize_shots(shots))
     print(f"\n{sum(met)} of {len(met)} met (served percentile within {TOLERANCE:.0%} of the simulated one)")
+
+
+def serve_stream(db: Path, arrivals: list, names: list[str], args: argparse.Namespace, oracle: dict,
+                 live: bool) -> list:
+    """One stream against a fresh server: pinned to the oracle mappings, placing live, or unpinned."""
+    proc, url = start_server(db, args.time_scale, live)
+    try:
+        if not (live or args.unpinned):
+            pin(url, oracle)
+        return run_against(url, arrivals, names, time_scale=args.time_scale)
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ def serve_cmd(
     vram_budget_mb: Optional[float] = typer.Option(None, "--vram-budget-mb", help="--realtime: the shared GPU's "
                                                    "VRAM budget (default: the smallest the workflows name; none if "
                                                    "none)"),
+    placement: str = typer.Option("policy", "--placement", help="policy: each workflow's policy picks a mapping "
+                                  "per invocation; live (--realtime): each task placed when ready by the "
+                                  "load-aware planner over the shared machine's live state"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the bearer token clients "
                                               "must send (Authorization: Bearer TOKEN)"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),
@@ -51,7 +54,7 @@ def serve_cmd(
     token = read_token(token_file) if token_file is not None else None
     spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
     config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime,
-                           time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy,
+                           time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy, placement=placement,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)
     raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level,

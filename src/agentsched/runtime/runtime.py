@@ -69,7 +69,7 @@ class InvokeResult:
     status: Status  # ok, error (a tool raised) or oom
     message: str  # the one-line error ("" when ok)
     invocation_id: int | None  # its id in the store (None without a store)
-    kind: str = "round"  # "round" (the round's mapping) or "probe" (a what-if of the monitor)
+    kind: str = "round"  # "round" (the round's mapping), "probe" (a what-if of the monitor), "pinned", "live"
     round: int = 0  # the round it belongs to
 
     @property
@@ -323,11 +323,15 @@ class Runtime:
             status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=round_index)
 
     def _invoke_pinned(self, mapping: dict[str, Mode], inputs: dict[str, Any]) -> InvokeResult:
-        x = self._execute(mapping, inputs, None)
+        return self.record(self._execute(mapping, inputs, None), "pinned")
+
+    def record(self, x: Execution, kind: str) -> InvokeResult:
+        """Keep an execution run outside the learner's rounds (a pinned run; a live-placed one of the
+        service) in the store, outside the learner's sequence, and answer it."""
         invocation_id = None
         if self.store is not None and self.learner_id is not None:
-            invocation_id, _ = self.store.append(self.learner_id, None, "pinned", None, x)
-        return self._result(x, invocation_id, "pinned", self.policy.round)
+            invocation_id, _ = self.store.append(self.learner_id, None, kind, None, x)
+        return self._result(x, invocation_id, kind, self.policy.round)
 
     def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
         if self.store is None or self.learner_id is None or self.diverged_at is not None:

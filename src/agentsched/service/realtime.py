@@ -15,6 +15,12 @@ The start rules are the stream's with the service's rule for ``gpu_now`` (``gpu_
 co-scheduling never causes an oom (an invocation is ``oom`` only when its own mapping would be,
 run alone); ``gpu_queue`` waits in the shared queue for its VRAM; a ``cpu`` task waits for a free slot. The world stays in here: a
 policy sees the ``Execution`` of its own invocation only (its spans, times relative to its arrival).
+
+Live placement (``decider``, ``serve --placement live``): a run that arrives with an empty mapping
+has each task placed when it becomes ready by a stream decider over the machine's live state (the
+load-aware planner, ``planner/load.py``, as in ``agentsched load``), which also decides whether
+the invocation starts now or waits at the door; a run that brings a mapping (a pinned one) still
+runs it as brought.
 """
 
 from __future__ import annotations
@@ -72,12 +78,16 @@ class SharedMachine:
     """One simulated machine for every served workflow, in scaled real time (module docstring)."""
 
     def __init__(self, workflows: Sequence[Workflow], spec: TestbedSpec, *, vram_budget_mb: float | None,
-                 time_scale: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 time_scale: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 decider: StreamDecider | None = None) -> None:
         if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale) and time_scale > 0):
             raise TestbedError(f"time scale must be a finite number > 0, got {time_scale!r}")
         self.time_scale = float(time_scale)  # simulated ms per wall ms
         self.cpu_slots = spec.cpu_slots or DEFAULT_CPU_SLOTS
-        self.sim = _RecordingSim(list(workflows), (), _BroughtMapping(), vram_budget_mb=vram_budget_mb,
+        # why a late-binding decider still runs a brought mapping: the stream simulator asks it only
+        # for the tasks an invocation arrived without (model/live.py)
+        self.live_placement = decider is not None
+        self.sim = _RecordingSim(list(workflows), (), decider or _BroughtMapping(), vram_budget_mb=vram_budget_mb,
                                  cpu_slots=self.cpu_slots, noise_sigma=spec.noise_sigma or 0.0, seed=spec.seed,
                                  world=spec.world, gpu_now_waits=True)
         self.sim.begin()
@@ -110,10 +120,14 @@ class SharedMachine:
 
     # ---- runs -----------------------------------------------------------------------------------
     def run(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution:
-        """One invocation of ``workflow`` under ``mapping``, arriving now; returns when it ended."""
+        """One invocation of ``workflow`` under ``mapping``, arriving now; returns when it ended. With
+        live placement an empty ``mapping`` leaves every task to the decider."""
         index = self._index.get(workflow.name)
         if index is None:
             raise TestbedError(f"workflow {workflow.name} is not one the shared machine was built for")
+        if not mapping and not self.live_placement:
+            raise TestbedError(f"no mapping for workflow {workflow.name}, and the shared machine places no task "
+                               "itself (live placement is off)")
         with self._cond:
             self._catch_up()
             inv = self.sim.arrive(index, dict(mapping))

@@ -6,7 +6,11 @@ different workflows run at once; within a workflow, the runtime runs a round's i
 one VRAM budget, the smallest any served workflow declares (or ``--vram-budget-mb`` on the
 real-time simulator): on the real-time simulator one ``SharedMachine`` (one simulated GPU, its VRAM
 budget and CPU slots); on the local testbed the process's ``ToolPool`` (testbeds/tool_pool.py),
-which also keeps every tool loaded between invocations, for every workflow. Admission: at most
+which also keeps every tool loaded between invocations, for every workflow. Placement: each
+workflow's policy chooses a mapping per invocation (``policy``, the default), or, on the real-time
+simulator, ``live``: every task is placed when it becomes ready by the load-aware planner over the
+shared machine's live state (``planner/load.py``; recorded as kind ``live``, outside the learner's
+sequence, like a pinned run; a pinned mapping still wins). Admission: at most
 ``max_concurrency`` invocations accepted at a time, none while draining; the HTTP layer answers
 503 to the rest.
 """
@@ -28,6 +32,7 @@ from agentsched.errors import AgentschedError, ToolError, WorkflowError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.tool import is_tool_path, tool_class
 from agentsched.model.workflow import Workflow
+from agentsched.planner.load import LoadPlanner
 from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
@@ -40,6 +45,7 @@ log = logging.getLogger("agentsched.service")
 WORKFLOW_SUFFIXES = (".yaml", ".yml")
 
 
+PLACEMENTS = ("policy", "live")
 CUT_MESSAGE = "cut by shutdown after drain-s"
 CUT_GRACE_S = 0.5  # after the loops stop: how long an invocation already answered may take to say so
 
@@ -85,6 +91,7 @@ class ServiceConfig:
     time_scale: float = 1.0  # realtime: simulated ms per wall ms (10: ten times faster than real time)
     vram_budget_mb: float | None = None  # realtime: the shared GPU's budget (None: the smallest the workflows name)
     policy: str | None = None  # None: each workflow's default (agent-plan / agent-plan-cold)
+    placement: str = "policy"  # "policy" (a mapping per invocation) or "live" (per task; realtime only)
     round_size: int = 5
     explore_fraction: float = 0.1
     seed: int = 0
@@ -95,6 +102,11 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if self.realtime and not self.testbed.simulated:
             raise AgentschedError("--realtime applies only to --testbed sim")
+        if self.placement not in PLACEMENTS:
+            raise AgentschedError(f"unknown placement {self.placement!r} (valid: {', '.join(PLACEMENTS)})")
+        if self.placement == "live" and not self.realtime:
+            raise AgentschedError("--placement live needs --testbed sim --realtime (the shared machine whose "
+                                  "live state it reads); other testbeds place by --policy")
         if not self.realtime and (self.time_scale != 1.0 or self.vram_budget_mb is not None):
             raise AgentschedError("--time-scale and --vram-budget-mb apply only to --testbed sim --realtime")
         if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
@@ -159,7 +171,8 @@ class Service:
         try:
             if config.realtime:
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
-                                             time_scale=config.time_scale)
+                                             time_scale=config.time_scale,
+                                             decider=LoadPlanner() if config.placement == "live" else None)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
         except BaseException:
@@ -170,7 +183,7 @@ class Service:
         self.draining = False
         self._flights: set[Flight] = set()  # invocations running now (for the cut at shutdown)
         self.cut_count = 0  # invocations the shutdown cut (recorded as error)
-        self.pinned_runs: dict[str, int] = dict.fromkeys(self.runtimes, 0)
+        self.outside_runs: dict[str, int] = dict.fromkeys(self.runtimes, 0)  # pinned and live: outside the rounds
 
     def _runtime(self, wf: Workflow) -> Runtime:
         c = self.config
@@ -237,7 +250,7 @@ class Service:
         rt = self.runtime(name)
         flight = flight or self.begin(name)
         try:
-            res = rt.invoke(**inputs)
+            res = self._invoke_live(rt) if self._live(rt) else rt.invoke(**inputs)
         except AgentschedError:
             with self._cond:  # stopped by the cut: its record and answer are the cut's
                 if self._cond.wait_for(lambda: flight.cut is not None or not self.draining, timeout=CUT_GRACE_S * 4) \
@@ -251,10 +264,20 @@ class Service:
         if flight.cut is not None:  # answered by its runtime after the cut recorded it: kept twice
             log.warning("invocation %s of %s ended after the shutdown cut it: recorded twice", res.invocation_id,
                         name)
-        if res.kind == "pinned":
+        if res.kind in ("pinned", "live"):
             with self._cond:
-                self.pinned_runs[name] += 1
+                self.outside_runs[name] += 1
         return res
+
+    def _live(self, rt: Runtime) -> bool:
+        """Is this invocation placed task by task on the shared machine (not pinned)?"""
+        return self.config.placement == "live" and rt.pinned is None
+
+    def _invoke_live(self, rt: Runtime) -> InvokeResult:
+        """Run on the shared machine with no mapping (its planner places each task), then record it
+        outside the learner's sequence (kind ``live``). The simulated tools take no inputs."""
+        assert self.machine is not None  # ServiceConfig: live placement only with --realtime
+        return rt.record(self.machine.run(rt.workflow, {}), "live")
 
     def cut(self) -> int:
         """After the drain's time is up: stop every runtime's loop, give the invocations answered in
@@ -296,7 +319,8 @@ class Service:
         return {"name": name, "policy": rt.policy.label, "tasks": list(rt.workflow.task_ids),
                 "pinned": rt.pinned is not None, "current_mapping": _modes(rt.pinned or rt.current),
                 "best_mapping": _modes(best[1]) if best else None, "best_e2e_ms": best[0] if best else None,
-                "invocations": rt.executions + self.pinned_runs[name], "replayed": rt.replayed,
+                "invocations": rt.executions + self.outside_runs[name], "replayed": rt.replayed,
+                "placement": "pinned" if rt.pinned is not None else self.config.placement,
                 "learner": rt.learner_id}
 
     def history(self, name: str, limit: int) -> list[dict[str, Any]]:
