@@ -111,6 +111,22 @@ def test_admission_waits_and_counts_in_latency():
     assert second.end_ms - second.arrival_ms > first.end_ms - first.arrival_ms
 
 
+def test_an_invocation_at_the_door_is_admitted_when_the_last_one_in_flight_ends_as_oom():
+    """The last invocation in flight ends as oom while its tasks are routed (no task end wakes the
+    door after that): the one waiting is admitted then, not left to stall the stream."""
+    wf = load_scenario("S1")  # whisper (442 MB), then llama_1b (2484 MB): over a 2048 MB budget
+
+    class AllGpuOneAtATime(StaticDecider):
+        def admit(self, inv, live):
+            return live.in_flight == 0
+
+    res = run_stream([wf], [Arrival(0.0, 0), Arrival(1.0, 0)], AllGpuOneAtATime(_all(wf, Mode.GPU_NOW)),
+                     vram_budget_mb=2048)
+    first, second = res.invocations
+    assert first.status == second.status == "oom"
+    assert second.admitted_ms == pytest.approx(first.end_ms)
+
+
 def test_mode_outside_the_decision_space_is_an_error():
     wf = load_scenario("S1")  # binary
     res = run_stream([wf], [Arrival(0.0, 0)], StaticDecider(_all(wf, Mode.GPU_QUEUE)), vram_budget_mb=None)

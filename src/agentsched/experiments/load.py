@@ -3,8 +3,9 @@
 **Load** = arrival rate / capacity. The **capacity** of a mix (per second) is measured, not assumed:
 the highest Poisson arrival rate that a baseline *sustains* on the machine (``sustains``: a fixed
 noise-free stream as long as the study's (within 10-120 s) in which every invocation completes, no oom,
-and the last one ends within ``DRAIN_FRACTION`` of the duration after the stream: an overloaded
-machine's backlog grows without bound), found by doubling and bisection; capacity = the best of
+and the last one ends within ``DRAIN_FRACTION`` of the duration after the stream, or within the
+longest isolated latency of the mix when that is longer (an invocation arriving at the very end
+needs that much alone): an overloaded machine's backlog grows without bound), found by doubling and bisection; capacity = the best of
 every baseline with and without admission (``CAPACITY_POLICIES``; agentsched is not part of the
 definition). A load of 0.9 is then a stream at 90% of the highest rate any baseline sustains.
 "Throughput at saturation" of a policy is its own sustainable rate by the same search.
@@ -115,48 +116,59 @@ def isolated_ms(workflows: Sequence[Workflow], oracle: Mapping[str, Mapping[str,
 
 
 def sustains(workflows: Sequence[Workflow], make: Callable[[], StreamDecider], machine: Machine,
-             rate_per_s: float, duration_s: float = CAPACITY_DURATION_S) -> bool:
+             rate_per_s: float, duration_s: float = CAPACITY_DURATION_S, longest_ms: float = 0.0) -> bool:
     """Does the decider keep up with Poisson arrivals at ``rate_per_s`` (noise-free, one fixed
     stream)? Every invocation completes (no oom, no error) and the last ends within
-    ``DRAIN_FRACTION`` of the stream's duration after it (an overloaded machine's backlog grows)."""
+    ``DRAIN_FRACTION`` of the stream's duration after it, or ``longest_ms`` (the mix's longest
+    isolated latency) when that is longer: why, a workflow of 40 s alone could never be sustained
+    in a 120 s stream otherwise, however slow the arrivals; an overloaded machine's backlog grows
+    past either."""
     arrivals = make_arrivals("poisson", rate_per_s=rate_per_s, duration_s=duration_s,
                              names=[wf.name for wf in workflows], rng=random.Random("capacity"))
-    limit_ms = duration_s * 1000.0 * (1 + DRAIN_FRACTION)
+    limit_ms = duration_s * 1000.0 + max(duration_s * 1000.0 * DRAIN_FRACTION, longest_ms)
     res = run_stream(workflows, arrivals, make(), stop_ms=limit_ms, **machine.kwargs(0, noise=False))
     return res.count("ok") == len(arrivals) and res.end_ms <= limit_ms
 
 
 def max_sustainable_rate(workflows: Sequence[Workflow], make: Callable[[], StreamDecider], machine: Machine,
-                         duration_s: float = CAPACITY_DURATION_S) -> float:
+                         duration_s: float = CAPACITY_DURATION_S, longest_ms: float = 0.0) -> float:
     """The highest Poisson rate (per second) the decider sustains (``sustains``): doubling from
     ``START_RATE_PER_S`` to a bracket, then ``BISECTIONS`` bisections; 0 when it sustains none."""
+    def ok(rate: float) -> bool:
+        return sustains(workflows, make, machine, rate, duration_s, longest_ms)
+
     lo, hi = 0.0, START_RATE_PER_S
-    while sustains(workflows, make, machine, hi, duration_s):
+    while ok(hi):
         lo, hi = hi, hi * 2
         if hi > MAX_RATE_PER_S:
             return lo
     if lo == 0.0:  # below the start rate: search down
         hi_ok = hi
-        while hi_ok > MIN_RATE_PER_S and not sustains(workflows, make, machine, hi_ok, duration_s):
+        while hi_ok > MIN_RATE_PER_S and not ok(hi_ok):
             hi_ok /= 2
         if hi_ok <= MIN_RATE_PER_S:
             return 0.0
         lo, hi = hi_ok, hi_ok * 2
     for _ in range(BISECTIONS):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sustains(workflows, make, machine, mid, duration_s) else (lo, mid)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
 
 
 def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]],
-                   duration_s: float = CAPACITY_DURATION_S) -> tuple[float, dict[str, float]]:
-    """The mix's capacity (the best baseline's sustainable rate), and every baseline's."""
-    rates = {b: max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s)
+                   duration_s: float = CAPACITY_DURATION_S,
+                   longest_ms: float | None = None) -> tuple[float, dict[str, float]]:
+    """The mix's capacity (the best baseline's sustainable rate), and every baseline's;
+    ``longest_ms``: the mix's longest isolated latency (computed when not given)."""
+    if longest_ms is None:
+        longest_ms = max(isolated_ms(workflows, oracle, machine).values())
+    rates = {b: max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s, longest_ms)
              for b in CAPACITY_POLICIES}
     best = max(rates.values())
     if best <= 0:
-        raise AgentschedError("no baseline sustains any arrival rate on this machine (every one drops "
-                              "invocations to oom): give a larger --vram-budget-mb")
+        raise AgentschedError(f"no baseline sustains even {MIN_RATE_PER_S:g} arrivals/s on this machine (each drops "
+                              "invocations to oom or falls behind): give a larger --vram-budget-mb or more "
+                              "--cpu-slots")
     return best, rates
 
 
@@ -225,7 +237,8 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
     search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))  # no longer than the study
-    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s)
+    longest_ms = max(isolated.values())
+    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s, longest_ms)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     rows = []
     for load, rate in points:
@@ -240,7 +253,7 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     for name in policies:  # throughput at saturation: every policy's sustainable rate, the same search
         if name not in sustained:
             sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine,
-                                                   search_s)
+                                                   search_s, longest_ms)
     return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
             {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
             "arrival": arrival, "duration_s": duration_s, "seeds": seeds,

@@ -321,6 +321,20 @@ class StreamSim:
 
     # ---- dispatch (after every event) --------------------------------------------------------
     def _dispatch(self) -> None:
+        self._admit_waiting()
+        self._route_ready()
+        # why again: routing can end the last invocation in flight (an oom); one waiting at the door
+        # is then admitted now, since no later event would wake it
+        while self.admission and self.in_flight == 0:
+            self._admit_waiting()
+            self._route_ready()
+        if self.held and not self.runs:  # nothing will ever free a resource: the held task takes the CPU
+            inv, task, ready_ms = self.held.pop(0)
+            self._route(inv, task, ready_ms, forced=Mode.CPU)
+            self._start_cpu()
+
+    def _admit_waiting(self) -> None:
+        """Admit the invocations at the door, in arrival order, while the decider lets them in."""
         live = self.live
         while self.admission:
             head = self.admission[0]
@@ -332,11 +346,6 @@ class StreamSim:
             self.admission.popleft()
             self._admit(head)
             self._route_ready()  # the next admission decision sees this one's starts
-        self._route_ready()
-        if self.held and not self.runs:  # nothing will ever free a resource: the held task takes the CPU
-            inv, task, ready_ms = self.held.pop(0)
-            self._route(inv, task, ready_ms, forced=Mode.CPU)
-            self._start_cpu()
 
     def _route_ready(self) -> None:
         """Route every ready and held task (in ready order), then start what the slots and queue allow."""
