@@ -85,3 +85,19 @@ def test_two_workflows_share_warm_tools_and_metrics_count_loads(project, monkeyp
         assert "agentsched_tool_hits" in text and "agentsched_vram_resident_mb" in text
     finally:
         svc.close()
+
+
+def test_cpu_slots_of_a_local_service_are_the_processes_and_are_given_back_at_close(project):
+    from agentsched.service.service import Service, ServiceConfig
+    from agentsched.testbeds.spec import TestbedSpec
+    from agentsched.testbeds.tool_pool import shared_pool
+
+    before = shared_pool().cpu_slots
+    svc = Service(ServiceConfig(workflows=("two.yaml",), store=project / "s.db",
+                                testbed=TestbedSpec(kind="local", cpu_slots=3)))
+    try:
+        assert svc.pool is shared_pool() and svc.pool.cpu_slots == 3  # every invocation shares these 3
+        assert svc.invoke("two", {"text": "x"}).ok and svc.pool.cpu_busy == 0
+    finally:
+        svc.close()
+    assert shared_pool().cpu_slots == before

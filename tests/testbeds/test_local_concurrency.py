@@ -178,3 +178,44 @@ def test_a_gpu_task_larger_than_the_process_budget_is_an_oom_execution(fake_gpu)
     assert x.message == "task A (clip): out of memory: clip needs 656 MB of VRAM, more than the whole budget of 500 MB"
     assert gpu.resident == 0 and tb.run(w, {"A": C, "B": C}).ok  # nothing loaded on the GPU; it carries on
     tb.close()
+
+
+class Counting(Tool):
+    """Counts the CPU tasks of every run inside ``run`` at once (the peak)."""
+
+    inside = peak = 0
+    lock = threading.Lock()
+
+    def run(self, inputs):
+        with Counting.lock:
+            Counting.inside += 1
+            Counting.peak = max(Counting.peak, Counting.inside)
+        try:
+            threading.Event().wait(0.02)
+            return self.name
+        finally:
+            with Counting.lock:
+                Counting.inside -= 1
+
+
+@pytest.mark.parametrize("slots, most", [(None, 4), (1, 1), (2, 2)])
+def test_the_process_cpu_slots_bound_the_cpu_tasks_of_every_run_together(slots, most):
+    """Four runs of two parallel CPU tasks each, every run with its own two workers: without the
+    process's CPU slots up to 8 tasks run at once (at least 4 seen here); with them, never more."""
+    Counting.inside = Counting.peak = 0
+    pool = ToolPool()
+    pool.set_cpu_slots(slots)
+    tb = LocalTestbed(tool_factory=lambda name, size, seed=0: Counting(name, Gpu({}), [], None), pool=pool,
+                      cpu_workers=2)
+    w = wf("two", {"A": "groupby", "B": "image_resize"})
+    gate = threading.Barrier(4)
+    runs = concurrently(4, lambda i: (gate.wait(10), tb.run(w, {"A": C, "B": C}))[1])
+    assert all(x.ok for x in runs), [x.message for x in runs]
+    assert Counting.peak >= most if slots is None else Counting.peak == most
+    assert pool.cpu_busy == 0
+    tb.close()
+
+
+def test_bad_cpu_slots_are_refused():
+    with pytest.raises(ValueError, match="cpu slots must be an integer >= 1"):
+        ToolPool().set_cpu_slots(0)

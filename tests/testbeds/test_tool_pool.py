@@ -195,3 +195,28 @@ def test_idle_host_instances_are_evicted_lru_while_host_memory_is_short():
     pool.release(take(pool, "clip", log, device="cpu"))  # memory short twice: evicts bert, then llama_1b
     assert [e[1] for e in log if e[0] == "unload"] == ["bert", "llama_1b"]
     assert pool.loaded_count() == 2 and held.tool.device == "cpu"
+
+
+def test_a_task_waiting_for_a_cpu_slot_gets_one_when_freed_or_stops_with_its_run():
+    pool = ToolPool()
+    pool.set_cpu_slots(1)
+    stop = threading.Event()
+    got: list[str] = []
+
+    def second() -> None:
+        try:
+            with pool.cpu_slot(stop):
+                got.append("ran")
+        except Cancelled:
+            got.append("cancelled")
+
+    with pool.cpu_slot():
+        th = threading.Thread(target=second)
+        th.start()
+        th.join(0.2)
+        assert th.is_alive() and got == []  # waits: the one slot is held
+        stop.set()
+        th.join(10)
+    assert got == ["cancelled"] and pool.cpu_busy == 0
+    with pool.cpu_slot(threading.Event()):  # free again
+        assert pool.cpu_busy == 1

@@ -6,7 +6,8 @@ different workflows run at once; within a workflow, the runtime runs a round's i
 one VRAM budget, the smallest any served workflow declares (or ``--vram-budget-mb`` on the
 real-time simulator): on the real-time simulator one ``SharedMachine`` (one simulated GPU, its VRAM
 budget and CPU slots); on the local testbed the process's ``ToolPool`` (testbeds/tool_pool.py),
-which also keeps every tool loaded between invocations, for every workflow. Placement: each
+which also keeps every tool loaded between invocations, for every workflow, and with
+``--cpu-slots N`` holds the process's N CPU slots, shared by every invocation. Placement: each
 workflow's policy chooses a mapping per invocation (``policy``, the default), or, on the real-time
 simulator, ``live``: every task is placed when it becomes ready by the load-aware planner over the
 shared machine's live state (``planner/load.py``; recorded as kind ``live``, outside the learner's
@@ -162,8 +163,12 @@ class Service:
         # the local testbed's tools, warm and under that one budget (the process's pool)
         self.pool: ToolPool | None = shared_pool() if config.testbed.kind is TestbedKind.LOCAL else None
         self._pool_budget = self.pool.budget_mb if self.pool is not None else None  # restored at close
+        self._pool_cpu_slots = self.pool.cpu_slots if self.pool is not None else None
         if self.pool is not None and budget is not None:
             self.pool.set_budget(budget)
+        if self.pool is not None and config.testbed.cpu_slots is not None:
+            # --cpu-slots: the machine's CPU slots, shared by every invocation (as on the simulator)
+            self.pool.set_cpu_slots(config.testbed.cpu_slots)
         _import_tool_libraries(workflows, config.testbed)
         self.store = Store(config.store)
         self.runtimes: dict[str, Runtime] = {}
@@ -347,6 +352,7 @@ class Service:
             self.machine.close()
         if self.pool is not None:
             self.pool.set_budget(self._pool_budget)
+            self.pool.set_cpu_slots(self._pool_cpu_slots)
         self.store.close()
 
 

@@ -4,7 +4,8 @@ The driver's ``local`` backend. Start rules and all recording: ``driver.Driver``
 ``rules.Dispatcher``, exactly as for the simulator); this backend only starts tasks on threads
 and CUDA streams and reports when they end, against ``time.perf_counter``. What runs where:
 
-* ``cpu``: a worker pool of ``cpu_workers`` threads (the Dispatcher's ``cpu_slots``);
+* ``cpu``: a worker pool of ``cpu_workers`` threads (the Dispatcher's ``cpu_slots``), each task
+  also taking one of the process's CPU slots when a service set them (``ToolPool.cpu_slot``);
 * ``gpu_now``: its own thread and CUDA stream, concurrently with the other GPU tasks;
 * ``gpu_queue``: takes its model from the pool when admitted, runs, gives it back; the
   Dispatcher admits one at a time (per run).
@@ -331,9 +332,11 @@ class _LocalRun:
                     stream.sync(lease.tool)
                     start = time.perf_counter() - lease.load_ms / 1000  # (after any wait for VRAM)
                     load_ms = lease.load_ms
+                    output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
                 else:
-                    start, load_ms = time.perf_counter(), 0.0
-                output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
+                    with self.b.pool.cpu_slot(self.stop):  # the process's CPU slots (a service's)
+                        start, load_ms = time.perf_counter(), 0.0
+                        output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
                 end = time.perf_counter()
         finally:
             if lease is not None:

@@ -23,6 +23,11 @@ a round's invocations concurrently). They all draw their tools from one ``ToolPo
   time); an instance whose user ran over its timeout is *discarded*: never handed out again, and
   unloaded only once that user's call returns (it may still be running).
 
+**CPU slots of the process** (``set_cpu_slots``; None, the default: no limit). A serving process
+sets them (``serve --testbed local --cpu-slots N``): a ``cpu`` task of any run waits for one of the
+N slots before it starts (``cpu_slot``), so concurrent invocations share the machine's CPU slots
+as they share its VRAM, instead of each run's worker pool oversubscribing the cores together.
+
 Host instances (device ``cpu``) are never evicted for VRAM. While host memory is short
 (``host_pressure``: the shared pool's is less than 20% of the machine's memory available), idle
 host instances are evicted LRU before a new host load, so e.g. llama_1b and llama_3b are not kept
@@ -32,10 +37,11 @@ pool closes (``detach``), or by ``evict_idle``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +49,7 @@ from agentsched.model.workflow import fits_vram
 from agentsched.testbeds.real import Cancelled, quiet_loading, unload_quietly
 
 PoolKey = tuple[str, str, Hashable]  # (tool: built-in name or import path, device, variant)
+STOP_POLL_S = 0.05  # a waiting task looks this often whether its run stopped
 
 
 def on_gpu(device: str) -> bool:
@@ -110,6 +117,9 @@ class ToolPool:
         # True while host memory is short: idle host instances are then evicted (LRU) before a new
         # host load (None: host instances are never evicted; the shared pool watches RAM)
         self.host_pressure: Callable[[], bool] | None = None
+        self.cpu_slots: int | None = None  # CPU tasks of every run at once (None: no limit)
+        self.cpu_busy = 0
+        self._cpu_cond = threading.Condition()
 
     # ---- configuration ---------------------------------------------------------------------
     def set_budget(self, budget_mb: float | None) -> None:
@@ -117,6 +127,31 @@ class ToolPool:
         with self._cond:
             self.budget_mb = budget_mb
             self._cond.notify_all()
+
+    def set_cpu_slots(self, slots: int | None) -> None:
+        """The process's CPU slots, shared by every run (None: no limit); wakes waiting tasks."""
+        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
+            raise ValueError(f"cpu slots must be an integer >= 1 or None, got {slots!r}")
+        with self._cpu_cond:
+            self.cpu_slots = slots
+            self._cpu_cond.notify_all()
+
+    @contextlib.contextmanager
+    def cpu_slot(self, stop: threading.Event | None = None) -> Iterator[None]:
+        """Hold one of the process's CPU slots while the block runs (waiting for one first, and
+        giving up with ``Cancelled`` when ``stop`` is set: its run failed meanwhile)."""
+        with self._cpu_cond:
+            while self.cpu_slots is not None and self.cpu_busy >= self.cpu_slots:
+                if stop is not None and stop.is_set():
+                    raise Cancelled("the run stopped while its task waited for a CPU slot")
+                self._cpu_cond.wait(STOP_POLL_S)
+            self.cpu_busy += 1
+        try:
+            yield
+        finally:
+            with self._cpu_cond:
+                self.cpu_busy -= 1
+                self._cpu_cond.notify()
 
     def attach(self) -> None:
         with self._cond:
@@ -262,7 +297,7 @@ class ToolPool:
                 return None
             if stop is not None and stop.is_set():
                 raise Cancelled
-            self._cond.wait(timeout=0.05 if stop is not None else None)
+            self._cond.wait(timeout=STOP_POLL_S if stop is not None else None)
 
     def _place(self, key: PoolKey, need_mb: float) -> _Instance:
         inst = _Instance(key, vram_mb=need_mb, users=1, last_used=next(self._tick))
