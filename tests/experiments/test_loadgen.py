@@ -60,6 +60,22 @@ def test_the_stream_is_the_same_under_a_seed_and_fired_as_drawn():
     assert all(s.latency_ms is not None and s.latency_ms >= 0 for s in shots)
 
 
+def test_every_invocation_carries_the_inputs_given_and_none_by_default():
+    import json
+
+    bodies: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json={"status": "ok", "e2e_ms": 1.0, "invocation_id": len(bodies)})
+
+    arrivals = [Arrival(float(i), 0) for i in range(3)]
+    run_against("http://svc", arrivals, ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler),
+                inputs={"text": "hello"})
+    run_against("http://svc", arrivals[:1], ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler))
+    assert bodies == [{"inputs": {"text": "hello"}}] * 3 + [{"inputs": {}}]
+
+
 def test_answers_are_counted_by_outcome():
     arrivals = [Arrival(float(i), 0) for i in range(5)]
     answers = iter([httpx.Response(200, json={"status": "ok", "e2e_ms": 3.0, "invocation_id": 1}),

@@ -42,3 +42,23 @@ def test_the_loadgen_command(start_server, tmp_path, cli):
     code, out, err = cli("loadgen", server.url, "S1", "S99", "--rates", "1")
     assert code == 2 and "does not serve S99" in err and "Traceback" not in err
     assert server.stop() == 0
+
+
+def test_the_loadgen_command_against_a_local_service_of_user_tools(start_server, tmp_path, cli):
+    """Real tools on the local testbed take inputs: ``--input`` sends them with every arrival."""
+    from tests.service.conftest import EXAMPLE_WORKFLOWS
+
+    server = start_server([str(EXAMPLE_WORKFLOWS), "--store", str(tmp_path / "u.db"), "--testbed", "local",
+                           "--cpu-slots", "2"], cwd=EXAMPLE_WORKFLOWS)
+    code, out, err = cli("loadgen", server.url, "shout", "wordstats", "--rates", "20", "--duration-s", "1",
+                         "--seed", "1", "--input", "text=loud words", "--json")
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    assert row["sent"] == len(seeded_arrivals("poisson", 20.0, 1.0, ["shout", "wordstats"], seed=1)) > 5
+    assert row["ok"] == row["sent"]  # every invocation had its input (without it: 422, counted as other)
+    with server.client() as client:
+        history = client.get("/v1/workflows/shout/history").json()
+        assert history and all(h["status"] == "ok" for h in history)
+    code, _, err = cli("loadgen", server.url, "shout", "--rates", "1", "--input", "no-equals-sign")
+    assert code == 2 and "is not NAME=VALUE" in err and "Traceback" not in err
+    assert server.stop() == 0

@@ -21,6 +21,10 @@ def loadgen_cmd(
     time_scale: float = typer.Option(1.0, "--time-scale", help="the server's --time-scale (simulated ms per wall "
                                      "ms); 1 for real tools"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the service's bearer token"),
+    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE sent with every invocation "
+                                               "(repeatable; text): the inputs a workflow of user tools takes"),
+    input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE sent with "
+                                              "every invocation (--input items override it)"),
     json_out: bool = opt.JSON,
     json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
 ) -> None:
@@ -40,12 +44,15 @@ def loadgen_cmd(
         from agentsched.service.server import read_token
 
         token = read_token(token_file)
+    from agentsched.cli.runtime_cmds import parse_inputs
+
+    inputs = parse_inputs(input_ or [], input_json)
     rate_list = _floats(rates, "--rates") or []
     _check_served(url, workflows, token)
     rows: list[dict[str, Any]] = []
     for rate in rate_list:
         arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
-        shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token)
+        shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token, inputs=inputs)
         rows.append({"rate_per_s": rate, **summarize_shots(shots)})
     doc = {"url": url, "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}

@@ -45,8 +45,10 @@ class Shot:
 
 
 async def fire(url: str, arrivals: Sequence[Arrival], names: Sequence[str], *, time_scale: float = 1.0,
-               token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, transport: Any = None) -> list[Shot]:
-    """Send every arrival at its due time (module docstring); the shots in arrival order."""
+               token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, transport: Any = None,
+               inputs: dict[str, Any] | None = None) -> list[Shot]:
+    """Send every arrival at its due time (module docstring); the shots in arrival order. ``inputs``:
+    the body's inputs of every invocation (a workflow of user tools takes some; built-in ones none)."""
     import httpx
 
     _check(arrivals, names, time_scale)
@@ -62,7 +64,7 @@ async def fire(url: str, arrivals: Sequence[Arrival], names: Sequence[str], *, t
             delay_s = due_s - loop.time()
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
-            tasks.append(asyncio.create_task(_one(client, a, names[a.workflow], due_s, time_scale)))
+            tasks.append(asyncio.create_task(_one(client, a, names[a.workflow], due_s, time_scale, inputs or {})))
         return list(await asyncio.gather(*tasks))
 
 
@@ -79,14 +81,14 @@ def _check(arrivals: Sequence[Arrival], names: Sequence[str], time_scale: float)
         raise AgentschedError(f"an arrival names workflow #{bad[0]}; the mix has {len(names)}")
 
 
-async def _one(client: Any, a: Arrival, name: str, due_s: float, time_scale: float) -> Shot:
+async def _one(client: Any, a: Arrival, name: str, due_s: float, time_scale: float, inputs: dict[str, Any]) -> Shot:
     import httpx
 
     loop = asyncio.get_running_loop()
     scale_ms = 1000.0 * time_scale  # wall seconds -> simulated ms
     lag_ms = (loop.time() - due_s) * scale_ms
     try:
-        r = await client.post(f"/v1/workflows/{name}/invocations", json={"inputs": {}})
+        r = await client.post(f"/v1/workflows/{name}/invocations", json={"inputs": inputs})
     except httpx.HTTPError as e:
         return Shot(a.time_ms, name, lag_ms, None, None, "no-answer", None, None, f"{type(e).__name__}: {e}"[:200])
     latency_ms = (loop.time() - due_s) * scale_ms
