@@ -98,16 +98,17 @@ def simulated(wfs: list, streams: list, slots: int) -> dict:
     return {"p50": percentile(lat, 0.5), "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99)}
 
 
-def served(folder: Path, files: list[Path], cards: Path, streams: list, names: list[str], slots: int) -> dict:
+def served(folder: Path, files: list[Path], cards: Path, streams: list, wfs: list, slots: int) -> dict:
     from serve_load import launch  # benchmarks/serve_load.py: a real server process
 
     proc, url = launch([*map(str, files), "--store", str(folder / "served.db"), "--testbed", "local",
                         "--cpu-slots", str(slots), "--cards", str(cards), "--max-concurrency", "100000"], cwd=folder)
     try:
         with httpx.Client(base_url=url, timeout=60) as c:
-            for wf in WORKFLOWS:
-                mapping = {t: "cpu" for t in ("A", "B", "C", "D") if f"  {t}:" in WORKFLOWS[wf]}
-                c.put(f"/v1/workflows/{wf}/mapping", json={"mapping": mapping}).raise_for_status()
+            for wf in wfs:  # the only mapping: every task on the CPU (the tools have no GPU code)
+                mapping = {t: "cpu" for t in wf.task_ids}
+                c.put(f"/v1/workflows/{wf.name}/mapping", json={"mapping": mapping}).raise_for_status()
+        names = [wf.name for wf in wfs]
         shots = [s for arrivals in streams
                  for s in run_against(url, arrivals, names, time_scale=1.0, inputs={"request": "load"})]
         bad = [s for s in shots if s.status != "ok"]
@@ -141,7 +142,7 @@ def main() -> int:
         for load in LOADS:
             streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed) for seed in range(seeds)]
             sim = simulated(wfs, streams, args.cpu_slots)
-            got = served(folder, files, cards, streams, names, args.cpu_slots)
+            got = served(folder, files, cards, streams, wfs, args.cpu_slots)
             met += report(load, sim, got)
     print(f"\n{sum(met)} of {len(met)} met (served percentile within {TOLERANCE:.0%} of the simulated one)")
     return 0
