@@ -78,3 +78,37 @@ def test_pinned_invocations_stay_outside_the_learners_sequence(tmp_path):
         assert rt.invoke().kind in ("round", "probe")
         rows = rt.store.executions(rt.learner_id)
         assert [(r.kind == "pinned", r.seq is None) for r in rows] == [(False, False), (True, True), (False, False)]
+
+
+def test_a_round_whose_next_place_another_process_recorded_still_serves_its_open_slots(tmp_path):
+    """Two processes on one store: this one opens a round (its first run live) and then finds the
+    round's next place already recorded by the other. The round's open slot must still be served as
+    that round's run: before, it stayed open, and the next invocation ran in it under the old round's
+    mapping while the loop counted it as the next round's (or, when the policy probed, waited
+    forever for an invocation that never came)."""
+    from agentsched.store.store import Store
+
+    def runtime(db):  # ucb1: the mapping changes from round to round
+        return Runtime("S1", policy="ucb1", store=db, testbed=TestbedSpec(kind="sim"), round_size=2, seed=3)
+
+    with runtime(tmp_path / "dry.db") as dry:  # what the other process recorded: round 0's mapping, run
+        dry.invoke()
+        theirs = dry.store.execution_at(dry.learner_id, 0)
+    db = tmp_path / "s.db"
+    with runtime(db) as rt:
+        other = Store(db)
+        try:  # the other process records place 1 (round 0's second run) before this one gets there
+            assert other.append(rt.learner_id, 1, "round", 0, theirs)[1]
+        finally:
+            other.close()
+        got: list = []
+        th = threading.Thread(target=lambda: got.extend(rt.invoke() for _ in range(6)), daemon=True)
+        th.start()
+        th.join(WAIT_S)
+        assert not th.is_alive(), "an invocation waited forever for an open slot"
+        rounds = {r.round: r.mapping for r in rt.store.rounds(rt.learner_id)}
+    assert len(got) == 6 and all(r.ok and r.invocation_id is not None for r in got)
+    assert [r.round for r in got] == [0, 0, 1, 1, 2, 2]
+    for r in got:  # every invocation ran its round's mapping
+        if r.round in rounds:
+            assert {t: m.value for t, m in r.mapping.items()} == rounds[r.round], r.round

@@ -83,6 +83,12 @@ class Dispatcher:
         return req.result
 
     @property
+    def round_open(self) -> bool:
+        """A round's slots are open: its remaining runs must come from them, in order."""
+        with self._cond:
+            return self._count > 0
+
+    @property
     def in_flight(self) -> int:
         with self._cond:
             return len(self._pending) + len(self._slots) - self._served

@@ -284,7 +284,12 @@ class Runtime:
             self.current = dict(mapping)
             runs_left = self.round_size - self._round_pos
             self._round_pos = (self._round_pos + 1) % self.round_size
-        stored = self._stored(seq, mapping)
+        # why not the store inside an open round: its slots were handed to invocations that run now
+        # and wait for the loop; a stored run (another process recorded this place) taking one's
+        # place would leave a slot open for the next round, run under this round's mapping (or wait
+        # forever while the policy probes). The place's record is still learned at append below.
+        opened = kind == "round" and self._dispatch.round_open
+        stored = None if opened else self._stored(seq, mapping)
         if stored is not None:
             self.replayed += 1
             return self._count(kind, stored)
