@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,40 @@ def test_without_a_callback_the_notice_is_logged(db, caplog):
         holder.execute("ROLLBACK")
         holder.close()
     assert any("waiting for the store" in r.getMessage() for r in caplog.records)
+
+
+def _new_store_being_created(tmp_path) -> tuple[Path, sqlite3.Connection]:
+    """A new store whose first writer holds the write lock mid-creation (the other of two processes
+    using one new store at once): switching to WAL is answered busy at once, without SQLite's wait."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE scratch (x)")
+    return path, holder
+
+
+def test_a_new_store_locked_at_creation_is_waited_for(tmp_path):
+    path, holder = _new_store_being_created(tmp_path)
+    notes: list[str] = []
+    release = threading.Timer(0.4, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        st = Store(path, busy_timeout_s=10, wait_notice_s=0.1, on_wait=notes.append)
+        assert st.learner(load_scenario("S5"), "agent-rules", {}).id == 1
+        st.close()
+    finally:
+        release.join()
+        holder.close()
+    assert len(notes) == 1  # announced once, not failed at once with a "waited 10 s" it did not wait
+
+
+def test_a_new_store_locked_past_the_timeout_fails_after_waiting_it(tmp_path):
+    path, holder = _new_store_being_created(tmp_path)
+    start = time.monotonic()
+    try:
+        with pytest.raises(StoreError, match=r"is locked by another process \(waited 0\.5 s\)$"):
+            Store(path, busy_timeout_s=0.5, wait_notice_s=0.1, on_wait=lambda _: None)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert time.monotonic() - start >= 0.5  # the message's wait is the wait that happened

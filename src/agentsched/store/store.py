@@ -43,6 +43,7 @@ from agentsched.model.workflow import Mode, Workflow
 
 SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+BUSY_RETRY_S = 0.02  # between tries of a step SQLite answered busy without waiting (_waiting)
 WAIT_NOTICE_S = 2.0  # a lock wait longer than this is announced (on_wait, else a logged warning)
 log = logging.getLogger("agentsched.store")
 T = TypeVar("T")
@@ -202,22 +203,29 @@ class Store:
         self._conn = self._open()
 
     def _waiting(self, conn: sqlite3.Connection, step: Callable[[], Any]) -> Any:
-        """Run ``step``, which may wait for another process's lock. SQLite's busy handler waits
-        silently for up to ``busy_timeout_s``, which looks like a hang, so it first waits only
-        ``wait_notice_s``; still locked, it says so once (``on_wait``, else a logged warning) and
-        waits the rest of the timeout."""
-        first_s = min(self.wait_notice_s, self.busy_timeout_s)
-        _set_busy_timeout(conn, first_s)
+        """Run ``step``, which may wait for another process's lock, for up to ``busy_timeout_s`` in
+        all. SQLite's busy handler waits silently, which looks like a hang, so a wait past
+        ``wait_notice_s`` is announced once (``on_wait``, else a logged warning). Some conflicts
+        SQLite answers busy at once without waiting (switching a new store to WAL while another
+        process holds its write lock: the first use of one store by two processes); ``step`` is
+        then tried again after ``BUSY_RETRY_S`` until the timeout, so "waited N s" is true."""
+        start, noticed = time.monotonic(), False
         try:
-            try:
-                return step()
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e) or first_s >= self.busy_timeout_s:
-                    raise
-            (self.on_wait or log.warning)(f"waiting for the store {self.path} (locked by another process) for "
-                                          f"up to {self.busy_timeout_s:g} s ...")
-            _set_busy_timeout(conn, self.busy_timeout_s - first_s)
-            return step()
+            while True:
+                elapsed = time.monotonic() - start
+                until = self.busy_timeout_s if noticed else min(self.wait_notice_s, self.busy_timeout_s)
+                _set_busy_timeout(conn, max(0.0, until - elapsed))
+                try:
+                    return step()
+                except sqlite3.OperationalError as e:
+                    elapsed = time.monotonic() - start
+                    if not _is_busy(e) or elapsed >= self.busy_timeout_s:
+                        raise
+                if not noticed and elapsed >= self.wait_notice_s:
+                    noticed = True
+                    (self.on_wait or log.warning)(f"waiting for the store {self.path} (locked by another process) "
+                                                  f"for up to {self.busy_timeout_s:g} s ...")
+                time.sleep(min(BUSY_RETRY_S, max(0.0, self.busy_timeout_s - elapsed)))
         finally:
             _set_busy_timeout(conn, self.busy_timeout_s)
 
