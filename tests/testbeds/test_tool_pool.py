@@ -5,6 +5,7 @@ broken and timed-out instances dropped. Duck-typed fake tools: no torch, no GPU 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -220,3 +221,38 @@ def test_a_task_waiting_for_a_cpu_slot_gets_one_when_freed_or_stops_with_its_run
     assert got == ["cancelled"] and pool.cpu_busy == 0
     with pool.cpu_slot(threading.Event()):  # free again
         assert pool.cpu_busy == 1
+
+
+def _wait_until(cond) -> None:
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_cpu_slots_go_in_the_order_asked():
+    pool = ToolPool()
+    pool.set_cpu_slots(1)
+    order: list[str] = []
+
+    def task(name: str, stop: threading.Event | None = None) -> None:
+        try:
+            with pool.cpu_slot(stop):
+                order.append(name)
+        except Cancelled:
+            order.append(f"{name} cancelled")
+
+    stop_b = threading.Event()
+    with pool.cpu_slot():
+        threads = []
+        for name, stop in (("a", None), ("b", stop_b), ("c", None)):
+            threads.append(threading.Thread(target=task, args=(name, stop)))
+            threads[-1].start()
+            _wait_until(lambda n=len(threads): pool.cpu_waiting == n)  # it is in line before the next asks
+        time.sleep(0.15)  # they have all waited past a poll (a re-wait must not lose their place)
+        stop_b.set()  # b's run stops while it waits: it leaves the line, a and c keep their order
+        _wait_until(lambda: order == ["b cancelled"])
+    task("late")  # asks the instant the slot frees: behind a and c, not before them
+    for th in threads:
+        th.join(10)
+    assert order == ["b cancelled", "a", "c", "late"] and pool.cpu_busy == 0

@@ -37,6 +37,7 @@ pool closes (``detach``), or by ``evict_idle``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import threading
@@ -120,6 +121,7 @@ class ToolPool:
         self.cpu_slots: int | None = None  # CPU tasks of every run at once (None: no limit)
         self.cpu_busy = 0
         self._cpu_cond = threading.Condition()
+        self._cpu_line: collections.deque[object] = collections.deque()  # tasks waiting for a slot, in order
 
     # ---- configuration ---------------------------------------------------------------------
     def set_budget(self, budget_mb: float | None) -> None:
@@ -139,19 +141,35 @@ class ToolPool:
     @contextlib.contextmanager
     def cpu_slot(self, stop: threading.Event | None = None) -> Iterator[None]:
         """Hold one of the process's CPU slots while the block runs (waiting for one first, and
-        giving up with ``Cancelled`` when ``stop`` is set: its run failed meanwhile)."""
+        giving up with ``Cancelled`` when ``stop`` is set: its run failed meanwhile). Slots go in
+        the order asked (FIFO): a task asking as a slot frees does not overtake those waiting."""
         with self._cpu_cond:
-            while self.cpu_slots is not None and self.cpu_busy >= self.cpu_slots:
-                if stop is not None and stop.is_set():
-                    raise Cancelled("the run stopped while its task waited for a CPU slot")
-                self._cpu_cond.wait(STOP_POLL_S)
+            ticket = object()
+            self._cpu_line.append(ticket)
+            try:
+                while self._cpu_line[0] is not ticket or (self.cpu_slots is not None and self.cpu_busy >= self.cpu_slots):
+                    if stop is not None and stop.is_set():
+                        raise Cancelled("the run stopped while its task waited for a CPU slot")
+                    self._cpu_cond.wait(STOP_POLL_S)
+            except BaseException:
+                self._cpu_line.remove(ticket)
+                self._cpu_cond.notify_all()  # the one behind it may be first now
+                raise
+            self._cpu_line.popleft()
             self.cpu_busy += 1
+            self._cpu_cond.notify_all()  # the next in line may take another free slot
         try:
             yield
         finally:
             with self._cpu_cond:
                 self.cpu_busy -= 1
-                self._cpu_cond.notify()
+                self._cpu_cond.notify_all()
+
+    @property
+    def cpu_waiting(self) -> int:
+        """Tasks waiting for a CPU slot now."""
+        with self._cpu_cond:
+            return len(self._cpu_line)
 
     def attach(self) -> None:
         with self._cond:
