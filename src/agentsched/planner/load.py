@@ -7,7 +7,8 @@ world. For a ready task it predicts the finish of every option, and prices each 
 end of its *invocation* (``load_slack.py``: a task whose siblings end later anyway has slack),
 plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 
-* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time;
+* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time; while tasks wait for a slot,
+  plus the delay its slot time inflicts on the queue (``cpu_harm_ms``);
 * ``gpu_now`` (only when its VRAM fits now: never an oom): its GPU time slowed by the learned
   pressure of the GPU tasks running, each counted for the part of its run it will overlap, and
   never less than the GPU's time-averaged pressure (co-runners leave, others come); plus the
@@ -49,6 +50,7 @@ from agentsched.planner.load_slack import InvocationEnds
 from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
+CPU_HARM_WEIGHT = 1.0  # the delay a CPU run inflicts on the CPU queue, counted once (cpu_harm_ms)
 HARM_WEIGHT = 2.0  # the delay inflicted on running GPU tasks counts twice (it delays other invocations)
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
@@ -71,6 +73,18 @@ class _Gpu:
     p: float
     loading: bool
     foreign: float = 0.0  # the learned pressure of its co-runners now
+
+
+def cpu_harm_ms(card: ToolCard, live: LiveState) -> float:
+    """The delay a CPU run inflicts on other CPU tasks: none while a slot is free for each waiting
+    task; when tasks already wait, its slot time ``cpu_ms`` is taken from a queue that drains
+    ``cpu_slots`` at a time, and the tasks waiting now (a saturated queue tends to stay) tell how
+    many will wait behind it. Why: without it a task with slack (its sibling ends later anyway) is
+    priced free on the CPU however long it holds a slot, while its GPU harm counts: on a mix whose
+    CPU demand is near the slots, slow CPU runs of GPU tools (clip 2 s, against 0.1 s on the GPU)
+    then saturated the CPU and the stream's backlog grew without bound at 90% load."""
+    waiting = live.cpu_waiting
+    return CPU_HARM_WEIGHT * card.cpu_ms * waiting / live.cpu_slots if waiting else 0.0
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -256,7 +270,7 @@ class LoadPlanner(StreamDecider):
                     fits: bool, harm_weight: float,
                     cost: Callable[[float, float], float]) -> tuple[Mode, float, float]:
         """The cheapest start now: (mode, its predicted finish, its cost)."""
-        best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, 0.0)
+        best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, cpu_harm_ms(card, live))
         if fits:
             run, harm = self._run_beside(card, gpu)
             c = cost(run, harm_weight * harm)
