@@ -1,7 +1,7 @@
 """Scheduling under load on machines, worlds, mixes and arrival patterns drawn at random: where
 does agentsched lose to the best baseline? (issue 19; robustness, not a tuning set)
 
-    python benchmarks/load_sweep.py [--configs 20] [--seed 1] [--seeds 2] [--json-out FILE]
+    python benchmarks/load_sweep.py [--configs 12] [--seed 1] [--seeds 2] [--json-out FILE]
 
 Each configuration is drawn from ``random.Random(seed)``:
 
@@ -15,12 +15,13 @@ Each configuration is drawn from ``random.Random(seed)``:
 Per configuration, every load policy (agentsched, the five baselines with and without admission)
 runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/load.py``), ``--seeds``
 streams each, 300 simulated seconds for a paper mix and 1,500 for a generated one (its workflows
-take seconds: about as many invocations). A cell is (configuration, load): agentsched's p50 and p99
-over the best clean baseline's (no oom, no error), and agentsched's oom count. The summary counts
-the cells where agentsched is at most the best baseline, within 5%, and over 20% worse, and lists
-the worst cells with their configuration, so each can be re-run.
+take seconds: about as many invocations). A cell is (configuration, load): agentsched's p50 and
+p99 over the best clean baseline's (no oom, no error), and agentsched's oom count; per
+configuration, its saturation throughput over the best baseline's (the capacity's search). The
+summary counts the cells where agentsched is at most the best baseline, within 5%, and over 20%
+worse, and lists the worst cells with their configuration, so each can be re-run.
 
-Size: 20-60 s per configuration on 2 cores (the capacity and saturation searches included).
+Size: 1-5 minutes per configuration on 2 cores (the capacity and saturation searches included).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
     duration_s = PAPER_DURATION_S if cfg["kind"] == "paper" else GENERATED_DURATION_S
     res = run_load(workflows(cfg), DEFAULT_POLICIES, machine=machine, duration_s=duration_s, seeds=seeds,
                    loads=list(LOADS), arrival=cfg["arrival"])
+    sat = res["saturation_throughput_per_s"]
+    best_sat = max(v for k, v in sat.items() if k != "agentsched")
     out = []
     for load in LOADS:
         rows = [r for r in res["rows"] if abs(r["load"] - load) < 1e-9]
@@ -79,6 +82,7 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
         clean = [r for r in rows if r["policy"] != "agentsched" and r["oom"] == 0 and r["errors"] == 0
                  and r["p50_ms"] is not None]
         cell: dict[str, Any] = {"load": load, "oom": ours["oom"], "errors": ours["errors"],
+                                "saturation_ratio": sat["agentsched"] / best_sat,
                                 "p50_ms": ours["p50_ms"], "p99_ms": ours["p99_ms"], "invocations": ours["invocations"]}
         for q in ("p50_ms", "p99_ms"):
             best = min(clean, key=lambda r: r[q]) if clean else None
@@ -106,6 +110,10 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{q} / best clean baseline: <= 1.00 in {sum(x <= 1.0 for x in ratios)}, <= 1.05 in "
                      f"{sum(x <= 1.05 for x in ratios)}, > 1.20 in {sum(x > 1.2 for x in ratios)} of "
                      f"{len(ratios)}; median {sorted(ratios)[len(ratios) // 2]:.3f}, worst {max(ratios):.3f}")
+    sats = [r["cells"][0]["saturation_ratio"] for r in results if r.get("cells")]
+    if sats:
+        lines.append(f"saturation throughput / best baseline's: >= 1 in {sum(x >= 1 - 1e-9 for x in sats)} of "
+                     f"{len(sats)}; lowest {min(sats):.3f}")
     worst = sorted((c for c in flat if c[1]["p99_ratio"] is not None), key=lambda c: -c[1]["p99_ratio"])
     lines.append("worst p99 cells:")
     lines += [f"  {c['p99_ratio']:.3f} (p50 {c['p50_ratio'] or 0:.3f}) at {c['load']:.0%}: {describe(cfg)} "
@@ -115,7 +123,7 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--configs", type=int, default=20, help="configurations drawn")
+    ap.add_argument("--configs", type=int, default=12, help="configurations drawn")
     ap.add_argument("--seed", type=int, default=1, help="seed of the draw")
     ap.add_argument("--seeds", type=int, default=2, help="streams per load and policy")
     ap.add_argument("--json-out", help="write every configuration and cell here")
@@ -133,7 +141,7 @@ def main() -> int:
         except AgentschedError as e:  # e.g. a mix no baseline sustains: say so, go on
             got = {"config": cfg, "error": str(e)}
         results.append(got)
-        row = got.get("error") or " | ".join(
+        row = got.get("error") or f"saturation {got['cells'][0]['saturation_ratio']:.2f}; " + " | ".join(
             f"{c['load']:.0%}: p50 {c['p50_ratio'] or 0:.2f} p99 {c['p99_ratio'] or 0:.2f} oom {c['oom']}"
             for c in got["cells"])
         print(f"[{k + 1}/{args.configs}] {describe(cfg)} ({time.perf_counter() - t0:.0f} s): {row}", flush=True)

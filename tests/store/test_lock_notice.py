@@ -43,18 +43,23 @@ def test_a_long_wait_is_announced_then_fails_in_one_line(db):
     assert notes == [f"waiting for the store {db} (locked by another process) for up to 0.6 s ..."]
 
 
-def test_the_wait_ends_when_the_lock_is_released(db):
-    holder = _hold_lock(db)
+def _learner_once_released(path: Path, holder: sqlite3.Connection, after_s: float) -> list[str]:
+    """Open ``path`` and add a learner while ``holder`` keeps its lock for ``after_s``; the notices."""
     notes: list[str] = []
-    release = threading.Timer(0.5, lambda: holder.execute("ROLLBACK"))
+    release = threading.Timer(after_s, lambda: holder.execute("ROLLBACK"))
     release.start()
     try:
-        st = Store(db, busy_timeout_s=10, wait_notice_s=0.1, on_wait=notes.append)
+        st = Store(path, busy_timeout_s=10, wait_notice_s=0.1, on_wait=notes.append)
         assert st.learner(load_scenario("S5"), "agent-rules", {}).id == 1
         st.close()
     finally:
         release.join()
         holder.close()
+    return notes
+
+
+def test_the_wait_ends_when_the_lock_is_released(db):
+    notes = _learner_once_released(db, _hold_lock(db), 0.5)
     assert len(notes) == 1 and notes[0].startswith(f"waiting for the store {db} (locked by another process)")
 
 
@@ -90,17 +95,7 @@ def _new_store_being_created(tmp_path) -> tuple[Path, sqlite3.Connection]:
 
 
 def test_a_new_store_locked_at_creation_is_waited_for(tmp_path):
-    path, holder = _new_store_being_created(tmp_path)
-    notes: list[str] = []
-    release = threading.Timer(0.4, lambda: holder.execute("ROLLBACK"))
-    release.start()
-    try:
-        st = Store(path, busy_timeout_s=10, wait_notice_s=0.1, on_wait=notes.append)
-        assert st.learner(load_scenario("S5"), "agent-rules", {}).id == 1
-        st.close()
-    finally:
-        release.join()
-        holder.close()
+    notes = _learner_once_released(*_new_store_being_created(tmp_path), 0.4)
     assert len(notes) == 1  # announced once, not failed at once with a "waited 10 s" it did not wait
 
 
