@@ -14,8 +14,8 @@ Each configuration is drawn from ``random.Random(seed)``:
 
 Per configuration, every load policy (agentsched, the five baselines with and without admission)
 runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/load.py``), ``--seeds``
-streams each, 300 simulated seconds for a paper mix and 1,500 for a generated one (its workflows
-take seconds: about as many invocations). A cell is (configuration, load): agentsched's p50 and
+streams each, long enough for 400 arrivals at 30% load (300-20,000 simulated seconds: a mix of
+long workflows has a low capacity). A cell is (configuration, load): agentsched's p50 and
 p99 over the best clean baseline's (no oom, no error), and agentsched's oom count; per
 configuration, its saturation throughput over the best baseline's (the capacity's search). The
 summary counts the cells where agentsched is at most the best baseline, within 5%, and over 20%
@@ -34,14 +34,15 @@ import time
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
+from agentsched.experiments.load import DEFAULT_POLICIES, Machine, capacity_per_s, oracle_mappings, run_load
 from agentsched.model.generate import generate_workflow
 from agentsched.scenarios import load_scenario
 
 WORLDS = ("a5500", "a5500-max", "a5500-threshold", "a5500-saturating", "a5500-power", "a5500-heavy")
 LOADS = (0.3, 0.6, 0.9)
-PAPER_DURATION_S = 300.0
-GENERATED_DURATION_S = 1500.0
+MIN_DURATION_S = 300.0
+MAX_DURATION_S = 20_000.0
+INVOCATIONS_AT_30 = 400  # streams long enough for this many arrivals at 30% load (a p99 of 4 or more)
 WORST_SHOWN = 8
 
 
@@ -70,8 +71,11 @@ def workflows(cfg: dict[str, Any]) -> list:
 def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
     """agentsched against the best clean baseline at each load of one configuration."""
     machine = Machine(vram_budget_mb=cfg["vram_budget_mb"], cpu_slots=cfg["cpu_slots"], world=cfg["world"])
-    duration_s = PAPER_DURATION_S if cfg["kind"] == "paper" else GENERATED_DURATION_S
-    res = run_load(workflows(cfg), DEFAULT_POLICIES, machine=machine, duration_s=duration_s, seeds=seeds,
+    wfs = workflows(cfg)
+    # the capacity first, for the streams' length (run_load finds the same one again: same search)
+    capacity, _ = capacity_per_s(wfs, machine, oracle_mappings(wfs, machine.world))
+    duration_s = min(MAX_DURATION_S, max(MIN_DURATION_S, INVOCATIONS_AT_30 / (LOADS[0] * capacity)))
+    res = run_load(wfs, DEFAULT_POLICIES, machine=machine, duration_s=duration_s, seeds=seeds,
                    loads=list(LOADS), arrival=cfg["arrival"])
     sat = res["saturation_throughput_per_s"]
     best_sat = max(v for k, v in sat.items() if k != "agentsched")
@@ -83,7 +87,8 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
                  and r["p50_ms"] is not None]
         cell: dict[str, Any] = {"load": load, "oom": ours["oom"], "errors": ours["errors"],
                                 "saturation_ratio": sat["agentsched"] / best_sat,
-                                "p50_ms": ours["p50_ms"], "p99_ms": ours["p99_ms"], "invocations": ours["invocations"]}
+                                "p50_ms": ours["p50_ms"], "p99_ms": ours["p99_ms"], "invocations": ours["invocations"],
+                                "duration_s": round(duration_s)}
         for q in ("p50_ms", "p99_ms"):
             best = min(clean, key=lambda r: r[q]) if clean else None
             cell[f"{q[:3]}_ratio"] = (ours[q] / best[q]) if best and ours[q] is not None and best[q] else None
@@ -141,7 +146,8 @@ def main() -> int:
         except AgentschedError as e:  # e.g. a mix no baseline sustains: say so, go on
             got = {"config": cfg, "error": str(e)}
         results.append(got)
-        row = got.get("error") or f"saturation {got['cells'][0]['saturation_ratio']:.2f}; " + " | ".join(
+        row = got.get("error") or (f"{got['cells'][0]['duration_s']} s streams, saturation "
+                                   f"{got['cells'][0]['saturation_ratio']:.2f}; ") + " | ".join(
             f"{c['load']:.0%}: p50 {c['p50_ratio'] or 0:.2f} p99 {c['p99_ratio'] or 0:.2f} oom {c['oom']}"
             for c in got["cells"])
         print(f"[{k + 1}/{args.configs}] {describe(cfg)} ({time.perf_counter() - t0:.0f} s): {row}", flush=True)
