@@ -7,8 +7,8 @@ world. For a ready task it predicts the finish of every option, and prices each 
 end of its *invocation* (``load_slack.py``: a task whose siblings end later anyway has slack),
 plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 
-* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time; while tasks wait for a slot,
-  plus the delay its slot time inflicts on the queue (``cpu_harm_ms``);
+* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time; for a task with slack while
+  tasks wait for a slot, plus the delay its slot time inflicts on the queue (``cpu_harm_ms``);
 * ``gpu_now`` (only when its VRAM fits now: never an oom): its GPU time slowed by the learned
   pressure of the GPU tasks running, each counted for the part of its run it will overlap, and
   never less than the GPU's time-averaged pressure (co-runners leave, others come); plus the
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
@@ -75,14 +75,32 @@ class _Gpu:
     foreign: float = 0.0  # the learned pressure of its co-runners now
 
 
+@dataclass(frozen=True, slots=True)
+class _Cost:
+    """The cost of an option for one ready task (``LoadPlanner._cost_of``): the predicted end of its
+    invocation from now, ``max(finish + tail, others)`` (``load_slack.py``), plus ``SLACK_TIE`` x
+    its own finish (among options that end the invocation alike, the faster), plus its harm."""
+
+    tail_ms: float  # what must still run after the task
+    others_ms: float  # the latest predicted end of the tasks of its invocation that may overlap it
+
+    def __call__(self, finish_ms: float, harm_ms: float) -> float:
+        return max(finish_ms + self.tail_ms, self.others_ms) + SLACK_TIE * finish_ms + harm_ms
+
+    def has_slack(self, finish_ms: float) -> bool:
+        """Does an option ending at ``finish_ms`` leave the invocation's end to a sibling?"""
+        return finish_ms + self.tail_ms < self.others_ms
+
+
 def cpu_harm_ms(card: ToolCard, live: LiveState) -> float:
-    """The delay a CPU run inflicts on other CPU tasks: none while a slot is free for each waiting
-    task; when tasks already wait, its slot time ``cpu_ms`` is taken from a queue that drains
-    ``cpu_slots`` at a time, and the tasks waiting now (a saturated queue tends to stay) tell how
-    many will wait behind it. Why: without it a task with slack (its sibling ends later anyway) is
-    priced free on the CPU however long it holds a slot, while its GPU harm counts: on a mix whose
-    CPU demand is near the slots, slow CPU runs of GPU tools (clip 2 s, against 0.1 s on the GPU)
-    then saturated the CPU and the stream's backlog grew without bound at 90% load."""
+    """The delay a CPU run inflicts on other CPU tasks: none while no task waits for a slot; when
+    tasks already wait, its slot time ``cpu_ms`` is taken from a queue that drains ``cpu_slots`` at
+    a time, and the tasks waiting now (a saturated queue tends to stay) tell how many will wait
+    behind it. Charged to a task with slack only (``_best_start``). Why: without it a task with
+    slack (its sibling ends later anyway) is priced free on the CPU however long it holds a slot,
+    while its GPU harm counts: on a mix whose CPU demand is near the slots, slow CPU runs of GPU
+    tools (clip 2 s, against 0.1 s on the GPU) then saturated the CPU and the stream's backlog grew
+    without bound at 90% load."""
     waiting = live.cpu_waiting
     return CPU_HARM_WEIGHT * card.cpu_ms * waiting / live.cpu_slots if waiting else 0.0
 
@@ -220,7 +238,7 @@ class LoadPlanner(StreamDecider):
         return self._placed(inv, task, live, best_mode, best_ms)
 
     def _hold_cost(self, key: tuple[int, str], card: ToolCard, gpu: list[_Gpu], live: LiveState,
-                   cost: Callable[[float, float], float]) -> float:
+                   cost: _Cost) -> float:
         """The cost of holding, to be compared with the best start now's. Its predicted finish: the
         GPU work held before it, the wait, the run.
 
@@ -242,16 +260,13 @@ class LoadPlanner(StreamDecider):
         self.ends.placed(inv, task, live.now_ms + finish_ms)
         return mode
 
-    def _cost_of(self, inv: Invocation, task: str, live: LiveState, gpu: list[_Gpu]) -> Callable[[float, float], float]:
-        """The cost of an option for ``task``: ``cost(finish_ms, harm_ms)`` = the predicted end of
-        its invocation from now (``load_slack.py``), plus ``SLACK_TIE`` x its own finish (among
-        options that end the invocation alike, the faster), plus its weighted harm."""
+    def _cost_of(self, inv: Invocation, task: str, live: LiveState, gpu: list[_Gpu]) -> _Cost:
+        """The cost of an option for ``task`` (``_Cost``)."""
         now = live.now_ms
         cpu_wait = cpu_wait_ms(live)
         others = self.ends.others_end_ms(inv, task, now, lambda u: self._ready_finish_ms(inv.cards[u], gpu, live,
                                                                                            cpu_wait)) - now
-        tail = self.ends.tail_ms(inv.workflow)[task]
-        return lambda finish, harm: max(finish + tail, others) + SLACK_TIE * finish + harm
+        return _Cost(self.ends.tail_ms(inv.workflow)[task], others)
 
     def _ready_finish_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_wait: float) -> float:
         """A ready task's best finish if it started now (a sibling not placed yet)."""
@@ -268,9 +283,12 @@ class LoadPlanner(StreamDecider):
 
     def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
                     fits: bool, harm_weight: float,
-                    cost: Callable[[float, float], float]) -> tuple[Mode, float, float]:
+                    cost: _Cost) -> tuple[Mode, float, float]:
         """The cheapest start now: (mode, its predicted finish, its cost)."""
-        best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, cpu_harm_ms(card, live))
+        # why only with slack: without it the CPU run's length already sets the invocation's end, and
+        # its harm pushed a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU
+        cpu_harm = cpu_harm_ms(card, live) if cost.has_slack(cpu_ms) else 0.0
+        best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, cpu_harm)
         if fits:
             run, harm = self._run_beside(card, gpu)
             c = cost(run, harm_weight * harm)
