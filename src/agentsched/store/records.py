@@ -46,7 +46,8 @@ def execution_from_doc(doc: Mapping[str, Any]) -> Execution:
     )
 
 
-def _digest(doc: Any) -> str:
+def digest(doc: Any) -> str:
+    """A short content hash of a JSON-able ``doc`` (what keys a workflow, a card set, a learner)."""
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 

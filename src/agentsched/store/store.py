@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from agentsched.errors import StoreError
 from agentsched.store import decode
-from agentsched.store.records import _digest, cards_doc, execution_from_doc, execution_to_doc, workflow_doc
+from agentsched.store.records import cards_doc, digest, execution_from_doc, execution_to_doc, workflow_doc
 from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode, Workflow
 
@@ -327,9 +327,9 @@ class Store:
         """The learner of ``wf`` (its content and cards) under ``policy`` and ``settings``,
         created on first use. Records the workflow and its cards."""
         wdoc, cdoc = workflow_doc(wf), cards_doc(wf)
-        whash, chash = _digest(wdoc), _digest(cdoc)
+        whash, chash = digest(wdoc), digest(cdoc)
         settings = dict(settings)
-        key = _digest({"workflow": whash, "cards": chash, "policy": policy, "settings": settings})
+        key = digest({"workflow": whash, "cards": chash, "policy": policy, "settings": settings})
         with self._write() as c:
             c.execute("INSERT OR IGNORE INTO workflows (hash, name, doc) VALUES (?, ?, ?)",
                       (whash, wf.name, json.dumps(wdoc)))
