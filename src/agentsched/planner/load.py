@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
@@ -120,20 +120,19 @@ class LoadPlanner(StreamDecider):
 
     late_binding = True
 
-    def __init__(self, *, admission: bool = True) -> None:
+    def __init__(self, *, admission: bool = True,
+                 learned: Mapping[str, tuple[float, float, int]] | None = None) -> None:
         self.admission = admission
         self.name = "agentsched" if admission else "agentsched-noadm"
-        self.learner = ContentionLearner()
-        self.ends = InvocationEnds()
-        self._p_avg = self._p_last = self._p_time_ms = 0.0
-        self._held: dict[tuple[int, str], float] = {}
-        self._prefix: dict[tuple[int, str], float] | None = None
-        self._held_total = 0.0
-        self._held_since: dict[tuple[int, str], float] = {}  # when each held task was first held
-        self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
+        # contention learned before (unit -> (s, p, runs), ContentionLearner.learned): each stream
+        # starts from it instead of the priors (a restarted server, service/contention_memory.py)
+        self.learned = dict(learned or {})
+        self.start_stream((), random.Random(0))
 
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
         self.learner = ContentionLearner()
+        for unit, (s, p, runs) in self.learned.items():
+            self.learner.restore(unit, s, p, runs)
         self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
         self._p_avg = self._p_last = self._p_time_ms = 0.0  # time-averaged GPU pressure (_track_pressure)
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms

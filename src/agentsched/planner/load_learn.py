@@ -30,6 +30,7 @@ class ContentionLearner:
         self.log_s: dict[str, float] = {}
         self.log_p: dict[str, float] = {}
         self.runs = 0  # GPU runs learned from
+        self.unit_runs: dict[str, int] = {}  # of those, the runs of each unit tool
 
     def _ensure(self, unit: str, tags: tuple[str, ...]) -> None:
         if unit not in self.log_s:
@@ -63,6 +64,23 @@ class ContentionLearner:
             g = s * w * math.exp(self.log_p[u]) / predicted  # d log(predicted) / d log p_u
             self.log_p[u] = _bounded(self.log_p[u] + _clip(step * g))
         self.runs += 1
+        self.unit_runs[unit] = self.unit_runs.get(unit, 0) + 1
+
+    def learned(self) -> dict[str, tuple[float, float, int]]:
+        """unit -> (s, p, runs) of every unit tool learned from at least one run (what a store keeps)."""
+        return {u: (math.exp(self.log_s[u]), math.exp(self.log_p[u]), n) for u, n in self.unit_runs.items()}
+
+    def restore(self, unit: str, s: float, p: float, runs: int) -> None:
+        """Start ``unit`` from (s, p) learned over ``runs`` earlier runs (a store's, after a restart)
+        instead of its prior; a value outside the learner's bounds raises ``ValueError``."""
+        for name, v in (("s", s), ("p", p)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+                    and abs(math.log(v)) <= LOG_BOUND + 1e-9):
+                raise ValueError(f"learned {name} of {unit} must be in [1e-3, 1e3], got {v!r}")
+        if not (isinstance(runs, int) and runs >= 0):
+            raise ValueError(f"runs learned for {unit} must be an integer >= 0, got {runs!r}")
+        self.log_s[unit], self.log_p[unit] = _bounded(math.log(s)), _bounded(math.log(p))
+        self.unit_runs[unit] = runs
 
 
 def _clip(x: float) -> float:

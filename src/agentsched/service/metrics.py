@@ -33,6 +33,10 @@ class Metrics:
                   registry=r).set_function(lambda: machine.peak_reserved_mb)
             Gauge("agentsched_vram_budget_mb", "The shared VRAM budget (MB)",
                   registry=r).set_function(lambda: machine.budget_mb)
+        memory = service.contention
+        if memory is not None:  # live placement: the contention its planner learned, restored runs included
+            Gauge("agentsched_contention_runs_learned", "GPU runs the live planner's contention was learned from "
+                  "(before a restart too)", registry=r).set_function(memory.runs_learned)
 
         pool = service.pool
         if pool is not None:  # the local testbed's warm tools (testbeds/tool_pool.py)

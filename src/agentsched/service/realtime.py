@@ -30,7 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution, Status, TaskSpan
@@ -41,6 +41,7 @@ from agentsched.testbeds.spec import TestbedSpec
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamSim
 
 _LIVE = ("waiting", "running")
+T = TypeVar("T")
 
 
 class _BroughtMapping(StreamDecider):
@@ -171,6 +172,12 @@ class SharedMachine:
                 # sleep until the next simulated event, or until a new arrival (notify) changes it
                 wait_s = None if math.isinf(due_ms) else max(0.0, (due_ms - self.now_ms()) / 1000.0 / self.time_scale)
                 self._cond.wait(wait_s)
+
+    def under_lock(self, fn: Callable[[], T]) -> T:
+        """``fn()`` while the simulation stands still: its decider's state read or set safely (the
+        clock thread moves it under this lock)."""
+        with self._cond:
+            return fn()
 
     def poke(self) -> None:
         """Wake the clock thread (a test's clock moved)."""

@@ -36,6 +36,7 @@ from agentsched.model.workflow import Workflow
 from agentsched.planner.load import LoadPlanner
 from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
+from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.store import Store
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
@@ -154,6 +155,7 @@ class Service:
         if config.cards:
             workflows = [w.with_cards(config.cards) for w in workflows]
         self.machine: SharedMachine | None = None
+        self.contention: ContentionMemory | None = None  # live placement's learned contention, kept
         budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
         # one GPU serves every workflow: its budget is the smallest any of them declares
         budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
@@ -175,9 +177,14 @@ class Service:
         self._testbeds: list[Any] = []
         try:
             if config.realtime:
+                planner = None
+                if config.placement == "live":  # starts from what it learned before a restart
+                    self.contention = ContentionMemory(self.store, workflows)
+                    planner = LoadPlanner(learned=self.contention.load())
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
-                                             time_scale=config.time_scale,
-                                             decider=LoadPlanner() if config.placement == "live" else None)
+                                             time_scale=config.time_scale, decider=planner)
+                if self.contention is not None and planner is not None:
+                    self.contention.attach(planner, self.machine)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
         except BaseException:
@@ -281,8 +288,10 @@ class Service:
     def _invoke_live(self, rt: Runtime) -> InvokeResult:
         """Run on the shared machine with no mapping (its planner places each task), then record it
         outside the learner's sequence (kind ``live``). The simulated tools take no inputs."""
-        assert self.machine is not None  # ServiceConfig: live placement only with --realtime
-        return rt.record(self.machine.run(rt.workflow, {}), "live")
+        assert self.machine is not None and self.contention is not None  # ServiceConfig: live only realtime
+        res = rt.record(self.machine.run(rt.workflow, {}), "live")
+        self.contention.maybe_save()
+        return res
 
     def cut(self) -> int:
         """After the drain's time is up: stop every runtime's loop, give the invocations answered in
@@ -350,6 +359,8 @@ class Service:
             tb.close()
         if self.machine is not None:
             self.machine.close()
+        if self.contention is not None:
+            self.contention.save()
         if self.pool is not None:
             self.pool.set_budget(self._pool_budget)
             self.pool.set_cpu_slots(self._pool_cpu_slots)

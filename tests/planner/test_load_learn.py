@@ -1,0 +1,57 @@
+"""The load-aware planner's online contention learner: what it keeps and what it takes back."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentsched.model.workflow import Mode
+from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.prior import contention_prior
+from agentsched.scenarios import load_scenario
+
+S7 = load_scenario("S7")
+OCR, CLIP = S7.task_cards["A"], S7.task_cards["B"]  # ocr_x2, clip_x12
+
+
+def _learned_beside_clip(runs: int) -> ContentionLearner:
+    learner = ContentionLearner()
+    learner.params(CLIP)
+    for _ in range(runs):  # ran 3x its card time beside clip for its whole run
+        learner.observe(OCR, Mode.GPU_NOW, 3 * OCR.gpu_ms, {"clip": 3 * OCR.gpu_ms})
+    return learner
+
+
+def test_learned_holds_each_unit_with_its_runs_and_only_units_learned_from():
+    learned = _learned_beside_clip(5).learned()
+    assert set(learned) == {"ocr"}  # clip pressed but was never a run learned from
+    s, p, runs = learned["ocr"]
+    assert runs == 5 and s > contention_prior(OCR.tags)[0]
+
+
+def test_restore_starts_a_unit_where_another_learner_left_it():
+    old = _learned_beside_clip(20)
+    new = ContentionLearner()
+    s, p, runs = old.learned()["ocr"]
+    new.restore("ocr", s, p, runs)
+    assert new.params(OCR) == pytest.approx(old.params(OCR)) and new.unit_runs == {"ocr": 20}
+    assert new.params(CLIP) == pytest.approx(contention_prior(CLIP.tags))  # not restored: its prior
+    new.observe(OCR, Mode.GPU_NOW, 3 * OCR.gpu_ms, {"clip": 3 * OCR.gpu_ms})
+    assert new.learned()["ocr"][2] == 21
+
+
+@pytest.mark.parametrize("s, p, runs, message", [
+    (math.nan, 1.0, 3, "learned s of ocr"),
+    (0.0, 1.0, 3, "learned s of ocr"),
+    (-1.0, 1.0, 3, "learned s of ocr"),
+    (1.0, 2e3, 3, "learned p of ocr"),
+    (1.0, "x", 3, "learned p of ocr"),
+    (1.0, 1.0, -1, "runs learned for ocr"),
+    (1.0, 1.0, 2.5, "runs learned for ocr"),
+])
+def test_restore_refuses_a_value_outside_the_learners_bounds(s, p, runs, message):
+    learner = ContentionLearner()
+    with pytest.raises(ValueError, match=message):
+        learner.restore("ocr", s, p, runs)
+    assert learner.learned() == {} and learner.params(OCR) == pytest.approx(contention_prior(OCR.tags))

@@ -1,0 +1,110 @@
+"""``serve --placement live`` keeps what its planner learned about contention in the store: a
+restarted server resumes it, a re-profiled tool starts afresh, a damaged row is skipped."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import agentsched.data
+from agentsched.experiments.load import seeded_arrivals
+from agentsched.experiments.loadgen import run_against
+from agentsched.model.cards import split_amplified
+from agentsched.planner.prior import contention_prior
+from agentsched.scenarios import load_scenario
+from agentsched.service.contention_memory import unit_cards
+from agentsched.service.service import Service
+from tests.service.test_live_placement import MIX, SYNC_S, _config
+
+INVOCATIONS = 24
+
+
+def _learn(service: Service) -> None:
+    """Invocations of both workflows at once (their GPU runs overlap: contention to learn from)."""
+    threads = [threading.Thread(target=service.invoke, args=(MIX[i % 2], {})) for i in range(INVOCATIONS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(SYNC_S)
+
+
+def _served_and_learned(tmp_path, **kw) -> dict:
+    service = Service(_config(tmp_path, **kw))
+    try:
+        _learn(service)
+    finally:
+        service.close()
+    learned = service.contention.planner.learner.learned()
+    assert learned and sum(n for _, _, n in learned.values()) >= 10  # it learned from runs beside others
+    return learned
+
+
+def _restored(tmp_path, **kw):
+    service = Service(_config(tmp_path, **kw))
+    service.close()  # nothing served: what it holds came from the store
+    return service.contention.planner.learner
+
+
+def test_a_restarted_server_resumes_the_contention_it_learned(tmp_path):
+    learned = _served_and_learned(tmp_path)
+    learner = _restored(tmp_path)
+    assert learner.learned().keys() == learned.keys()
+    for unit, (s, p, runs) in learned.items():
+        assert learner.learned()[unit] == pytest.approx((s, p, runs))
+    assert learner.runs == 0  # none learned in the second process: every figure came from the store
+
+
+def test_a_reprofiled_tool_starts_from_its_prior_and_the_others_keep_theirs(tmp_path):
+    learned = _served_and_learned(tmp_path)
+    doc = json.loads((Path(agentsched.data.__file__).parent / "cards" / "a5500.json").read_text())
+    unit = sorted(learned)[0]
+    doc["cards"][unit]["gpu_ms"] *= 1.5  # the machine changed: this tool was profiled again
+    path = tmp_path / "reprofiled.json"
+    path.write_text(json.dumps(doc))
+    learner = _restored(tmp_path, cards=str(path))
+    assert set(learner.learned()) == set(learned) - {unit}
+    card = next(c for name in MIX for c in load_scenario(name).with_cards(str(path)).task_cards.values()
+                if split_amplified(c.name)[0] == unit)
+    assert learner.params(card) == pytest.approx(contention_prior(card.tags))
+
+
+def test_a_damaged_row_is_skipped_with_a_warning(tmp_path, caplog):
+    learned = _served_and_learned(tmp_path)
+    unit = sorted(learned)[0]
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE contention SET s = -1.0 WHERE unit = ?", (unit,))
+    with caplog.at_level(logging.WARNING, logger="agentsched.service"):
+        learner = _restored(tmp_path)
+    assert f"learned contention of {unit} in the store ignored" in caplog.text
+    assert set(learner.learned()) == set(learned) - {unit}
+
+
+def test_units_share_a_key_across_amplified_cards():
+    cards = unit_cards([load_scenario("S7"), load_scenario("S1")])
+    assert set(cards) >= {"ocr", "clip", "bert_base", "whisper_base", "llama_1b", "sentiment"}
+    assert len(cards["whisper_base"]) == 2  # whisper_base_x4 in S7, whisper_base in S1: two cards, one unit
+
+
+def _runs_learned(server) -> float:
+    with server.client() as client:
+        text = client.get("/metrics").text
+    return float(next(line.split()[-1] for line in text.splitlines()
+                      if line.startswith("agentsched_contention_runs_learned ")))
+
+
+def test_a_server_process_restarted_on_its_store_starts_with_what_it_learned(start_server, tmp_path):
+    args = [*MIX, "--store", str(tmp_path / "l.db"), "--testbed", "sim", "--realtime", "--time-scale", "100",
+            "--vram-budget-mb", "2048", "--placement", "live", "--max-concurrency", "1000"]
+    first = start_server(args)
+    shots = run_against(first.url, seeded_arrivals("poisson", 6.0, 6.0, MIX, seed=4), MIX, time_scale=100.0)
+    assert shots and all(s.status == "ok" for s in shots)
+    learned = _runs_learned(first)
+    assert learned >= 10 and first.stop() == 0  # a graceful stop saves what it learned
+    second = start_server(args)
+    assert _runs_learned(second) == learned
+    assert second.stop() == 0
