@@ -17,7 +17,10 @@ from agentsched.experiments.loadgen import run_against
 from agentsched.model.cards import split_amplified
 from agentsched.planner.prior import contention_prior
 from agentsched.scenarios import load_scenario
+from agentsched.service import contention_memory
 from agentsched.service.contention_memory import unit_cards
+from agentsched.store import Store
+from agentsched.testbeds.spec import TestbedSpec
 from agentsched.service.service import Service
 from tests.service.test_live_placement import MIX, SYNC_S, _config
 
@@ -84,10 +87,61 @@ def test_a_damaged_row_is_skipped_with_a_warning(tmp_path, caplog):
     assert set(learner.learned()) == set(learned) - {unit}
 
 
-def test_units_share_a_key_across_amplified_cards():
+def test_one_key_per_unit_whatever_its_repeat_and_another_per_machine():
     cards = unit_cards([load_scenario("S7"), load_scenario("S1")])
     assert set(cards) >= {"ocr", "clip", "bert_base", "whisper_base", "llama_1b", "sentiment"}
-    assert len(cards["whisper_base"]) == 2  # whisper_base_x4 in S7, whisper_base in S1: two cards, one unit
+    assert len(cards["whisper_base"]) == 1  # whisper_base_x4 in S7 and whisper_base in S1: one tool, one key
+    assert unit_cards([load_scenario("S7")], "another machine")["ocr"] != cards["ocr"]
+
+
+def test_learning_under_another_simulated_world_is_not_resumed(tmp_path):
+    learned = _served_and_learned(tmp_path)
+    assert learned and _restored(tmp_path, testbed=TestbedSpec(kind="sim", noise_sigma=0.0,
+                                                                world="a5500-power")).learned() == {}
+
+
+def test_a_busy_server_saves_as_it_learns_not_only_when_it_stops(tmp_path, monkeypatch):
+    monkeypatch.setattr(contention_memory, "SAVE_EVERY_RUNS", 5)
+    service = Service(_config(tmp_path))
+    try:
+        _learn(service)
+        saved = service.store.contention(h for hashes in service.contention.cards.values() for h in hashes)
+        assert saved and sum(r.runs for r in saved) >= 5  # written while serving, before close
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("value", ["'x'", "NULL", "2.5"])
+def test_a_damaged_run_count_is_skipped_with_a_warning(tmp_path, caplog, value):
+    learned = _served_and_learned(tmp_path)
+    unit = sorted(learned)[0]
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("CREATE TABLE c2 AS SELECT * FROM contention")  # without NOT NULL: a NULL can be written
+        conn.execute("DROP TABLE contention")
+        conn.execute("ALTER TABLE c2 RENAME TO contention")
+        conn.execute(f"UPDATE contention SET runs = {value} WHERE unit = ?", (unit,))
+    with caplog.at_level(logging.WARNING, logger="agentsched.service"):
+        learner = _restored(tmp_path)
+    assert f"learned contention of {unit} in the store ignored" in caplog.text
+    assert set(learner.learned()) == set(learned) - {unit}
+
+
+def test_a_store_that_refuses_the_save_is_a_warning_and_serving_goes_on(tmp_path, caplog):
+    path = tmp_path / "s.db"
+    Store(path).close()
+    with sqlite3.connect(path) as conn:  # a contention table this schema cannot write (damaged)
+        conn.execute("DROP TABLE contention")
+        conn.execute("CREATE TABLE contention (unit TEXT, card_hash TEXT, s REAL, p REAL, runs INTEGER, "
+                     "updated_s REAL, owner TEXT NOT NULL, PRIMARY KEY (unit, card_hash))")
+    service = Service(_config(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="agentsched.service"):
+        try:
+            _learn(service)
+        finally:
+            service.close()
+    assert "could not save the learned contention" in caplog.text and "contention table refused" in caplog.text
+    assert service.outside_runs["S1"] + service.outside_runs["S7"] == INVOCATIONS  # every invocation answered
+    assert len(Store(path).executions(service.runtimes["S1"].learner_id)) == INVOCATIONS // 2  # and recorded
 
 
 def _runs_learned(server) -> float:

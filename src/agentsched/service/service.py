@@ -38,6 +38,7 @@ from agentsched.runtime import Runtime
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
+from agentsched.store.records import digest
 from agentsched.store.store import Store
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 from agentsched.testbeds.tool_pool import ToolPool, shared_pool
@@ -179,7 +180,10 @@ class Service:
             if config.realtime:
                 planner = None
                 if config.placement == "live":  # starts from what it learned before a restart
-                    self.contention = ContentionMemory(self.store, workflows)
+                    # why the world in the key: on the simulator it is the machine (another law, other contention)
+                    world = config.testbed.world
+                    self.contention = ContentionMemory(self.store, workflows,
+                                                       digest(world.model_dump(mode="json")) if world else "")
                     planner = LoadPlanner(learned=self.contention.load())
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
                                              time_scale=config.time_scale, decider=planner)
@@ -360,7 +364,7 @@ class Service:
         if self.machine is not None:
             self.machine.close()
         if self.contention is not None:
-            self.contention.save()
+            self.contention.save()  # never raises: the pool and the store below are still closed
         if self.pool is not None:
             self.pool.set_budget(self._pool_budget)
             self.pool.set_cpu_slots(self._pool_cpu_slots)

@@ -474,10 +474,13 @@ class Store:
     def save_contention(self, rows: Iterable[tuple[str, str, float, float, int]]) -> None:
         """Keep (unit, card_hash, s, p, runs) rows, replacing what each key held (one transaction)."""
         now = time.time()
-        with self._write() as c:
-            c.execute(_CONTENTION_TABLE)
-            c.executemany("INSERT OR REPLACE INTO contention (unit, card_hash, s, p, runs, updated_s) "
-                          "VALUES (?, ?, ?, ?, ?, ?)", [(*r, now) for r in rows])
+        try:
+            with self._write() as c:
+                c.execute(_CONTENTION_TABLE)
+                c.executemany("INSERT OR REPLACE INTO contention (unit, card_hash, s, p, runs, updated_s) "
+                              "VALUES (?, ?, ?, ?, ?, ?)", [(*r, now) for r in rows])
+        except sqlite3.IntegrityError as e:  # a contention table not as this schema writes it (damaged)
+            raise self._fail(f"is damaged: its contention table refused a row ({e})") from None
 
     def _learner(self, r: tuple) -> LearnerRow:
         return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], self._decoded(decode.loads_object, r[6],
