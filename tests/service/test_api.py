@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 
 import httpx
+import pytest
 
 from tests.service.conftest import ROOT
 
@@ -76,7 +78,10 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         assert r.status_code == 422 and "seconds" in r.json()["detail"]
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0, "extra": 1}})
         assert r.status_code == 422 and "extra" in r.json()["detail"]
-        assert c.post("/v1/workflows/sleepy/invocations", json={"inputs": 3}).status_code == 422
+        r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": 3})
+        assert r.status_code == 422 and r.json()["detail"] == "body inputs: Input should be a valid dictionary"
+        r = c.post("/v1/workflows/sleepy/invocations", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["detail"].startswith("body 1: JSON decode error")
         slow: list[httpx.Response] = []
         t = threading.Thread(target=lambda: slow.append(
             server.client().post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3}})))
@@ -100,6 +105,22 @@ def test_a_non_loopback_host_needs_a_token_or_insecure(tmp_path):
     assert not (tmp_path / "x.db").exists()  # refused before anything was opened
 
 
+@pytest.mark.parametrize("port, message", [("70000", "error: --port must be 0-65535, got 70000"),
+                                           ("-1", "error: --port must be 0-65535, got -1"),
+                                           ("TAKEN", "error: cannot listen on 127.0.0.1:")])
+def test_a_port_it_cannot_listen_on_is_one_line_before_anything_opens(tmp_path, port, message):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1]) if port == "TAKEN" else port
+        r = subprocess.run([sys.executable, "-m", "agentsched", "serve", "S1", "--store", str(tmp_path / "x.db"),
+                            "--testbed", "sim", "--port", port], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith(message) and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "x.db").exists()  # refused before the store was opened
+
+
 def test_a_task_over_its_timeout_ends_its_invocation_as_error(start_server, tmp_path):
     server = start_server(["sleepy.yaml", "--store", str(tmp_path / "o.db"), "--task-timeout-s", "1"],
                           cwd=WORKFLOWS)
@@ -119,6 +140,7 @@ def test_history_limit_is_the_newest_n_and_is_validated(start_server, tmp_path):
         assert [h["invocation_id"] for h in c.get("/v1/workflows/S1/history").json()] == ids  # default 100
         for bad in (0, -1, 10_001, "x"):
             r = c.get("/v1/workflows/S1/history", params={"limit": bad})
-            assert r.status_code == 422, bad
+            assert r.status_code == 422 and isinstance(r.json()["detail"], str), bad  # one line, as every error
+            assert r.json()["detail"].startswith("query limit: ") and "\n" not in r.json()["detail"]
         assert c.get("/v1/workflows/S9/history", params={"limit": 1}).status_code == 404
     assert server.stop() == 0

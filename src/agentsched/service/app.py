@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
@@ -41,6 +42,16 @@ class MappingIn(BaseModel):
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def validation_line(errors: Sequence[Any]) -> str:
+    """FastAPI's list of validation errors as the API's one line: where and what, of the first."""
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    where = " ".join(str(p) for p in first.get("loc", ()))
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{more}" if where else f"{first.get('msg', 'invalid')}{more}"
 
 
 def create_app(service: Service, *, token: str | None = None) -> FastAPI:
@@ -69,6 +80,10 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     @app.exception_handler(UnknownWorkflowError)
     async def unknown_workflow(request: Request, exc: UnknownWorkflowError) -> JSONResponse:
         return _error(404, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, validation_line(exc.errors()))
 
     _invocation_route(v1, service, metrics, limiter)
     _view_routes(v1, service)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import socket
 import sys
 import threading
 from typing import Any
@@ -41,6 +42,26 @@ def check_bind(host: str, token: str | None, insecure: bool) -> None:
     if not is_loopback(host) and token is None and not insecure:
         raise AgentschedError(f"--host {host} is not a loopback address: give --token-file FILE (clients send "
                               "'Authorization: Bearer TOKEN'), or --insecure to serve without one")
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now: a port out of range, taken, or an address not of this
+    machine is a one-line error before minutes of replay (uvicorn would print a traceback, or its
+    own log line and exit 3, after them)."""
+    if not 0 <= port <= 65535:
+        raise AgentschedError(f"--port must be 0-65535, got {port}")
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise AgentschedError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds its own
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        raise AgentschedError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
 
 
 def read_token(path: Any) -> str:
@@ -94,12 +115,20 @@ def serve(config: ServiceConfig, *, host: str = "127.0.0.1", port: int = 8000, t
     for tools still running in their abandoned threads (the CLI's choice; a library caller's
     process is not ours to end)."""
     check_bind(host, token, insecure)
-    service = Service(config)  # replays every learner before the port opens
+    sock = listen_socket(host, port)
+    try:
+        service = Service(config)  # replays every learner before the port opens
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(service, token=token)
     uv = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on",
                         timeout_graceful_shutdown=max(1, int(config.drain_s) + 1))
     server = _DrainingServer(uv, service)
-    server.run()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     code = 0 if server.started else 1
     if exit_after_cut and service.cut_count:
         sys.stdout.flush()
