@@ -34,8 +34,9 @@ async def main() -> None:
     limits = httpx.Limits(max_connections=a.clients)
     async with httpx.AsyncClient(base_url=a.url, timeout=300, limits=limits) as c:
         t0 = time.perf_counter()
-        await asyncio.gather(*(client(c, a.workflow, a.requests // a.clients, codes, latencies)
-                               for _ in range(a.clients)))
+        # the requests shared out: the first (requests % clients) clients send one more
+        await asyncio.gather(*(client(c, a.workflow, a.requests // a.clients + (i < a.requests % a.clients), codes,
+                                      latencies) for i in range(a.clients)))
         wall_s = time.perf_counter() - t0
     print(f"{len(latencies)} invocations in {wall_s:.2f} s: {len(latencies) / wall_s:.0f}/s; "
           f"latency p50 {statistics.median(latencies):.1f} ms; answers {dict(codes)}")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from agentsched.errors import AgentschedError
+from agentsched.experiments import load
 from agentsched.experiments.load import Machine, capacity_per_s, isolated_ms, oracle_mappings, sustains, make_decider
 from agentsched.scenarios import resolve_workflow
 
@@ -31,3 +35,30 @@ def test_a_workflow_longer_than_the_drain_tolerance_is_still_sustained_at_a_slow
     assert sustains(wfs, dmda, machine, rate, 10.0, longest)
     capacity, rates = capacity_per_s(wfs, machine, oracle, 10.0)
     assert capacity > 0 and capacity == max(rates.values())
+
+
+class _Searched(Exception):
+    pass
+
+
+def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monkeypatch):
+    """Why: 30 s search streams put S1+S7's capacity at 5.75/s, 60-240 s ones at 9.9-10.6/s; a load
+    must mean one rate whatever --duration-s."""
+    searched: list[float] = []
+
+    def capacity(workflows, machine, oracle, duration_s, longest_ms=None):
+        searched.append(duration_s)
+        raise _Searched
+
+    monkeypatch.setattr(load, "capacity_per_s", capacity)
+    for study_s in (20.0, 60.0, 90.0, 300.0):
+        with pytest.raises(_Searched):
+            load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=study_s, seeds=1,
+                          loads=[0.5])
+    assert searched == [60.0, 60.0, 90.0, 120.0]
+
+
+def test_a_study_too_long_is_refused_before_the_capacity_search(monkeypatch):
+    monkeypatch.setattr(load, "capacity_per_s", lambda *a, **k: pytest.fail("searched"))
+    with pytest.raises(AgentschedError, match="at most 1,000,000 simulated seconds"):
+        load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=1e9, seeds=1, loads=[0.3])

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from agentsched.model.workflow import Mode
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.scenarios import load_scenario
 
@@ -55,3 +55,38 @@ def test_restore_refuses_a_value_outside_the_learners_bounds(s, p, runs, message
     with pytest.raises(ValueError, match=message):
         learner.restore("ocr", s, p, runs)
     assert learner.learned() == {} and learner.params(OCR) == pytest.approx(contention_prior(OCR.tags))
+
+
+def test_the_measured_ratio_moves_toward_what_the_runs_took():
+    m = MeasuredRatio()
+    assert m.factor(OCR) == 1.0  # nothing measured yet: the model's word
+    for i in range(200):
+        m.started(i, "A", OCR, 100.0)
+        m.observe(i, "A", Mode.GPU_NOW, 300.0)  # every run took 3x its prediction
+    assert m.factor(OCR) == pytest.approx(3.0, rel=0.01)
+    assert m.factor(load_scenario("S1").task_cards["A"]) == 1.0  # another tool: untouched
+    ocr_x4 = OCR.model_copy(update={"name": "ocr_x4"})
+    assert m.factor(ocr_x4) == m.factor(OCR)  # one unit tool, whatever the repeat
+
+
+def test_the_measured_ratio_takes_only_gpu_now_runs_it_predicted_and_stays_bounded():
+    m = MeasuredRatio()
+    m.observe(1, "A", Mode.GPU_NOW, 500.0)  # never predicted (placed elsewhere)
+    m.started(2, "A", OCR, 100.0)
+    m.observe(2, "A", Mode.CPU, 5000.0)  # moved off the GPU before it ran there: not a GPU run
+    assert m.factor(OCR) == 1.0
+    for i in range(3, 2000):
+        m.started(i, "A", OCR, 1.0)
+        m.observe(i, "A", Mode.GPU_NOW, 1e6)
+    assert m.factor(OCR) == pytest.approx(math.exp(MeasuredRatio.MAX_LOG))
+
+
+def test_predictions_waiting_for_their_runs_are_bounded(monkeypatch):
+    monkeypatch.setattr(MeasuredRatio, "MAX_PENDING", 3)
+    m = MeasuredRatio()
+    for i in range(5):
+        m.started(i, "A", OCR, 100.0)
+    m.observe(0, "A", Mode.GPU_NOW, 300.0)  # the oldest was dropped: nothing learned from it
+    assert m.factor(OCR) == 1.0
+    m.observe(4, "A", Mode.GPU_NOW, 300.0)
+    assert m.factor(OCR) > 1.0

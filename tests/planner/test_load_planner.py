@@ -3,14 +3,16 @@ across invocations, admission when both devices are saturated."""
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 
 from agentsched.experiments.load import percentile
 from agentsched.model.generate import generate_workflow
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
 from agentsched.planner.load import LoadPlanner, cpu_harm_ms
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
 from agentsched.scenarios import load_scenario
@@ -119,3 +121,50 @@ def test_a_cpu_run_that_sets_its_invocations_end_is_not_charged_the_queues_delay
     theirs = run_stream(wfs, arr, WithAdmission(Dmda()), **kw)
     assert ours.count("ok") == len(arr)
     assert percentile(ours.latencies_ms(), 0.99) <= 1.4 * percentile(theirs.latencies_ms(), 0.99)
+
+
+class _Recorded(MeasuredRatio):
+    """MeasuredRatio that keeps, for each GPU run, (its tool, predicted before the factor, the factor then,
+    the run)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[tuple[str, float, float, float]] = []
+        self._at_start: dict = {}
+
+    def started(self, invocation, task, card, predicted_ms):
+        self._at_start[(invocation, task)] = (card.name.split("_x")[0], predicted_ms, self.factor(card))
+        super().started(invocation, task, card, predicted_ms)
+
+    def observe(self, invocation, task, mode, run_ms):
+        start = self._at_start.pop((invocation, task), None)
+        if start is not None and mode is Mode.GPU_NOW:
+            self.runs.append((*start, run_ms))
+        super().observe(invocation, task, mode, run_ms)
+
+
+class _RecordingPlanner(LoadPlanner):
+    def start_stream(self, workflows, rng):
+        super().start_stream(workflows, rng)
+        self.measured = _Recorded()
+
+
+def test_predictions_scaled_by_what_was_measured_are_closer_to_the_runs():
+    # a superlinear world the planner never sees: tools run longer in the crowd than the linear law
+    # it learns can say (and co-runners start after them); the measured ratio corrects the next
+    # predictions of each tool
+    wfs = [generate_workflow(tasks=6, topology="chain", space="binary", seed=312, index=0),
+           generate_workflow(tasks=5, topology="fan-out", space="binary", seed=312, index=1)]
+    planner = _RecordingPlanner()
+    run_stream(wfs, poisson_arrivals(2.0, 300.0, 2, random.Random(0)), planner, vram_budget_mb=24576.0,
+               cpu_slots=16, world="a5500-power", seed=0)
+    later = planner.measured.runs[len(planner.measured.runs) // 2:]  # once runs of each tool were measured
+    by_tool: dict[str, list] = {}
+    for tool, predicted, f, run in later:
+        by_tool.setdefault(tool, []).append((math.log(run / predicted), math.log(run / (predicted * f))))
+    bias = {t: (abs(statistics.fmean(r for r, _ in v)), abs(statistics.fmean(c for _, c in v)))
+            for t, v in by_tool.items() if len(v) >= 10}
+    assert len(bias) >= 3
+    assert all(scaled <= raw + 0.02 for raw, scaled in bias.values()), bias  # no tool's bias grows
+    raw, scaled = (sum(b[i] for b in bias.values()) for i in (0, 1))
+    assert raw > 0.05 and scaled < 0.5 * raw, bias  # the model's bias, at least halved once measured

@@ -118,3 +118,16 @@ def test_a_stream_fired_at_a_live_placing_server(start_server, tmp_path):
         assert kinds == {"live"}
         assert {w["placement"] for w in client.get("/v1/workflows").json()} == {"live"}
     assert server.stop() == 0
+
+
+def test_a_restarted_service_counts_the_live_invocations_of_earlier_processes(tmp_path):
+    for expected in (3, 6):
+        service = Service(_config(tmp_path))
+        try:
+            for _ in range(3):
+                assert service.invoke("S1", {}).kind == "live"
+            described = service.describe("S1")
+            assert described["invocations"] == expected and described["current_mapping"] is None
+            assert described["placement"] == "live"
+        finally:
+            service.close()

@@ -57,3 +57,13 @@ def test_bad_arguments():
         make_arrivals("uniform", rate_per_s=1, duration_s=1, names=["a"], rng=random.Random())
     with pytest.raises(TestbedError, match="cannot read"):
         read_trace("/nonexistent/trace.csv", ["a"])
+
+
+@pytest.mark.parametrize("duration_s, message", [
+    (0.0, "duration must be a finite number > 0"),
+    (float("nan"), "duration must be a finite number > 0"),
+    (2e6, "duration 2,000,000 s: at most 1,000,000 simulated seconds"),
+])
+def test_a_bad_duration_is_one_line(duration_s, message):
+    with pytest.raises(TestbedError, match=message):
+        poisson_arrivals(1e-9, duration_s, 1, random.Random())

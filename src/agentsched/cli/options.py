@@ -23,7 +23,8 @@ JSON_OUT_HELP = "also write the JSON document to this file"
 SEED_HELP = ("seed S: the testbed noise and the policy's choices draw from two streams derived from S "
              "('noise:S', 'policy:S'); same S, same result")
 TESTBED_HELP = "sim (simulated, default), local (real tools on this machine) or ray (real tools on a Ray cluster)"
-CPU_SLOTS_HELP = "at most this many CPU tasks at once (sim default: unbounded many-core host; local: worker pool)"
+CPU_SLOTS_HELP = ("at most this many CPU tasks at once (sim default: unbounded many-core host, 16 on serve's "
+                  "--realtime shared machine; local: worker pool)")
 
 JSON = typer.Option(False, "--json", help=JSON_HELP)
 

@@ -33,13 +33,13 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
 from agentsched.planner.load import LoadPlanner
 from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, oracle_static
-from agentsched.testbeds.arrivals import Arrival, make_arrivals
+from agentsched.testbeds.arrivals import Arrival, check_duration, make_arrivals
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
 from agentsched.model.live import StreamDecider
 
 CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search (at most)
-MIN_CAPACITY_DURATION_S = 10.0  # ... and at least; within these, the study's own duration
+MIN_CAPACITY_DURATION_S = 60.0  # ... and at least; within these, the study's own duration
 DRAIN_FRACTION = 0.05  # sustained: the last invocation ends within 5% of the duration after it
 START_RATE_PER_S = 0.5
 MIN_RATE_PER_S = 0.01
@@ -234,9 +234,12 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
         raise AgentschedError("the workflow mix names one workflow twice")
     # a bad arrival kind or trace file fails now, in one line, before minutes of capacity search
     make_arrivals(arrival, rate_per_s=1.0, duration_s=1.0, names=names, rng=random.Random(0))
+    check_duration(duration_s)
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
-    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))  # no longer than the study
+    # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on
+    # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
+    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
     longest_ms = max(isolated.values())
     capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s, longest_ms)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]

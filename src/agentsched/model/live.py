@@ -68,6 +68,7 @@ class TaskDone:
     load_ms: float
     wait_ms: float  # from ready to start (slot, queue or hold)
     overlap_ms: Mapping[str, float]  # GPU runs: unit tool -> ms it ran beside this run (others only)
+    invocation: int = -1  # the id of its invocation (``Invocation.id``); -1: not known
 
 
 class LiveState:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.load_slack import InvocationEnds
 from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
@@ -133,6 +133,7 @@ class LoadPlanner(StreamDecider):
         self.learner = ContentionLearner()
         for unit, (s, p, runs) in self.learned.items():
             self.learner.restore(unit, s, p, runs)
+        self.measured = MeasuredRatio()  # measured / predicted GPU runs: scales the next predictions
         self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
         self._p_avg = self._p_last = self._p_time_ms = 0.0  # time-averaged GPU pressure (_track_pressure)
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
@@ -184,7 +185,7 @@ class LoadPlanner(StreamDecider):
         # 1/(1+s_j P_j) to 1/(1+s_j (P_j+p)); the work it loses then takes 1+s_j P_j longer to
         # redo, so its end moves by T s_j p / (1 + s_j (P_j + p)) (a crowded GPU adds less per task)
         harm = sum(g.s * p * min(g.remaining_ms, run) / (1.0 + g.s * (g.foreign + p)) for g in gpu if not g.loading)
-        return run, harm
+        return run * self.measured.factor(card), harm  # what its runs took, measured, over the model's word
 
     def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> tuple[float, float]:
         """(predicted finish, harm of its run) when waiting for the GPU: until enough VRAM frees (or
@@ -256,6 +257,9 @@ class LoadPlanner(StreamDecider):
         return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
+        if mode is Mode.GPU_NOW:  # finish_ms is its predicted run: compared with the run when it ends
+            card = inv.cards[task]
+            self.measured.started(inv.id, task, card, finish_ms / self.measured.factor(card))
         self.ends.placed(inv, task, live.now_ms + finish_ms)
         return mode
 
@@ -331,3 +335,4 @@ class LoadPlanner(StreamDecider):
 
     def observe(self, done: TaskDone) -> None:
         self.learner.observe(done.card, done.mode, done.run_ms, dict(done.overlap_ms))
+        self.measured.observe(done.invocation, done.task, done.mode, done.run_ms)

@@ -89,3 +89,47 @@ def _clip(x: float) -> float:
 
 def _bounded(x: float) -> float:
     return max(-LOG_BOUND, min(LOG_BOUND, x))
+
+
+class MeasuredRatio:
+    """What the planner measured over what it predicted, per unit tool: an exponential average of
+    log(run_ms / predicted run_ms) over its ``gpu_now`` runs, and the factor that scales its next
+    predicted GPU runs.
+
+    Why, beside the learner above: the learner fits the linear law (``model/contention.py``); where
+    the machine follows another (superlinear slowdown in the crowd, only the strongest co-runner
+    counting), its predictions stay biased at the load the stream runs at, whatever (s, p) it
+    learns, and a sensitive tool went on being started on a GPU where its runs took several times
+    the prediction (docs/load.md). The prediction compared is the planner's own at the start (the
+    running set then, the background pressure, future co-runners unknown), so the factor also
+    absorbs what that prediction cannot see.
+    """
+
+    RATE = 0.05  # weight of a new run in the average (about the last 20 runs of the tool count)
+    MAX_LOG = 3.0  # the factor stays within [1/20, 20]
+    MAX_PENDING = 100_000  # predictions waiting for their run to end (a stream's worth; oldest dropped)
+
+    def __init__(self) -> None:
+        self.log_ratio: dict[str, float] = {}
+        self._pending: dict[tuple[int, str], tuple[str, float]] = {}  # (invocation, task) -> (unit, predicted)
+
+    def factor(self, card: ToolCard) -> float:
+        """Scale of ``card``'s next predicted GPU run (1 until one of its runs was measured)."""
+        x = self.log_ratio.get(split_amplified(card.name)[0], 0.0)
+        return math.exp(max(-self.MAX_LOG, min(self.MAX_LOG, x)))
+
+    def started(self, invocation: int, task: str, card: ToolCard, predicted_ms: float) -> None:
+        """A ``gpu_now`` run starts, predicted ``predicted_ms`` before the factor."""
+        if predicted_ms > 0 and invocation >= 0:
+            if len(self._pending) >= self.MAX_PENDING:
+                self._pending.pop(next(iter(self._pending)))
+            self._pending[(invocation, task)] = (split_amplified(card.name)[0], predicted_ms)
+
+    def observe(self, invocation: int, task: str, mode: Mode, run_ms: float) -> None:
+        """A run ended: move its tool's average toward what it measured."""
+        pending = self._pending.pop((invocation, task), None)
+        if pending is None or mode is not Mode.GPU_NOW or run_ms <= 0:
+            return
+        unit, predicted_ms = pending
+        old = self.log_ratio.get(unit, 0.0)
+        self.log_ratio[unit] = old + self.RATE * (math.log(run_ms / predicted_ms) - old)

@@ -42,7 +42,8 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
     """``report.md``: the setup, the capacity and the table of rows."""
     m = doc["machine"]
     lines = ["# Scheduling under load", "",
-             f"Machine: VRAM budget {_cell(m['vram_budget_mb'])} MB, {m['cpu_slots']} CPU slots, world "
+             f"Machine: VRAM budget {'none' if m['vram_budget_mb'] is None else _cell(m['vram_budget_mb']) + ' MB'}, "
+             f"{m['cpu_slots']} CPU slots, world "
              f"{m['world']}, noise sigma {m['noise_sigma']:g}. Arrivals: {doc['arrival']}, "
              f"{doc['duration_s']:g} simulated s, {doc['seeds']} seed(s).", "",
              f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, the best "

@@ -199,7 +199,10 @@ class Service:
         self.draining = False
         self._flights: set[Flight] = set()  # invocations running now (for the cut at shutdown)
         self.cut_count = 0  # invocations the shutdown cut (recorded as error)
-        self.outside_runs: dict[str, int] = dict.fromkeys(self.runtimes, 0)  # pinned and live: outside the rounds
+        # pinned, live and cut invocations, outside the rounds: those of earlier processes, then ours
+        self.outside_runs: dict[str, int] = {name: 0 if rt.learner_id is None else
+                                             self.store.sequence_length(rt.learner_id, outside=True)
+                                             for name, rt in self.runtimes.items()}
 
     def _runtime(self, wf: Workflow) -> Runtime:
         c = self.config
@@ -334,8 +337,9 @@ class Service:
     def describe(self, name: str) -> dict[str, Any]:
         rt = self.runtime(name)
         best = rt.best
+        live = rt.pinned is None and self.config.placement == "live"  # no mapping: each task placed when ready
         return {"name": name, "policy": rt.policy.label, "tasks": list(rt.workflow.task_ids),
-                "pinned": rt.pinned is not None, "current_mapping": _modes(rt.pinned or rt.current),
+                "pinned": rt.pinned is not None, "current_mapping": None if live else _modes(rt.pinned or rt.current),
                 "best_mapping": _modes(best[1]) if best else None, "best_e2e_ms": best[0] if best else None,
                 "invocations": rt.executions + self.outside_runs[name], "replayed": rt.replayed,
                 "placement": "pinned" if rt.pinned is not None else self.config.placement,

@@ -439,8 +439,10 @@ class Store:
             except sqlite3.Error as e:
                 raise self._translate(e) from None
 
-    def sequence_length(self, learner_id: int) -> int:
-        rows = self._read("SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS NOT NULL", (learner_id,))
+    def sequence_length(self, learner_id: int, *, outside: bool = False) -> int:
+        """Executions in the learner's sequence (``outside``: those kept outside it: pinned, live, cut)."""
+        rows = self._read(f"SELECT COUNT(*) FROM executions WHERE learner_id = ? AND seq IS {'' if outside else 'NOT '}"
+                          "NULL", (learner_id,))
         return int(rows[0][0])
 
     # ---- rounds ----------------------------------------------------------------------------

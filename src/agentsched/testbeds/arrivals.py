@@ -24,6 +24,7 @@ from agentsched.errors import TestbedError
 
 ARRIVAL_KINDS = ("poisson", "bursty", "trace")
 MAX_ARRIVALS = 5_000_000  # far beyond a benchmark; keeps a typo'd rate from eating the memory
+MAX_DURATION_S = 1_000_000.0  # 11.6 simulated days: refused at once, not after a capacity search
 BURST_ON_MEAN_S = 2.0  # mean length of an "on" period of the bursty stream
 BURST_OFF_MEAN_S = 2.0  # mean length of an "off" period
 
@@ -36,11 +37,18 @@ class Arrival:
     workflow: int  # index into the workflow mix
 
 
+def check_duration(duration_s: float) -> None:
+    """One-line ``TestbedError`` for a stream duration that is not a number of seconds in (0, MAX_DURATION_S]."""
+    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
+        raise TestbedError(f"duration must be a finite number > 0 seconds, got {duration_s!r}")
+    if duration_s > MAX_DURATION_S:
+        raise TestbedError(f"duration {duration_s:,.0f} s: at most {MAX_DURATION_S:,.0f} simulated seconds")
+
+
 def _check(rate_per_s: float, duration_s: float, n_workflows: int) -> None:
     if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
         raise TestbedError(f"arrival rate must be a finite number > 0 per second, got {rate_per_s!r}")
-    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
-        raise TestbedError(f"duration must be a finite number > 0 seconds, got {duration_s!r}")
+    check_duration(duration_s)
     if rate_per_s * duration_s > MAX_ARRIVALS:
         raise TestbedError(f"rate x duration = {rate_per_s * duration_s:,.0f} arrivals; at most {MAX_ARRIVALS:,}")
     if n_workflows < 1:

@@ -282,7 +282,7 @@ class StreamSim:
                 if d > 1e-6:
                     overlap[unit] = d
         self.decider.observe(TaskDone(inv.workflow.name, r.task, r.card, r.mode, self.now_ms - r.run_start_ms,
-                                      r.run_start_ms - r.start_ms, r.start_ms - r.ready_ms, overlap))
+                                      r.run_start_ms - r.start_ms, r.start_ms - r.ready_ms, overlap, inv.id))
         if inv.status != "running":
             return
         inv.left -= 1
