@@ -7,8 +7,11 @@ import math
 import random
 import statistics
 
+import pytest
+
 from agentsched.experiments.load import percentile
 from agentsched.model.generate import generate_workflow
+from agentsched.model.cards import split_amplified
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
 from agentsched.planner.load import LoadPlanner, cpu_harm_ms
@@ -133,7 +136,7 @@ class _Recorded(MeasuredRatio):
         self._at_start: dict = {}
 
     def started(self, invocation, task, card, predicted_ms):
-        self._at_start[(invocation, task)] = (card.name.split("_x")[0], predicted_ms, self.factor(card))
+        self._at_start[(invocation, task)] = (split_amplified(card.name)[0], predicted_ms, self.factor(card))
         super().started(invocation, task, card, predicted_ms)
 
     def observe(self, invocation, task, mode, run_ms):
@@ -168,3 +171,42 @@ def test_predictions_scaled_by_what_was_measured_are_closer_to_the_runs():
     assert all(scaled <= raw + 0.02 for raw, scaled in bias.values()), bias  # no tool's bias grows
     raw, scaled = (sum(b[i] for b in bias.values()) for i in (0, 1))
     assert raw > 0.05 and scaled < 0.5 * raw, bias  # the model's bias, at least halved once measured
+
+
+def test_the_planner_scales_its_gpu_run_by_the_measured_ratio_and_records_the_raw_prediction():
+    inv = _inv("S7")
+    clip, ocr = inv.cards["B"], inv.cards["A"]
+    p = LoadPlanner()
+    p.start_stream([inv.workflow], random.Random(0))
+    gpu = p._gpu(fake_live(gpu=[view(clip)]))
+    run, harm = p._run_beside(ocr, gpu)
+    p.measured.log_ratio["ocr"] = math.log(2.0)  # its runs took twice the prediction
+    assert p._run_beside(ocr, gpu) == (2.0 * run, harm)  # the run it predicts now; the harm it inflicts as before
+    started: list[float] = []
+    p.measured.started = lambda invocation, task, card, predicted_ms: started.append(predicted_ms)
+    p._placed(inv, "A", fake_live(), Mode.GPU_NOW, 2.0 * run)
+    p._placed(inv, "B", fake_live(), Mode.CPU, 5000.0)  # a CPU placement predicts no GPU run
+    assert started == [pytest.approx(run)]  # compared with the run when it ends, before the factor
+
+
+def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
+    wfs = [load_scenario(n) for n in ("S7", "S11")]
+    arrivals = poisson_arrivals(2.0, 120.0, 2, random.Random(3))
+
+    def ocr_gpu_starts(log_ratio: float) -> int:
+        class Pinned(MeasuredRatio):  # the ratio held where the test puts it
+            def observe(self, *args):
+                pass
+        planner = LoadPlanner()
+        original = planner.start_stream
+
+        def start(workflows, rng):
+            original(workflows, rng)
+            planner.measured = Pinned()
+            planner.measured.log_ratio["ocr"] = log_ratio
+        planner.start_stream = start
+        res = run_stream(wfs, arrivals, planner, vram_budget_mb=8192.0, seed=3)
+        return sum(inv.mapping.get("A") is Mode.GPU_NOW for inv in res.invocations)
+
+    measured_slow, as_predicted = ocr_gpu_starts(math.log(20.0)), ocr_gpu_starts(0.0)
+    assert as_predicted > 20 and measured_slow < as_predicted / 2, (measured_slow, as_predicted)

@@ -314,6 +314,8 @@ class Service:
             flight._was_cut(self._record_cut(flight))
         with self._cond:
             self.cut_count += len(flights)
+            for flight in flights:  # recorded outside the rounds, as a restart counts them
+                self.outside_runs[flight.name] += 1
             self._cond.notify_all()
         return len(flights)
 
