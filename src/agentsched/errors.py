@@ -3,6 +3,9 @@ names the problem; the CLI prints it without a traceback and exits non-zero."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 
 class AgentschedError(Exception):
     """Base class of every error agentsched reports to a user as one line."""
@@ -41,6 +44,18 @@ class ToolError(AgentschedError):
 
 class StoreError(AgentschedError):
     """The persistent store cannot be used: locked, read-only, corrupt, or from a newer schema."""
+
+
+def validation_line(errors: Sequence[Mapping[str, Any]], default_loc: str = "", *, more: bool = True) -> str:
+    """The first of pydantic's validation errors (``ValidationError.errors()``, FastAPI's too) as
+    one line: ``where.it.is: what`` (``default_loc`` when it has no place), ``(+N more)``."""
+    if not errors:
+        return default_loc or "invalid"
+    first = errors[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or default_loc
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    extra = f" (+{len(errors) - 1} more)" if more and len(errors) > 1 else ""
+    return f"{loc}: {msg}{extra}" if loc else f"{msg}{extra}"
 
 
 def one_line(exc: BaseException) -> str:

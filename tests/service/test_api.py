@@ -79,9 +79,9 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0, "extra": 1}})
         assert r.status_code == 422 and "extra" in r.json()["detail"]
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": 3})
-        assert r.status_code == 422 and r.json()["detail"] == "body inputs: Input should be a valid dictionary"
+        assert r.status_code == 422 and r.json()["detail"] == "body.inputs: Input should be a valid dictionary"
         r = c.post("/v1/workflows/sleepy/invocations", content=b"{not json", headers={"content-type": "application/json"})
-        assert r.status_code == 422 and r.json()["detail"].startswith("body 1: JSON decode error")
+        assert r.status_code == 422 and r.json()["detail"].startswith("body.1: JSON decode error")
         slow: list[httpx.Response] = []
         t = threading.Thread(target=lambda: slow.append(
             server.client().post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3}})))
@@ -141,6 +141,6 @@ def test_history_limit_is_the_newest_n_and_is_validated(start_server, tmp_path):
         for bad in (0, -1, 10_001, "x"):
             r = c.get("/v1/workflows/S1/history", params={"limit": bad})
             assert r.status_code == 422 and isinstance(r.json()["detail"], str), bad  # one line, as every error
-            assert r.json()["detail"].startswith("query limit: ") and "\n" not in r.json()["detail"]
+            assert r.json()["detail"].startswith("query.limit: ") and "\n" not in r.json()["detail"]
         assert c.get("/v1/workflows/S9/history", params={"limit": 1}).status_code == 404
     assert server.stop() == 0

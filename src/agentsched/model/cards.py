@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from agentsched.errors import CardError
+from agentsched.errors import CardError, validation_line
 from agentsched.model.files import read_document
 
 # Sanity bounds: beyond them a card is a typo, and float time would overflow in the simulator.
@@ -167,13 +167,6 @@ class CardSet(BaseModel):
         Path(path).write_text(self.to_json() + "\n")
 
 
-def _validation_summary(err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{loc}: {first['msg']}{more}"
-
-
 def parse_card_set(data: Any, name: str) -> CardSet:
     """Validate a decoded card-set document; raise CardError with a one-line reason."""
     if not isinstance(data, dict) or "cards" not in data:
@@ -182,7 +175,7 @@ def parse_card_set(data: Any, name: str) -> CardSet:
     try:
         return CardSet.model_validate(data)
     except ValidationError as e:
-        raise CardError(f"card set {name!r}: {_validation_summary(e)}") from None
+        raise CardError(f"card set {name!r}: {validation_line(e.errors())}") from None
 
 
 def builtin_card_sets() -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agentsched.errors import AgentschedError, WorkflowError
+from agentsched.errors import AgentschedError, WorkflowError, validation_line
 from agentsched.model.files import loads_json_unique, read_document
 from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS, Workflow
 from agentsched.model.yaml_shape import yaml_too_large
@@ -102,10 +102,7 @@ def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = Non
     try:
         wf = Workflow.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise WorkflowError(f"{source}: {loc}: {msg}") from None
+        raise WorkflowError(f"{source}: {validation_line(e.errors(), 'workflow', more=False)}") from None
     except AgentschedError:
         raise
     try:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, WorkflowError
+from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, WorkflowError, validation_line
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
@@ -465,9 +465,8 @@ def workflow_from_tools(
     except AgentschedError:
         raise
     except Exception as exc:  # pydantic's validation error: one line
-        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
-        loc = ".".join(str(p) for p in first["loc"]) or "workflow"
-        raise WorkflowError(f"workflow {name!r}: {loc}: {first['msg']}") from None
+        errors = exc.errors() if hasattr(exc, "errors") else [{"msg": str(exc), "loc": ()}]
+        raise WorkflowError(f"workflow {name!r}: {validation_line(errors, 'workflow', more=False)}") from None
     if cards is None:
         card_set = CardSet(name="none", source="no profile: cold start", cards={})
     elif isinstance(cards, CardSet):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from agentsched.errors import AgentschedError, MappingError, ToolError
+from agentsched.errors import AgentschedError, MappingError, ToolError, validation_line
 from agentsched.runtime.runtime import InvokeResult
 from agentsched.service.metrics import Metrics
 from agentsched.service.service import Service, UnknownWorkflowError, jsonable
@@ -42,16 +42,6 @@ class MappingIn(BaseModel):
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
-
-
-def validation_line(errors: Sequence[Any]) -> str:
-    """FastAPI's list of validation errors as the API's one line: where and what, of the first."""
-    if not errors:
-        return "invalid request"
-    first = errors[0]
-    where = " ".join(str(p) for p in first.get("loc", ()))
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}" if where else f"{first.get('msg', 'invalid')}{more}"
 
 
 def create_app(service: Service, *, token: str | None = None) -> FastAPI:

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentsched.errors import WorldError
+from agentsched.errors import WorldError, validation_line
 from agentsched.model.cards import ToolCard, split_amplified
 from agentsched.model.files import read_document
 from agentsched.testbeds.laws import Law, LinearLaw, law_from_shorthand
@@ -149,11 +149,7 @@ def parse_world(data: Any, name: str, base_dir: Path | None = None, *, _depth: i
     try:
         return World.model_validate({"name": name, **data})
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "world"
-        msg = first["msg"].removeprefix("Value error, ")
-        more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise WorldError(f"world {name!r}: {loc}: {msg}{more}") from None
+        raise WorldError(f"world {name!r}: {validation_line(e.errors(), 'world')}") from None
 
 
 def _extend(data: dict[str, Any], name: str, base_dir: Path | None, depth: int) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""errors.py: the one-line forms of foreign errors."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from agentsched.errors import validation_line
+
+
+class _Card(BaseModel):
+    cpu_ms: float
+    tags: list[str]
+
+
+def _errors(data: dict) -> list:
+    with pytest.raises(ValidationError) as e:
+        _Card.model_validate(data)
+    return e.value.errors()
+
+
+def test_the_first_validation_error_names_where_and_what_and_how_many_more():
+    assert validation_line(_errors({"cpu_ms": "x", "tags": "y"})) == (
+        "cpu_ms: Input should be a valid number, unable to parse string as a number (+1 more)")
+    assert validation_line(_errors({"cpu_ms": 1.0, "tags": [1]})) == "tags.0: Input should be a valid string"
+    assert validation_line(_errors({"cpu_ms": "x", "tags": "y"}), more=False).endswith("as a number")
+
+
+def test_an_error_without_a_place_takes_the_default_and_pydantics_prefix_goes():
+    assert validation_line([{"loc": (), "msg": "Value error, cycle A -> B -> A"}], "workflow") == (
+        "workflow: cycle A -> B -> A")
+    assert validation_line([{"msg": "bad"}]) == "bad"
+    assert validation_line([], "world") == "world"
