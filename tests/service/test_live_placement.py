@@ -72,7 +72,7 @@ def test_a_brought_mapping_still_runs_as_brought_and_none_without_live_placement
 
 @pytest.mark.parametrize("kw, message", [
     (dict(placement="nearest"), "unknown placement 'nearest'"),
-    (dict(realtime=False, time_scale=1.0, vram_budget_mb=None), "--placement live needs --testbed sim --realtime"),
+    (dict(realtime=False, time_scale=1.0, vram_budget_mb=None), "--placement live needs --testbed local or --testbed sim --realtime"),
 ])
 def test_bad_placement_options_are_one_line_errors(tmp_path, kw, message):
     with pytest.raises(AgentschedError, match=message):

@@ -27,8 +27,9 @@ def serve_cmd(
                                                    "VRAM budget (default: the smallest the workflows name; none if "
                                                    "none)"),
     placement: str = typer.Option("policy", "--placement", help="policy: each workflow's policy picks a mapping "
-                                  "per invocation; live (--realtime): each task placed when ready by the "
-                                  "load-aware planner over the shared machine's live state"),
+                                  "per invocation; live (local, or sim --realtime): each task placed when ready by "
+                                  "the load-aware planner over the machine's live state (every invocation in "
+                                  "flight, the VRAM budget, the CPU slots)"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the bearer token clients "
                                               "must send (Authorization: Bearer TOKEN)"),
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),

@@ -13,7 +13,8 @@ A ``StreamDecider`` decides, for each invocation:
 * ``plan(inv, live)``: the whole mapping at admission (``late_binding = False``), or
 * ``place(inv, task, live)``: one task's mode when it becomes ready (``late_binding = True``);
   ``None`` holds the task (asked again at the next event; forced to the CPU when nothing runs);
-* ``observe(done)``: a finished task, to learn from.
+* ``observe(done)``: a finished task, to learn from;
+* ``ended(inv)``: an invocation ended (what it held, tasks waiting to be placed included, is gone).
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ class StreamDecider:
 
     def observe(self, done: TaskDone) -> None:
         """Learn from a finished task (no-op by default)."""
+
+    def ended(self, inv: Invocation) -> None:
+        """``inv`` ended (ok, oom or error): forget what is kept about its tasks (no-op by default)."""
 
 
 class StaticDecider(StreamDecider):

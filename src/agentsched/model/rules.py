@@ -15,6 +15,9 @@ semantics:
 * a tool without a GPU implementation placed on ``gpu_now`` or ``gpu_queue`` runs its host code as a
   ``cpu`` task (same latency, a CPU slot, no VRAM, no load, not through the queue), so both
   placements are the same run; ``Start.mode`` says where a task really runs.
+* late binding (``Dispatcher.late``): a ready task has no mode until ``bind`` gives it one (a
+  load-aware placer decides it then, from the machine's live state); until then it is ``unbound``
+  and does not start.
 
 Within one instant: finishes first, then cpu/gpu_now starts in ready order, then queue admission.
 """
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Mode, Workflow, effective_mapping, fits_vram
+from agentsched.model.workflow import Mode, Workflow, effective_mapping, effective_mode, fits_vram
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,36 @@ class Dispatcher:
         self._mark_ready([t for t in workflow.task_ids if self._waiting_preds[t] == 0])
 
     @classmethod
+    def late(cls, workflow: Workflow, cards: Mapping[str, ToolCard] | None = None, *,
+             vram_budget_mb: float | None = None, cpu_slots: int | None = None) -> Dispatcher:
+        """The same rules with no mapping yet: each ready task waits in ``unbound`` (ready order)
+        until ``bind`` places it. ``vram_budget_mb`` is the machine's, whoever placed the task
+        (None: none), not the workflow's: a machine shared by many workflows has one budget."""
+        d = cls.__new__(cls)
+        d._cards = cards if cards is not None else workflow.task_cards
+        d._setup({}, {}, {}, vram_budget_mb, cpu_slots)
+        d._tasks = len(workflow.tasks)
+        d._succs = workflow.succs
+        d._order = workflow.task_index
+        d._waiting_preds = {t: len(p) for t, p in workflow.preds.items()}
+        d._mark_ready([t for t in workflow.task_ids if d._waiting_preds[t] == 0])
+        return d
+
+    def bind(self, task: str, mode: Mode) -> Mode:
+        """Place an ``unbound`` ready task (late binding); returns where it really runs (a host-only
+        tool on a GPU mode: cpu)."""
+        if task not in self.unbound:
+            raise RuntimeError(f"bind({task!r}) but it is not ready and unbound")
+        self.unbound.remove(task)
+        card = self._cards[task]
+        real = effective_mode(card, mode)
+        self.mapping[task] = real
+        self._vram[task] = card.vram_needed_mb if real is not Mode.CPU else 0.0
+        self._load[task] = card.load_needed_ms if real is Mode.GPU_QUEUE else 0.0
+        (self.queue if real is Mode.GPU_QUEUE else self.ready).append(task)
+        return real
+
+    @classmethod
     def by_arrival(cls, mapping: Mapping[str, Mode], vram_mb: Mapping[str, float], *,
                    budget_mb: float | None, cpu_slots: int | None) -> Dispatcher:
         """The same rules for a caller that decides itself when a task is ready (LangGraph calls a
@@ -91,12 +124,14 @@ class Dispatcher:
     def _setup(self, mapping: dict[str, Mode], vram_mb: Mapping[str, float], load_ms: Mapping[str, float],
                budget_mb: float | None, cpu_slots: int | None) -> None:
         self.mapping = mapping
+        self._tasks = len(mapping)
         self.budget_mb = budget_mb
         self.cpu_slots = cpu_slots
         self._vram = {t: (vram_mb.get(t, 0.0) if m is not Mode.CPU else 0.0) for t, m in mapping.items()}
         self._load = {t: (load_ms.get(t, 0.0) if m is Mode.GPU_QUEUE else 0.0) for t, m in mapping.items()}
         # Invariant: a task is in exactly one of {pending, ready, queue, running, done}.
         self.ready: list[str] = []  # cpu/gpu_now tasks ready but not started (ready order)
+        self.unbound: list[str] = []  # late binding: tasks ready with no mode yet (ready order)
         self.queue: deque[str] = deque()  # gpu_queue tasks ready, FIFO
         self.running: set[str] = set()
         self.done: set[str] = set()
@@ -108,7 +143,8 @@ class Dispatcher:
         if self._order is not None:  # (by arrival: in the order given)
             tasks = sorted(tasks, key=self._order.__getitem__)
         for t in tasks:
-            (self.queue if self.mapping[t] is Mode.GPU_QUEUE else self.ready).append(t)
+            mode = self.mapping.get(t)
+            (self.unbound if mode is None else self.queue if mode is Mode.GPU_QUEUE else self.ready).append(t)
         return tasks
 
     def arrive(self, task: str) -> None:
@@ -125,7 +161,7 @@ class Dispatcher:
 
     @property
     def finished(self) -> bool:
-        return len(self.done) == len(self.mapping)
+        return len(self.done) == self._tasks
 
     def vram_of(self, task: str) -> float:
         return self._vram[task]

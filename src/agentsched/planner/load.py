@@ -333,6 +333,16 @@ class LoadPlanner(StreamDecider):
         typical_s = sum(g.s for g in gpu) / len(gpu) if gpu else 0.0
         return 1.0 + typical_s * pressure < ADMIT_SLOWDOWN
 
+    def ended(self, inv: Invocation) -> None:
+        """Its tasks held for the GPU are forgotten (an invocation that failed leaves them behind:
+        they would count ahead of every later hold)."""
+        gone = [k for k in self._held if k[0] == inv.id]
+        for key in gone:
+            del self._held[key]
+            self._held_since.pop(key, None)
+        if gone:
+            self._prefix = None
+
     def observe(self, done: TaskDone) -> None:
         self.learner.observe(done.card, done.mode, done.run_ms, dict(done.overlap_ms))
         self.measured.observe(done.invocation, done.task, done.mode, done.run_ms)

@@ -4,8 +4,8 @@
 which learns each unit tool's contention (s, p) from the GPU runs it watches
 (``planner/load_learn.py``). Without this module that learning lived in the process and a restart
 began again from the tag priors. Here it is kept in the store's ``contention`` table, one row per
-unit tool and key (``unit_key``: its card as profiled, for one call, and the machine, on the
-simulator its world): a tool re-profiled on a changed machine has a new card, so its unit starts
+unit tool and key (``unit_key``: its card as profiled, for one call, and the machine: on the
+simulator its world, on the local testbed "local": the card says the rest): a tool re-profiled on a changed machine has a new card, so its unit starts
 from its prior again, while the other units keep theirs.
 
 When: loaded once, when the service starts (``LoadPlanner(learned=...)``); saved every
@@ -28,6 +28,7 @@ from agentsched.model.workflow import Workflow
 from agentsched.planner.load import LoadPlanner
 from agentsched.planner.load_learn import ContentionLearner
 from agentsched.service.realtime import SharedMachine
+from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.store.records import digest
 from agentsched.store.store import Store
 
@@ -61,7 +62,7 @@ class ContentionMemory:
         self.store = store
         self.cards = unit_cards(workflows, machine)  # machine: what else identifies the machine (sim: its world)
         self.planner: LoadPlanner | None = None  # attach: the planner whose learning is kept
-        self.machine: SharedMachine | None = None
+        self.machine: SharedMachine | LiveMachine | None = None
         self._saved_at = 0  # the planner's run count at the last save
         self._lock = threading.Lock()  # one save at a time
 
@@ -86,7 +87,7 @@ class ContentionMemory:
                      sum(n for _, _, n in learned.values()))
         return learned
 
-    def attach(self, planner: LoadPlanner, machine: SharedMachine) -> None:
+    def attach(self, planner: LoadPlanner, machine: SharedMachine | LiveMachine) -> None:
         """Keep what ``planner``, deciding on ``machine``, learns from now on."""
         self.planner, self.machine = planner, machine
         self._saved_at = planner.learner.runs

@@ -25,8 +25,9 @@ class Metrics:
               registry=r).set_function(lambda: service.in_flight)
         Gauge("agentsched_tools_loaded", "Tools kept loaded between invocations (local testbed)",
               registry=r).set_function(service.tools_loaded)
-        machine = service.machine
-        if machine is not None:  # the shared simulated machine of the real-time simulator
+        # the shared simulated machine of the real-time simulator, or the process under local live placement
+        machine = service.machine if service.machine is not None else service.live
+        if machine is not None:
             Gauge("agentsched_vram_reserved_mb", "VRAM held by runs in progress (MB)",
                   registry=r).set_function(lambda: machine.reserved_mb)
             Gauge("agentsched_vram_peak_mb", "The most VRAM runs in progress ever held at once (MB)",

@@ -8,10 +8,12 @@ real-time simulator): on the real-time simulator one ``SharedMachine`` (one simu
 budget and CPU slots); on the local testbed the process's ``ToolPool`` (testbeds/tool_pool.py),
 which also keeps every tool loaded between invocations, for every workflow, and with
 ``--cpu-slots N`` holds the process's N CPU slots, shared by every invocation. Placement: each
-workflow's policy chooses a mapping per invocation (``policy``, the default), or, on the real-time
-simulator, ``live``: every task is placed when it becomes ready by the load-aware planner over the
-shared machine's live state (``planner/load.py``; recorded as kind ``live``, outside the learner's
-sequence, like a pinned run; a pinned mapping still wins). Admission: at most
+workflow's policy chooses a mapping per invocation (``policy``, the default), or ``live``: every
+task is placed when it becomes ready by the load-aware planner (``planner/load.py``) over the
+machine's live state: on the real-time simulator the shared simulated machine's, on the local
+testbed the process's (``testbeds/live_machine.py``: the tasks of every invocation in flight, its
+VRAM budget and CPU slots). A live invocation is recorded as kind ``live``, outside the learner's
+sequence, like a pinned run; a pinned mapping still wins. Admission: at most
 ``max_concurrency`` invocations accepted at a time, none while draining; the HTTP layer answers
 503 to the rest.
 """
@@ -22,6 +24,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +43,7 @@ from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.records import digest
 from agentsched.store.store import Store
+from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 from agentsched.testbeds.tool_pool import ToolPool, shared_pool
 
@@ -94,7 +98,7 @@ class ServiceConfig:
     time_scale: float = 1.0  # realtime: simulated ms per wall ms (10: ten times faster than real time)
     vram_budget_mb: float | None = None  # realtime: the shared GPU's budget (None: the smallest the workflows name)
     policy: str | None = None  # None: each workflow's default (agent-plan / agent-plan-cold)
-    placement: str = "policy"  # "policy" (a mapping per invocation) or "live" (per task; realtime only)
+    placement: str = "policy"  # "policy" (a mapping per invocation) or "live" (per task; realtime sim, local)
     round_size: int = 5
     explore_fraction: float = 0.1
     seed: int = 0
@@ -107,9 +111,9 @@ class ServiceConfig:
             raise AgentschedError("--realtime applies only to --testbed sim")
         if self.placement not in PLACEMENTS:
             raise AgentschedError(f"unknown placement {self.placement!r} (valid: {', '.join(PLACEMENTS)})")
-        if self.placement == "live" and not self.realtime:
-            raise AgentschedError("--placement live needs --testbed sim --realtime (the shared machine whose "
-                                  "live state it reads); other testbeds place by --policy")
+        if self.placement == "live" and not (self.realtime or self.testbed.kind is TestbedKind.LOCAL):
+            raise AgentschedError("--placement live needs --testbed local or --testbed sim --realtime (a machine "
+                                  "whose live state it reads); other testbeds place by --policy")
         if not self.realtime and (self.time_scale != 1.0 or self.vram_budget_mb is not None):
             raise AgentschedError("--time-scale and --vram-budget-mb apply only to --testbed sim --realtime")
         if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
@@ -155,7 +159,8 @@ class Service:
         workflows = workflow_files(config.workflows)
         if config.cards:
             workflows = [w.with_cards(config.cards) for w in workflows]
-        self.machine: SharedMachine | None = None
+        self.machine: SharedMachine | None = None  # the real-time simulator's one machine
+        self.live: LiveMachine | None = None  # live placement on the local testbed: this process as a machine
         self.contention: ContentionMemory | None = None  # live placement's learned contention, kept
         budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
         # one GPU serves every workflow: its budget is the smallest any of them declares
@@ -189,6 +194,8 @@ class Service:
                                              time_scale=config.time_scale, decider=planner)
                 if self.contention is not None and planner is not None:
                     self.contention.attach(planner, self.machine)
+            elif config.placement == "live":
+                self.live = self._local_machine(workflows, budget)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
         except BaseException:
@@ -203,6 +210,20 @@ class Service:
         self.outside_runs: dict[str, int] = {name: 0 if rt.learner_id is None else
                                              self.store.sequence_length(rt.learner_id, outside=True)
                                              for name, rt in self.runtimes.items()}
+
+    def _local_machine(self, workflows: list[Workflow], budget: float | None) -> LiveMachine:
+        """Live placement on the local testbed: the process's tasks, its VRAM budget and CPU slots
+        (``--cpu-slots``, else one per core: the pool's slots then hold every run's CPU tasks, so
+        what the planner counts is what waits)."""
+        assert self.pool is not None
+        slots = self.config.testbed.cpu_slots or os.cpu_count() or 1
+        self.pool.set_cpu_slots(slots)
+        # the cards were profiled on this machine (another GPU, another card: its unit starts afresh)
+        self.contention = ContentionMemory(self.store, workflows, "local")
+        planner = LoadPlanner(learned=self.contention.load())
+        live = LiveMachine(planner, workflows, vram_budget_mb=budget, cpu_slots=slots, seed=self.config.seed)
+        self.contention.attach(planner, live)
+        return live
 
     def _runtime(self, wf: Workflow) -> Runtime:
         c = self.config
@@ -269,7 +290,7 @@ class Service:
         rt = self.runtime(name)
         flight = flight or self.begin(name)
         try:
-            res = self._invoke_live(rt) if self._live(rt) else rt.invoke(**inputs)
+            res = self._invoke_live(rt, inputs) if self._live(rt) else rt.invoke(**inputs)
         except AgentschedError:
             with self._cond:  # stopped by the cut: its record and answer are the cut's
                 if self._cond.wait_for(lambda: flight.cut is not None or not self.draining, timeout=CUT_GRACE_S * 4) \
@@ -292,11 +313,17 @@ class Service:
         """Is this invocation placed task by task on the shared machine (not pinned)?"""
         return self.config.placement == "live" and rt.pinned is None
 
-    def _invoke_live(self, rt: Runtime) -> InvokeResult:
-        """Run on the shared machine with no mapping (its planner places each task), then record it
-        outside the learner's sequence (kind ``live``). The simulated tools take no inputs."""
-        assert self.machine is not None and self.contention is not None  # ServiceConfig: live only realtime
-        res = rt.record(self.machine.run(rt.workflow, {}), "live")
+    def _invoke_live(self, rt: Runtime, inputs: dict[str, Any]) -> InvokeResult:
+        """Run with no mapping (the machine's planner places each task), then record it outside the
+        learner's sequence (kind ``live``). The simulated tools take no inputs."""
+        assert self.contention is not None  # ServiceConfig: live on the real-time simulator or local only
+        if self.machine is not None:
+            x = self.machine.run(rt.workflow, {})
+        else:
+            assert self.live is not None
+            rt._check_inputs(inputs)  # as Runtime.invoke: a user tool's missing input is a one-line error
+            x = rt.testbed.run_live(rt.workflow, self.live.placer(rt.workflow), inputs=inputs)
+        res = rt.record(x, "live")
         self.contention.maybe_save()
         return res
 
@@ -369,6 +396,8 @@ class Service:
             tb.close()
         if self.machine is not None:
             self.machine.close()
+        if self.live is not None:
+            self.live.close()
         if self.contention is not None:
             self.contention.save()  # never raises: the pool and the store below are still closed
         if self.pool is not None:

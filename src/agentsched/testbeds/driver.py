@@ -16,6 +16,11 @@ for the next completion(s) (``wait``), and setup/cleanup/abort of one run. The s
 (``sim.SimBackend``) advances a discrete-event clock; the local backend (``local.LocalBackend``)
 runs threads and CUDA streams against ``time.perf_counter``. A new testbed is one backend file
 plus one registry line in ``factory.py``.
+
+Late binding (``Driver.run_live``, backends with ``late_binding``): the run starts with no mapping;
+each task gets its mode from a ``Placer`` when it becomes ready (``Dispatcher.late``), the placer
+deciding over the whole process's live state (``live_machine.LiveMachine``). A task the placer
+holds is asked again every ``HOLD_POLL_S`` until placed; the run's own finishes are applied meanwhile.
 """
 
 from __future__ import annotations
@@ -23,16 +28,19 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsched.errors import one_line
+from agentsched.errors import TestbedError, one_line
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.model.rules import Dispatcher, Infeasible, Start
+
+HOLD_POLL_S = 0.005  # late binding: how often a held task is asked about again (the machine moves meanwhile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,43 @@ class Failure:
     held_by: tuple[str, ...] = ()  # the tasks holding VRAM when a start was refused (oom)
 
 
+class Placer(ABC):
+    """One invocation's late binding: where each task runs, decided when it becomes ready.
+    ``admit`` -> (``place`` | ``finished``)* -> ``end`` (always, after a failure too)."""
+
+    #: the VRAM budget of the machine the placer decides for (MB; None: none): the run's, whatever
+    #: its workflow declares (one GPU shared by many workflows has one budget)
+    vram_budget_mb: float | None = None
+
+    @abstractmethod
+    def admit(self) -> None:
+        """Block until the invocation may start (admission at the door)."""
+
+    @abstractmethod
+    def place(self, task: str) -> Mode | None:
+        """The mode of ready ``task``, or None to hold it (asked again later)."""
+
+    def gate(self, task: str, stop: threading.Event) -> None:
+        """Block until placed ``task`` may take its GPU instance (a queued one: its turn in the
+        machine's GPU queue); from a worker thread. Raises ``Cancelled`` once ``stop`` is set."""
+
+    @abstractmethod
+    def run_started(self, task: str) -> None:
+        """``task`` really began (a CPU slot taken, a GPU instance ready); from a worker thread."""
+
+    @abstractmethod
+    def finished(self, task: str, run_ms: float, load_ms: float, wait_ms: float) -> None:
+        """``task`` ended: its run (load excluded), load and wait from ready to start."""
+
+    @abstractmethod
+    def wait_change(self, timeout_s: float) -> None:
+        """Sleep until the machine changes (a task started or ended anywhere), at most ``timeout_s``."""
+
+    @abstractmethod
+    def end(self) -> None:
+        """The invocation is over: whatever it still holds on the machine is released."""
+
+
 class Backend(ABC):
     """How one kind of testbed starts tasks and lets time pass. One run at a time:
     ``begin`` -> (``start`` ... ``wait``)* -> [``abort``] -> ``end``; then the next run."""
@@ -69,6 +114,8 @@ class Backend(ABC):
     deterministic: bool = False
     #: True when tasks compute outputs (the driver then builds each task's inputs and keeps outputs)
     computes_outputs: bool = True
+    #: True when a run may begin with no mapping, each task placed when ready (``begin_live``)
+    late_binding: bool = False
 
     @property
     def cpu_slots(self) -> int | None:
@@ -92,6 +139,15 @@ class Backend(ABC):
               expected: bool = False) -> Failure | None:
         """Prepare one run and start its clock at 0; a ``Failure`` ends it before any task starts.
         ``expected``: run without noise (only asked when ``can_expect()``)."""
+
+    def begin_live(self, workflow: Workflow, placer: Placer) -> Failure | None:
+        """``begin`` for a run whose tasks are placed when ready (``late_binding`` backends);
+        ``placer.run_started`` is called when each task really begins."""
+        raise NotImplementedError(f"the {self.name} testbed places no task when it becomes ready")
+
+    def wait_up_to(self, timeout_s: float) -> list[Completion]:
+        """``wait``, returning [] after ``timeout_s`` with nothing ended (``late_binding`` backends)."""
+        raise NotImplementedError(f"the {self.name} testbed places no task when it becomes ready")
 
     @abstractmethod
     def now_ms(self) -> float:
@@ -133,6 +189,10 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
 
 
+def _infeasible(decision: Infeasible) -> Failure:
+    return Failure(Status.OOM, decision.task, decision.message, decision.needed_mb, decision.held_by)
+
+
 def _vram_point(timeline: list[tuple[float, float]], now: float, vram_mb: float) -> None:
     """Append (now, vram_mb) to a step curve: one point per instant, none when unchanged."""
     if timeline and timeline[-1][0] == now:
@@ -153,6 +213,17 @@ class Driver(Testbed):
             inputs: Mapping[str, Any] | None = None) -> Execution:
         return self._drive(workflow, mapping, rng, inputs, expected=False)
 
+    def run_live(self, workflow: Workflow, placer: Placer, *, inputs: Mapping[str, Any] | None = None) -> Execution:
+        """One run with no mapping: ``placer`` places each task when it becomes ready (module
+        docstring); the execution's mapping is what it decided. Its clock starts before admission."""
+        if not self.backend.late_binding:
+            raise TestbedError(f"the {self.name} testbed cannot place tasks when they become ready "
+                               "(live placement runs on the local testbed and the real-time simulator)")
+        try:
+            return self._drive(workflow, {}, None, inputs, expected=False, placer=placer)
+        finally:
+            placer.end()
+
     def expected(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution | None:
         if not self.backend.can_expect():
             return None
@@ -168,10 +239,11 @@ class Driver(Testbed):
         self.backend.close()
 
     def _drive(self, workflow: Workflow, mapping: Mapping[str, Mode], rng: random.Random | None,
-               inputs: Mapping[str, Any] | None, *, expected: bool) -> Execution:
+               inputs: Mapping[str, Any] | None, *, expected: bool, placer: Placer | None = None) -> Execution:
         backend = self.backend
         try:
-            early = backend.begin(workflow, mapping, rng=rng, expected=expected)
+            early = (backend.begin(workflow, mapping, rng=rng, expected=expected) if placer is None
+                     else backend.begin_live(workflow, placer))
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 backend.end()
@@ -181,9 +253,9 @@ class Driver(Testbed):
             return Execution(status=early.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
                              peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
                              extra={**extra, "failed_task": early.task})
-        rec = _Run(workflow, mapping, backend.computes_outputs, inputs)
+        rec = _Run(workflow, dict(mapping), backend.computes_outputs, inputs)
         try:
-            failure = rec.loop(backend)
+            failure = rec.loop(backend) if placer is None else rec.loop_live(backend, placer)
             fail_ms = backend.now_ms()
             if failure is not None:
                 rec.loads.update(backend.abort())
@@ -198,7 +270,7 @@ class Driver(Testbed):
 class _Run:
     """The bookkeeping of one run: the Dispatcher, the timeline, the outputs."""
 
-    def __init__(self, workflow: Workflow, mapping: Mapping[str, Mode], keep_outputs: bool,
+    def __init__(self, workflow: Workflow, mapping: dict[str, Mode], keep_outputs: bool,
                  inputs: Mapping[str, Any] | None) -> None:
         self.workflow = workflow
         self.mapping = mapping
@@ -228,39 +300,80 @@ class _Run:
         while True:
             decision = disp.poll()
             if isinstance(decision, Infeasible):
-                return Failure(Status.OOM, decision.task, decision.message, decision.needed_mb, decision.held_by)
-            now = 0.0
-            for st in decision:
-                now = backend.now_ms()
-                self.order.append(st.task)
-                self.starts_at[st.task] = now
-                self.vram_of[st.task] = st.vram_mb
-                running.add(st.task)
-                backend.start(st, self.task_inputs(st.task) if self.keep_outputs else None)
-            if decision:
-                _vram_point(self.vram_timeline, now, disp.vram_in_use_mb)
-                self.peak = max(self.peak, disp.vram_in_use_mb)
+                return _infeasible(decision)
+            self._start(decision, disp, backend, running)
             if not running:
                 return None
-            done = backend.wait()
-            failure = None
-            for c in done:  # the first failure decides; it is judged before this batch's finishes
-                if c.error is not None and failure is None:
-                    failure = self._failed(c, disp.vram_in_use_mb)
-            for c in done:
-                running.discard(c.task)
-                if c.error is not None:
-                    continue
-                self.starts_at[c.task] = c.start_ms
-                self.ends_at[c.task] = c.end_ms
-                self.loads[c.task] = c.load_ms
-                if self.keep_outputs:
-                    self.outputs[c.task] = c.output
-                for nt in disp.finish(c.task):
-                    self.ready_at[nt] = c.end_ms
-                _vram_point(self.vram_timeline, c.end_ms, disp.vram_in_use_mb)
+            failure = self._apply(backend.wait(), disp, running)
             if failure is not None:
                 return failure
+
+    def loop_live(self, backend: Backend, placer: Placer) -> Failure | None:
+        """``loop`` with late binding: each ready task asks ``placer`` for its mode (held ones again
+        every ``HOLD_POLL_S``, while the run's own finishes are applied)."""
+        placer.admit()
+        disp = Dispatcher.late(self.workflow, self.cards, vram_budget_mb=placer.vram_budget_mb,
+                               cpu_slots=backend.cpu_slots)
+        running: set[str] = set()
+        while True:
+            held = False
+            for t in list(disp.unbound):
+                mode = placer.place(t)
+                if mode is None:
+                    held = True
+                    continue
+                self.mapping[t] = mode  # what was decided (disp.bind keeps where it really runs)
+                disp.bind(t, mode)
+            decision = disp.poll()
+            if isinstance(decision, Infeasible):
+                return _infeasible(decision)
+            self._start(decision, disp, backend, running)
+            if not running:
+                if not held:
+                    return None
+                placer.wait_change(HOLD_POLL_S)
+                continue
+            done = backend.wait_up_to(HOLD_POLL_S) if held else backend.wait()
+            failure = self._apply(done, disp, running, placer)
+            if failure is not None:
+                return failure
+
+    def _start(self, decision: list[Start], disp: Dispatcher, backend: Backend, running: set[str]) -> None:
+        now = 0.0
+        for st in decision:
+            now = backend.now_ms()
+            self.order.append(st.task)
+            self.starts_at[st.task] = now
+            self.vram_of[st.task] = st.vram_mb
+            running.add(st.task)
+            backend.start(st, self.task_inputs(st.task) if self.keep_outputs else None)
+        if decision:
+            _vram_point(self.vram_timeline, now, disp.vram_in_use_mb)
+            self.peak = max(self.peak, disp.vram_in_use_mb)
+
+    def _apply(self, done: list[Completion], disp: Dispatcher, running: set[str],
+               placer: Placer | None = None) -> Failure | None:
+        """Apply a batch of finishes; the failure among them, if any (judged before the finishes)."""
+        failure = None
+        for c in done:
+            if c.error is not None and failure is None:
+                failure = self._failed(c, disp.vram_in_use_mb)
+        for c in done:
+            running.discard(c.task)
+            if c.error is not None:
+                continue
+            self.starts_at[c.task] = c.start_ms
+            self.ends_at[c.task] = c.end_ms
+            self.loads[c.task] = c.load_ms
+            if self.keep_outputs:
+                self.outputs[c.task] = c.output
+            if placer is not None:
+                placer.finished(c.task, c.end_ms - c.start_ms - c.load_ms, c.load_ms,
+                                max(0.0, c.start_ms - self.ready_at.get(c.task, c.start_ms)))
+            for nt in disp.finish(c.task):
+                self.ready_at[nt] = c.end_ms
+            _vram_point(self.vram_timeline, c.end_ms, disp.vram_in_use_mb)
+        return failure
 
     def _failed(self, c: Completion, vram_in_use_mb: float) -> Failure:
         name = self.cards[c.task].name
@@ -275,7 +388,9 @@ class _Run:
 
     def execution(self, testbed: str, failure: Failure | None, fail_ms: float,
                   extra: dict[str, Any]) -> Execution:
-        cards, mapping = self.cards, self.mapping
+        cards = self.cards
+        # in workflow order (late binding fills it in placement order; a failed one may lack tasks)
+        mapping = {t: self.mapping[t] for t in self.workflow.task_ids if t in self.mapping}
         spans = tuple(
             TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=self.ready_at.get(t, self.starts_at[t]),
                      start_ms=self.starts_at[t], end_ms=self.ends_at.get(t), load_ms=self.loads.get(t, 0.0),

@@ -318,6 +318,7 @@ class StreamSim:
             self.queue_backlog_ms = sum(_queued_ms(i.cards[t]) for i, t, _ in self.gpu_queue)
             self.held = [e for e in self.held if e[0] is not inv]
             self.ready = [e for e in self.ready if e[0] is not inv]
+            self.decider.ended(inv)
 
     # ---- dispatch (after every event) --------------------------------------------------------
     def _dispatch(self) -> None:

@@ -1,0 +1,178 @@
+"""``serve --testbed local --placement live``: every task of every invocation placed when it becomes
+ready, over this process as one machine (``testbeds/live_machine.py``).
+
+In process: user tools on a fake GPU (this machine has none) that slow a sensitive tool by what
+runs beside it; the learned contention is kept in the store across a restart. As a real server
+process: CPU tools (sleeps) answered over HTTP, recorded as live."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from agentsched.model.execution import Status
+from agentsched.service.service import Service, ServiceConfig
+from agentsched.testbeds.local import LocalBackend
+from agentsched.testbeds.spec import TestbedSpec
+from tests.service.conftest import ROOT
+
+WORKFLOWS = ROOT / "tests" / "service" / "workflows"
+JOIN_S = 120  # bounds a thread's join; not a timing check
+
+TOOLS = '''
+import collections, threading, time
+import agentsched
+
+LOCK = threading.Lock()
+RUNNING = collections.Counter()
+
+
+class _Fake(agentsched.Tool):
+    tags = ("compute-bound",)
+    has_gpu = True
+    input_names = ("x",)
+    sensitivity = 0.0
+
+    def load(self, device):
+        self.device = device
+
+    def run(self, inputs):
+        if self.device == "cpu":
+            time.sleep(0.12)
+            return self.name
+        with LOCK:
+            RUNNING[self.name] += 1
+        try:
+            work = 20.0  # ms alone; slowed 1 + sensitivity x (others running)
+            while work > 0:
+                with LOCK:
+                    others = sum(RUNNING.values()) - 1
+                time.sleep(0.002)
+                work -= 2.0 / (1.0 + self.sensitivity * others)
+        finally:
+            with LOCK:
+                RUNNING[self.name] -= 1
+        return self.name
+
+    def unload(self):
+        pass
+
+
+class Press(_Fake):
+    name = "press"
+
+
+class Touchy(_Fake):
+    name = "touchy"
+    sensitivity = 3.0
+'''
+
+
+def card(path: str) -> dict:
+    return {"workload": path, "cpu_ms": 120.0, "gpu_ms": 20.0, "load_ms": 0.0, "vram_mb": 1000.0,
+            "tags": ["compute-bound"]}
+
+
+@pytest.fixture
+def fake_gpu_workflow(tmp_path, monkeypatch):
+    (tmp_path / "livetools.py").write_text(TOOLS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: True)
+    (tmp_path / "cards.json").write_text(json.dumps({"name": "fake", "source": "test", "cards": {
+        "livetools:Press": card("press"), "livetools:Touchy": card("touchy")}}))
+    (tmp_path / "pair.yaml").write_text(
+        "name: pair\ncards: cards.json\ndecision_space: three_way\nvram_budget_mb: 2000\n"
+        "tasks:\n  A: {tool: \"livetools:Press\"}\n  B: {tool: \"livetools:Touchy\"}\nedges: []\n")
+    return tmp_path / "pair.yaml"
+
+
+def config(workflow: Path, store: Path) -> ServiceConfig:
+    return ServiceConfig(workflows=(str(workflow),), store=store, testbed=TestbedSpec(kind="local", cpu_slots=2),
+                         placement="live")
+
+
+def invoke_at_once(service: Service, n: int) -> list:
+    results: list = [None] * n
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, service.invoke("pair", {"x": 1})))
+               for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(JOIN_S)
+    return results
+
+
+def test_live_invocations_on_the_local_testbed_and_their_learning_kept_across_a_restart(fake_gpu_workflow, tmp_path):
+    store = tmp_path / "live.db"
+    service = Service(config(fake_gpu_workflow, store))
+    try:
+        results = invoke_at_once(service, 12)
+        assert all(r is not None and r.status is Status.OK and r.kind == "live" for r in results)
+        assert all(set(r.mapping) == {"A", "B"} and r.outputs for r in results)
+        assert service.live is not None and service.live.peak_vram_mb <= 2000  # two GPU tasks at most
+        assert (service.live.in_flight, service.live.placed) == (0, {})
+        assert [h["kind"] for h in service.history("pair", 100)] == ["live"] * 12
+        assert service.describe("pair")["placement"] == "live" and service.describe("pair")["current_mapping"] is None
+        learned = service.contention.runs_learned()
+        assert learned > 0  # GPU runs that overlapped another, timed on this machine
+    finally:
+        service.close()  # saves what it learned
+    again = Service(config(fake_gpu_workflow, store))
+    try:
+        assert again.contention.runs_learned() == learned  # resumed, not started from the priors
+    finally:
+        again.close()
+
+
+def test_a_pinned_mapping_still_wins_over_live_placement(fake_gpu_workflow, tmp_path):
+    service = Service(config(fake_gpu_workflow, tmp_path / "pin.db"))
+    try:
+        service.runtime("pair").pin({"A": "cpu", "B": "cpu"})
+        r = service.invoke("pair", {"x": 1})
+        assert r.kind == "pinned" and r.status is Status.OK and set(r.mapping.values()) == {"cpu"}
+    finally:
+        service.close()
+
+
+def test_a_real_server_places_each_task_live_on_the_local_testbed(start_server, tmp_path):
+    server = start_server(["sleepy.yaml", "--store", str(tmp_path / "s.db"), "--placement", "live",
+                           "--cpu-slots", "2"], cwd=WORKFLOWS)
+    answers: list = []
+    with server.client() as c:
+        threads = [threading.Thread(target=lambda: answers.append(
+            server.client().post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0.05}})))
+            for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(JOIN_S)
+        assert [a.status_code for a in answers] == [200] * 4
+        assert all(a.json()["kind"] == "live" and a.json()["mapping"] == {"wait": "cpu"} for a in answers)
+        (wf,) = c.get("/v1/workflows").json()
+        assert wf["placement"] == "live" and wf["invocations"] == 4
+        metrics = c.get("/metrics").text.splitlines()
+        assert "agentsched_vram_reserved_mb 0.0" in metrics  # every invocation ended: nothing held
+        assert "agentsched_contention_runs_learned 0.0" in metrics  # CPU tools: no GPU run to learn from
+    assert server.stop() == 0
+
+
+def test_a_live_invocation_missing_its_input_is_a_one_line_error(fake_gpu_workflow, tmp_path):
+    from agentsched.errors import ToolError
+
+    service = Service(config(fake_gpu_workflow, tmp_path / "in.db"))
+    try:
+        with pytest.raises(ToolError, match="missing input"):
+            service.invoke("pair", {})
+        assert service.live.in_flight == 0 and service.history("pair", 10) == []
+    finally:
+        service.close()
+
+
+def test_live_placement_on_ray_is_refused_in_one_line(tmp_path):
+    from agentsched.errors import AgentschedError
+
+    with pytest.raises(AgentschedError, match="--placement live needs --testbed local or --testbed sim --realtime"):
+        ServiceConfig(workflows=("S1",), store=tmp_path / "r.db", testbed=TestbedSpec(kind="ray"), placement="live")
