@@ -210,3 +210,20 @@ def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
 
     measured_slow, as_predicted = ocr_gpu_starts(math.log(20.0)), ocr_gpu_starts(0.0)
     assert as_predicted > 20 and measured_slow < as_predicted / 2, (measured_slow, as_predicted)
+
+
+def test_an_invocation_that_ended_leaves_no_held_task_and_no_pending_prediction():
+    from agentsched.scenarios import resolve_workflow
+
+    planner = LoadPlanner()
+    wf = resolve_workflow("S1")
+    inv = Invocation(7, 0, wf, 0.0, wf.task_cards)
+    inv.left = 2  # ended early: two of its tasks never finished
+    planner._held[(7, "A")] = 100.0
+    planner._held[(8, "A")] = 50.0
+    planner._held_since[(7, "A")] = 0.0
+    planner.measured.started(7, "B", wf.task_cards["B"], 40.0)
+    planner._ahead_ms((8, "A"))  # (prefix sums built with 7's hold ahead of 8's)
+    planner.ended(inv)
+    assert planner._held == {(8, "A"): 50.0} and planner._held_since == {}
+    assert planner.measured._pending == {} and planner._ahead_ms((8, "A")) == 0.0

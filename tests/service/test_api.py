@@ -76,6 +76,7 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         assert c.post("/v1/workflows/nope/invocations", json={"inputs": {}}).status_code == 404
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {}})
         assert r.status_code == 422 and "seconds" in r.json()["detail"]
+        assert r.json()["detail"].endswith('(send them in the request body: {"inputs": {"NAME": VALUE}})')
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 0, "extra": 1}})
         assert r.status_code == 422 and "extra" in r.json()["detail"]
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": 3})

@@ -119,3 +119,32 @@ def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_serve
         kinds = [h["kind"] for h in c.get("/v1/workflows/sleepy/history").json()]
         assert kinds == ["round", "cut", "cut", "round"]
     assert again.stop() == 0
+
+
+@pytest.mark.parametrize("placement", ["policy", "live"])
+def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_server, tmp_path, placement):
+    db = tmp_path / f"second-{placement}.db"
+    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "3600", "--round-size", "4",
+                           "--placement", placement], cwd=WORKFLOWS)
+    threads, answers = _sleepers(server, 2, 3600)  # only a cut can answer them
+    with server.client() as c:
+        _wait_in_flight(c, 2)
+    server.proc.send_signal(signal.SIGTERM)  # a drain of an hour...
+    with server.client() as c:
+        for _ in range(500):  # (bounded polling until the drain shows)
+            if c.get("/healthz").json()["status"] == "draining":
+                break
+    assert server.stop() == 0  # ...cut short by the second signal
+    for t in threads:
+        t.join(120)
+    assert [r.status_code for r in answers] == [200, 200]
+    assert all(r.json()["kind"] == "cut" and r.json()["message"] == "cut by a second shutdown signal"
+               for r in answers)
+    assert not any("Traceback" in line for line in server.lines)
+    st = Store(db, read_only=True)
+    try:
+        (learner,) = st.learners("sleepy")
+        kinds = [e.kind for e in st.executions(learner.id)]
+    finally:
+        st.close()
+    assert kinds == ["cut", "cut"]  # each recorded once

@@ -59,6 +59,10 @@ def test_the_loadgen_command_against_a_local_service_of_user_tools(start_server,
     with server.client() as client:
         history = client.get("/v1/workflows/shout/history").json()
         assert history and all(h["status"] == "ok" for h in history)
+    assert row["first_failure"] is None
+    code, out, err = cli("loadgen", server.url, "shout", "--rates", "20", "--duration-s", "1", "--seed", "1")
+    assert code == 0, err  # without its input every arrival is refused: the table says why
+    assert "| 0 | " in out and "not ok; the first: shout: http-422: invocation is missing input(s)" in out
     code, _, err = cli("loadgen", server.url, "shout", "--rates", "1", "--input", "no-equals-sign")
     assert code == 2 and "is not NAME=VALUE" in err and "Traceback" not in err
     assert server.stop() == 0

@@ -63,6 +63,14 @@ TWO = wf({"A": "clip", "B": "bert_base"})  # two sources, both with GPU code
 CHAIN = wf({"A": "clip", "B": "ocr"}, [("A", "B")])
 
 
+def admitted(m: LiveMachine, *workflows):
+    """A placer per workflow, each invocation admitted (in that order)."""
+    placers = [m.placer(wf) for wf in workflows]
+    for p in placers:
+        p.admit()
+    return placers
+
+
 def machine(modes, *, budget=None, slots=1):
     clock = Clock()
     decider = Scripted(modes)
@@ -81,7 +89,7 @@ def test_cpu_tasks_wait_for_a_slot_in_placement_order_until_their_run_starts():
     m.under_lock(m._tick)
     (view,) = m.running_views(gpu=False)
     assert view.elapsed_ms == pytest.approx(40) and view.expected_remaining_ms == pytest.approx(TWO.task_cards["A"].cpu_ms - 40)
-    p.finished("A", 40, 0, 0)
+    p.finished("A", 40, 0)
     p.run_started("B")
     assert (m.cpu_busy, m.cpu_fifo) == (1, [])
 
@@ -103,16 +111,14 @@ def test_gpu_now_holds_its_vram_and_presses_from_its_placement_a_queued_task_loa
     assert [v.loading for v in m.running_views(gpu=True)] == [False, True]  # B loads its model
     p.run_started("B")
     assert [v.loading for v in m.running_views(gpu=True)] == [False, False]
-    p.finished("A", 1, 0, 0)
-    p.finished("B", 1, 0, 0)
+    p.finished("A", 1, 0)
+    p.finished("B", 1, 0)
     assert m.vram_in_use_mb == 0 and m.peak_vram_mb == clip + TWO.task_cards["B"].vram_needed_mb
 
 
 def test_a_gpu_run_reports_how_long_each_other_unit_tool_ran_beside_it():
     m, d, clock = machine({"A": N, "B": N})
-    one, two = m.placer(TWO), m.placer(CHAIN)
-    one.admit()
-    two.admit()
+    one, two = admitted(m, TWO, CHAIN)
     one.place("A")
     one.run_started("A")  # clip from 0
     clock.move_ms(10)
@@ -122,21 +128,19 @@ def test_a_gpu_run_reports_how_long_each_other_unit_tool_ran_beside_it():
     one.place("B")
     one.run_started("B")  # bert_base from 30
     clock.move_ms(50)
-    one.finished("A", 80, 0, 0)  # clip 0-80: clip 10-80 and bert_base 30-80 beside it
+    one.finished("A", 80, 0)  # clip 0-80: clip 10-80 and bert_base 30-80 beside it
     done = d.done[-1]
     assert done.task == "A" and done.run_ms == 80 and done.invocation == 0
     assert done.overlap_ms == pytest.approx({"clip": 70.0, "bert_base": 50.0})
     clock.move_ms(10)
-    two.finished("A", 80, 0, 0)  # clip 10-90: clip 10-80, bert_base 30-90
+    two.finished("A", 80, 0)  # clip 10-90: clip 10-80, bert_base 30-90
     assert d.done[-1].overlap_ms == pytest.approx({"clip": 70.0, "bert_base": 60.0})
     assert two.inv.waiting_preds["B"] == 0 and two.inv.left == 1  # its successor is ready now
 
 
 def test_the_gpu_queue_is_one_for_every_invocation_in_placement_order_one_at_a_time():
     m, d, clock = machine({"A": Q, "B": Q})
-    one, two = m.placer(TWO), m.placer(TWO)
-    one.admit()
-    two.admit()
+    one, two = admitted(m, TWO, TWO)
     two.place("A")
     one.place("A")  # placed second: waits behind two's
     turns: list[str] = []
@@ -147,16 +151,14 @@ def test_the_gpu_queue_is_one_for_every_invocation_in_placement_order_one_at_a_t
     th.join(0.1)
     assert turns == ["two"] and m.queue_busy == (two.inv.id, "A")  # one at a time, across invocations
     two.run_started("A")
-    two.finished("A", 1, 0, 0)
+    two.finished("A", 1, 0)
     th.join(JOIN_S)
     assert turns == ["two", "one"] and m.queue_busy == (one.inv.id, "A")
 
 
 def test_a_task_waiting_for_its_turn_stops_with_its_run():
     m, d, clock = machine({"A": Q, "B": Q})
-    one, two = m.placer(TWO), m.placer(TWO)
-    one.admit()
-    two.admit()
+    one, two = admitted(m, TWO, TWO)
     one.place("A")
     two.place("A")
     one.gate("A", threading.Event())
@@ -191,20 +193,18 @@ def test_a_held_task_is_not_asked_again_until_the_machine_changes_and_takes_the_
     assert d.asked.count("B") == 1  # nothing started or ended: still held, the decider not asked
     p.run_started("A")
     assert p.place("B") is None and d.asked.count("B") == 2
-    p.finished("A", 1, 0, 0)
+    p.finished("A", 1, 0)
     assert p.place("B") is C  # nothing runs that could free anything: the CPU
 
 
 def test_a_gpu_now_start_that_does_not_fit_waits_for_the_vram():
     clip, bert = TWO.task_cards["A"].vram_needed_mb, TWO.task_cards["B"].vram_needed_mb
     m, d, clock = machine({"A": N, "B": N}, budget=max(clip, bert) + 1)
-    one, two = m.placer(TWO), m.placer(TWO)
-    one.admit()
-    two.admit()
+    one, two = admitted(m, TWO, TWO)
     assert one.place("A") is N
     assert two.place("B") is None and m.vram_in_use_mb == clip  # held: never an oom
     one.run_started("A")
-    one.finished("A", 1, 0, 0)
+    one.finished("A", 1, 0)
     assert two.place("B") is N and m.vram_in_use_mb == bert
 
 
@@ -251,3 +251,44 @@ def test_cpu_slots_must_be_a_positive_integer(slots):
 def test_a_decider_that_plans_whole_mappings_is_refused():
     with pytest.raises(TestbedError, match="does not place tasks when they become ready"):
         LiveMachine(StreamDecider(), [TWO], vram_budget_mb=None, cpu_slots=2)
+
+
+def test_a_queued_task_whose_job_ended_without_a_turn_leaves_the_queue_to_the_next():
+    m, d, clock = machine({"A": Q, "B": Q})
+    one, two, three = admitted(m, TWO, TWO, TWO)
+    for p in (one, two, three):
+        p.place("A")
+    one.gate("A", threading.Event())  # its turn
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        two.gate("A", stop)  # its run failed meanwhile
+    two.released("A")  # (its job's return)
+    assert [t for inv, t, _ in m.gpu_queue] == ["A"] and m.gpu_queue[0][0] is three.inv
+    one.finished("A", 1, 0)
+    three.gate("A", threading.Event())  # the next in line gets the turn, not a dead entry
+    assert m.queue_busy == (three.inv.id, "A")
+
+
+def test_withdraw_and_end_keep_a_task_whose_job_still_runs():
+    m, d, clock = machine({"A": N, "B": C})
+    (p,) = admitted(m, TWO)
+    p.place("A")
+    p.place("B")
+    p.gate("A", threading.Event())  # A's job began (and runs on, abandoned)
+    p.withdraw()  # the run failed: B never began, it goes at once
+    assert list(m.placed) == [(p.inv.id, "A")] and m.cpu_fifo == []
+    p.end()
+    assert list(m.placed) == [(p.inv.id, "A")] and m.in_flight == 0 and m.vram_in_use_mb > 0
+    p.released("A")  # the abandoned job returns
+    assert (m.placed, m.vram_in_use_mb) == ({}, 0.0)
+
+
+def test_a_pinned_mapping_is_placed_as_given_without_asking_the_decider():
+    m, d, clock = machine({"A": C, "B": C})
+    d.admitting = False
+    first = m.placer(TWO)
+    first.admit()
+    pinned = m.placer(TWO, {"A": N, "B": Q})
+    pinned.admit()  # not held at the door: the decider is not asked
+    assert pinned.place("A") is N and pinned.place("B") is Q and d.asked == []

@@ -147,6 +147,7 @@ def test_a_tool_that_raises_fails_its_invocation_alone_and_releases_what_it_held
     assert all(x.status.value == "error" and "ValueError: broken tool" in x.message for x in runs)
     assert (m.in_flight, m.placed, m.vram_in_use_mb) == (0, {}, 0.0)
     assert planner._held == {}  # nothing of a failed invocation is left waiting for the GPU
+    assert planner.measured._pending == {}  # nor a prediction waiting for a run that never ends
 
 
 def test_without_cuda_a_gpu_capable_workflow_is_refused_before_any_placement(monkeypatch):
@@ -157,3 +158,97 @@ def test_without_cuda_a_gpu_capable_workflow_is_refused_before_any_placement(mon
         tb.run_live(PAIR, m.placer(PAIR))
     tb.close()
     assert (m.in_flight, m.placed) == (0, {})
+
+
+# ---- a task's life on the machine's books: from its job, failures and timeouts included -------------
+POLL_S = 0.005
+POLLS = 4000  # bounded waits (polls), not timing checks
+
+
+def until(predicate) -> bool:
+    for _ in range(POLLS):
+        if predicate():
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+class Scripted:
+    """A tool that runs as told: ``raises`` at once, or blocks until ``release`` is set, or sleeps ``run_s``."""
+
+    concurrent_safe = True
+    has_gpu = True
+
+    def __init__(self, raises: bool = False, release: threading.Event | None = None, run_s: float = 0.0) -> None:
+        self.raises, self.release, self.run_s = raises, release, run_s
+
+    def load(self, device: str = "cpu") -> None:
+        pass
+
+    def unload(self) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def run(self, inputs):
+        if self.raises:
+            raise ValueError("broken tool")
+        if self.release is not None:
+            assert self.release.wait(30)
+        time.sleep(self.run_s)
+        return "done"
+
+
+def scripted_testbed(tools: dict, *, slots: int = 4, timeout_s: float | None = None) -> LocalTestbed:
+    pool = ToolPool()
+    pool.set_cpu_slots(slots)
+    return LocalTestbed(tool_factory=lambda name, size, seed=0: tools[name], pool=pool, cpu_workers=slots,
+                        task_timeout_s=timeout_s)
+
+
+def test_a_failed_gpu_task_leaves_the_books_at_once_while_its_sibling_still_runs(fake_gpu):
+    from tests.testbeds.test_live_machine import Scripted as Decider
+
+    release = threading.Event()
+    tb = scripted_testbed({"clip": Scripted(raises=True), "ocr": Scripted(release=release)})
+    m = LiveMachine(Decider({"A": Mode.GPU_NOW, "B": Mode.CPU}), [PAIR], vram_budget_mb=None, cpu_slots=4)
+    out: list = []
+    th = threading.Thread(target=lambda: out.append(tb.run_live(PAIR, m.placer(PAIR))))
+    th.start()
+    # the clip raised: it holds nothing and presses nobody, while the ocr of its invocation still runs
+    assert until(lambda: m.cpu_busy == 1 and len(m.placed) == 1)
+    assert m.vram_in_use_mb == 0.0 and m.running_views(gpu=True) == []
+    release.set()
+    th.join(30)
+    tb.close()
+    assert out[0].status.value == "error" and (m.placed, m.in_flight) == ({}, 0)
+
+
+def test_waiting_for_a_cpu_slot_or_the_gpu_queue_does_not_count_toward_the_task_timeout(fake_gpu):
+    from tests.testbeds.test_live_machine import Scripted as Decider
+
+    # one CPU slot and one GPU queue: the third of three 0.3 s tasks waits 0.6 s, runs 0.3 s (< 0.5 s)
+    for mode in (Mode.CPU, Mode.GPU_QUEUE):
+        tb = scripted_testbed({"clip": Scripted(run_s=0.3)}, slots=1, timeout_s=0.5)
+        one = wf({"A": "clip"}).with_cards(CARDS)
+        m = LiveMachine(Decider({"A": mode}), [one], vram_budget_mb=None, cpu_slots=1)
+        with ThreadPoolExecutor(3) as ex:
+            runs = list(ex.map(lambda i: tb.run_live(one, m.placer(one)), range(3)))
+        tb.close()
+        assert [x.status.value for x in runs] == ["ok"] * 3, [x.message for x in runs]
+
+
+def test_a_task_abandoned_over_its_timeout_keeps_its_place_until_it_really_returns(fake_gpu):
+    from tests.testbeds.test_live_machine import Scripted as Decider
+
+    release = threading.Event()
+    tb = scripted_testbed({"clip": Scripted(release=release)}, timeout_s=0.2)
+    one = wf({"A": "clip"}).with_cards(CARDS)
+    m = LiveMachine(Decider({"A": Mode.GPU_QUEUE}), [one], vram_budget_mb=None, cpu_slots=2)
+    x = tb.run_live(one, m.placer(one))
+    assert x.status.value == "error" and "timeout" in x.message
+    assert m.in_flight == 0 and m.queue_busy is not None  # the invocation is over; its run still holds the queue
+    release.set()  # the abandoned call returns
+    assert until(lambda: m.queue_busy is None and m.placed == {})
+    tb.close()

@@ -81,12 +81,15 @@ def _table(rows: list[dict[str, Any]]) -> str:
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:,.1f}" if isinstance(x, float) else str(x)
 
-    lines = ["| rate/s | sent | ok | oom | error | refused | p50 ms | p95 ms | p99 ms | server E2E p50 | "
-             "overhead ms |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| rate/s | sent | ok | oom | error | refused | no answer | other | p50 ms | p95 ms | p99 ms | "
+             "server E2E p50 | overhead ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['rate_per_s']:g} | {r['sent']} | {r['ok']} | {r['oom']} | {r['error']} | {r['refused']} | "
-                     f"{f(r['p50_ms'])} | {f(r['p95_ms'])} | {f(r['p99_ms'])} | {f(r['e2e_p50_ms'])} | "
-                     f"{f(r['overhead_ms_mean'])} |")
+                     f"{r['no-answer']} | {r['other']} | {f(r['p50_ms'])} | {f(r['p95_ms'])} | {f(r['p99_ms'])} | "
+                     f"{f(r['e2e_p50_ms'])} | {f(r['overhead_ms_mean'])} |")
+    # why: a stream the service refused wholesale (422: a missing --input) showed only zeros
+    lines += [f"rate {r['rate_per_s']:g}: {r['sent'] - r['ok']} not ok; the first: {r['first_failure']}"
+              for r in rows if r["first_failure"]]
     return "\n".join(lines)
 
 

@@ -167,8 +167,10 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
             typer.echo(note, err=True)  # stdout holds the JSON alone
         typer.echo(json.dumps(doc, indent=2))
     else:
-        what = "a what-if probe" if res.kind == "probe" else "the round's mapping"
-        console.print(f"{wf.name}: invocation {res.invocation_id}, round {res.round} ({what}): "
+        what = ("a what-if probe" if res.kind == "probe" else "the round's mapping" if res.round is not None
+                else f"{res.kind}, outside the rounds")
+        where = f"round {res.round}" if res.round is not None else "no round"
+        console.print(f"{wf.name}: invocation {res.invocation_id}, {where} ({what}): "
                       f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
                       soft_wrap=True)  # one line, however long the message
         console.print(f"mapping: {mapping}")

@@ -127,4 +127,14 @@ def summarize_shots(shots: Sequence[Shot]) -> dict[str, Any]:
                                                    if s.latency_ms is not None and s.e2e_ms is not None), 3)
         if e2e else None,
         "lag_ms_p50": pct(lag, 0.5), "lag_ms_max": round(max(lag), 3) if lag else None,
+        "first_failure": _first_failure(shots),
     }
+
+
+def _first_failure(shots: Sequence[Shot]) -> str | None:
+    """What the first arrival not answered ``ok`` got (its outcome and the server's one line), so a
+    stream refused wholesale (a 422 for a missing input) says why; None when every one was ok."""
+    bad = next((s for s in shots if s.status != "ok"), None)
+    if bad is None:
+        return None
+    return f"{bad.workflow}: {bad.status}: {bad.message}" if bad.message else f"{bad.workflow}: {bad.status}"

@@ -72,6 +72,19 @@ class TaskDone:
     invocation: int = -1  # the id of its invocation (``Invocation.id``); -1: not known
 
 
+def overlap_since(integrals: Mapping[str, float], seen: Mapping[str, float], unit: str,
+                  own_ms: float) -> dict[str, float]:
+    """How long each unit tool ran beside one GPU run (``TaskDone.overlap_ms``): ``integrals`` are,
+    per unit tool, the integral over time of its GPU runs in progress, now; ``seen`` the same when
+    the run began; the run's own ``own_ms`` (of unit ``unit``) is taken out of its unit's."""
+    out: dict[str, float] = {}
+    for u, total in integrals.items():
+        d = total - seen.get(u, 0.0) - (own_ms if u == unit else 0.0)
+        if d > 1e-6:
+            out[u] = d
+    return out
+
+
 class LiveState:
     """The live state of a stream at decision time (module docstring). Built by the simulator."""
 

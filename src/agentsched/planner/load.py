@@ -335,7 +335,9 @@ class LoadPlanner(StreamDecider):
 
     def ended(self, inv: Invocation) -> None:
         """Its tasks held for the GPU are forgotten (an invocation that failed leaves them behind:
-        they would count ahead of every later hold)."""
+        they would count ahead of every later hold), and so are its runs that never ended."""
+        if inv.left > 0:
+            self.measured.forget(inv.id)
         gone = [k for k in self._held if k[0] == inv.id]
         for key in gone:
             del self._held[key]

@@ -125,6 +125,11 @@ class MeasuredRatio:
                 self._pending.pop(next(iter(self._pending)))
             self._pending[(invocation, task)] = (split_amplified(card.name)[0], predicted_ms)
 
+    def forget(self, invocation: int) -> None:
+        """``invocation`` ended early: its runs that never ended are not waited for."""
+        for key in [k for k in self._pending if k[0] == invocation]:
+            del self._pending[key]
+
     def observe(self, invocation: int, task: str, mode: Mode, run_ms: float) -> None:
         """A run ended: move its tool's average toward what it measured."""
         pending = self._pending.pop((invocation, task), None)

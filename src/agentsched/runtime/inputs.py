@@ -27,9 +27,13 @@ def check_input_names(wf: Workflow, inputs: dict[str, Any]) -> None:
                         f"(its source tasks take: {given})")
 
 
-def check_inputs_given(wf: Workflow, inputs: dict[str, Any]) -> None:
+CALLER_HINT = "give them as invoke(NAME=VALUE) / --input NAME=VALUE"
+HTTP_HINT = 'send them in the request body: {"inputs": {"NAME": VALUE}}'
+
+
+def check_inputs_given(wf: Workflow, inputs: dict[str, Any], hint: str = CALLER_HINT) -> None:
     """Refuse an invocation missing an input a source task's user tool takes (built-in tools compute
-    on generated inputs)."""
+    on generated inputs); ``hint`` says how the caller gives them."""
     for t in wf.task_ids:
         if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
             continue
@@ -38,4 +42,4 @@ def check_inputs_given(wf: Workflow, inputs: dict[str, Any]) -> None:
         if not inputs or missing:
             need = ", ".join(missing or cls.input_names) or "its arguments"
             raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
-                            f"{need} (give them as invoke(NAME=VALUE) / --input NAME=VALUE)")
+                            f"{need} ({hint})")

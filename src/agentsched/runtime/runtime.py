@@ -70,7 +70,7 @@ class InvokeResult:
     message: str  # the one-line error ("" when ok)
     invocation_id: int | None  # its id in the store (None without a store)
     kind: str = "round"  # "round" (the round's mapping), "probe" (a what-if of the monitor), "pinned", "live"
-    round: int = 0  # the round it belongs to
+    round: int | None = 0  # the round it belongs to (None: run outside the rounds: pinned, live, cut)
 
     @property
     def ok(self) -> bool:
@@ -321,7 +321,7 @@ class Runtime:
         req.finish(result=self._result(x, invocation_id, kind, self.policy.round))
         return self._count(kind, served)
 
-    def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int) -> InvokeResult:
+    def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int | None) -> InvokeResult:
         sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
         return InvokeResult(
             outputs=sinks, mapping=dict(x.mapping), e2e_ms=x.e2e_ms, timeline=tuple(s.to_dict() for s in x.spans),
@@ -336,7 +336,7 @@ class Runtime:
         invocation_id = None
         if self.store is not None and self.learner_id is not None:
             invocation_id, _ = self.store.append(self.learner_id, None, kind, None, x)
-        return self._result(x, invocation_id, kind, self.policy.round)
+        return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 
     def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
         if self.store is None or self.learner_id is None or self.diverged_at is not None:

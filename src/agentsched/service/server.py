@@ -2,11 +2,12 @@
 
 The first SIGTERM/SIGINT starts a drain: new invocations get 503 (Retry-After), the accepted ones
 get up to ``drain_s`` to finish, then uvicorn stops (it waits for open responses to be written) and
-the app's lifespan closes the runtimes and the store; the process exits 0. A second signal stops at
-once (uvicorn's own behaviour). Invocations still running when ``drain_s`` ends are cut
-(``Service.cut``): each is recorded as ``error`` ("cut by shutdown after drain-s") and its caller
-gets that record, so every accepted invocation is recorded; their tools are abandoned (the CLI
-exits without waiting for them).
+the app's lifespan closes the runtimes and the store; the process exits 0. Invocations still
+running when ``drain_s`` ends are cut (``Service.cut``): each is recorded as ``error`` ("cut by
+shutdown after drain-s") and its caller gets that record, so every accepted invocation is
+recorded; their tools are abandoned (the CLI exits without waiting for them). A second signal
+cuts at once what still runs (the same records and answers, "cut by a second shutdown signal"); a
+third stops without answering (uvicorn's own forced exit).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import uvicorn
 
 from agentsched.errors import AgentschedError
 from agentsched.service.app import create_app
-from agentsched.service.service import Service, ServiceConfig
+from agentsched.service.service import SECOND_SIGNAL_MESSAGE, Service, ServiceConfig
 
 log = logging.getLogger("agentsched.service")
 
@@ -81,15 +82,24 @@ class _DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service = service
         self._draining = False
+        self._cutting = False
 
     # uvicorn's own handler records the signal and raises it again once stopped (the process then dies
     # of it); a drained service exits 0 instead, so the signal is handled here, not recorded
     def handle_exit(self, sig: int, frame: Any) -> None:
-        if self._draining:  # a second signal: stop now
+        if self._cutting:  # a third signal: stop at once, answered or not
             self.should_exit = self.force_exit = True
-            return
-        self._draining = True
-        threading.Thread(target=self._drain, name="agentsched-drain", daemon=True).start()
+        elif self._draining:  # a second: cut what still runs now (each answered with its cut record)
+            self._cutting = True
+            threading.Thread(target=self._cut_now, name="agentsched-cut", daemon=True).start()
+        else:
+            self._draining = True
+            threading.Thread(target=self._drain, name="agentsched-drain", daemon=True).start()
+
+    def _cut_now(self) -> None:
+        n = self.service.cut(SECOND_SIGNAL_MESSAGE)
+        log.warning("second signal: %d invocation(s) still running were cut (recorded as error); stopping", n)
+        self.should_exit = True
 
     def _drain(self) -> None:
         drain_s = self.service.config.drain_s

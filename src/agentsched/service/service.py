@@ -35,9 +35,10 @@ from typing import Any
 from agentsched.errors import AgentschedError, ToolError, WorkflowError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.tool import is_tool_path, tool_class
-from agentsched.model.workflow import Workflow
+from agentsched.model.workflow import Mode, Workflow
 from agentsched.planner.load import LoadPlanner
 from agentsched.runtime import Runtime
+from agentsched.runtime.inputs import HTTP_HINT, check_inputs_given
 from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
@@ -54,6 +55,7 @@ WORKFLOW_SUFFIXES = (".yaml", ".yml")
 
 PLACEMENTS = ("policy", "live")
 CUT_MESSAGE = "cut by shutdown after drain-s"
+SECOND_SIGNAL_MESSAGE = "cut by a second shutdown signal"
 CUT_GRACE_S = 0.5  # after the loops stop: how long an invocation already answered may take to say so
 
 
@@ -70,6 +72,15 @@ class Flight:
         self.cut: InvokeResult | None = None  # set when the shutdown recorded it as cut
         self._notify: Callable[[], None] | None = None
         self._lock = threading.Lock()
+        self._owner: str | None = None  # who records it: "result" (its own answer) or "cut", once
+
+    def claim(self, owner: str) -> bool:
+        """Take the right to record this invocation (``"result"``: its own answer; ``"cut"``: the
+        shutdown's cut record); False when the other took it first: recorded once, never twice."""
+        with self._lock:
+            if self._owner is None:
+                self._owner = owner
+            return self._owner == owner
 
     def on_cut(self, notify: Callable[[], None]) -> None:
         """Call ``notify`` (from any thread) once the flight is cut; at once when it already is."""
@@ -198,6 +209,9 @@ class Service:
                 self.live = self._local_machine(workflows, budget)
             for wf in workflows:
                 self.runtimes[wf.name] = self._runtime(wf)
+            if self.live is not None:
+                for rt in self.runtimes.values():
+                    _check_live_cards(rt.workflow)
         except BaseException:
             self.close()
             raise
@@ -277,7 +291,7 @@ class Service:
         if unknown:
             takes = ", ".join(sorted(known)) if known else "no inputs (its tools generate their own)"
             raise ToolError(f"workflow {name} has no input(s) {', '.join(unknown)} (it takes {takes})")
-        rt._check_inputs(inputs)
+        check_inputs_given(rt.workflow, inputs, HTTP_HINT)  # (an HTTP caller sends a body, not --input)
 
     def begin(self, name: str) -> Flight:
         """Register an accepted invocation of ``name`` (``invoke`` runs it)."""
@@ -290,7 +304,12 @@ class Service:
         rt = self.runtime(name)
         flight = flight or self.begin(name)
         try:
-            res = self._invoke_live(rt, inputs) if self._live(rt) else rt.invoke(**inputs)
+            if self._live(rt):
+                res = self._invoke_live(rt, inputs, flight)
+            elif self.live is not None and rt.pinned is not None:  # a pin on the live machine's books
+                res = self._invoke_live(rt, inputs, flight, rt.pinned)
+            else:
+                res = rt.invoke(**inputs)
         except AgentschedError:
             with self._cond:  # stopped by the cut: its record and answer are the cut's
                 if self._cond.wait_for(lambda: flight.cut is not None or not self.draining, timeout=CUT_GRACE_S * 4) \
@@ -313,32 +332,42 @@ class Service:
         """Is this invocation placed task by task on the shared machine (not pinned)?"""
         return self.config.placement == "live" and rt.pinned is None
 
-    def _invoke_live(self, rt: Runtime, inputs: dict[str, Any]) -> InvokeResult:
+    def _invoke_live(self, rt: Runtime, inputs: dict[str, Any], flight: Flight,
+                     pinned: dict[str, Mode] | None = None) -> InvokeResult:
         """Run with no mapping (the machine's planner places each task), then record it outside the
-        learner's sequence (kind ``live``). The simulated tools take no inputs."""
+        learner's sequence (kind ``live``). The simulated tools take no inputs. On the local
+        testbed a pinned mapping runs through the machine too (kind ``pinned``): its tasks are on
+        the books the planner reads, as they would be in the simulator."""
         assert self.contention is not None  # ServiceConfig: live on the real-time simulator or local only
         if self.machine is not None:
             x = self.machine.run(rt.workflow, {})
         else:
             assert self.live is not None
             rt._check_inputs(inputs)  # as Runtime.invoke: a user tool's missing input is a one-line error
-            x = rt.testbed.run_live(rt.workflow, self.live.placer(rt.workflow), inputs=inputs)
-        res = rt.record(x, "live")
+            x = rt.testbed.run_live(rt.workflow, self.live.placer(rt.workflow, pinned), inputs=inputs)
+        if not flight.claim("result"):  # the shutdown's cut recorded and answered it first: one record
+            with self._cond:
+                self._cond.wait_for(lambda: flight.cut is not None, timeout=CUT_GRACE_S * 4)
+            if flight.cut is not None:
+                return flight.cut
+        res = rt.record(x, "live" if pinned is None else "pinned")
         self.contention.maybe_save()
         return res
 
-    def cut(self) -> int:
-        """After the drain's time is up: stop every runtime's loop, give the invocations answered in
-        that instant ``CUT_GRACE_S`` to say so, then record each one still running as ``error``
-        (``CUT_MESSAGE``, kind ``cut``, outside the learner's sequence) and answer it with that
-        record. Returns how many were cut. Their tools may still be running: nobody waits for them."""
+    def cut(self, message: str | None = None) -> int:
+        """After the drain's time is up (or at a second signal, ``message`` then saying so): stop every
+        runtime's loop, give the invocations answered in that instant ``CUT_GRACE_S`` to say so, then
+        record each one still running as ``error`` (``CUT_MESSAGE``, kind ``cut``, outside the
+        learner's sequence) and answer it with that record. Returns how many were cut. Their tools
+        may still be running: nobody waits for them."""
         for rt in self.runtimes.values():
             rt.close()  # no loop records anything from now on
         with self._cond:
             self._cond.wait_for(lambda: not self._flights, timeout=CUT_GRACE_S)
-            flights = list(self._flights)
+            # a flight whose own result is being recorded (live placement claims it) is answered by it
+            flights = [f for f in self._flights if f.claim("cut") and f.cut is None]
         for flight in flights:
-            flight._was_cut(self._record_cut(flight))
+            flight._was_cut(self._record_cut(flight, message or f"{CUT_MESSAGE} ({self.config.drain_s:g} s)"))
         with self._cond:
             self.cut_count += len(flights)
             for flight in flights:  # recorded outside the rounds, as a restart counts them
@@ -346,10 +375,9 @@ class Service:
             self._cond.notify_all()
         return len(flights)
 
-    def _record_cut(self, flight: Flight) -> InvokeResult:
+    def _record_cut(self, flight: Flight, message: str) -> InvokeResult:
         rt = self.runtimes[flight.name]
         elapsed_ms = (time.monotonic() - flight.started_s) * 1000.0
-        message = f"{CUT_MESSAGE} ({self.config.drain_s:g} s)"
         # the mapping it ran under is the dispatcher's, not known here: recorded as none
         x = Execution(status=Status.ERROR, mapping={}, e2e_ms=None, elapsed_ms=elapsed_ms, peak_vram_mb=0.0,
                       spans=(), message=message, testbed=rt.testbed.name)
@@ -360,7 +388,7 @@ class Service:
             except AgentschedError as e:  # the store failing now: said, and the others still tried
                 log.error("could not record a cut invocation of %s: %s", flight.name, e)
         return InvokeResult(outputs={}, mapping={}, e2e_ms=None, timeline=(), status=Status.ERROR, message=message,
-                            invocation_id=invocation_id, kind="cut", round=rt.policy.round)
+                            invocation_id=invocation_id, kind="cut", round=None)
 
     # ---- views ----------------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
@@ -404,6 +432,19 @@ class Service:
             self.pool.set_budget(self._pool_budget)
             self.pool.set_cpu_slots(self._pool_cpu_slots)
         self.store.close()
+
+
+def _check_live_cards(wf: Workflow) -> None:
+    """Refuse live placement of a GPU tool with no card: the planner would place it from placeholder
+    times (equal on both devices), so it would never leave the CPU and never be measured on the GPU.
+    (Without CUDA the runtime already runs every tool as host code: nothing to refuse.)"""
+    tasks = sorted(t for t in wf.unprofiled if wf.task_cards[t].has_gpu)
+    if tasks:
+        tools = sorted({wf.tasks[t].tool for t in tasks})
+        raise AgentschedError(f"--placement live needs profiled cards for GPU tools, but task(s) {', '.join(tasks)} "
+                              f"of workflow {wf.name} have none (the planner would place them from placeholder "
+                              f"times): profile them with `agentsched profile --tools {','.join(tools)} --out "
+                              f"cards.json` and pass --cards cards.json")
 
 
 def _import_tool_libraries(workflows: list[Workflow], spec: TestbedSpec) -> None:

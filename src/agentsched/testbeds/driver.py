@@ -69,7 +69,12 @@ class Failure:
 
 class Placer(ABC):
     """One invocation's late binding: where each task runs, decided when it becomes ready.
-    ``admit`` -> (``place`` | ``finished``)* -> ``end`` (always, after a failure too)."""
+
+    The driver asks: ``admit`` -> ``place`` ... -> [``withdraw``, after a failure] -> ``end``
+    (always). The backend reports each task's life from the task's own thread: ``gate`` when its
+    job begins, ``run_started`` when its run really begins, then ``finished`` or ``released``
+    when its job returns (a task abandoned over its timeout: when it really returns, after ``end``).
+    """
 
     #: the VRAM budget of the machine the placer decides for (MB; None: none): the run's, whatever
     #: its workflow declares (one GPU shared by many workflows has one budget)
@@ -83,25 +88,33 @@ class Placer(ABC):
     def place(self, task: str) -> Mode | None:
         """The mode of ready ``task``, or None to hold it (asked again later)."""
 
-    def gate(self, task: str, stop: threading.Event) -> None:
-        """Block until placed ``task`` may take its GPU instance (a queued one: its turn in the
-        machine's GPU queue); from a worker thread. Raises ``Cancelled`` once ``stop`` is set."""
-
-    @abstractmethod
-    def run_started(self, task: str) -> None:
-        """``task`` really began (a CPU slot taken, a GPU instance ready); from a worker thread."""
-
-    @abstractmethod
-    def finished(self, task: str, run_ms: float, load_ms: float, wait_ms: float) -> None:
-        """``task`` ended: its run (load excluded), load and wait from ready to start."""
-
     @abstractmethod
     def wait_change(self, timeout_s: float) -> None:
         """Sleep until the machine changes (a task started or ended anywhere), at most ``timeout_s``."""
 
+    def gate(self, task: str, stop: threading.Event) -> None:
+        """``task``'s job begins; block until it may take its instance (a queued task: its turn in
+        the machine's GPU queue). Raises ``Cancelled`` once ``stop`` is set."""
+
+    @abstractmethod
+    def run_started(self, task: str) -> None:
+        """``task`` really began (a CPU slot taken, a GPU instance ready)."""
+
+    @abstractmethod
+    def finished(self, task: str, run_ms: float, load_ms: float) -> None:
+        """``task``'s job returned its output: its run (load excluded) and load."""
+
+    @abstractmethod
+    def released(self, task: str) -> None:
+        """``task``'s job returned without an output (it raised, or was cancelled)."""
+
+    def withdraw(self) -> None:
+        """The run failed: its tasks placed whose job never began are taken back at once."""
+
     @abstractmethod
     def end(self) -> None:
-        """The invocation is over: whatever it still holds on the machine is released."""
+        """The invocation is over: what it still holds is released, but for tasks whose job is still
+        running (abandoned over a timeout: ``finished`` or ``released`` releases them later)."""
 
 
 class Backend(ABC):
@@ -258,6 +271,8 @@ class Driver(Testbed):
             failure = rec.loop(backend) if placer is None else rec.loop_live(backend, placer)
             fail_ms = backend.now_ms()
             if failure is not None:
+                if placer is not None:
+                    placer.withdraw()
                 rec.loads.update(backend.abort())
         except BaseException:
             backend.abort()
@@ -334,7 +349,7 @@ class _Run:
                 placer.wait_change(HOLD_POLL_S)
                 continue
             done = backend.wait_up_to(HOLD_POLL_S) if held else backend.wait()
-            failure = self._apply(done, disp, running, placer)
+            failure = self._apply(done, disp, running)
             if failure is not None:
                 return failure
 
@@ -351,8 +366,7 @@ class _Run:
             _vram_point(self.vram_timeline, now, disp.vram_in_use_mb)
             self.peak = max(self.peak, disp.vram_in_use_mb)
 
-    def _apply(self, done: list[Completion], disp: Dispatcher, running: set[str],
-               placer: Placer | None = None) -> Failure | None:
+    def _apply(self, done: list[Completion], disp: Dispatcher, running: set[str]) -> Failure | None:
         """Apply a batch of finishes; the failure among them, if any (judged before the finishes)."""
         failure = None
         for c in done:
@@ -367,9 +381,6 @@ class _Run:
             self.loads[c.task] = c.load_ms
             if self.keep_outputs:
                 self.outputs[c.task] = c.output
-            if placer is not None:
-                placer.finished(c.task, c.end_ms - c.start_ms - c.load_ms, c.load_ms,
-                                max(0.0, c.start_ms - self.ready_at.get(c.task, c.start_ms)))
             for nt in disp.finish(c.task):
                 self.ready_at[nt] = c.end_ms
             _vram_point(self.vram_timeline, c.end_ms, disp.vram_in_use_mb)

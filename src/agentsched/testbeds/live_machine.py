@@ -37,13 +37,13 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from agentsched.errors import TestbedError
 from agentsched.model.cards import ToolCard, split_amplified
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
+from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone, overlap_since
 from agentsched.model.workflow import Mode, Workflow, effective_mode, fits_vram
 from agentsched.testbeds.driver import Placer
 from agentsched.testbeds.real import Cancelled
@@ -66,6 +66,7 @@ class _Placed:
     began_ms: float | None = None  # GPU: from when it holds its VRAM (gpu_now: placed; queued: its turn)
     run_ms: float | None = None  # when its run began (None: waiting for a slot, the queue, its instance)
     seen: dict[str, float] | None = None  # GPU runs: the overlap integrals when the run began
+    in_job: bool = False  # its job began (``gate``): only the job's return releases it then
 
 
 class LiveMachine:
@@ -139,20 +140,24 @@ class LiveMachine:
             if on_gpu != gpu or (p.began_ms if on_gpu else p.run_ms) is None:
                 continue
             loading = p.mode is Mode.GPU_QUEUE and p.run_ms is None
-            begun: float = p.run_ms if p.run_ms is not None else p.began_ms  # type: ignore[assignment]
-            elapsed = self.now_ms - begun
-            iso = ((p.card.gpu_ms or 0.0) + (p.card.load_needed_ms if loading else 0.0)) if on_gpu else p.card.cpu_ms
+            # as the simulator shows it: a GPU task's time from when it holds its VRAM (a queued one's
+            # load included), its card time (plus the load for a queued one) minus that
+            elapsed = self.now_ms - (p.began_ms if on_gpu else p.run_ms)  # type: ignore[operator]
+            load = p.card.load_needed_ms if p.mode is Mode.GPU_QUEUE else 0.0
+            iso = (p.card.gpu_ms or 0.0) + load if on_gpu else p.card.cpu_ms
             out.append(RunningView(p.card, p.mode, elapsed, loading, p.vram_mb, max(0.0, iso - elapsed)))
         return out
 
     # ---- invocations ----------------------------------------------------------------------------
-    def placer(self, workflow: Workflow) -> LivePlacer:
-        """The placer of one new invocation of ``workflow`` (``Driver.run_live``)."""
+    def placer(self, workflow: Workflow, mapping: Mapping[str, Mode] | None = None) -> LivePlacer:
+        """The placer of one new invocation of ``workflow`` (``Driver.run_live``). With ``mapping``
+        (a pinned one) its tasks run as mapped, on this machine's books: admitted at once, never
+        asked of the decider, and a ``gpu_now`` start waits for its VRAM like any other."""
         with self._cond:
             self._tick()
             inv = Invocation(next(self._ids), self._index.get(workflow.name, -1), workflow, self.now_ms,
                              dict(workflow.task_cards))
-        return LivePlacer(self, inv)
+        return LivePlacer(self, inv, mapping)
 
     def under_lock(self, fn: Callable[[], T]) -> T:
         """``fn()`` while no decision is made (its decider's state read or set safely)."""
@@ -218,22 +223,18 @@ class LiveMachine:
 
     def _overlap_of(self, p: _Placed) -> dict[str, float]:
         """How long each other unit tool ran beside GPU run ``p`` (its own unit's other runs included)."""
-        out: dict[str, float] = {}
         if p.seen is None or p.run_ms is None:
-            return out
-        for unit, total in self.overlap.items():
-            d = total - p.seen.get(unit, 0.0) - (self.now_ms - p.run_ms if unit == p.unit else 0.0)
-            if d > 1e-6:
-                out[unit] = d
-        return out
+            return {}
+        return overlap_since(self.overlap, p.seen, p.unit, self.now_ms - p.run_ms)
 
 
 class LivePlacer(Placer):
     """One invocation's late binding on a ``LiveMachine`` (``Driver.run_live`` calls it)."""
 
-    def __init__(self, machine: LiveMachine, inv: Invocation) -> None:
+    def __init__(self, machine: LiveMachine, inv: Invocation, mapping: Mapping[str, Mode] | None = None) -> None:
         self.m = machine
         self.inv = inv
+        self.fixed = None if mapping is None else dict(mapping)  # a pinned mapping: the decider is not asked
         self.vram_budget_mb = machine.vram_budget_mb
         self._asked: dict[str, int] = {}  # task held -> the machine's version when it was last asked
 
@@ -244,7 +245,8 @@ class LivePlacer(Placer):
             m._tick()
             m.admission.append(inv)
             try:
-                while not (m.admission[0] is inv and (m.in_flight == 0 or self._decide(m.decider.admit, inv, m.live))):
+                while not (m.admission[0] is inv and (m.in_flight == 0 or self.fixed is not None
+                                                       or self._decide(m.decider.admit, inv, m.live))):
                     m._cond.wait(ADMIT_POLL_S)
                     m._check_open()
                     m._tick()
@@ -271,7 +273,7 @@ class LivePlacer(Placer):
             if self._asked.get(task) == m.version:  # nothing started or ended since: still held
                 return None
             m._tick()
-            mode = self._decide(m.decider.place, inv, task, m.live)
+            mode = self.fixed[task] if self.fixed is not None else self._decide(m.decider.place, inv, task, m.live)
             if mode is not None and effective_mode(inv.cards[task], mode) is Mode.GPU_NOW \
                     and not fits_vram(m.vram_in_use_mb, inv.cards[task].vram_needed_mb, m.vram_budget_mb):
                 # a gpu_now start that does not fit would be an oom: it waits for the VRAM instead
@@ -288,14 +290,16 @@ class LivePlacer(Placer):
         m, key = self.m, (self.inv.id, task)
         with m._cond:
             p = m.placed.get(key)
-            if p is None or p.mode is not Mode.GPU_QUEUE:
+            if p is None:
+                return
+            p.in_job = True
+            if p.mode is not Mode.GPU_QUEUE:
                 return
             while not (m.gpu_queue and m.gpu_queue[0][0] is self.inv and m.gpu_queue[0][1] == task
                        and m.queue_busy is None and fits_vram(m.vram_in_use_mb, p.vram_mb, m.vram_budget_mb)):
-                if stop.is_set() or key not in m.placed:
+                if stop.is_set() or m.closed:  # (its job's return releases its place in the queue)
                     raise Cancelled("the run stopped while its task waited in the GPU queue")
                 m._cond.wait(ADMIT_POLL_S)
-                m._check_open()
             m._tick()
             del m.gpu_queue[0]
             m.queue_busy, p.began_ms = key, m.now_ms
@@ -316,7 +320,7 @@ class LivePlacer(Placer):
                 p.seen = dict(m.overlap)
             m._changed()
 
-    def finished(self, task: str, run_ms: float, load_ms: float, wait_ms: float) -> None:
+    def finished(self, task: str, run_ms: float, load_ms: float) -> None:
         m, inv = self.m, self.inv
         with m._cond:
             m._tick()  # (first: its own run counts in the integrals up to now)
@@ -325,11 +329,32 @@ class LivePlacer(Placer):
                 return
             m._release(p)
             overlap = m._overlap_of(p)
-            m.decider.observe(TaskDone(inv.workflow.name, task, p.card, p.mode, run_ms, load_ms, wait_ms, overlap,
-                                       inv.id))
+            wait_ms = (p.run_ms if p.run_ms is not None else m.now_ms) - p.placed_ms  # from its placement
+            m.decider.observe(TaskDone(inv.workflow.name, task, p.card, p.mode, run_ms, load_ms, max(0.0, wait_ms),
+                                       overlap, inv.id))
             inv.left -= 1
             for s in inv.workflow.succs[task]:
                 inv.waiting_preds[s] -= 1
+            m._changed()
+
+    def released(self, task: str) -> None:
+        m = self.m
+        with m._cond:
+            p = m.placed.pop((self.inv.id, task), None)
+            if p is not None:  # nothing to learn from: it ended without an output
+                m._tick()
+                m._release(p)
+                m._changed()
+
+    def withdraw(self) -> None:
+        self._release_where(lambda p: not p.in_job)
+
+    def _release_where(self, which: Callable[[_Placed], bool]) -> None:
+        m, inv = self.m, self.inv
+        with m._cond:
+            m._tick()
+            for key in [k for k, p in m.placed.items() if k[0] == inv.id and which(p)]:
+                m._release(m.placed.pop(key))
             m._changed()
 
     def wait_change(self, timeout_s: float) -> None:
@@ -339,11 +364,11 @@ class LivePlacer(Placer):
             m._cond.wait_for(lambda: m.version != version or m.closed, timeout=timeout_s)
 
     def end(self) -> None:
+        # why not the tasks whose job still runs: one abandoned over its timeout still holds its slot,
+        # its VRAM, the GPU queue's turn; its job's return (finished or released) gives them back
+        self._release_where(lambda p: not p.in_job)
         m, inv = self.m, self.inv
         with m._cond:
-            m._tick()
-            for key in [k for k in m.placed if k[0] == inv.id]:
-                m._release(m.placed.pop(key))
             if inv in m.admission:
                 m.admission.remove(inv)
             if inv.status == "running":

@@ -9,6 +9,7 @@ may take its turn (``gate``) and when each task really began (``run_started``).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -27,6 +28,8 @@ from agentsched.testbeds.tool_pool import Lease, VramWontFit
 
 if TYPE_CHECKING:
     from agentsched.testbeds.local import LocalBackend
+
+WAITING_RECHECK_S = 0.05  # with a timeout set, how often wait() looks again while a task waits for its start
 
 
 @dataclass
@@ -65,6 +68,9 @@ class LocalRun:
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
         self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
+        # perf_counter from which each task's timeout runs: when it took its CPU slot or its turn on
+        # the GPU (inf while it waits for either: waiting is not running longer than its timeout)
+        self.clock_s: dict[str, float] = {}
         self.opened = False  # the clock started (pools, CUDA scope, torch threads set)
         self.cuda: CudaScope | None = None
         self.prev_threads: int | None = None  # torch threads this run set (None: left as they were)
@@ -131,11 +137,14 @@ class LocalRun:
     def _job(self, task: str, inputs: Mapping[str, Any]) -> _Done:
         mode, k, cuda = self.mapping[task], self.bases[task][1], self.cuda
         lease = self.leases.get(task)
+        done: _Done | None = None
+        self.clock_s[task] = math.inf  # no timeout while it waits for its turn or a CPU slot
         try:
+            if self.placer is not None:  # live placement: a queued task waits for its turn here
+                self.placer.gate(task, self.stop)
             with (cuda.stream() if cuda and mode is not Mode.CPU else NullStream()) as stream:
                 if mode is not Mode.CPU:  # a GPU task: its instance now (warm hit, else loaded; may wait for VRAM)
-                    if self.placer is not None:  # live placement: a queued task waits for its turn first
-                        self.placer.gate(task, self.stop)
+                    self.clock_s[task] = time.perf_counter()
                     lease = self._lease(task, self.b.device)
                     stream.sync(lease.tool)
                     start = time.perf_counter() - lease.load_ms / 1000  # (after any wait for VRAM)
@@ -147,13 +156,19 @@ class LocalRun:
                         lease = self._lease(task, "cpu")
                     with self.b.pool.cpu_slot(self.stop):  # the process's CPU slots (a service's)
                         start, load_ms = time.perf_counter(), 0.0
+                        self.clock_s[task] = start
                         self._began(task)
                         output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
-                end = time.perf_counter()
+                done = _Done(start, time.perf_counter(), load_ms, output)
         finally:
             if lease is not None:
                 self.b.pool.release(lease)  # kept loaded for the next use (unloaded if discarded)
-        return _Done(start, end, load_ms, output)
+            if self.placer is not None:  # the machine's books: from the job itself, abandoned ones too
+                if done is not None:
+                    self.placer.finished(task, (done.end_s - done.start_s) * 1000.0 - done.load_ms, done.load_ms)
+                else:
+                    self.placer.released(task)
+        return done
 
     def _lease(self, task: str, device: str) -> Lease:
         """``task``'s tool instance from the pool, taken when it starts (and paid, when not warm)."""
@@ -178,21 +193,32 @@ class LocalRun:
         pool = self.cpu_pool if start.mode is Mode.CPU else self.gpu_pool
         assert pool is not None
         self.started.add(start.task)
+        self.clock_s[start.task] = now = time.perf_counter()  # (before the job starts: it sets its own)
         fut = pool.submit(self._job, start.task, inputs)
         self.running[fut] = start.task
-        self.started_s[fut] = time.perf_counter()
+        self.started_s[fut] = now
 
     def wait(self, up_to_s: float | None = None) -> list[Completion]:
-        """The tasks that ended (at least one); with ``up_to_s``, [] when none ended by then."""
+        """The tasks that ended (at least one); with ``up_to_s``, [] when none ended by then; a task
+        past its timeout (counted from ``clock_s``) ends as a timeout."""
         timeout = self.b.task_timeout_s
-        first = min(self.started_s[f] for f in self.running)
-        left = None if timeout is None else max(first + timeout - time.perf_counter(), 0.0)
-        short = up_to_s is not None and (left is None or up_to_s < left)  # up_to_s comes before a timeout
-        done, _ = wait(list(self.running), timeout=up_to_s if short else left, return_when=FIRST_COMPLETED)
-        if not done and short:
-            return []
-        if not done:  # the longest-running task ran over its timeout
-            return [self._timed_out(next(f for f in self.running if self.started_s[f] == first))]
+        until = None if up_to_s is None else time.perf_counter() + up_to_s
+        while True:
+            first, oldest = min(((self.clock_s.get(t, self.started_s[f]), f) for f, t in self.running.items()),
+                                key=lambda x: x[0])
+            now = time.perf_counter()
+            if timeout is not None and now >= first + timeout:  # the longest-running task ran over its timeout
+                return [self._timed_out(oldest)]
+            if until is not None and now >= until:
+                return []
+            limits = [] if until is None else [until - now]
+            if timeout is not None:  # its deadline, or a look again soon while a task waits (no deadline yet)
+                limits.append(first + timeout - now if math.isfinite(first) else WAITING_RECHECK_S)
+                if any(math.isinf(self.clock_s.get(t, 0.0)) for t in self.running.values()):
+                    limits.append(WAITING_RECHECK_S)
+            done, _ = wait(list(self.running), timeout=min(limits) if limits else None, return_when=FIRST_COMPLETED)
+            if done:
+                break
         failed: list[Completion] = []
         finished: list[tuple[str, _Done]] = []
         now = self.now_ms()
@@ -216,6 +242,8 @@ class LocalRun:
         and never unloaded while it may still run; the next run builds and loads a new one."""
         task = self.running.pop(fut)
         started = self.started_s.pop(fut, self.t0)
+        began = self.clock_s.get(task, math.inf)
+        started = began if math.isfinite(began) else started  # its span: from its slot or turn
         lease = self.leases.get(task)
         if lease is not None:  # (a GPU task still waiting for VRAM has none: it stops on its own)
             self.b.pool.discard(lease)

@@ -40,7 +40,7 @@ from agentsched.testbeds.arrivals import Arrival
 from agentsched.testbeds.laws import rate_function
 from agentsched.testbeds.noise import noise_factor
 from agentsched.testbeds.spec import MAX_NOISE_SIGMA
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
+from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone, overlap_since
 from agentsched.testbeds.world import World, load_world
 
 _EPS = 1e-9
@@ -275,12 +275,7 @@ class StreamSim:
     def _finish(self, r: _Run) -> None:
         self._release(r)
         inv = r.inv
-        overlap: dict[str, float] = {}
-        if r.seen is not None:
-            for unit, total in self.overlap.items():
-                d = total - r.seen.get(unit, 0.0) - (self.now_ms - r.run_start_ms if unit == r.unit else 0.0)
-                if d > 1e-6:
-                    overlap[unit] = d
+        overlap = {} if r.seen is None else overlap_since(self.overlap, r.seen, r.unit, self.now_ms - r.run_start_ms)
         self.decider.observe(TaskDone(inv.workflow.name, r.task, r.card, r.mode, self.now_ms - r.run_start_ms,
                                       r.run_start_ms - r.start_ms, r.start_ms - r.ready_ms, overlap, inv.id))
         if inv.status != "running":
