@@ -107,12 +107,14 @@ def invoke_at_once(service: Service, n: int) -> list:
     return results
 
 
-def test_live_invocations_on_the_local_testbed_and_their_learning_kept_across_a_restart(fake_gpu_workflow, tmp_path):
+def test_live_invocations_on_the_local_testbed_and_their_learning_kept_across_a_restart(fake_gpu_workflow, tmp_path,
+                                                                                        monkeypatch):
     store = tmp_path / "live.db"
     service = Service(config(fake_gpu_workflow, store))
     try:
         results = invoke_at_once(service, 12)
         assert all(r is not None and r.status is Status.OK and r.kind == "live" for r in results)
+        assert all(r.round is None for r in results)  # outside the rounds, as the history rows say
         assert all(set(r.mapping) == {"A", "B"} and r.outputs for r in results)
         import livetools
 
@@ -129,14 +131,25 @@ def test_live_invocations_on_the_local_testbed_and_their_learning_kept_across_a_
         assert again.contention.runs_learned() == learned  # resumed, not started from the priors
     finally:
         again.close()
+    import agentsched.service.service as service_module
+
+    monkeypatch.setattr(service_module, "machine_id", lambda: "local:another GPU:64 cpus")
+    elsewhere = Service(config(fake_gpu_workflow, store))
+    try:
+        assert elsewhere.contention.runs_learned() == 0  # another machine: from the priors
+    finally:
+        elsewhere.close()
 
 
 def test_a_pinned_mapping_still_wins_over_live_placement(fake_gpu_workflow, tmp_path):
     service = Service(config(fake_gpu_workflow, tmp_path / "pin.db"))
     try:
         service.runtime("pair").pin({"A": "cpu", "B": "cpu"})
+        version = service.live.version
         r = service.invoke("pair", {"x": 1})
         assert r.kind == "pinned" and r.status is Status.OK and set(r.mapping.values()) == {"cpu"}
+        assert service.live.version > version  # its tasks went on the machine's books (the planner sees them)
+        assert r.round is None
     finally:
         service.close()
 
@@ -190,3 +203,33 @@ def test_live_placement_of_a_gpu_tool_without_a_card_is_refused_in_one_line(fake
     with pytest.raises(AgentschedError, match=r"^--placement live needs profiled cards for GPU tools, but task\(s\) "
                                               r"A, B of workflow bare have none"):
         Service(config(bare, tmp_path / "bare.db"))
+
+
+def test_an_invocation_the_cut_answered_is_not_recorded_again_when_its_tools_end(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(WORKFLOWS))
+    service = Service(ServiceConfig(workflows=(str(WORKFLOWS / "sleepy.yaml"),), store=tmp_path / "cut.db",
+                                    testbed=TestbedSpec(kind="local", cpu_slots=2), placement="live", drain_s=0))
+    try:
+        answer: list = []
+        th = threading.Thread(target=lambda: answer.append(service.invoke("sleepy", {"seconds": 1.0})))
+        th.start()
+        for _ in range(2000):  # (bounded polling until its tool sleeps)
+            if service.live.cpu_busy == 1:
+                break
+            threading.Event().wait(0.005)
+        assert service.live.cpu_busy == 1
+        assert service.cut() == 1  # recorded and answered as cut; its tool still sleeps
+        th.join(JOIN_S)  # its tool ended after the cut: the cut's answer stands
+        assert answer[0].kind == "cut" and [h["kind"] for h in service.history("sleepy", 10)] == ["cut"]
+        assert service.cut() == 0  # a second cut (the drain's and a signal's at once): nothing twice
+    finally:
+        service.close()
+
+
+def test_an_invocation_is_claimed_for_recording_once():
+    from agentsched.service.service import Flight
+
+    f = Flight("S1")
+    assert f.claim("cut") and not f.claim("cut") and not f.claim("result")  # two cuts at once: one record
+    g = Flight("S1")
+    assert g.claim("result") and not g.claim("cut")  # its own result first: the cut leaves it be

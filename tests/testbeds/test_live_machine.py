@@ -4,6 +4,7 @@ Driven directly through its placers, on a clock the test moves."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -292,3 +293,71 @@ def test_a_pinned_mapping_is_placed_as_given_without_asking_the_decider():
     pinned = m.placer(TWO, {"A": N, "B": Q})
     pinned.admit()  # not held at the door: the decider is not asked
     assert pinned.place("A") is N and pinned.place("B") is Q and d.asked == []
+
+
+def test_a_task_withdrawn_before_its_job_began_is_cancelled_at_its_gate():
+    m, d, clock = machine({"A": C, "B": C})
+    (p,) = admitted(m, TWO)
+    p.place("A")
+    p.withdraw()  # its run failed before A's job reached its gate
+    with pytest.raises(Cancelled):
+        p.gate("A", threading.Event())  # it must not start off the machine's books
+
+
+def test_a_pinned_gpu_now_waits_for_vram_others_hold_and_is_its_own_oom_when_it_never_fits():
+    clip = TWO.task_cards["A"].vram_needed_mb
+    m, d, clock = machine({"A": N, "B": N}, budget=clip - 1)  # clip never fits
+    (alone,) = admitted(m, TWO)
+    pinned = m.placer(TWO, {"A": N, "B": C})
+    pinned.admit()
+    assert pinned.place("A") is N  # nothing else holds VRAM: not moved to the CPU (its run is the oom)
+    m2, _, _ = machine({"A": N, "B": N}, budget=clip + 1)
+    (live,) = admitted(m2, TWO)
+    live.place("A")  # holds clip's VRAM
+    other = m2.placer(TWO, {"A": N, "B": C})
+    other.admit()
+    assert other.place("A") is None  # waits for the VRAM, as any gpu_now start
+
+
+def test_a_pinned_invocation_does_not_wait_at_the_door_behind_one_the_decider_holds():
+    m, d, clock = machine({"A": C, "B": C})
+    d.admitting = False
+    admitted(m, TWO)  # in flight: the next live one waits at the door
+    held = m.placer(TWO)
+    th = threading.Thread(target=lambda: _admit_quietly(held))
+    th.start()
+    assert until_true(lambda: m.admission == [held.inv])
+    pinned = m.placer(TWO, {"A": C, "B": C})
+    pinned.admit()  # at once
+    assert m.in_flight == 2
+    m.close()
+    th.join(JOIN_S)
+
+
+def _admit_quietly(p) -> None:
+    with contextlib.suppress(TestbedError):
+        p.admit()
+
+
+def until_true(predicate, polls: int = 3000) -> bool:
+    for _ in range(polls):
+        if predicate():
+            return True
+        threading.Event().wait(0.005)
+    return False
+
+
+def test_a_queued_task_is_shown_from_its_turn_and_waits_until_its_turn():
+    m, d, clock = machine({"A": Q, "B": C})
+    (p,) = admitted(m, TWO)
+    p.place("A")
+    clock.move_ms(30)
+    p.gate("A", threading.Event())  # its turn, 30 ms after its placement
+    clock.move_ms(50)  # loading
+    p.run_started("A")
+    clock.move_ms(20)
+    m.under_lock(m._tick)  # (the machine's clock moves at events; a decision would move it so)
+    (v,) = m.running_views(gpu=True)
+    assert v.elapsed_ms == pytest.approx(70.0)  # from its turn, its load included (as the simulator shows it)
+    p.finished("A", 20, 50)
+    assert d.done[-1].wait_ms == pytest.approx(30.0) and d.done[-1].load_ms == 50  # the load counted once

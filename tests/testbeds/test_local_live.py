@@ -8,6 +8,7 @@ timed, and the overlaps the machine measured."""
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -179,11 +180,14 @@ class Scripted:
     concurrent_safe = True
     has_gpu = True
 
-    def __init__(self, raises: bool = False, release: threading.Event | None = None, run_s: float = 0.0) -> None:
-        self.raises, self.release, self.run_s = raises, release, run_s
+    def __init__(self, raises: bool = False, release: threading.Event | None = None, run_s: float = 0.0,
+                 load_s: float = 0.0, after: threading.Event | None = None,
+                 started: threading.Event | None = None) -> None:
+        self.raises, self.release, self.run_s, self.load_s = raises, release, run_s, load_s
+        self.after, self.started = after, started  # wait for ``after`` first; set ``started`` when running
 
     def load(self, device: str = "cpu") -> None:
-        pass
+        time.sleep(self.load_s)
 
     def unload(self) -> None:
         pass
@@ -192,6 +196,10 @@ class Scripted:
         pass
 
     def run(self, inputs):
+        if self.started is not None:
+            self.started.set()
+        if self.after is not None:
+            assert self.after.wait(30)
         if self.raises:
             raise ValueError("broken tool")
         if self.release is not None:
@@ -210,8 +218,9 @@ def scripted_testbed(tools: dict, *, slots: int = 4, timeout_s: float | None = N
 def test_a_failed_gpu_task_leaves_the_books_at_once_while_its_sibling_still_runs(fake_gpu):
     from tests.testbeds.test_live_machine import Scripted as Decider
 
-    release = threading.Event()
-    tb = scripted_testbed({"clip": Scripted(raises=True), "ocr": Scripted(release=release)})
+    release, ocr_runs = threading.Event(), threading.Event()
+    tb = scripted_testbed({"clip": Scripted(raises=True, after=ocr_runs),  # raises once the ocr runs
+                           "ocr": Scripted(release=release, started=ocr_runs)})
     m = LiveMachine(Decider({"A": Mode.GPU_NOW, "B": Mode.CPU}), [PAIR], vram_budget_mb=None, cpu_slots=4)
     out: list = []
     th = threading.Thread(target=lambda: out.append(tb.run_live(PAIR, m.placer(PAIR))))
@@ -252,3 +261,23 @@ def test_a_task_abandoned_over_its_timeout_keeps_its_place_until_it_really_retur
     release.set()  # the abandoned call returns
     assert until(lambda: m.queue_busy is None and m.placed == {})
     tb.close()
+
+
+def test_the_machine_id_names_the_gpu_or_its_absence(monkeypatch):
+    from agentsched.testbeds import local
+
+    monkeypatch.setattr(LocalBackend, "_real_cuda", staticmethod(lambda: False))
+    assert local.machine_id() == f"local:no-cuda:{os.cpu_count() or 1} cpus"
+    assert local.machine_id("cpu") == local.machine_id()
+
+
+def test_a_live_cpu_task_s_load_counts_toward_its_timeout(fake_gpu):
+    from tests.testbeds.test_live_machine import Scripted as Decider
+
+    one = wf({"A": "clip"}).with_cards(CARDS)
+    for mode in (Mode.CPU, Mode.GPU_QUEUE):  # a load that hangs is timed on either device
+        tb = scripted_testbed({"clip": Scripted(load_s=1.0)}, timeout_s=0.3)
+        m = LiveMachine(Decider({"A": mode}), [one], vram_budget_mb=None, cpu_slots=2)
+        x = tb.run_live(one, m.placer(one))
+        tb.close()
+        assert x.status.value == "error" and "timeout" in x.message, (mode, x.message)

@@ -5,7 +5,7 @@ which learns each unit tool's contention (s, p) from the GPU runs it watches
 (``planner/load_learn.py``). Without this module that learning lived in the process and a restart
 began again from the tag priors. Here it is kept in the store's ``contention`` table, one row per
 unit tool and key (``unit_key``: its card as profiled, for one call, and the machine: on the
-simulator its world, on the local testbed "local": the card says the rest): a tool re-profiled on a changed machine has a new card, so its unit starts
+simulator its world, on the local testbed its GPU's name and CPU count, ``local.machine_id``): a tool re-profiled on a changed machine has a new card, so its unit starts
 from its prior again, while the other units keep theirs.
 
 When: loaded once, when the service starts (``LoadPlanner(learned=...)``); saved every

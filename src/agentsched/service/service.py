@@ -45,6 +45,7 @@ from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.records import digest
 from agentsched.store.store import Store
 from agentsched.testbeds.live_machine import LiveMachine
+from agentsched.testbeds.local import machine_id
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 from agentsched.testbeds.tool_pool import ToolPool, shared_pool
 
@@ -76,11 +77,13 @@ class Flight:
 
     def claim(self, owner: str) -> bool:
         """Take the right to record this invocation (``"result"``: its own answer; ``"cut"``: the
-        shutdown's cut record); False when the other took it first: recorded once, never twice."""
+        shutdown's cut record); True for the first claim only: recorded once, never twice (two
+        cuts at once, the drain's and a second signal's, included)."""
         with self._lock:
-            if self._owner is None:
-                self._owner = owner
-            return self._owner == owner
+            if self._owner is not None:
+                return False
+            self._owner = owner
+            return True
 
     def on_cut(self, notify: Callable[[], None]) -> None:
         """Call ``notify`` (from any thread) once the flight is cut; at once when it already is."""
@@ -232,8 +235,8 @@ class Service:
         assert self.pool is not None
         slots = self.config.testbed.cpu_slots or os.cpu_count() or 1
         self.pool.set_cpu_slots(slots)
-        # the cards were profiled on this machine (another GPU, another card: its unit starts afresh)
-        self.contention = ContentionMemory(self.store, workflows, "local")
+        # keyed by the cards (as profiled) and the machine: moved to another GPU, its units start afresh
+        self.contention = ContentionMemory(self.store, workflows, machine_id())
         planner = LoadPlanner(learned=self.contention.load())
         live = LiveMachine(planner, workflows, vram_budget_mb=budget, cpu_slots=slots, seed=self.config.seed)
         self.contention.attach(planner, live)
@@ -320,7 +323,7 @@ class Service:
             with self._cond:
                 self._flights.discard(flight)
                 self._cond.notify_all()
-        if flight.cut is not None:  # answered by its runtime after the cut recorded it: kept twice
+        if flight.cut is not None and res is not flight.cut:  # answered by its runtime after the cut: kept twice
             log.warning("invocation %s of %s ended after the shutdown cut it: recorded twice", res.invocation_id,
                         name)
         if res.kind in ("pinned", "live"):
@@ -365,7 +368,7 @@ class Service:
         with self._cond:
             self._cond.wait_for(lambda: not self._flights, timeout=CUT_GRACE_S)
             # a flight whose own result is being recorded (live placement claims it) is answered by it
-            flights = [f for f in self._flights if f.claim("cut") and f.cut is None]
+            flights = [f for f in self._flights if f.claim("cut")]
         for flight in flights:
             flight._was_cut(self._record_cut(flight, message or f"{CUT_MESSAGE} ({self.config.drain_s:g} s)"))
         with self._cond:

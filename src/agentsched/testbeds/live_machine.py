@@ -243,15 +243,16 @@ class LivePlacer(Placer):
         with m._cond:
             m._check_open()
             m._tick()
-            m.admission.append(inv)
-            try:
-                while not (m.admission[0] is inv and (m.in_flight == 0 or self.fixed is not None
-                                                       or self._decide(m.decider.admit, inv, m.live))):
-                    m._cond.wait(ADMIT_POLL_S)
-                    m._check_open()
-                    m._tick()
-            finally:
-                m.admission.remove(inv)
+            if self.fixed is None:  # (a pinned invocation is not the decider's: it starts at once)
+                m.admission.append(inv)
+                try:
+                    while not (m.admission[0] is inv and (m.in_flight == 0
+                                                          or self._decide(m.decider.admit, inv, m.live))):
+                        m._cond.wait(ADMIT_POLL_S)
+                        m._check_open()
+                        m._tick()
+                finally:
+                    m.admission.remove(inv)
             inv.status, inv.admitted_ms = "running", m.now_ms
             wf = inv.workflow
             inv.waiting_preds = {t: len(p) for t, p in wf.preds.items()}
@@ -273,25 +274,40 @@ class LivePlacer(Placer):
             if self._asked.get(task) == m.version:  # nothing started or ended since: still held
                 return None
             m._tick()
-            mode = self.fixed[task] if self.fixed is not None else self._decide(m.decider.place, inv, task, m.live)
-            if mode is not None and effective_mode(inv.cards[task], mode) is Mode.GPU_NOW \
-                    and not fits_vram(m.vram_in_use_mb, inv.cards[task].vram_needed_mb, m.vram_budget_mb):
-                # a gpu_now start that does not fit would be an oom: it waits for the VRAM instead
-                mode = None if m._anything_runs() else Mode.CPU
-            if mode is None and not m._anything_runs():  # nothing will free a resource: the CPU
-                mode = Mode.CPU
+            if self.fixed is not None:
+                mode = self._pinned(task)
+            else:
+                mode = self._decide(m.decider.place, inv, task, m.live)
+                if mode is not None and not self._fits(task, mode):
+                    # a gpu_now start that does not fit would be an oom: it waits for the VRAM instead
+                    mode = None if m._anything_runs() else Mode.CPU
+                if mode is None and not m._anything_runs():  # nothing will free a resource: the CPU
+                    mode = Mode.CPU
             if mode is None:
                 self._asked[task] = m.version
                 return None
             self._asked.pop(task, None)
             return m._register(inv, task, mode)
 
+    def _fits(self, task: str, mode: Mode) -> bool:
+        """Does ``task`` on ``mode`` fit now (anything but a ``gpu_now`` start always does)?"""
+        card = self.inv.cards[task]
+        return effective_mode(card, mode) is not Mode.GPU_NOW or fits_vram(self.m.vram_in_use_mb,
+                                                                            card.vram_needed_mb, self.m.vram_budget_mb)
+
+    def _pinned(self, task: str) -> Mode | None:
+        """A pinned task runs as pinned: a ``gpu_now`` start waits for VRAM others hold (the service's
+        promise), and one that can never fit (nothing else holds any) is its own mapping's oom."""
+        assert self.fixed is not None
+        mode = self.fixed[task]
+        return mode if self._fits(task, mode) or not self.m._anything_runs() else None
+
     def gate(self, task: str, stop: threading.Event) -> None:
         m, key = self.m, (self.inv.id, task)
         with m._cond:
             p = m.placed.get(key)
-            if p is None:
-                return
+            if p is None:  # withdrawn (its run failed) before its job began: it must not start off the books
+                raise Cancelled("the run stopped before its task began")
             p.in_job = True
             if p.mode is not Mode.GPU_QUEUE:
                 return
@@ -329,7 +345,9 @@ class LivePlacer(Placer):
                 return
             m._release(p)
             overlap = m._overlap_of(p)
-            wait_ms = (p.run_ms if p.run_ms is not None else m.now_ms) - p.placed_ms  # from its placement
+            # from its placement (after any hold) to its start: a queued task's turn (its load is load_ms)
+            began = p.began_ms if p.began_ms is not None else p.run_ms if p.run_ms is not None else m.now_ms
+            wait_ms = began - p.placed_ms
             m.decider.observe(TaskDone(inv.workflow.name, task, p.card, p.mode, run_ms, load_ms, max(0.0, wait_ms),
                                        overlap, inv.id))
             inv.left -= 1

@@ -54,6 +54,18 @@ from agentsched.testbeds.real import ToolFactory, builtin_tool, quiet_loading
 from agentsched.testbeds.tool_pool import Lease, PoolKey, ToolPool, shared_pool
 from agentsched.tools import cuda_available
 
+def machine_id(device: str = "cuda") -> str:
+    """What names this machine for what is learned on it (``serve --placement live`` keeps its learned
+    contention under it): its GPU's name (``no-cuda`` without one) and its CPU count. A store moved to
+    another machine then starts from the priors there, even where the cards were not re-profiled."""
+    gpu = "no-cuda"
+    if device != "cpu" and LocalBackend._real_cuda():
+        import torch
+
+        gpu = torch.cuda.get_device_name(device)
+    return f"local:{gpu}:{os.cpu_count() or 1} cpus"
+
+
 class LocalBackend(Backend):
     """Real execution on this machine's CPU, and its CUDA GPU when present."""
 

@@ -152,11 +152,15 @@ class LocalRun:
                     self._began(task)
                     output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
                 else:
-                    if lease is None:  # late binding: nothing was warmed before the clock
+                    loading_s = 0.0
+                    if lease is None:  # late binding: nothing was warmed before the clock; its load is timed
+                        self.clock_s[task] = time.perf_counter()
                         lease = self._lease(task, "cpu")
+                        loading_s = time.perf_counter() - self.clock_s[task]
+                        self.clock_s[task] = math.inf
                     with self.b.pool.cpu_slot(self.stop):  # the process's CPU slots (a service's)
                         start, load_ms = time.perf_counter(), 0.0
-                        self.clock_s[task] = start
+                        self.clock_s[task] = start - loading_s
                         self._began(task)
                         output = call_tool(lease.tool, inputs, k, sync=stream.sync, stop=self.stop)
                 done = _Done(start, time.perf_counter(), load_ms, output)
