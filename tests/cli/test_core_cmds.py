@@ -82,9 +82,9 @@ BAD = [
     (["nosuch"], "No such command 'nosuch'"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "x.txt"], "unsupported format"),
     (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--gantt", "/nonexistent/x.png"], "does not exist"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "noise_sigma must be a number in [0, 1]"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "400"], "noise_sigma must be a number in [0, 1]"),
-    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "cpu_slots must be an integer >= 1"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "nan"], "--noise must be a number in [0, 1]"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--noise", "400"], "--noise must be a number in [0, 1]"),
+    (["simulate", "S5", "-m", "A=cpu,B=cpu,C=cpu,D=cpu", "--cpu-slots", "0"], "--cpu-slots must be an integer >= 1"),
 ]
 
 

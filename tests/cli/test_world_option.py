@@ -61,7 +61,7 @@ def test_world_errors_are_one_line(cli, tmp_path):
                                  "a5500-power, a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], "
                                  "drift:A,B,ROUND, nor a file\n")
     code, _, err = cli("oracle", "S5", "--testbed", "local", "--world", "perturbed:1")
-    assert code != 0 and err.splitlines() == ["error: world applies only to the sim testbed (got local)"]
+    assert code != 0 and err.splitlines() == ["error: --world applies only to the sim testbed (got local)"]
     f = tmp_path / "w.yaml"
     f.write_text(yaml.safe_dump({"name": "w", "tasks": {"A": "clip"}, "world": 3}))
     code, _, err = cli("run", str(f), "-p", "heft")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("flag,field", [(["--emulate-gpu"], "emulate_gpu"), (["--ray-address", "auto"], "ray_address")])
+@pytest.mark.parametrize("flag,field", [(["--emulate-gpu"], "--emulate-gpu"), (["--ray-address", "auto"], "--ray-address")])
 def test_ray_flags_apply_only_to_the_ray_testbed(cli, flag, field):
     code, out, err = cli("run", "S2", "--policy", "all-gpu", "--rounds", "1", "--no-oracle", *flag)
     assert code == 2 and out == ""
-    assert err.strip() == f"error: {field} applies only to the ray testbed (got sim)"  # the TestbedSpec's check
+    assert err.strip() == f"error: {field} applies only to the ray testbed (got sim)"  # the TestbedSpec's, by flag
 
 
 def test_throughput_runs_on_the_ray_testbed_only(cli):

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agentsched.errors import AgentschedError
+from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
@@ -53,8 +53,20 @@ def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None
     chosen: Any = world
     if kind is TestbedKind.SIM:
         chosen = load_world(choose_world(world, list(from_workflows)))
-    return TestbedSpec(kind=kind, seed=seed, noise_sigma=noise, size=size, cpu_slots=cpu_slots, world=chosen,
-                       ray_address=ray_address, emulate_gpu=emulate_gpu, timeout_s=task_timeout_s)
+    try:
+        return TestbedSpec(kind=kind, seed=seed, noise_sigma=noise, size=size, cpu_slots=cpu_slots, world=chosen,
+                           ray_address=ray_address, emulate_gpu=emulate_gpu, timeout_s=task_timeout_s)
+    except TestbedError as e:  # the spec names its fields; a command line, its flags
+        field, _, rest = str(e).partition(" ")
+        if field in FLAG_OF_FIELD:
+            raise TestbedError(f"{FLAG_OF_FIELD[field]} {rest}") from None
+        raise
+
+
+# the flag that sets each TestbedSpec field, for the spec's errors on the command line
+FLAG_OF_FIELD = {"seed": "--seed", "noise_sigma": "--noise", "size": "--size", "cpu_slots": "--cpu-slots",
+                 "world": "--world", "ray_address": "--ray-address", "emulate_gpu": "--emulate-gpu",
+                 "timeout_s": "--task-timeout-s"}
 
 
 def print_json(obj: Any) -> None:
