@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentsched.errors import TestbedError
 from agentsched.model.rules import Start
@@ -25,9 +25,6 @@ from agentsched.testbeds.daemon_pool import DaemonPool
 from agentsched.testbeds.driver import Completion, Failure, Placer, is_oom
 from agentsched.testbeds.real import base_and_k, call_tool, load_failure, load_reason, task_timeout
 from agentsched.testbeds.tool_pool import Lease, VramWontFit
-
-if TYPE_CHECKING:
-    from agentsched.testbeds.local import LocalBackend
 
 WAITING_RECHECK_S = 0.05  # with a timeout set, how often wait() looks again while a task waits for its start
 
@@ -46,7 +43,8 @@ class _Done:
 class LocalRun:
     """The per-run state of the local backend: leases of pooled tools, pools, CUDA scope, clock."""
 
-    def __init__(self, backend: LocalBackend, workflow: Workflow, mapping: Mapping[str, Mode], *,
+    # backend: the local.LocalBackend that runs it (not imported here: local.py imports this module)
+    def __init__(self, backend: Any, workflow: Workflow, mapping: Mapping[str, Mode], *,
                  placer: Placer | None = None) -> None:
         self.b = backend
         self.workflow = workflow
