@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentsched.model.execution import Status
+from agentsched.model.workflow import Mode
 from agentsched.service.service import Service, ServiceConfig
 from agentsched.testbeds.local import LocalBackend
 from agentsched.testbeds.spec import TestbedSpec
@@ -122,6 +123,7 @@ def test_live_invocations_on_the_local_testbed_and_their_learning_kept_across_a_
         assert (service.live.in_flight, service.live.placed) == (0, {})
         assert [h["kind"] for h in service.history("pair", 100)] == ["live"] * 12
         assert service.describe("pair")["placement"] == "live" and service.describe("pair")["current_mapping"] is None
+        assert service.describe("pair")["host_only"] is False  # the (fake) GPU takes GPU placements
         learned = service.contention.runs_learned()
         assert learned > 0  # GPU runs that overlapped another, timed on this machine
     finally:
@@ -170,6 +172,7 @@ def test_a_real_server_places_each_task_live_on_the_local_testbed(start_server, 
         assert all(a.json()["kind"] == "live" and a.json()["mapping"] == {"wait": "cpu"} for a in answers)
         (wf,) = c.get("/v1/workflows").json()
         assert wf["placement"] == "live" and wf["invocations"] == 4
+        assert wf["host_only"] is False  # (a CPU tool: nothing of it would run elsewhere)
         metrics = c.get("/metrics").text.splitlines()
         assert "agentsched_vram_reserved_mb 0.0" in metrics  # every invocation ended: nothing held
         assert "agentsched_contention_runs_learned 0.0" in metrics  # CPU tools: no GPU run to learn from
@@ -233,3 +236,14 @@ def test_an_invocation_is_claimed_for_recording_once():
     assert f.claim("cut") and not f.claim("cut") and not f.claim("result")  # two cuts at once: one record
     g = Flight("S1")
     assert g.claim("result") and not g.claim("cut")  # its own result first: the cut leaves it be
+
+
+def test_without_cuda_the_service_says_its_workflows_run_as_host_code(fake_gpu_workflow, tmp_path, monkeypatch):
+    monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: False)
+    service = Service(config(fake_gpu_workflow, tmp_path / "host.db"))
+    try:
+        assert service.describe("pair")["host_only"] is True
+        r = service.invoke("pair", {"x": 1})
+        assert r.status is Status.OK and set(r.mapping.values()) == {Mode.CPU}  # nothing to place elsewhere
+    finally:
+        service.close()

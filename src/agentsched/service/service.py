@@ -403,7 +403,8 @@ class Service:
                 "best_mapping": _modes(best[1]) if best else None, "best_e2e_ms": best[0] if best else None,
                 "invocations": rt.executions + self.outside_runs[name], "replayed": rt.replayed,
                 "placement": "pinned" if rt.pinned is not None else self.config.placement,
-                "learner": rt.learner_id}
+                # no CUDA here: every GPU placement (a pinned gpu_now too) runs as host code on the CPU
+                "host_only": rt.host_only, "learner": rt.learner_id}
 
     def history(self, name: str, limit: int) -> list[dict[str, Any]]:
         rt = self.runtime(name)
