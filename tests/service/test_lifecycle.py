@@ -121,9 +121,10 @@ def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_serve
     assert again.stop() == 0
 
 
-@pytest.mark.parametrize("placement", ["policy", "live"])
-def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_server, tmp_path, placement):
-    db = tmp_path / f"second-{placement}.db"
+@pytest.mark.parametrize("placement, signals", [("policy", 2), ("live", 2), ("live", 3)])
+def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_server, tmp_path, placement,
+                                                                         signals):
+    db = tmp_path / f"second-{placement}-{signals}.db"
     server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "3600", "--round-size", "4",
                            "--placement", placement], cwd=WORKFLOWS)
     threads, answers = _sleepers(server, 2, 3600)  # only a cut can answer them
@@ -134,6 +135,8 @@ def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_s
         for _ in range(500):  # (bounded polling until the drain shows)
             if c.get("/healthz").json()["status"] == "draining":
                 break
+    if signals == 3:  # Ctrl-C pressed fast: the third comes while the cut answers, and waits for it
+        server.proc.send_signal(signal.SIGTERM)
     assert server.stop() == 0  # ...cut short by the second signal
     for t in threads:
         t.join(120)

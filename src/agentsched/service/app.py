@@ -128,7 +128,7 @@ async def _invoke_until_cut(service: Service, name: str, inputs: dict[str, Any],
     loop = asyncio.get_running_loop()
     cut: asyncio.Future[None] = loop.create_future()
     flight = service.begin(name)
-    flight.on_cut(lambda: loop.call_soon_threadsafe(lambda: cut.done() or cut.set_result(None)))
+    flight.on_cut(lambda: _call_soon(loop, lambda: cut.done() or cut.set_result(None)))
     work = asyncio.ensure_future(anyio.to_thread.run_sync(service.invoke, name, inputs, flight, limiter=limiter,
                                                           abandon_on_cancel=True))
     await asyncio.wait({work, cut}, return_when=asyncio.FIRST_COMPLETED)
@@ -138,6 +138,15 @@ async def _invoke_until_cut(service: Service, name: str, inputs: dict[str, Any],
     work.cancel()
     assert flight.cut is not None
     return flight.cut
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Any) -> None:
+    """``fn`` on ``loop`` from another thread; nothing when the loop already closed (a forced exit:
+    nobody is left to answer)."""
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:
+        pass
 
 
 def _view_routes(v1: APIRouter, service: Service) -> None:

@@ -7,7 +7,8 @@ running when ``drain_s`` ends are cut (``Service.cut``): each is recorded as ``e
 shutdown after drain-s") and its caller gets that record, so every accepted invocation is
 recorded; their tools are abandoned (the CLI exits without waiting for them). A second signal
 cuts at once what still runs (the same records and answers, "cut by a second shutdown signal"); a
-third stops without answering (uvicorn's own forced exit).
+third, once the cut has answered (or ``CUT_ANSWER_S`` after it began), stops without answering
+(uvicorn's own forced exit).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 import uvicorn
@@ -77,20 +79,29 @@ def read_token(path: Any) -> str:
     return token
 
 
+CUT_ANSWER_S = 5.0  # a third signal within this long of the second waits for the cut's answers
+
+
 class _DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, service: Service) -> None:
         super().__init__(config)
         self.service = service
         self._draining = False
-        self._cutting = False
+        self._cut_started_s: float | None = None  # when a second signal started the cut
+        self._cut_done = False
 
     # uvicorn's own handler records the signal and raises it again once stopped (the process then dies
     # of it); a drained service exits 0 instead, so the signal is handled here, not recorded
     def handle_exit(self, sig: int, frame: Any) -> None:
-        if self._cutting:  # a third signal: stop at once, answered or not
+        if self._cut_started_s is not None:  # a third signal: stop at once, answered or not...
+            # ...but not while the cut is answering (Ctrl-C pressed three times fast): a forced exit
+            # then would turn the cut records already written into HTTP 500s
+            if not self._cut_done and time.monotonic() - self._cut_started_s < CUT_ANSWER_S:
+                log.warning("the cut is answering the invocations in flight; a signal after it stops at once")
+                return
             self.should_exit = self.force_exit = True
         elif self._draining:  # a second: cut what still runs now (each answered with its cut record)
-            self._cutting = True
+            self._cut_started_s = time.monotonic()
             threading.Thread(target=self._cut_now, name="agentsched-cut", daemon=True).start()
         else:
             self._draining = True
@@ -99,6 +110,7 @@ class _DrainingServer(uvicorn.Server):
     def _cut_now(self) -> None:
         n = self.service.cut(SECOND_SIGNAL_MESSAGE)
         log.warning("second signal: %d invocation(s) still running were cut (recorded as error); stopping", n)
+        self._cut_done = True
         self.should_exit = True
 
     def _drain(self) -> None:
