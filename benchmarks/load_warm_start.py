@@ -1,12 +1,13 @@
-"""A restarted live planner: cold (the tag priors) against warm (the contention learned before), side by side.
+"""A restarted live planner: cold (the tag priors) against warm (what it learned before), side by side.
 
     python benchmarks/load_warm_start.py [--worlds a5500,a5500-power,...] [--load 0.6] [--seeds 6]
 
 What ``serve --placement live`` gains from keeping its learned contention in the store
 (service/contention_memory.py). Per world: one ``agentsched`` stream of 300 simulated s (arrival
 seed 200) learns; then the same held-out streams (arrival seeds 100..) run under a fresh planner
-(cold) and under one started from what the first learned (warm, ``LoadPlanner(learned=...)``, what a
-restarted server does). Printed: warm / cold p50 and p99 over the first 30 s, 60 s and 300 s of the
+(cold) and under one started from what the first learned (warm, ``LoadPlanner(learned=...,
+ratios=...)``: its contention and, for those tools, its measured ratios, what a restarted server
+does). Printed: warm / cold p50 and p99 over the first 30 s, 60 s and 300 s of the
 streams (percentiles pooled over the seeds). Mix S1-S13, the machine of load_targets.py, load 60%
 of the mix's capacity in that world. No target: a report of what a restart loses. About 15 s per
 world on 2 cores.
@@ -30,12 +31,13 @@ LEARN_SEED = 200
 
 
 def _percentiles(wfs: list, machine, rate: float, span_s: float, seeds: int,
-                 learned: dict | None) -> tuple[float, float]:
+                 learned: dict | None, ratios: dict | None = None) -> tuple[float, float]:
     names = [w.name for w in wfs]
     lat: list[float] = []
     for seed in range(100, 100 + seeds):
         arrivals = seeded_arrivals("poisson", rate, span_s, names, seed)
-        lat += run_stream(wfs, arrivals, LoadPlanner(learned=learned), **machine.kwargs(seed)).latencies_ms()
+        planner = LoadPlanner(learned=learned, ratios=ratios)
+        lat += run_stream(wfs, arrivals, planner, **machine.kwargs(seed)).latencies_ms()
     return percentile(lat, 0.5), percentile(lat, 0.99)
 
 
@@ -56,10 +58,11 @@ def main() -> None:
         run_stream(wfs, seeded_arrivals("poisson", rate, 300.0, names, LEARN_SEED), teacher,
                    **machine.kwargs(LEARN_SEED))
         learned = teacher.learner.learned()
+        ratios = {u: r for u, r in teacher.measured.log_ratio.items() if u in learned}  # as the store keeps them
         cells = []
         for span in SPANS_S:
             cold = _percentiles(wfs, machine, rate, span, args.seeds, None)
-            warm = _percentiles(wfs, machine, rate, span, args.seeds, learned)
+            warm = _percentiles(wfs, machine, rate, span, args.seeds, learned, ratios)
             cells.append(f"{warm[0] / cold[0]:.3f} / {warm[1] / cold[1]:.3f}")
         print(f"  {world:18} learned from {teacher.learner.runs:5d} runs:  " + "   ".join(cells))
 

@@ -162,3 +162,30 @@ def test_a_server_process_restarted_on_its_store_starts_with_what_it_learned(sta
     second = start_server(args)
     assert _runs_learned(second) == learned
     assert second.stop() == 0
+
+
+def test_a_restarted_server_resumes_the_measured_ratios_too(tmp_path):
+    service = Service(_config(tmp_path))
+    try:
+        _learn(service)
+    finally:
+        service.close()
+    before = {u: r for u, r in service.contention.planner.measured.log_ratio.items()
+              if u in service.contention.planner.learner.learned()}
+    assert before and any(r != 0.0 for r in before.values())  # its GPU runs were measured
+    again = Service(_config(tmp_path))
+    again.close()
+    assert again.contention.planner.measured.log_ratio == pytest.approx(before)
+
+
+def test_a_damaged_measured_ratio_is_skipped_alone_with_a_warning(tmp_path, caplog):
+    learned = _served_and_learned(tmp_path)
+    unit = sorted(learned)[0]
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE contention SET log_ratio = 'x' WHERE unit = ?", (unit,))
+    with caplog.at_level(logging.WARNING, logger="agentsched.service"):
+        service = Service(_config(tmp_path))
+        service.close()
+    assert f"measured ratio of {unit} in the store ignored" in caplog.text
+    assert unit not in service.contention.planner.measured.log_ratio  # measured again
+    assert set(service.contention.planner.learner.learned()) == set(learned)  # its (s, p) kept

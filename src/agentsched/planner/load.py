@@ -121,12 +121,15 @@ class LoadPlanner(StreamDecider):
     late_binding = True
 
     def __init__(self, *, admission: bool = True,
-                 learned: Mapping[str, tuple[float, float, int]] | None = None) -> None:
+                 learned: Mapping[str, tuple[float, float, int]] | None = None,
+                 ratios: Mapping[str, float] | None = None) -> None:
         self.admission = admission
         self.name = "agentsched" if admission else "agentsched-noadm"
-        # contention learned before (unit -> (s, p, runs), ContentionLearner.learned): each stream
-        # starts from it instead of the priors (a restarted server, service/contention_memory.py)
+        # contention learned before (unit -> (s, p, runs), ContentionLearner.learned) and measured
+        # ratios (unit -> log ratio, MeasuredRatio.log_ratio): each stream starts from them instead
+        # of the priors (a restarted server, service/contention_memory.py)
         self.learned = dict(learned or {})
+        self.ratios = dict(ratios or {})
         self.start_stream((), random.Random(0))
 
     def start_stream(self, workflows: Sequence[Workflow], rng: random.Random) -> None:
@@ -134,6 +137,8 @@ class LoadPlanner(StreamDecider):
         for unit, (s, p, runs) in self.learned.items():
             self.learner.restore(unit, s, p, runs)
         self.measured = MeasuredRatio()  # measured / predicted GPU runs: scales the next predictions
+        for unit, log_ratio in self.ratios.items():
+            self.measured.restore(unit, log_ratio)
         self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
         self._p_avg = self._p_last = self._p_time_ms = 0.0  # time-averaged GPU pressure (_track_pressure)
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms

@@ -125,6 +125,13 @@ class MeasuredRatio:
                 self._pending.pop(next(iter(self._pending)))
             self._pending[(invocation, task)] = (split_amplified(card.name)[0], predicted_ms)
 
+    def restore(self, unit: str, log_ratio: float) -> None:
+        """Resume ``unit``'s average (a restarted server, ``service/contention_memory.py``); a value
+        that is not a finite number is a ``ValueError`` (a damaged store: the caller skips it)."""
+        if isinstance(log_ratio, bool) or not isinstance(log_ratio, (int, float)) or not math.isfinite(log_ratio):
+            raise ValueError(f"measured ratio of {unit} must be a finite number, got {log_ratio!r}")
+        self.log_ratio[unit] = max(-self.MAX_LOG, min(self.MAX_LOG, float(log_ratio)))
+
     def forget(self, invocation: int) -> None:
         """``invocation`` ended early: its runs that never ended are not waited for."""
         for key in [k for k in self._pending if k[0] == invocation]:

@@ -3,16 +3,18 @@
 ``serve --placement live`` places every task with the load-aware planner (``planner/load.py``),
 which learns each unit tool's contention (s, p) from the GPU runs it watches
 (``planner/load_learn.py``). Without this module that learning lived in the process and a restart
-began again from the tag priors. Here it is kept in the store's ``contention`` table, one row per
-unit tool and key (``unit_key``: its card as profiled, for one call, and the machine: on the
-simulator its world, on the local testbed its GPU's name and CPU count, ``local.machine_id``): a tool re-profiled on a changed machine has a new card, so its unit starts
-from its prior again, while the other units keep theirs.
+began again from the tag priors. Here it is kept in the store's ``contention`` table
+(``store/contention.py``), one row per unit tool and key, with the tool's measured ratio
+(``MeasuredRatio``). The key (``unit_key``) is its card as profiled, for one call, and the machine:
+on the simulator its world, on the local testbed its GPU's name and CPU count (``local.machine_id``).
+A tool re-profiled on a changed machine has a new card, so its unit starts from its prior again,
+while the other units keep theirs.
 
-When: loaded once, when the service starts (``LoadPlanner(learned=...)``); saved every
+When: loaded once, when the service starts (``LoadPlanner(learned=..., ratios=...)``); saved every
 ``SAVE_EVERY_RUNS`` learned runs (by the thread of the invocation that crossed the mark) and when
 the service closes. Two servers sharing a store each save what they learned; the later save of a
 unit wins (no merge). A row the learner cannot take (a damaged store) is skipped with a warning
-(that unit starts from its prior); a store that refuses a save is a warning too: serving goes on,
+(that unit starts from its prior; a damaged ratio alone: measured again); a store that refuses a save is a warning too: serving goes on,
 the learning stays in the process, and the next try waits for another ``SAVE_EVERY_RUNS`` runs.
 """
 
@@ -21,12 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from agentsched.errors import AgentschedError
 from agentsched.model.cards import ToolCard, split_amplified
 from agentsched.model.workflow import Workflow
 from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.service.realtime import SharedMachine
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.store.records import digest
@@ -65,12 +68,15 @@ class ContentionMemory:
         self.machine: SharedMachine | LiveMachine | None = None
         self._saved_at = 0  # the planner's run count at the last save
         self._lock = threading.Lock()  # one save at a time
+        self.restored_ratios: dict[str, float] = {}  # load: unit -> measured log ratio (a LoadPlanner's ``ratios``)
 
     def load(self) -> dict[str, tuple[float, float, int]]:
         """unit -> (s, p, runs) the store learned for one of its served cards (of the rows the
-        learner takes, the one with the most runs): the ``learned`` of a ``LoadPlanner``."""
+        learner takes, the one with the most runs): the ``learned`` of a ``LoadPlanner``; that row's
+        measured ratio goes to ``restored_ratios`` (its ``ratios``)."""
         units = {h: u for u, hashes in self.cards.items() for h in hashes}
         learned: dict[str, tuple[float, float, int]] = {}
+        ratios: dict[str, Any] = {}
         for row in self.store.contention(units):
             unit = units[row.card_hash]
             if row.unit != unit:  # the same key under another unit name: not this unit's
@@ -82,6 +88,16 @@ class ContentionMemory:
                 continue
             if unit not in learned or row.runs > learned[unit][2]:
                 learned[unit] = (row.s, row.p, row.runs)
+                ratios[unit] = row.log_ratio
+        self.restored_ratios = {}
+        for unit, log_ratio in ratios.items():
+            try:
+                MeasuredRatio().restore(unit, log_ratio)  # its own checks
+            except ValueError as e:
+                log.warning("measured ratio of %s in the store ignored (%s): it is measured again", unit, e)
+                continue
+            if log_ratio:
+                self.restored_ratios[unit] = float(log_ratio)
         if learned:
             log.info("learned contention of %d tool(s) restored from the store (%d GPU runs)", len(learned),
                      sum(n for _, _, n in learned.values()))
@@ -111,13 +127,15 @@ class ContentionMemory:
         every invocation)."""
         if self.planner is None or self.machine is None:
             return
-        learner = self.planner.learner
+        learner, measured = self.planner.learner, self.planner.measured
         with self._lock:  # one save at a time; the threshold checked again under it
-            runs, learned = self.machine.under_lock(lambda: (learner.runs, learner.learned()))
+            runs, learned, ratios = self.machine.under_lock(lambda: (learner.runs, learner.learned(),
+                                                                     dict(measured.log_ratio)))
             if runs - self._saved_at < at_least:
                 return
             self._saved_at = runs
-            rows = [(u, h, s, p, n) for u, (s, p, n) in sorted(learned.items()) for h in self.cards.get(u, ())]
+            rows = [(u, h, s, p, n, ratios.get(u, 0.0)) for u, (s, p, n) in sorted(learned.items())
+                    for h in self.cards.get(u, ())]
             try:
                 self.store.save_contention(rows)
             except AgentschedError as e:

@@ -203,7 +203,7 @@ class Service:
                     world = config.testbed.world
                     self.contention = ContentionMemory(self.store, workflows,
                                                        digest(world.model_dump(mode="json")) if world else "")
-                    planner = LoadPlanner(learned=self.contention.load())
+                    planner = LoadPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
                                              time_scale=config.time_scale, decider=planner)
                 if self.contention is not None and planner is not None:
@@ -237,7 +237,7 @@ class Service:
         self.pool.set_cpu_slots(slots)
         # keyed by the cards (as profiled) and the machine: moved to another GPU, its units start afresh
         self.contention = ContentionMemory(self.store, workflows, machine_id())
-        planner = LoadPlanner(learned=self.contention.load())
+        planner = LoadPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
         live = LiveMachine(planner, workflows, vram_budget_mb=budget, cpu_slots=slots, seed=self.config.seed)
         self.contention.attach(planner, live)
         return live

@@ -11,7 +11,8 @@ Tables (schema version ``SCHEMA_VERSION``, recorded in ``schema_version``):
   (round run or probe), round, mapping, status, E2E, message and the full record (per-task
   timings) at full float precision;
 * ``rounds``: one row per observed round (mapping, status, median E2E, what the policy said);
-* ``contention``: the load-aware planner's learned (s, p) per unit tool and card, replaced on save.
+* ``contention``: the load-aware planner's learned (s, p) and measured ratio per unit tool and card,
+  replaced on save (``store/contention.py``).
 
 Concurrency: every write is one short transaction (``BEGIN IMMEDIATE``) and readers never block
 writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing else is ever updated, and only
@@ -29,7 +30,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from urllib.parse import quote
 
 from agentsched.errors import StoreError
 from agentsched.store import decode
+from agentsched.store.contention import CONTENTION_TABLE, ContentionTable
 from agentsched.store.records import cards_doc, digest, execution_from_doc, execution_to_doc, workflow_doc
 from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode, Workflow
@@ -68,13 +70,8 @@ CREATE TABLE IF NOT EXISTS rounds (
     learner_id INTEGER NOT NULL REFERENCES learners(id), round INTEGER NOT NULL,
     mapping TEXT NOT NULL, status TEXT NOT NULL, e2e_ms REAL, executions_after INTEGER NOT NULL,
     reason TEXT NOT NULL, created_s REAL NOT NULL, PRIMARY KEY (learner_id, round));
-CREATE TABLE IF NOT EXISTS contention (
-    unit TEXT NOT NULL, card_hash TEXT NOT NULL, s REAL NOT NULL, p REAL NOT NULL, runs INTEGER NOT NULL,
-    updated_s REAL NOT NULL, PRIMARY KEY (unit, card_hash));
 """
-# why a table any store can gain (no new schema version): the contention table came after version 1;
-# an older store gets it on its first save of learned contention, and older agentsched ignores it
-_CONTENTION_TABLE = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS contention"):].strip().rstrip(";")
+_SCHEMA += CONTENTION_TABLE + ";\n"
 
 
 # ---- rows ---------------------------------------------------------------------------------------
@@ -112,18 +109,6 @@ class ExecutionRow:
 
 
 @dataclass(frozen=True)
-class ContentionRow:
-    """The contention learned for one unit tool (``planner/load_learn.py``), under one of its cards."""
-
-    unit: str
-    card_hash: str  # the card it was learned with: a re-profiled (changed) machine starts afresh
-    s: Any  # sensitivity, as stored (the reader checks it)
-    p: Any  # pressure
-    runs: Any  # GPU runs it was learned from
-    updated_s: float
-
-
-@dataclass(frozen=True)
 class RoundRow:
     """One observed round of a learner."""
 
@@ -153,7 +138,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 # ---- the store ----------------------------------------------------------------------------------
-class Store:
+class Store(ContentionTable):
     """One SQLite store file. Thread-safe (one connection, serialised); many processes may share it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False,
@@ -462,27 +447,6 @@ class Store:
                          self._decoded(decode.status, r[3], f"round {r[1]} of learner {r[0]}"),
                          self._decoded(decode.e2e, r[4], f"round {r[1]} of learner {r[0]}"), r[5], r[6], r[7])
                 for r in rows]
-
-    # ---- learned contention ----------------------------------------------------------------
-    def contention(self, card_hashes: Iterable[str]) -> list[ContentionRow]:
-        """The learned contention stored under any of ``card_hashes`` (none in a store without it)."""
-        hashes = sorted(set(card_hashes))
-        if not hashes or not self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contention'"):
-            return []
-        rows = self._read("SELECT unit, card_hash, s, p, runs, updated_s FROM contention WHERE card_hash IN "
-                          f"({', '.join('?' * len(hashes))}) ORDER BY unit, card_hash", tuple(hashes))
-        return [ContentionRow(*r) for r in rows]
-
-    def save_contention(self, rows: Iterable[tuple[str, str, float, float, int]]) -> None:
-        """Keep (unit, card_hash, s, p, runs) rows, replacing what each key held (one transaction)."""
-        now = time.time()
-        try:
-            with self._write() as c:
-                c.execute(_CONTENTION_TABLE)
-                c.executemany("INSERT OR REPLACE INTO contention (unit, card_hash, s, p, runs, updated_s) "
-                              "VALUES (?, ?, ?, ?, ?, ?)", [(*r, now) for r in rows])
-        except sqlite3.IntegrityError as e:  # a contention table not as this schema writes it (damaged)
-            raise self._fail(f"is damaged: its contention table refused a row ({e})") from None
 
     def _learner(self, r: tuple) -> LearnerRow:
         return LearnerRow(r[0], r[1], r[2], r[3], r[4], r[5], self._decoded(decode.loads_object, r[6],
