@@ -76,15 +76,22 @@ def test_a_reprofiled_tool_starts_from_its_prior_and_the_others_keep_theirs(tmp_
     assert learner.params(card) == pytest.approx(contention_prior(card.tags))
 
 
-def test_a_damaged_row_is_skipped_with_a_warning(tmp_path, caplog):
+def _damaged(tmp_path, caplog, column: str, value: str) -> tuple[dict, str, Service]:
+    """Learned, then the first unit's ``column`` set to ``value`` in the store; a restarted service."""
     learned = _served_and_learned(tmp_path)
     unit = sorted(learned)[0]
     with sqlite3.connect(tmp_path / "s.db") as conn:
-        conn.execute("UPDATE contention SET s = -1.0 WHERE unit = ?", (unit,))
+        conn.execute(f"UPDATE contention SET {column} = {value} WHERE unit = ?", (unit,))
     with caplog.at_level(logging.WARNING, logger="agentsched.service"):
-        learner = _restored(tmp_path)
+        service = Service(_config(tmp_path))
+        service.close()
+    return learned, unit, service
+
+
+def test_a_damaged_row_is_skipped_with_a_warning(tmp_path, caplog):
+    learned, unit, service = _damaged(tmp_path, caplog, "s", "-1.0")
     assert f"learned contention of {unit} in the store ignored" in caplog.text
-    assert set(learner.learned()) == set(learned) - {unit}
+    assert set(service.contention.planner.learner.learned()) == set(learned) - {unit}
 
 
 def test_one_key_per_unit_whatever_its_repeat_and_another_per_machine():
@@ -179,13 +186,7 @@ def test_a_restarted_server_resumes_the_measured_ratios_too(tmp_path):
 
 
 def test_a_damaged_measured_ratio_is_skipped_alone_with_a_warning(tmp_path, caplog):
-    learned = _served_and_learned(tmp_path)
-    unit = sorted(learned)[0]
-    with sqlite3.connect(tmp_path / "s.db") as conn:
-        conn.execute("UPDATE contention SET log_ratio = 'x' WHERE unit = ?", (unit,))
-    with caplog.at_level(logging.WARNING, logger="agentsched.service"):
-        service = Service(_config(tmp_path))
-        service.close()
+    learned, unit, service = _damaged(tmp_path, caplog, "log_ratio", "'x'")
     assert f"measured ratio of {unit} in the store ignored" in caplog.text
     assert unit not in service.contention.planner.measured.log_ratio  # measured again
     assert set(service.contention.planner.learner.learned()) == set(learned)  # its (s, p) kept
