@@ -6,6 +6,7 @@ directory (the runtime's rule for import paths)."""
 
 import json
 import textwrap
+import threading
 from typing import Any, TypedDict
 
 import pytest
@@ -18,6 +19,8 @@ from agentsched.integrations.langgraph import GraphError, GraphRuntime, tool_nod
 from agentsched.model.execution import Status  # noqa: E402
 
 TOOLS = '''
+import threading
+
 from agentsched import Tool
 
 
@@ -73,6 +76,20 @@ class Where(Tool):
         return self.device
 
 
+class Meet(Tool):
+    """Passes only when two invocations are inside run at once (their requests overlap)."""
+
+    name = "meet"
+    workload = "waits for a second invocation"
+    has_gpu = False
+    concurrent_safe = True
+    barrier = threading.Barrier(2, timeout=10)
+
+    def run(self, inputs):
+        type(self).barrier.wait()
+        return sum(len(words) for words in inputs["split"])
+
+
 class Report(Tool):
     name = "report"
     workload = "join the counts and the longest words"
@@ -105,6 +122,7 @@ class State(TypedDict, total=False):
     longest: Any
     report: Any
     note: Any
+    meet: Any
 
 
 @pytest.fixture
@@ -180,6 +198,31 @@ def test_placements_show_in_history_and_learning_resumes(pipe, cli) -> None:
     got = [(e["invocation_id"], e["mapping"], e["e2e_ms"]) for e in learner["executions"]]
     assert [(i, m) for i, m, _ in got] == [(i, m) for i, m, _ in seen]
     assert all(abs(a - b) < 1e-6 for (_, _, a), (_, _, b) in zip(got, seen, strict=True))
+
+
+def test_invocations_from_many_threads_run_at_once_and_each_gets_its_own_state(pipe) -> None:
+    folder, mod = pipe
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("meet", tool_node(mod.Meet))
+    g.add_edge(START, "split")
+    g.add_edge("split", "meet")
+    g.add_edge("meet", END)
+    results: dict[int, Any] = {}
+    with GraphRuntime(g, "meet-graph", store=str(folder / "m.db"), round_size=2) as grt:
+        def call(i: int) -> None:
+            results[i] = grt.invoke(documents=DOCS[i])
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    for i in range(2):  # both passed the barrier: they ran at once (one at a time, it breaks)
+        r = results[i]
+        assert r.ok, r.message
+        assert r.state["meet"] == sum(len(d.split()) for d in DOCS[i]) == r.outputs["meet"]
+        assert r.state["documents"] == DOCS[i]
 
 
 def test_a_node_that_raises_fails_that_invocation_and_the_next_runs(pipe) -> None:

@@ -49,6 +49,11 @@ class Gate:
     def vram_in_use_mb(self) -> float:
         return self._rules.vram_in_use_mb
 
+    @property
+    def aborted(self) -> bool:
+        """Has the invocation failed (``abort``)?"""
+        return self._aborted
+
     def enter(self, task: str) -> None:
         """Block until ``task`` may start; raise ``Infeasible`` or ``Aborted``."""
         with self._cond:

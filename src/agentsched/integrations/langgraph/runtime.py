@@ -22,7 +22,7 @@ from typing import Any
 
 from agentsched.errors import AgentschedError
 from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
-from agentsched.integrations.langgraph.testbed import LangGraphTestbed
+from agentsched.integrations.langgraph.testbed import RESULT_KEY, LangGraphTestbed, RunResult
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
@@ -110,14 +110,19 @@ class GraphRuntime:
             raise GraphInputError(f"graph input must be a mapping of state keys to values (e.g. "
                                   f"{{'question': ...}}), got {type(inputs).__name__}")
         args = {**(inputs or {}), **kwargs}
-        bad = [k for k in args if not isinstance(k, str)]
+        bad = [k for k in args if not isinstance(k, str) or k == RESULT_KEY]
         if bad:
-            raise GraphInputError(f"graph input keys must be text, got {bad[0]!r}")
-        self.testbed.forget()
-        r = self.runtime.invoke(**args)
-        x = self.testbed.last_execution  # None when the testbed refused the mapping before running
+            raise GraphInputError(f"graph input keys must be text other than {RESULT_KEY!r} (the adapter's "
+                                  f"own), got {bad[0]!r}")
+        from agentsched.runtime.inputs import check_inputs_given
+
+        # checked here, before the run's RunResult joins them (the runtime checks what it is given)
+        check_inputs_given(self.workflow, args)
+        run = RunResult()  # filled by the run that serves this invocation, whichever thread runs it
+        r = self.runtime.invoke(**args, **{RESULT_KEY: run})
+        x = run.execution  # None when the testbed refused the mapping, or a stored execution answered
         return GraphResult(
-            state=self.testbed.last_state if r.ok else None,
+            state=run.state if r.ok else None,
             outputs=dict(x.outputs) if x is not None and r.ok else {}, mapping=r.mapping, e2e_ms=r.e2e_ms,
             timeline=r.timeline, host_spans=tuple(x.extra.get("host_spans", ())) if x is not None else (),
             status=r.status, message=r.message, invocation_id=r.invocation_id, kind=r.kind, round=r.round)

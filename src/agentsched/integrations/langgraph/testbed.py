@@ -8,7 +8,8 @@ its tool on the mapped device. Warm models, as on the local testbed: before the 
 budget it waits on the host and is moved to the GPU while it runs); a ``gpu_queue`` task loads
 when admitted (the span's ``load_ms``) and unloads after. Host nodes run as they are and are timed
 through LangGraph's callbacks (``Execution.extra["host_spans"]``). ``e2e_ms`` is the wall time of
-the whole graph invocation, host work included.
+the whole graph invocation, host work included. Runs may overlap (a served graph): concurrent
+invocations share the tools, the CPU slots, the GPU queue and the VRAM budget (``machine.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from agentsched.errors import TestbedError, one_line
 from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
 from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
+from agentsched.integrations.langgraph.machine import GraphMachine
 from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
@@ -31,7 +33,29 @@ from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import is_oom
+from agentsched.testbeds.tool_pool import concurrent_safe
 from agentsched.tools import cuda_available
+
+#: input key under which ``GraphRuntime`` passes a ``RunResult`` to fill (never given to the graph)
+RESULT_KEY = "__agentsched_result__"
+
+
+@dataclass
+class RunResult:
+    """What one run hands back to its caller beside the ``Execution``: LangGraph's final state.
+    Why not an attribute of the testbed: invocations run at once, each in its caller's thread, and a
+    probe in the runtime's own thread; the caller's object travels with its inputs."""
+
+    state: Any = None  # None when the run failed (or did not run: a replayed execution)
+    execution: Execution | None = None
+
+
+class _LoadFailed(Exception):
+    """A tool could not be loaded where the run places it."""
+
+    def __init__(self, task: str, error: BaseException) -> None:
+        super().__init__(task)
+        self.task, self.error = task, error
 
 
 @dataclass
@@ -62,6 +86,7 @@ class _Invocation:
         self.order: list[str] = []  # tasks in first-start order
         self.outputs: dict[str, Any] = {}
         self.failures: list[tuple[str, BaseException]] = []  # failing runs (task, error), in order
+        self.state: Any = None  # LangGraph's final state, once it ended well
         self._lock = threading.Lock()
         # one run of a task at a time: a Send fan-out calls one node several times in one step, but
         # it has one tool instance, one placement and one VRAM reservation
@@ -84,10 +109,8 @@ class _Invocation:
             return self._run_node(task, state)
 
     def _run_node(self, task: str, state: Mapping[str, Any]) -> Any:
-        node = self.bed.spec.nodes[task]
         tool = self.bed.tool_of(task)
         mode = self.effective[task]
-        gpu = self.bed.device
         ready = time.perf_counter()
         try:
             inputs = self.task_inputs(task, state)
@@ -95,6 +118,20 @@ class _Invocation:
         except (Infeasible, Aborted) as exc:
             self._fail(task, exc)
             raise
+        try:
+            with self.bed.machine.node(task, mode, self.gate.vram_mb.get(task, 0.0), staged=self.staged,
+                                       shared=concurrent_safe(tool)):
+                return self._run_placed(task, tool, mode, ready, inputs)
+        finally:
+            self.gate.leave(task)
+
+    def _run_placed(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any]) -> Any:
+        """Run ``task``'s tool once its gate and the shared machine let it (the span starts now)."""
+        node = self.bed.spec.nodes[task]
+        gpu = self.bed.device
+        if self.gate.aborted:  # it failed while this node waited for its share of the machine
+            self._fail(task, Aborted())
+            raise Aborted
         start = time.perf_counter()
         with self._lock:
             if task not in self.spans:
@@ -115,13 +152,10 @@ class _Invocation:
             self._fail(task, exc)
             raise
         finally:
-            try:
-                if mode is Mode.GPU_QUEUE:
-                    self.bed.place(task, None)
-                elif mode is Mode.GPU_NOW and self.staged:
-                    self.bed.place(task, "cpu")
-            finally:
-                self.gate.leave(task)
+            if mode is Mode.GPU_QUEUE:
+                self.bed.place(task, None)
+            elif mode is Mode.GPU_NOW and self.staged:
+                self.bed.place(task, "cpu")
         with self._lock:
             span = self.spans[task]
             span.end_s, span.runs, span.load_ms = end, span.runs + 1, span.load_ms + load_ms
@@ -200,6 +234,7 @@ class LangGraphTestbed(Testbed):
 
     name = "langgraph"
     deterministic = False
+    concurrent_runs = True  # Runtime: runs may overlap (each in its caller's thread; machine.py)
 
     def __init__(self, graph: Any, *, device: str = "cuda:0", cpu_workers: int | None = None,
                  recursion_limit: int | None = None) -> None:
@@ -213,12 +248,13 @@ class LangGraphTestbed(Testbed):
         workers = cpu_workers if cpu_workers is not None else (os.cpu_count() or 1)
         if workers < 1:
             raise TestbedError(f"langgraph testbed: cpu_workers must be >= 1, got {workers}")
-        self.cpu_workers = workers  # concurrent cpu placements
+        self.cpu_workers = workers  # cpu placements at once, every invocation together
         self.recursion_limit = recursion_limit  # LangGraph's step limit (None: its default)
+        self.machine = GraphMachine(workers)  # what concurrent invocations share (machine.py)
         self._tools: dict[str, Tool] = {}  # task -> its tool instance (kept loaded across invocations)
+        self._tools_lock = threading.Lock()
         self._where: dict[str, str | None] = {}  # task -> device it is loaded on (None: unloaded)
-        # the final state of the last invocation (the runtime runs invocations one at a time, on
-        # its own thread: a thread-local would not reach the caller)
+        # the last run's, for a caller running one at a time (GraphRuntime reads its RunResult)
         self._last_state: Any = None
         self._last_execution: Execution | None = None
 
@@ -242,10 +278,11 @@ class LangGraphTestbed(Testbed):
 
     # ---- tools -------------------------------------------------------------------------------
     def tool_of(self, task: str) -> Tool:
-        if task not in self._tools:
-            self._tools[task] = self.spec.nodes[task].new_tool()
-            self._where[task] = None
-        return self._tools[task]
+        with self._tools_lock:
+            if task not in self._tools:
+                self._tools[task] = self.spec.nodes[task].new_tool()
+                self._where[task] = None
+            return self._tools[task]
 
     def place(self, task: str, device: str | None) -> None:
         """Have ``task``'s tool loaded on ``device`` (None: unloaded)."""
@@ -284,33 +321,49 @@ class LangGraphTestbed(Testbed):
     # ---- run ---------------------------------------------------------------------------------
     def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
             inputs: Mapping[str, Any] | None = None) -> Execution:
-        """Invoke the graph once on ``inputs`` (``rng`` is unused: the noise is the machine's own)."""
+        """Invoke the graph once on ``inputs`` (``rng`` is unused: the noise is the machine's own).
+        Runs may overlap; ``inputs[RESULT_KEY]``, when given, is the caller's ``RunResult``."""
         mapping = validate_mapping(workflow, mapping)
         missing = [t for t in workflow.task_ids if t not in self.spec.nodes]
         if missing:
             raise TestbedError(f"langgraph testbed: task {missing[0]} is not a placeable node of this graph")
         effective = effective_mapping(workflow.task_cards, mapping)
         self._check_gpu(workflow, effective)
+        args = dict(inputs or {})
+        result = args.pop(RESULT_KEY, None)
         staged = workflow.vram_budget_mb is not None
-        self._last_state = None
-        for t in workflow.task_ids:  # warm models, before the clock starts
-            mode = effective[t]
-            want = ("cpu" if mode is Mode.CPU or (mode is Mode.GPU_NOW and staged)
-                    else self.device if mode is Mode.GPU_NOW else None)
-            try:
-                self.place(t, want)
-            except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
-                status = Status.OOM if is_oom(exc) else Status.ERROR
-                tool = self.spec.nodes[t].tool_class().display_name()
-                self._last_execution = Execution(
-                    status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0, spans=(),
-                    message=f"node {t} ({tool}) failed to load: {one_line(exc)}", testbed=self.name,
-                    extra={"failed_task": t})
-                return self._last_execution
-        inv = _Invocation(self, workflow, mapping, effective, dict(inputs or {}), staged)
-        x = self._invoke(workflow, inv)
-        self._last_execution = x
+        self.machine.budget_mb = workflow.vram_budget_mb
+        wants = {t: self._warm_device(effective[t], staged) for t in workflow.task_ids}
+        inv = _Invocation(self, workflow, mapping, effective, args, staged)
+        try:
+            with self.machine.placement(tuple(sorted(wants.items())), lambda: self._warm(wants)):
+                x = self._invoke(workflow, inv)
+        except _LoadFailed as f:
+            status = Status.OOM if is_oom(f.error) else Status.ERROR
+            tool = self.spec.nodes[f.task].tool_class().display_name()
+            x = Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0,
+                          spans=(), message=f"node {f.task} ({tool}) failed to load: {one_line(f.error)}",
+                          testbed=self.name, extra={"failed_task": f.task})
+        self._last_execution, self._last_state = x, inv.state
+        if isinstance(result, RunResult):
+            result.state, result.execution = inv.state, x
         return x
+
+    def _warm_device(self, mode: Mode, staged: bool) -> str | None:
+        """Where a task's tool waits between runs: the host for ``cpu`` (and a ``gpu_now`` staged
+        under a VRAM budget), the GPU for ``gpu_now``, nowhere for ``gpu_queue`` (it loads when
+        admitted)."""
+        if mode is Mode.CPU or (mode is Mode.GPU_NOW and staged):
+            return "cpu"
+        return self.device if mode is Mode.GPU_NOW else None
+
+    def _warm(self, wants: Mapping[str, str | None]) -> None:
+        """Warm models, before any run's clock starts (``GraphMachine.placement``)."""
+        for task, device in wants.items():
+            try:
+                self.place(task, device)
+            except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
+                raise _LoadFailed(task, exc) from exc
 
     def _invoke(self, workflow: Workflow, inv: _Invocation) -> Execution:
         timer = _HostTimer()
@@ -349,7 +402,7 @@ class LangGraphTestbed(Testbed):
         common = dict(mapping=dict(inv.mapping), peak_vram_mb=inv.gate.peak_vram_mb, spans=spans,
                       vram_timeline=timeline, testbed=self.name)
         if error is None:
-            self._last_state = state
+            inv.state = state
             e2e = ms(t_end)
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
         status, message, node = self._failure(inv, timer, error)

@@ -1,0 +1,122 @@
+"""What concurrent invocations of one graph share: its tools, the CPU slots, the GPU queue, the VRAM.
+
+A served graph is invoked by many requests at once (``GraphRuntime.invoke`` from several threads:
+a round's invocations run together, runtime/dispatch.py). Each invocation has its own start rules
+(``gate.Gate``: its ``gpu_now`` nodes over the budget are its own ``oom``, as in the paper); what
+they share is this testbed's machine, and a placeable node takes its part of it after its own gate
+lets it start:
+
+* **its tool**: one instance per node, kept warm across invocations; one run at a time, unless the
+  tool's class says ``concurrent_safe`` and its placement does not move it (``cpu``, a resident
+  ``gpu_now``). A second invocation at the same node waits for the first (a pipeline);
+* **a CPU slot** (``cpu`` nodes): ``cpu_slots`` for every invocation together, first come first
+  served, as the local testbed's process slots (``ToolPool.cpu_slot``);
+* **the GPU queue** (``gpu_queue`` nodes): one process-wide FIFO, one node at a time, admitted when
+  its VRAM fits beside what the other invocations hold;
+* **VRAM** under a budget (``gpu_now`` nodes staged on the host, moved to the GPU while they run):
+  a node waits until its VRAM fits beside the other invocations' (never an oom between them: each
+  invocation's own gate has checked it fits alone).
+
+The tools' placement is the mapping's: runs under one placement overlap; a run under another (a
+probe, a pinned mapping) waits until they are done, then the tools move (``placement``).
+
+Deadlock-free: a node takes its tool first and then one device resource, and everything it may wait
+for is held by a node that is running its tool, which needs nothing more to finish.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+
+from agentsched.model.workflow import Mode, fits_vram
+
+
+class GraphMachine:
+    """The shared part of the testbed (module docstring). Thread-safe."""
+
+    def __init__(self, cpu_slots: int, budget_mb: float | None = None) -> None:
+        self.cpu_slots = cpu_slots
+        self.budget_mb = budget_mb  # VRAM budget across invocations (None: none enforced here)
+        self._cond = threading.Condition()
+        self._placement: Hashable | None = None  # the tools' placement now (None: not placed yet)
+        self._runs = 0  # runs in progress under it
+        self._tools_busy: dict[str, int] = {}  # task -> runs of its tool in progress
+        self._cpu_busy = 0
+        self._queue_busy = False
+        self._vram_held_mb = 0.0
+        self._tickets = itertools.count()
+        self._cpu_line: deque[int] = deque()  # FIFO of the nodes waiting for a CPU slot
+        self._queue_line: deque[int] = deque()  # FIFO of the GPU queue
+
+    # ---- a run ---------------------------------------------------------------------------------
+    @contextmanager
+    def placement(self, key: Hashable, place: Callable[[], None]) -> Iterator[None]:
+        """Hold the tools' placement ``key`` for one run. The first run under a new key waits for
+        the runs under the old one to end and calls ``place`` (which moves the tools); a ``place``
+        that raises leaves the placement unknown, so the next run places again."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._runs == 0 or self._placement == key)
+            if self._placement != key:
+                # why under the lock: runs under the same key arriving now must not start before the
+                # tools are where this key puts them (loading may take seconds; they would wait anyway)
+                self._placement = None
+                place()
+                self._placement = key
+            self._runs += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._runs -= 1
+                self._cond.notify_all()
+
+    # ---- a node --------------------------------------------------------------------------------
+    @contextmanager
+    def node(self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool) -> Iterator[None]:
+        """Hold what node ``task`` needs to run in ``mode``: its tool (``shared``: the tool may serve
+        several runs at once), then a CPU slot, the GPU queue's turn, or its VRAM when ``staged``."""
+        held_vram = vram_mb if (mode is Mode.GPU_QUEUE or (mode is Mode.GPU_NOW and staged)) else 0.0
+        exclusive = not shared or held_vram > 0  # a tool moved between devices has one user
+        with self._cond:
+            self._cond.wait_for(lambda: not exclusive or not self._tools_busy.get(task))
+            self._tools_busy[task] = self._tools_busy.get(task, 0) + 1
+            if mode is Mode.CPU:
+                self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
+                self._cpu_busy += 1
+            elif mode is Mode.GPU_QUEUE:
+                self._wait_turn(self._queue_line, lambda: not self._queue_busy and self._fits(held_vram))
+                self._queue_busy = True
+            elif held_vram:
+                self._cond.wait_for(lambda: self._fits(held_vram))
+            self._vram_held_mb += held_vram
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._tools_busy[task] -= 1
+                if mode is Mode.CPU:
+                    self._cpu_busy -= 1
+                elif mode is Mode.GPU_QUEUE:
+                    self._queue_busy = False
+                self._vram_held_mb -= held_vram
+                self._cond.notify_all()
+
+    def _wait_turn(self, line: deque[int], free: Callable[[], bool]) -> None:
+        """Wait (lock held) until this ticket heads ``line`` and ``free()``; then leave the line."""
+        ticket = next(self._tickets)
+        line.append(ticket)
+        self._cond.wait_for(lambda: line[0] == ticket and free())
+        line.popleft()
+        self._cond.notify_all()  # the next in line may be free too (another slot)
+
+    def _fits(self, need_mb: float) -> bool:
+        return self.budget_mb is None or fits_vram(self._vram_held_mb, need_mb, self.budget_mb)
+
+    @property
+    def vram_held_mb(self) -> float:
+        """VRAM the nodes running now hold through this machine (staged and queued ones)."""
+        return self._vram_held_mb

@@ -1,0 +1,257 @@
+"""Concurrent invocations of one LangGraph graph share its tools, CPU slots, GPU queue and VRAM
+(integrations/langgraph/machine.py): the real langgraph, runs in threads as the runtime's callers
+make them. GPU placements use tools that only record their device (no CUDA here)."""
+
+import threading
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from agentsched.integrations.langgraph import LangGraphTestbed, tool_node  # noqa: E402
+from agentsched.integrations.langgraph.machine import GraphMachine  # noqa: E402
+from agentsched.integrations.langgraph.testbed import RESULT_KEY, RunResult  # noqa: E402
+from agentsched.model.execution import Status  # noqa: E402
+from agentsched.model.tool import Tool  # noqa: E402
+from agentsched.model.workflow import Mode  # noqa: E402
+
+C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
+WAIT_S = 0.15  # how long a tool stays inside run: long enough for another run to come in if it may
+
+
+class State(TypedDict, total=False):
+    q: Any
+    a: Any
+    b: Any
+
+
+class FakeGpuTestbed(LangGraphTestbed):
+    def _cuda_available(self) -> bool:
+        return True
+
+
+class Inside:
+    """Counts runs inside ``run`` at once (and the VRAM of the GPU ones), per test."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+        self.vram_now_mb = self.vram_most_mb = 0.0
+        self.events: list[tuple[str, str, str]] = []
+
+    def enter(self, vram_mb: float) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.vram_now_mb += vram_mb
+            self.vram_most_mb = max(self.vram_most_mb, self.vram_now_mb)
+
+    def leave(self, vram_mb: float) -> None:
+        with self.lock:
+            self.now -= 1
+            self.vram_now_mb -= vram_mb
+
+
+INSIDE = Inside()
+VRAM_MB = {"a": 600.0, "b": 500.0}
+
+
+class Slow(Tool):
+    """Stays in run WAIT_S; echoes the invocation's ``q`` (or its predecessor's) and its device."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.device: str | None = None
+
+    def load(self, device: str) -> None:
+        INSIDE.events.append((self.name, "load", device))
+        self.device = device
+
+    def unload(self) -> None:
+        INSIDE.events.append((self.name, "unload", self.device or ""))
+        self.device = None
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        mb = VRAM_MB[self.name] if (self.device or "").startswith("cuda") else 0.0
+        INSIDE.enter(mb)
+        INSIDE.events.append((self.name, "run", self.device or ""))
+        threading.Event().wait(WAIT_S)
+        INSIDE.leave(mb)
+        seen = inputs.get("q", inputs.get("a"))
+        return {"q": seen["q"] if isinstance(seen, dict) else seen, "device": self.device}
+
+
+class SlowA(Slow):
+    name = "a"
+
+
+class SlowB(Slow):
+    name = "b"
+
+
+class SafeA(SlowA):
+    concurrent_safe = True
+
+
+def chain(a: type = SlowA, b: type = SlowB) -> StateGraph:
+    g = StateGraph(State)
+    g.add_node("a", tool_node(a))
+    g.add_node("b", tool_node(b))
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g
+
+
+def one_node(a: type) -> StateGraph:
+    g = StateGraph(State)
+    g.add_node("a", tool_node(a))
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    return g
+
+
+CARDS = {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["a"]},
+         "b": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["b"]}}
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> None:
+    global INSIDE
+    INSIDE = Inside()
+
+
+def at_once(bed: LangGraphTestbed, wf: Any, mappings: list[dict[str, Mode]]) -> list[tuple[Any, RunResult]]:
+    """Run one invocation per mapping, each in its own thread, all started together."""
+    out: list[Any] = [None] * len(mappings)
+    go = threading.Barrier(len(mappings))
+
+    def one(i: int) -> None:
+        r = RunResult()
+        go.wait()
+        out[i] = (bed.run(wf, mappings[i], inputs={"q": f"q{i}", RESULT_KEY: r}), r)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(mappings))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+@pytest.fixture
+def chain_wf(make_workflow):
+    return make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way")
+
+
+@pytest.fixture
+def one_wf(make_workflow):
+    return make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way")
+
+
+def test_each_run_gets_its_own_state_back(chain_wf) -> None:
+    bed = LangGraphTestbed(chain(SafeA, SlowB), cpu_workers=4)
+    runs = at_once(bed, chain_wf, [{"a": C, "b": C}] * 4)
+    for i, (x, r) in enumerate(runs):
+        assert x.status is Status.OK, x.message
+        assert r.execution is x and r.state["b"] == {"q": f"q{i}", "device": "cpu"}
+        assert RESULT_KEY not in r.state  # never given to the graph
+
+
+def test_a_tool_serves_one_run_at_a_time_unless_it_says_concurrent_safe(one_wf) -> None:
+    bed = LangGraphTestbed(one_node(SlowA), cpu_workers=4)
+    assert all(x.ok for x, _ in at_once(bed, one_wf, [{"a": C}] * 3))
+    assert INSIDE.most == 1  # one instance, one user: the invocations queue at the node
+    INSIDE.most = 0
+    bed = LangGraphTestbed(one_node(SafeA), cpu_workers=4)
+    assert all(x.ok for x, _ in at_once(bed, one_wf, [{"a": C}] * 3))
+    assert INSIDE.most == 3  # the same instance serves them at once
+
+
+def test_invocations_pipeline_through_a_chain(chain_wf) -> None:
+    bed = LangGraphTestbed(chain(), cpu_workers=4)
+    runs = at_once(bed, chain_wf, [{"a": C, "b": C}] * 2)
+    assert all(x.ok for x, _ in runs)
+    assert INSIDE.most == 2  # one invocation at b while the other is at a
+
+
+def test_cpu_slots_are_shared_by_every_invocation(one_wf) -> None:
+    bed = LangGraphTestbed(one_node(SafeA), cpu_workers=2)
+    assert all(x.ok for x, _ in at_once(bed, one_wf, [{"a": C}] * 4))
+    assert INSIDE.most == 2
+
+
+def test_the_gpu_queue_is_one_for_every_invocation(chain_wf) -> None:
+    bed = FakeGpuTestbed(chain(), cpu_workers=4)
+    runs = at_once(bed, chain_wf, [{"a": Q, "b": Q}] * 3)
+    assert all(x.ok for x, _ in runs)
+    assert INSIDE.most == 1  # a and b of different invocations never run together
+
+
+def test_staged_gpu_runs_wait_for_vram_other_invocations_hold(make_workflow) -> None:
+    # 600 + 500 MB do not fit in 1,000: one invocation alone never holds both (a chain), two could
+    wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way", budget=1000)
+    bed = FakeGpuTestbed(chain(), cpu_workers=4)
+    runs = at_once(bed, wf, [{"a": N, "b": N}] * 3)
+    assert all(x.ok for x, _ in runs), [x.message for x, _ in runs]
+    assert INSIDE.vram_most_mb <= 1000 and INSIDE.most == 1
+    bed = FakeGpuTestbed(chain(), cpu_workers=4)
+    wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way", budget=1100)
+    INSIDE.most = 0
+    assert all(x.ok for x, _ in at_once(bed, wf, [{"a": N, "b": N}] * 2))
+    assert INSIDE.most == 2  # both fit: the check can fail
+
+
+def test_a_run_under_another_placement_waits_for_the_runs_in_progress(one_wf) -> None:
+    bed = FakeGpuTestbed(one_node(SafeA), cpu_workers=4)
+    runs = at_once(bed, one_wf, [{"a": C}, {"a": C}, {"a": N}])
+    assert all(x.ok for x, _ in runs)
+    devices = [d for _, e, d in INSIDE.events if e == "run"]
+    # the cpu runs overlap each other, never the GPU one: the tool moves only between them
+    assert sorted(devices) == ["cpu", "cpu", "cuda:0"] and INSIDE.most <= 2
+    assert devices in (["cpu", "cpu", "cuda:0"], ["cuda:0", "cpu", "cpu"])
+
+
+def test_a_failed_invocation_does_not_stop_the_others(one_wf) -> None:
+    class Picky(SafeA):
+        def run(self, inputs: dict[str, Any]) -> Any:
+            if inputs["q"] == "q1":
+                raise ValueError("q1 is bad")
+            return super().run(inputs)
+
+    bed = LangGraphTestbed(one_node(Picky), cpu_workers=4)
+    runs = at_once(bed, one_wf, [{"a": C}] * 3)
+    assert [x.status for x, _ in runs] == [Status.OK, Status.ERROR, Status.OK]
+    assert "q1 is bad" in runs[1][0].message and runs[1][1].state is None
+
+
+def test_machine_fifo_cpu_slots_serve_in_order() -> None:
+    machine = GraphMachine(cpu_slots=1)
+    order: list[int] = []
+    first = threading.Event()
+
+    def take(i: int) -> None:
+        with machine.node(f"t{i}", C, 0.0, staged=False, shared=True):
+            order.append(i)
+            if i == 0:
+                first.wait(5)
+
+    t0 = threading.Thread(target=take, args=(0,))
+    t0.start()
+    while not order:
+        threading.Event().wait(0.005)
+    waiting = []
+    for i in (1, 2, 3):  # they queue in this order behind the slot 0 holds
+        t = threading.Thread(target=take, args=(i,))
+        t.start()
+        waiting.append(t)
+        threading.Event().wait(0.05)
+    assert order == [0]  # one slot: the others wait
+    first.set()
+    for t in [t0, *waiting]:
+        t.join(5)
+    assert order == [0, 1, 2, 3]
