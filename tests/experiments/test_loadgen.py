@@ -9,7 +9,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from agentsched.experiments.load import seeded_arrivals  # noqa: E402
-from agentsched.experiments.loadgen import fire, run_against, summarize_shots  # noqa: E402
+from agentsched.experiments.loadgen import fire, none_ran, run_against, summarize_shots  # noqa: E402
 from agentsched.testbeds.arrivals import Arrival  # noqa: E402
 
 NAMES = ["S1", "S7"]
@@ -91,6 +91,32 @@ def test_answers_are_counted_by_outcome():
     s = summarize_shots(shots)
     assert (s["sent"], s["ok"], s["oom"], s["refused"], s["other"]) == (5, 2, 1, 1, 1)
     assert s["e2e_p50_ms"] in (3.0, 4.0) and s["p50_ms"] is not None
+
+
+def _summary(*answers: httpx.Response | None) -> dict:
+    """``summarize_shots`` of one arrival per answer (None: the connection fails)."""
+    replies = iter(answers)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        reply = next(replies)
+        if reply is None:
+            raise httpx.ConnectError("connection refused", request=request)
+        return reply
+
+    arrivals = [Arrival(float(i), 0) for i in range(len(answers))]
+    return summarize_shots(run_against("http://svc", arrivals, ["S1"], time_scale=1000.0,
+                                       transport=httpx.MockTransport(handler)))
+
+
+def test_a_stream_fails_when_the_service_ran_none_of_it():
+    oom = httpx.Response(200, json={"status": "oom", "e2e_ms": None, "invocation_id": 1})
+    assert not none_ran(_summary(oom, oom))  # the service ran them: an overloaded placement is a finding
+    assert not none_ran(_summary(httpx.Response(503, json={"detail": "busy"}), oom))
+    assert not none_ran(_summary())  # nothing sent, nothing failed
+    refused = _summary(httpx.Response(422, json={"detail": "invocation is missing input(s)"}), None)
+    assert none_ran(refused) and refused["first_failure"] == "S1: http-422: invocation is missing input(s)"
+    assert none_ran(_summary(None)) and none_ran(_summary(
+        httpx.Response(200, json={"status": "error", "e2e_ms": None, "invocation_id": 1})))
 
 
 def test_bad_arguments_are_one_line_errors():

@@ -61,8 +61,13 @@ def test_the_loadgen_command_against_a_local_service_of_user_tools(start_server,
         assert history and all(h["status"] == "ok" for h in history)
     assert row["first_failure"] is None
     code, out, err = cli("loadgen", server.url, "shout", "--rates", "20", "--duration-s", "1", "--seed", "1")
-    assert code == 0, err  # without its input every arrival is refused: the table says why
+    assert code == 1, err  # without its input every arrival is refused: the table says why, then the exit status
     assert "| 0 | " in out and "not ok; the first: shout: http-422: invocation is missing input(s)" in out
+    assert len(err.splitlines()) == 1 and err.startswith("error: no arrival answered ok or oom at rate(s) 20; "
+                                                         "the first failure: shout: http-422: invocation is missing")
+    code, out, err = cli("loadgen", server.url, "shout", "--rates", "20,10", "--duration-s", "1", "--json")
+    assert code == 1 and [r["ok"] for r in json.loads(out)["rows"]] == [0, 0]  # the JSON first, whole
+    assert "at rate(s) 20, 10; " in err and "Traceback" not in err
     code, _, err = cli("loadgen", server.url, "shout", "--rates", "1", "--input", "no-equals-sign")
     assert code == 2 and "is not NAME=VALUE" in err and "Traceback" not in err
     assert server.stop() == 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from agentsched.cli.options import SPEC_OPTIONS
 from agentsched.errors import AgentschedError, TestbedError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow_and_world
@@ -63,10 +64,8 @@ def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None
         raise
 
 
-# the flag that sets each TestbedSpec field, for the spec's errors on the command line
-FLAG_OF_FIELD = {"seed": "--seed", "noise_sigma": "--noise", "size": "--size", "cpu_slots": "--cpu-slots",
-                 "world": "--world", "ray_address": "--ray-address", "emulate_gpu": "--emulate-gpu",
-                 "timeout_s": "--task-timeout-s"}
+# the flag that sets each TestbedSpec field (its first declaration in options.py), for the spec's errors
+FLAG_OF_FIELD = {field: option.param_decls[0] for field, option in SPEC_OPTIONS.items()}
 
 
 def print_json(obj: Any) -> None:

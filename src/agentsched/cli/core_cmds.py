@@ -117,7 +117,7 @@ def show_cmd(
 def simulate_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
     mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
-    seed: int = typer.Option(0, help=o.SEED_HELP),
+    seed: int = o.SEED,
     noise: Optional[float] = o.NOISE,
     cards: Optional[str] = o.CARDS,
     testbed: o.TestbedKind = o.TESTBED,

@@ -29,7 +29,8 @@ def loadgen_cmd(
     json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
 ) -> None:
     """Send an arrival stream to `agentsched serve` at its scheduled times (open loop) and report
-    the latency percentiles the clients saw, in simulated ms."""
+    the latency percentiles the clients saw, in simulated ms. Exits 1 when the service ran no
+    arrival of a rate (none answered ok or oom), naming the first failure."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import emit
     from agentsched.experiments.load import seeded_arrivals
@@ -57,6 +58,7 @@ def loadgen_cmd(
     doc = {"url": url, "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}
     emit(doc, _table(rows), json_out=json_out, json_file=json_file)
+    _fail_when_none_ran(rows)
 
 
 def _check_served(url: str, names: list[str], token: str | None) -> None:
@@ -75,6 +77,19 @@ def _check_served(url: str, names: list[str], token: str | None) -> None:
     if missing:
         raise AgentschedError(f"the service does not serve {', '.join(missing)} (it serves "
                               f"{', '.join(sorted(str(s) for s in served))})")
+
+
+def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
+    """The figures are printed; a rate of which the service ran no arrival is the exit status (1, as
+    a failed run's), with one line naming the rate(s) and the first failure."""
+    from agentsched.experiments.loadgen import RAN, none_ran
+
+    failed = [r for r in rows if none_ran(r)]
+    if failed:
+        rates = ", ".join(f"{r['rate_per_s']:g}" for r in failed)
+        typer.echo(f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first failure: "
+                   f"{failed[0]['first_failure']}", err=True)
+        raise SystemExit(1)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

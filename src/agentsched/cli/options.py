@@ -30,6 +30,7 @@ JSON = typer.Option(False, "--json", help=JSON_HELP)
 
 # ---- the testbed spec (testbeds/spec.py) -----------------------------------------------------------
 TESTBED = typer.Option(TestbedKind.SIM, "--testbed", help=TESTBED_HELP)
+SEED = typer.Option(0, "--seed", help=SEED_HELP)
 SIZE = typer.Option(Size.SMALL, "--size", help="local/ray testbed: the built-in tools' model size (small: tiny "
                                                "configs; paper)")
 NOISE = typer.Option(None, "--noise", help=f"sim noise sigma (default {DEFAULT_NOISE_SIGMA:g}; 0 = expected values)")
@@ -49,6 +50,10 @@ WORLD = typer.Option(
          "perturbed:SEED (a5500 with every parameter scaled by a seeded factor in [1/3, 3]); default: the workflow "
          "file's world: key, else a5500",
 )
+# each option above, keyed by the TestbedSpec field it sets: the spec's errors name its flag on the
+# command line (common.testbed_spec), so a new spec field is its option and one entry here
+SPEC_OPTIONS = {"kind": TESTBED, "seed": SEED, "noise_sigma": NOISE, "size": SIZE, "cpu_slots": CPU_SLOTS,
+                "world": WORLD, "ray_address": RAY_ADDRESS, "emulate_gpu": EMULATE_GPU, "timeout_s": TASK_TIMEOUT}
 
 # ---- policies ------------------------------------------------------------------------------------
 START = typer.Option(None, "--start", help="agent policies only: warm (profile cards) or cold (no measurements)")
@@ -82,5 +87,5 @@ LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
 
 __all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
            "LLM_FLAGS",
-           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SIZE", "START", "StartKind", "TASK_TIMEOUT", "TESTBED", "TestbedKind",
-           "WORLD"]
+           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SEED", "SIZE", "SPEC_OPTIONS", "START", "StartKind",
+           "TASK_TIMEOUT", "TESTBED", "TestbedKind", "WORLD"]

@@ -139,7 +139,7 @@ def run_cmd(
                                          "default: agent-plan, or agent-plan-cold when a task has no card)"),
     rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
     repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
-    seed: int = typer.Option(0, help=o.SEED_HELP),
+    seed: int = o.SEED,
     json_out: bool = typer.Option(False, "--json", help=o.JSON_HELP + " (the text goes to stderr)"),
     json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,

@@ -131,6 +131,18 @@ def summarize_shots(shots: Sequence[Shot]) -> dict[str, Any]:
     }
 
 
+# what an invocation the service ran may end as: ok, or oom (its mapping ran out of VRAM: under load,
+# a finding of the run, counted beside ok in the table); error, refused, no answer and any other
+# HTTP answer mean the workflow did not run as asked
+RAN = ("ok", "oom")
+
+
+def none_ran(summary: dict[str, Any]) -> bool:
+    """True when arrivals were sent and the service ran none of them (``summarize_shots``' counts):
+    a stream refused wholesale or a service gone, not a measurement."""
+    return summary["sent"] > 0 and not any(summary[k] for k in RAN)
+
+
 def _first_failure(shots: Sequence[Shot]) -> str | None:
     """What the first arrival not answered ``ok`` got (its outcome and the server's one line), so a
     stream refused wholesale (a 422 for a missing input) says why; None when every one was ok."""
