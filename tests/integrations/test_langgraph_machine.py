@@ -17,6 +17,7 @@ from agentsched.integrations.langgraph.testbed import RESULT_KEY, RunResult  # n
 from agentsched.model.execution import Status  # noqa: E402
 from agentsched.model.tool import Tool  # noqa: E402
 from agentsched.model.workflow import Mode  # noqa: E402
+from tests.integrations.test_langgraph_testbed import FakeGpuTestbed  # noqa: E402
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 WAIT_S = 0.15  # how long a tool stays inside run: long enough for another run to come in if it may
@@ -26,11 +27,6 @@ class State(TypedDict, total=False):
     q: Any
     a: Any
     b: Any
-
-
-class FakeGpuTestbed(LangGraphTestbed):
-    def _cuda_available(self) -> bool:
-        return True
 
 
 class Inside:

@@ -15,11 +15,13 @@ import agentsched.data
 from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against
 from agentsched.model.cards import split_amplified
+from agentsched.planner.load import LoadPlanner
 from agentsched.planner.prior import contention_prior
 from agentsched.scenarios import load_scenario
 from agentsched.service import contention_memory
 from agentsched.service.contention_memory import unit_cards
 from agentsched.store import Store
+from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.spec import TestbedSpec
 from agentsched.service.service import Service
 from tests.service.test_live_placement import MIX, SYNC_S, _config
@@ -177,12 +179,31 @@ def test_a_restarted_server_resumes_the_measured_ratios_too(tmp_path):
         _learn(service)
     finally:
         service.close()
-    before = {u: r for u, r in service.contention.planner.measured.log_ratio.items()
-              if u in service.contention.planner.learner.learned()}
-    assert before and any(r != 0.0 for r in before.values())  # its GPU runs were measured
+    before = {u: r for u, r in service.contention.planner.measured.log_ratio.items() if r != 0.0}
+    assert before  # its GPU runs were measured
     again = Service(_config(tmp_path))
     again.close()
     assert again.contention.planner.measured.log_ratio == pytest.approx(before)
+
+
+def test_a_ratio_measured_without_contention_learned_is_kept_alone(tmp_path):
+    """A tool measured on the GPU that never ran beside another has a ratio and no (s, p) learned:
+    the ratio survives the restart; its (s, p) stay the prior's (no run learned, none restored)."""
+    workflows = [load_scenario(name) for name in MIX]
+    card = next(c for wf in workflows for c in wf.task_cards.values() if c.has_gpu)
+    unit = split_amplified(card.name)[0]
+    store = Store(tmp_path / "alone.db")
+    planner = LoadPlanner()
+    machine = LiveMachine(planner, workflows, vram_budget_mb=8192.0, cpu_slots=2)  # starts the planner's stream
+    planner.learner.params(card)  # predicted once, as the planner does before a start
+    planner.measured.restore(unit, 0.4)  # then measured: its runs took e^0.4 x the prediction
+    memory = contention_memory.ContentionMemory(store, workflows)
+    memory.attach(planner, machine)
+    memory.save(at_least=0)
+    again = contention_memory.ContentionMemory(store, workflows)
+    assert again.load() == {}  # no (s, p) learned from any run
+    assert again.restored_ratios == {unit: pytest.approx(0.4)}
+    store.close()
 
 
 def test_a_damaged_measured_ratio_is_skipped_alone_with_a_warning(tmp_path, caplog):

@@ -209,6 +209,23 @@ def test_a_gpu_now_start_that_does_not_fit_waits_for_the_vram():
     assert two.place("B") is N and m.vram_in_use_mb == bert
 
 
+def test_a_held_tasks_wait_counts_from_when_it_was_first_asked():
+    clip, bert = TWO.task_cards["A"].vram_needed_mb, TWO.task_cards["B"].vram_needed_mb
+    m, d, clock = machine({"A": N, "B": N}, budget=max(clip, bert) + 1)
+    one, two = admitted(m, TWO, TWO)
+    one.place("A")
+    one.run_started("A")
+    assert two.place("B") is None  # ready now, held for the VRAM
+    clock.move_ms(40)
+    one.finished("A", 40, 0)
+    assert two.place("B") is N
+    clock.move_ms(5)
+    two.run_started("B")
+    clock.move_ms(10)
+    two.finished("B", 10, 0)
+    assert d.done[-1].task == "B" and d.done[-1].wait_ms == pytest.approx(40.0)  # the hold, as on the simulator
+
+
 def test_the_end_releases_what_the_invocation_held_and_tells_the_decider():
     m, d, clock = machine({"A": N, "B": C})
     p = m.placer(TWO)

@@ -21,6 +21,7 @@ the learning stays in the process, and the next try waits for another ``SAVE_EVE
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -86,7 +87,9 @@ class ContentionMemory:
             except ValueError as e:
                 log.warning("learned contention of %s in the store ignored (%s): it starts from its prior", unit, e)
                 continue
-            if unit not in learned or row.runs > learned[unit][2]:
+            if row.runs == 0:  # a measured ratio alone (the tool never ran beside another): no (s, p) learned
+                ratios.setdefault(unit, row.log_ratio)
+            elif unit not in learned or row.runs > learned[unit][2]:
                 learned[unit] = (row.s, row.p, row.runs)
                 ratios[unit] = row.log_ratio
         self.restored_ratios = {}
@@ -129,7 +132,7 @@ class ContentionMemory:
             return
         learner, measured = self.planner.learner, self.planner.measured
         with self._lock:  # one save at a time; the threshold checked again under it
-            runs, learned, ratios = self.machine.under_lock(lambda: (learner.runs, learner.learned(),
+            runs, learned, ratios = self.machine.under_lock(lambda: (learner.runs, _kept(learner, measured),
                                                                      dict(measured.log_ratio)))
             if runs - self._saved_at < at_least:
                 return
@@ -140,3 +143,16 @@ class ContentionMemory:
                 self.store.save_contention(rows)
             except AgentschedError as e:
                 log.warning("could not save the learned contention (%s): it stays in this process only", e)
+
+
+def _kept(learner: ContentionLearner, measured: MeasuredRatio) -> dict[str, tuple[float, float, int]]:
+    """unit -> (s, p, runs) to keep: every unit learned, and every unit with a measured ratio but no
+    run learned (it never ran beside another) with its parameters now and 0 runs. Why: its ratio is
+    what the planner measured, worth keeping as much as a learned (s, p); a 0-run row gives back its
+    ratio alone (``load``), so a prior that changes is not frozen by a store."""
+    kept = learner.learned()
+    for unit in measured.log_ratio:
+        if unit not in kept and unit in learner.log_s:
+            kept[unit] = (math.exp(learner.log_s[unit]), math.exp(learner.log_p[unit]), 0)
+    return kept
+

@@ -63,6 +63,7 @@ class _Placed:
     placed_ms: float
     vram_mb: float  # what it holds on the GPU (0 on the CPU)
     unit: str  # its unit tool (clip for clip_x12): the key of the overlap integrals
+    ready_ms: float  # when it was first asked (ready; before a hold)
     began_ms: float | None = None  # GPU: from when it holds its VRAM (gpu_now: placed; queued: its turn)
     run_ms: float | None = None  # when its run began (None: waiting for a slot, the queue, its instance)
     seen: dict[str, float] | None = None  # GPU runs: the overlap integrals when the run began
@@ -192,12 +193,12 @@ class LiveMachine:
     def _anything_runs(self) -> bool:
         return bool(self.placed)
 
-    def _register(self, inv: Invocation, task: str, mode: Mode) -> Mode:
+    def _register(self, inv: Invocation, task: str, mode: Mode, ready_ms: float) -> Mode:
         card = inv.cards[task]
         real = effective_mode(card, mode)
         inv.mapping[task] = mode
         p = _Placed(inv, task, card, real, self.now_ms, card.vram_needed_mb if real is not Mode.CPU else 0.0,
-                    split_amplified(card.name)[0])
+                    split_amplified(card.name)[0], ready_ms)
         self.placed[(inv.id, task)] = p
         if real is Mode.CPU:
             self.cpu_fifo.append((inv, task, self.now_ms))
@@ -237,6 +238,7 @@ class LivePlacer(Placer):
         self.fixed = None if mapping is None else dict(mapping)  # a pinned mapping: the decider is not asked
         self.vram_budget_mb = machine.vram_budget_mb
         self._asked: dict[str, int] = {}  # task held -> the machine's version when it was last asked
+        self._ready_ms: dict[str, float] = {}  # task held -> when it was first asked (it was ready)
 
     def admit(self) -> None:
         m, inv = self.m, self.inv
@@ -285,9 +287,10 @@ class LivePlacer(Placer):
                     mode = Mode.CPU
             if mode is None:
                 self._asked[task] = m.version
+                self._ready_ms.setdefault(task, m.now_ms)
                 return None
             self._asked.pop(task, None)
-            return m._register(inv, task, mode)
+            return m._register(inv, task, mode, self._ready_ms.pop(task, m.now_ms))
 
     def _fits(self, task: str, mode: Mode) -> bool:
         """Does ``task`` on ``mode`` fit now (anything but a ``gpu_now`` start always does)?"""
@@ -345,9 +348,10 @@ class LivePlacer(Placer):
                 return
             m._release(p)
             overlap = m._overlap_of(p)
-            # from its placement (after any hold) to its start: a queued task's turn (its load is load_ms)
+            # from ready (its first ask: a hold counts, as on the simulator) to its start: a queued
+            # task's turn (its load is load_ms)
             began = p.began_ms if p.began_ms is not None else p.run_ms if p.run_ms is not None else m.now_ms
-            wait_ms = began - p.placed_ms
+            wait_ms = began - p.ready_ms
             m.decider.observe(TaskDone(inv.workflow.name, task, p.card, p.mode, run_ms, load_ms, max(0.0, wait_ms),
                                        overlap, inv.id))
             inv.left -= 1
