@@ -2,6 +2,7 @@
 (integrations/langgraph/machine.py): the real langgraph, runs in threads as the runtime's callers
 make them. GPU placements use tools that only record their device (no CUDA here)."""
 
+import gc
 import threading
 from typing import Any, TypedDict
 
@@ -122,7 +123,12 @@ def fresh() -> None:
 
 
 def at_once(bed: LangGraphTestbed, wf: Any, mappings: list[dict[str, Mode]]) -> list[tuple[Any, RunResult]]:
-    """Run one invocation per mapping, each in its own thread, all started together."""
+    """Run one invocation per mapping, each in its own thread, all started together, after one run
+    alone (a compiled graph's first invocations are slow to reach their first node: LangGraph's own
+    set-up, which would stagger the runs it measures); the counts start after it."""
+    assert bed.run(wf, mappings[0], inputs={"q": "warm-up"}).ok
+    global INSIDE
+    INSIDE = Inside()
     out: list[Any] = [None] * len(mappings)
     go = threading.Barrier(len(mappings))
 
@@ -132,10 +138,14 @@ def at_once(bed: LangGraphTestbed, wf: Any, mappings: list[dict[str, Mode]]) -> 
         out[i] = (bed.run(wf, mappings[i], inputs={"q": f"q{i}", RESULT_KEY: r}), r)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(mappings))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    gc.disable()  # a collection pause (LangGraph leaves many cycles) would stagger the runs measured here
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        gc.enable()
     return out
 
 
@@ -162,7 +172,6 @@ def test_a_tool_serves_one_run_at_a_time_unless_it_says_concurrent_safe(one_wf) 
     bed = LangGraphTestbed(one_node(SlowA), cpu_workers=4)
     assert all(x.ok for x, _ in at_once(bed, one_wf, [{"a": C}] * 3))
     assert INSIDE.most == 1  # one instance, one user: the invocations queue at the node
-    INSIDE.most = 0
     bed = LangGraphTestbed(one_node(SafeA), cpu_workers=4)
     assert all(x.ok for x, _ in at_once(bed, one_wf, [{"a": C}] * 3))
     assert INSIDE.most == 3  # the same instance serves them at once
@@ -197,9 +206,53 @@ def test_staged_gpu_runs_wait_for_vram_other_invocations_hold(make_workflow) -> 
     assert INSIDE.vram_most_mb <= 1000 and INSIDE.most == 1
     bed = FakeGpuTestbed(chain(), cpu_workers=4)
     wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way", budget=1100)
-    INSIDE.most = 0
     assert all(x.ok for x, _ in at_once(bed, wf, [{"a": N, "b": N}] * 2))
     assert INSIDE.most == 2  # both fit: the check can fail
+
+
+def test_a_cpu_run_never_overlaps_a_staged_run_that_moves_the_same_tool(make_workflow) -> None:
+    # under a budget a cpu run and a staged gpu_now run both keep the tool on the host between runs,
+    # but the second moves it to the GPU while it runs: a concurrent_safe tool must not serve both
+    wf = make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way", budget=1000)
+    bed = FakeGpuTestbed(one_node(SafeA), cpu_workers=4)
+    runs = at_once(bed, wf, [{"a": N}, {"a": C}, {"a": N}, {"a": C}])
+    assert all(x.ok for x, _ in runs), [x.message for x, _ in runs]
+    for (x, r), mode in zip(runs, [N, C, N, C]):
+        assert r.state["a"]["device"] == ("cuda:0" if mode is N else "cpu")  # it ran where it was placed
+    assert INSIDE.most <= 2 and all(d in ("cpu", "cuda:0") for _, e, d in INSIDE.events if e == "run")
+
+
+def test_a_staged_tool_serves_one_run_at_a_time_even_with_no_vram_on_its_card(make_workflow) -> None:
+    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 0}}, {"a": "a"}, [], space="three_way",
+                       budget=1000)
+    bed = FakeGpuTestbed(one_node(SafeA), cpu_workers=4)
+    runs = at_once(bed, wf, [{"a": N}] * 3)
+    assert all(x.ok and r.state["a"]["device"] == "cuda:0" for x, r in runs)
+    assert INSIDE.most == 1  # each run moves it to the GPU and back: one at a time
+
+
+def test_a_queued_node_waits_for_vram_another_invocation_holds(make_workflow) -> None:
+    # a (600 MB) staged on the GPU in one invocation, b (500 MB) queued in the other: 1,100 > 1,000
+    wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way", budget=1000)
+    bed = FakeGpuTestbed(chain(), cpu_workers=4)
+    runs = at_once(bed, wf, [{"a": N, "b": Q}] * 3)
+    assert all(x.ok for x, _ in runs), [x.message for x, _ in runs]
+    assert INSIDE.vram_most_mb <= 1000
+
+
+def test_each_run_is_held_to_its_own_workflows_budget(make_workflow) -> None:
+    big = make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way", budget=1000)
+    small = make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way", budget=700)
+    bed = FakeGpuTestbed(one_node(SlowA), cpu_workers=4)
+    out: list[object] = []
+    threads = [threading.Thread(target=lambda w=w, m=m: out.append(bed.run(w, m, inputs={"q": "x"})))
+               for w, m in ((big, {"a": Q}), (big, {"a": Q}), (small, {"a": C}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)  # another workflow's budget never strands a queued node
+    assert len(out) == 3 and all(x.ok for x in out)
 
 
 def test_a_run_under_another_placement_waits_for_the_runs_in_progress(one_wf) -> None:
@@ -245,9 +298,41 @@ def test_machine_fifo_cpu_slots_serve_in_order() -> None:
         t = threading.Thread(target=take, args=(i,))
         t.start()
         waiting.append(t)
-        threading.Event().wait(0.05)
+        while len(machine._cpu_line) < i:  # in the line before the next one comes
+            threading.Event().wait(0.002)
     assert order == [0]  # one slot: the others wait
     first.set()
     for t in [t0, *waiting]:
         t.join(5)
     assert order == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("second", [Q, N])
+def test_machine_a_gpu_node_waits_while_another_invocations_staged_vram_would_not_fit(second) -> None:
+    machine = GraphMachine(cpu_slots=1)
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def hold() -> None:
+        with machine.node("a", N, 600.0, staged=True, shared=False, budget_mb=1000.0):
+            order.append("a in")
+            entered.set()
+            release.wait(5)
+        order.append("a out")
+
+    def second_node() -> None:
+        with machine.node("b", second, 500.0, staged=True, shared=False, budget_mb=1000.0):
+            order.append("b in")
+
+    first = threading.Thread(target=hold)
+    first.start()
+    entered.wait(5)
+    other = threading.Thread(target=second_node)
+    other.start()
+    other.join(0.2)
+    assert other.is_alive() and machine.vram_held_mb == 600.0  # 600 + 500 > 1,000: it waits
+    release.set()
+    for t in (first, other):
+        t.join(5)
+    assert order == ["a in", "a out", "b in"] and machine.vram_held_mb == 0.0
+

@@ -11,14 +11,16 @@ lets it start:
   ``gpu_now``). A second invocation at the same node waits for the first (a pipeline);
 * **a CPU slot** (``cpu`` nodes): ``cpu_slots`` for every invocation together, first come first
   served, as the local testbed's process slots (``ToolPool.cpu_slot``);
-* **the GPU queue** (``gpu_queue`` nodes): one process-wide FIFO, one node at a time, admitted when
-  its VRAM fits beside what the other invocations hold;
+* **the GPU queue** (``gpu_queue`` nodes): one FIFO for every invocation, one node at a time,
+  admitted when its VRAM fits beside what the other invocations hold;
 * **VRAM** under a budget (``gpu_now`` nodes staged on the host, moved to the GPU while they run):
-  a node waits until its VRAM fits beside the other invocations' (never an oom between them: each
-  invocation's own gate has checked it fits alone).
+  a node waits until its VRAM fits beside the other invocations' under its run's budget (never an
+  oom between them: each invocation's own gate has checked it fits alone).
 
-The tools' placement is the mapping's: runs under one placement overlap; a run under another (a
-probe, a pinned mapping) waits until they are done, then the tools move (``placement``).
+The tools' placement is the mapping's (each task's mode and where its tool waits): runs under one
+placement overlap; a run under another (a probe, a pinned mapping) waits until they are done, then
+the tools move (``placement``). One machine per testbed, so per graph: two graphs served by one
+process do not share their slots, queue or budget (give each its share).
 
 Deadlock-free: a node takes its tool first and then one device resource, and everything it may wait
 for is held by a node that is running its tool, which needs nothing more to finish.
@@ -38,13 +40,13 @@ from agentsched.model.workflow import Mode, fits_vram
 class GraphMachine:
     """The shared part of the testbed (module docstring). Thread-safe."""
 
-    def __init__(self, cpu_slots: int, budget_mb: float | None = None) -> None:
+    def __init__(self, cpu_slots: int) -> None:
         self.cpu_slots = cpu_slots
-        self.budget_mb = budget_mb  # VRAM budget across invocations (None: none enforced here)
         self._cond = threading.Condition()
         self._placement: Hashable | None = None  # the tools' placement now (None: not placed yet)
         self._runs = 0  # runs in progress under it
         self._tools_busy: dict[str, int] = {}  # task -> runs of its tool in progress
+        self._tools_alone: set[str] = set()  # tasks whose tool serves one run that may move it
         self._cpu_busy = 0
         self._queue_busy = False
         self._vram_held_mb = 0.0
@@ -64,8 +66,11 @@ class GraphMachine:
                 # why under the lock: runs under the same key arriving now must not start before the
                 # tools are where this key puts them (loading may take seconds; they would wait anyway)
                 self._placement = None
-                place()
-                self._placement = key
+                try:
+                    place()
+                    self._placement = key
+                finally:
+                    self._cond.notify_all()  # runs under this key (or, after a failure, any) may go
             self._runs += 1
         try:
             yield
@@ -76,28 +81,36 @@ class GraphMachine:
 
     # ---- a node --------------------------------------------------------------------------------
     @contextmanager
-    def node(self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool) -> Iterator[None]:
+    def node(self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool,
+             budget_mb: float | None = None) -> Iterator[None]:
         """Hold what node ``task`` needs to run in ``mode``: its tool (``shared``: the tool may serve
-        several runs at once), then a CPU slot, the GPU queue's turn, or its VRAM when ``staged``."""
-        held_vram = vram_mb if (mode is Mode.GPU_QUEUE or (mode is Mode.GPU_NOW and staged)) else 0.0
-        exclusive = not shared or held_vram > 0  # a tool moved between devices has one user
+        several runs at once), then a CPU slot, the GPU queue's turn, or its VRAM when ``staged``
+        (fitting beside what every invocation holds here under ``budget_mb``, its run's budget)."""
+        moves = mode is Mode.GPU_QUEUE or (mode is Mode.GPU_NOW and staged)  # loaded/moved for this run
+        held_vram = vram_mb if moves else 0.0
+        alone = moves or not shared  # a tool this run moves serves no other run meanwhile
         with self._cond:
-            self._cond.wait_for(lambda: not exclusive or not self._tools_busy.get(task))
+            self._cond.wait_for(lambda: task not in self._tools_alone
+                                and (not alone or not self._tools_busy.get(task)))
             self._tools_busy[task] = self._tools_busy.get(task, 0) + 1
+            if alone:
+                self._tools_alone.add(task)
             if mode is Mode.CPU:
                 self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
                 self._cpu_busy += 1
             elif mode is Mode.GPU_QUEUE:
-                self._wait_turn(self._queue_line, lambda: not self._queue_busy and self._fits(held_vram))
+                self._wait_turn(self._queue_line,
+                                lambda: not self._queue_busy and fits_vram(self._vram_held_mb, held_vram, budget_mb))
                 self._queue_busy = True
             elif held_vram:
-                self._cond.wait_for(lambda: self._fits(held_vram))
+                self._cond.wait_for(lambda: fits_vram(self._vram_held_mb, held_vram, budget_mb))
             self._vram_held_mb += held_vram
         try:
             yield
         finally:
             with self._cond:
                 self._tools_busy[task] -= 1
+                self._tools_alone.discard(task)
                 if mode is Mode.CPU:
                     self._cpu_busy -= 1
                 elif mode is Mode.GPU_QUEUE:
@@ -112,9 +125,6 @@ class GraphMachine:
         self._cond.wait_for(lambda: line[0] == ticket and free())
         line.popleft()
         self._cond.notify_all()  # the next in line may be free too (another slot)
-
-    def _fits(self, need_mb: float) -> bool:
-        return self.budget_mb is None or fits_vram(self._vram_held_mb, need_mb, self.budget_mb)
 
     @property
     def vram_held_mb(self) -> float:

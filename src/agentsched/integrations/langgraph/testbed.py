@@ -79,6 +79,7 @@ class _Invocation:
         self.effective = effective  # where each task really runs (host-only tools: cpu)
         self.inputs = inputs  # the invocation's arguments
         self.staged = staged  # gpu_now tools wait on the host under a VRAM budget
+        self.budget_mb = workflow.vram_budget_mb
         cards = workflow.task_cards
         self.gate = Gate(effective, {t: c.vram_needed_mb for t, c in cards.items()},
                          budget_mb=workflow.vram_budget_mb, cpu_slots=bed.cpu_workers)
@@ -120,7 +121,7 @@ class _Invocation:
             raise
         try:
             with self.bed.machine.node(task, mode, self.gate.vram_mb.get(task, 0.0), staged=self.staged,
-                                       shared=concurrent_safe(tool)):
+                                       shared=concurrent_safe(tool), budget_mb=self.budget_mb):
                 return self._run_placed(task, tool, mode, ready, inputs)
         finally:
             self.gate.leave(task)
@@ -332,11 +333,13 @@ class LangGraphTestbed(Testbed):
         args = dict(inputs or {})
         result = args.pop(RESULT_KEY, None)
         staged = workflow.vram_budget_mb is not None
-        self.machine.budget_mb = workflow.vram_budget_mb
         wants = {t: self._warm_device(effective[t], staged) for t in workflow.task_ids}
+        # the key has the modes too: a cpu run and a staged gpu_now run both wait on the host, but the
+        # second moves the tool while it runs (runs under one key share the tools as they are)
+        key = tuple(sorted((t, effective[t].value, wants[t]) for t in workflow.task_ids))
         inv = _Invocation(self, workflow, mapping, effective, args, staged)
         try:
-            with self.machine.placement(tuple(sorted(wants.items())), lambda: self._warm(wants)):
+            with self.machine.placement(key, lambda: self._warm(wants)):
                 x = self._invoke(workflow, inv)
         except _LoadFailed as f:
             status = Status.OOM if is_oom(f.error) else Status.ERROR
