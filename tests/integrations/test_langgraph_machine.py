@@ -12,6 +12,7 @@ pytest.importorskip("langgraph")
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
+from agentsched.errors import TestbedError  # noqa: E402
 from agentsched.integrations.langgraph import LangGraphTestbed, tool_node  # noqa: E402
 from agentsched.integrations.langgraph.machine import GraphMachine  # noqa: E402
 from agentsched.integrations.langgraph.testbed import RESULT_KEY, RunResult  # noqa: E402
@@ -69,7 +70,7 @@ class Slow(Tool):
         self.device = device
 
     def unload(self) -> None:
-        INSIDE.events.append((self.name, "unload", self.device or ""))
+        INSIDE.events.append((self.name, "unload" if INSIDE.now == 0 else "unload under a run", self.device or ""))
         self.device = None
 
     def run(self, inputs: dict[str, Any]) -> Any:
@@ -335,4 +336,24 @@ def test_machine_a_gpu_node_waits_while_another_invocations_staged_vram_would_no
     for t in (first, other):
         t.join(5)
     assert order == ["a in", "a out", "b in"] and machine.vram_held_mb == 0.0
+
+
+def test_close_lets_the_runs_in_progress_end_before_it_unloads_and_starts_no_more(one_wf) -> None:
+    bed = LangGraphTestbed(one_node(SafeA), cpu_workers=4)
+    assert bed.run(one_wf, {"a": C}, inputs={"q": "warm-up"}).ok
+    out: list[Any] = []
+    threads = [threading.Thread(target=lambda: out.append(bed.run(one_wf, {"a": C}, inputs={"q": "x"})))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    while INSIDE.now == 0:  # a run is inside its tool
+        threading.Event().wait(0.002)
+    bed.close()
+    for t in threads:
+        t.join(30)
+    kinds = [e for _, e, _ in INSIDE.events]
+    assert "unload" in kinds and "unload under a run" not in kinds
+    assert INSIDE.now == 0 and len(out) == 3 and any(x.ok for x in out)  # the run inside ended well
+    with pytest.raises(TestbedError, match="closed"):
+        bed.run(one_wf, {"a": C}, inputs={"q": "late"})
 

@@ -250,10 +250,11 @@ def test_graph_the_runtime_cannot_map_is_refused_naming_the_node(pipe) -> None:
 
 def test_missing_input_is_one_line(pipe) -> None:
     folder, mod = pipe
-    from agentsched.errors import AgentschedError
+    from agentsched.integrations.langgraph import GraphInputError
 
     with GraphRuntime(words_graph(mod), "words-graph", store=None) as grt:
-        with pytest.raises(AgentschedError, match="missing input.*source task split.*documents"):
+        # the caller's input error, as every other (a server maps GraphInputError to its 400)
+        with pytest.raises(GraphInputError, match="missing input.*source task split.*documents"):
             grt.invoke(text="no documents")
 
 

@@ -475,7 +475,8 @@ def workflow_from_tools(
         by_path = {}
         for key, card in cards.items():
             if not isinstance(card, ToolCard):
-                raise WorkflowError(f"workflow {name!r}: cards[{key!r}] is not a ToolCard")
+                raise WorkflowError(f"workflow {name!r}: cards[{key!r}] is not a ToolCard (give the path of a card "
+                                    "file from agentsched profile, a CardSet, or a dict of ToolCards)")
             by_path[paths.get(key, key)] = card.model_copy(update={"name": paths.get(key, key)})
         card_set = CardSet(name=f"{name}-cards", source="given in memory", cards=by_path)
     else:

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
+from agentsched.errors import TestbedError
 from agentsched.model.workflow import Mode, fits_vram
 
 
@@ -43,6 +44,7 @@ class GraphMachine:
     def __init__(self, cpu_slots: int) -> None:
         self.cpu_slots = cpu_slots
         self._cond = threading.Condition()
+        self._closed = False  # no run starts any more (``close``)
         self._placement: Hashable | None = None  # the tools' placement now (None: not placed yet)
         self._runs = 0  # runs in progress under it
         self._tools_busy: dict[str, int] = {}  # task -> runs of its tool in progress
@@ -61,7 +63,9 @@ class GraphMachine:
         the runs under the old one to end and calls ``place`` (which moves the tools); a ``place``
         that raises leaves the placement unknown, so the next run places again."""
         with self._cond:
-            self._cond.wait_for(lambda: self._runs == 0 or self._placement == key)
+            self._cond.wait_for(lambda: self._closed or self._runs == 0 or self._placement == key)
+            if self._closed:
+                raise TestbedError("the LangGraph testbed is closed: no invocation starts any more")
             if self._placement != key:
                 # why under the lock: runs under the same key arriving now must not start before the
                 # tools are where this key puts them (loading may take seconds; they would wait anyway)
@@ -125,6 +129,15 @@ class GraphMachine:
         self._cond.wait_for(lambda: line[0] == ticket and free())
         line.popleft()
         self._cond.notify_all()  # the next in line may be free too (another slot)
+
+    def close(self, timeout_s: float) -> set[str]:
+        """Start no run any more; wait up to ``timeout_s`` for the runs in progress to end. Returns
+        the tasks whose tool is still running then (not to be unloaded under it)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._runs == 0, timeout=timeout_s)
+            return {t for t, n in self._tools_busy.items() if n}
 
     @property
     def vram_held_mb(self) -> float:

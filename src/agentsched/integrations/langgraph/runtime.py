@@ -116,8 +116,10 @@ class GraphRuntime:
                                   f"own), got {bad[0]!r}")
         from agentsched.runtime.inputs import check_inputs_given
 
-        # checked here, before the run's RunResult joins them (the runtime checks what it is given)
-        check_inputs_given(self.workflow, args)
+        try:  # checked here, before the run's RunResult joins them (the runtime checks what it is given)
+            check_inputs_given(self.workflow, args)
+        except AgentschedError as e:  # a missing input is the caller's, as every other input error
+            raise GraphInputError(str(e)) from None
         run = RunResult()  # filled by the run that serves this invocation, whichever thread runs it
         r = self.runtime.invoke(**args, **{RESULT_KEY: run})
         x = run.execution  # None when the testbed refused the mapping, or a stored execution answered

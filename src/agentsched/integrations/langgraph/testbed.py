@@ -14,6 +14,7 @@ invocations share the tools, the CPU slots, the GPU queue and the VRAM budget (`
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -38,6 +39,8 @@ from agentsched.tools import cuda_available
 
 #: input key under which ``GraphRuntime`` passes a ``RunResult`` to fill (never given to the graph)
 RESULT_KEY = "__agentsched_result__"
+CLOSE_WAIT_S = 60.0  # close(): how long the runs in progress may take to end before tools unload
+log = logging.getLogger("agentsched.langgraph")
 
 
 @dataclass
@@ -299,8 +302,15 @@ class LangGraphTestbed(Testbed):
         self._where[task] = device
 
     def close(self) -> None:
+        """Start no invocation any more, let the runs in progress end (at most ``CLOSE_WAIT_S``), then
+        unload the tools; a tool still running then is left loaded, with a warning, not unloaded
+        under its call."""
+        busy = self.machine.close(CLOSE_WAIT_S)
+        if busy:
+            log.warning("LangGraph testbed closed while node(s) %s still ran after %g s: their tools are "
+                        "left loaded", ", ".join(sorted(busy)), CLOSE_WAIT_S)
         for task in list(self._tools):
-            if self._where.get(task) is not None:
+            if self._where.get(task) is not None and task not in busy:
                 self._tools[task].unload()
                 self._where[task] = None
 
