@@ -10,12 +10,14 @@ import typer
 
 from agentsched.cli import options as o
 from agentsched.cli.common import console, load_workflow, load_workflow_and_world, loop_counts, testbed_spec
-from agentsched.cli.options import JSON_HELP, JSON_OUT_HELP, WORLD, InitialRule, StartKind
+from agentsched.cli.options import JSON_OUT_HELP, WORLD, InitialRule, StartKind
 from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
 from agentsched.model.options import INITIALS, STARTS
 
-START_HELP = "warm (profile cards) or cold (tool names, tags and workload lines only)"
+# one agent run per seed: one start, warm unless asked (the shared --start's None means "the policy's own")
+START_ONE = o.variant(o.START, default=StartKind.WARM,
+                      help="warm (profile cards) or cold (tool names, tags and workload lines only)")
 
 
 def _baselines(values: list[str]) -> tuple[str, ...]:
@@ -42,11 +44,11 @@ def ablation_cmd(
     rounds: int = typer.Option(20, help="rounds per run"),
     repeats: int = typer.Option(5, help="executions per round (median)"),
     seeds: int = typer.Option(5, help="runs per variant, seeds 0..N-1"),
-    start: StartKind = typer.Option(StartKind.WARM, "--start", help=START_HELP),
+    start: StartKind = START_ONE,
     initial: Optional[InitialRule] = o.INITIAL,
-    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    cards: Optional[str] = o.CARDS,
     world: Optional[str] = WORLD,
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = o.JSON,
     json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
     journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
                                                                        "(SQLite) as it completes"),
@@ -90,10 +92,10 @@ def agent_check_cmd(
     rounds: int = typer.Option(20, help="rounds per run"),
     repeats: int = typer.Option(5, help="executions per round (median)"),
     seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
-    start: Optional[StartKind] = typer.Option(None, "--start", help="warm or cold (default: both)"),
+    start: Optional[StartKind] = o.variant(o.START, help="warm or cold (default: both)"),  # None: both compared
     baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
     world: Optional[str] = WORLD,
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = o.JSON,
     json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
 ) -> None:
     """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
@@ -117,9 +119,9 @@ def agent_check_cmd(
 
 def prompt_cmd(
     workflow: str = typer.Argument(..., help="scenario name or workflow file"),
-    start: StartKind = typer.Option(StartKind.WARM, "--start", help=START_HELP),
+    start: StartKind = START_ONE,
     rounds: int = typer.Option(20, help="rounds the prompt announces"),
-    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    cards: Optional[str] = o.CARDS,
     predictions: bool = typer.Option(False, "--predictions/--no-predictions",
                                      help="with the optional model-predictions stream (agent-llm "
                                           "--llm-predictions)"),

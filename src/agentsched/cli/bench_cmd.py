@@ -145,8 +145,7 @@ def bench_cmd(
     repeats: int = typer.Option(5, help="executions per round (median)"),
     seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
     out: Path = typer.Option(Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
-    start: Optional[o.StartKind] = o.START, cards: Optional[str] = typer.Option(None, help="rebind every scenario "
-                                                                                           "to this card set"),
+    start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS,
     testbed: o.TestbedKind = o.TESTBED, size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE,
     cpu_slots: Optional[int] = o.CPU_SLOTS, ray_address: Optional[str] = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD, task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
@@ -162,8 +161,8 @@ def bench_cmd(
     llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
     llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
     llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
-    json_out: bool = typer.Option(False, "--json", help=o.JSON_HELP + " (results.json's document; the text "
-                                                        "goes to stderr)"),
+    # the document printed is results.json's (bench writes files, not one run's text)
+    json_out: bool = o.variant(o.JSON, help=o.JSON_HELP + " (results.json's document; the text goes to stderr)"),
 ) -> None:
     """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
     report.md and plots."""

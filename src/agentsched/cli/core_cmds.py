@@ -53,7 +53,7 @@ def timeline_table(wf: Workflow, ex: Execution) -> Table:
     return t
 
 
-def scenarios_cmd(json_out: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
+def scenarios_cmd(json_out: bool = o.JSON) -> None:
     """List the built-in scenarios (the paper's Table 3)."""
     rows = []
     for name in list_scenarios():
@@ -77,8 +77,8 @@ def scenarios_cmd(json_out: bool = typer.Option(False, "--json", help="machine-r
 
 def show_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-    cards: Optional[str] = typer.Option(None, help="card set name or JSON file (default: the workflow's)"),
-    json_out: bool = typer.Option(False, "--json"),
+    cards: Optional[str] = o.CARDS,
+    json_out: bool = o.JSON,
 ) -> None:
     """Show a workflow: its DAG, tool cards, budget and total VRAM."""
     from agentsched.model.tool import without_tool_imports
@@ -125,7 +125,7 @@ def simulate_cmd(
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
-    json_out: bool = typer.Option(False, "--json", help="machine-readable output"),
+    json_out: bool = o.JSON,
     gantt: Optional[str] = typer.Option(None, "--gantt", help="draw the timeline to this PNG"),
 ) -> None:
     """Execute one mapping once and print its timeline."""
@@ -153,15 +153,17 @@ def simulate_cmd(
 def oracle_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
     top: int = typer.Option(5, help="how many mappings to show"),
-    cards: Optional[str] = typer.Option(None, help="card set name or JSON file"),
+    cards: Optional[str] = o.CARDS,
     testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE,
     repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
-    seed: int = typer.Option(0),
+    # no policy here, and the sim oracle runs noise-free: the seed only reaches a real testbed
+    seed: int = o.variant(o.SEED, help="seed of the testbed (local/ray: the tools' weights and inputs; the sim "
+                                       "oracle is noise-free)"),
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     world: Optional[str] = o.WORLD,
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = o.JSON,
 ) -> None:
     """Brute-force every mapping and rank the feasible ones by E2E."""
     from agentsched.oracle import brute_force
@@ -198,7 +200,7 @@ def oracle_cmd(
     console.print(t)
 
 
-def calibrate_cmd(world: Optional[str] = o.WORLD, json_out: bool = typer.Option(False, "--json")) -> None:
+def calibrate_cmd(world: Optional[str] = o.WORLD, json_out: bool = o.JSON) -> None:
     """Compare the simulator (a5500 cards, a5500 world unless --world) with the paper: Table 3 oracles and
     Table 2 latencies."""
     from agentsched.experiments.calibration import calibrate, render_calibration

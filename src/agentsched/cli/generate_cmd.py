@@ -17,8 +17,9 @@ def generate_cmd(
     budget_tightness: float = typer.Option(0.0, "--budget-tightness",
                                            help="0: no VRAM budget; t in (0, 1): budget (1 - t) x the GPU "
                                                 "tasks' VRAM together"),
-    cards: str = typer.Option("a5500", "--cards", help="card set the tools are drawn from"),
-    seed: int = typer.Option(0, "--seed", help="seed of the draws (same arguments, same files)"),
+    # no workflow yet: the card set is where tools are drawn from, and the seed draws the workflows
+    cards: str = o.variant(o.CARDS, default="a5500", help="card set the tools are drawn from"),
+    seed: int = o.variant(o.SEED, help="seed of the draws (same arguments, same files)"),
     count: int = typer.Option(1, "--count", help="workflows to write"),
     out: Path = typer.Option(Path("generated"), "--out", help="output folder"),
     json_out: bool = o.JSON,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -33,12 +34,13 @@ def load_cmd(
     seeds: int = typer.Option(3, "--seeds", help="streams per policy and load (the same streams for every policy)"),
     vram_budget_mb: float = typer.Option(None, "--vram-budget-mb", help="the shared GPU's VRAM budget (default: the "
                                                                         "largest budget the workflows name; none if none)"),
-    cpu_slots: int = typer.Option(16, "--cpu-slots", help="CPU slots shared by all invocations"),
-    noise: float = typer.Option(0.03, "--noise", help="sim noise sigma (0 = expected values)"),
+    # the slots of the stream's one shared simulated machine (bounded: a load must be able to queue)
+    cpu_slots: int = opt.variant(opt.CPU_SLOTS, default=16, help="CPU slots shared by all invocations"),
+    noise: Optional[float] = opt.NOISE,
     world: str = opt.WORLD,
     out: Path = typer.Option(Path("load-out"), "--out", help="output folder (report.md, the plot, load.json)"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
-    json_out: bool = typer.Option(False, "--json", help=opt.JSON_HELP),
+    json_out: bool = opt.JSON,
     json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
@@ -46,6 +48,7 @@ def load_cmd(
     from agentsched.cli.output import emit, prepare_output_dir, write_json
     from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
     from agentsched.report.load_report import load_markdown, write_load_report
+    from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
     loads, rate_list = _floats(load, "--load"), _floats(rates, "--rates")
     if (loads is None) == (rate_list is None):
@@ -58,7 +61,8 @@ def load_cmd(
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
         budget = max(named) if named else None
-    machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=noise, world=world)
+    sigma = DEFAULT_NOISE_SIGMA if noise is None else noise
+    machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
     doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
                    arrival=arrival)
     out_dir = prepare_output_dir(out)

@@ -17,7 +17,8 @@ def loadgen_cmd(
     rates: str = typer.Option(..., "--rates", help="arrival rates per simulated second, comma-separated"),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)"),
     duration_s: float = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds"),
-    seed: int = typer.Option(0, "--seed", help="the stream's seed (stream SEED of `agentsched load --seeds`)"),
+    # the arrival stream's seed (no testbed or policy here: the service has its own)
+    seed: int = opt.variant(opt.SEED, help="the stream's seed (stream SEED of `agentsched load --seeds`)"),
     time_scale: float = typer.Option(1.0, "--time-scale", help="the server's --time-scale (simulated ms per wall "
                                      "ms); 1 for real tools"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the service's bearer token"),

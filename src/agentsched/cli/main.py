@@ -13,6 +13,9 @@ import threading
 
 import typer
 
+from agentsched.cli.options import LLM_FLAGS
+
+
 def _hide_flag_types() -> None:
     """Help without a value type after a flag: typer's rich help prints ``<bool>`` after every flag
     (``--json <bool>``, ``--help <bool>``) though a flag takes no value (``--json true`` is refused);
@@ -102,8 +105,8 @@ def old_json_form(argv: list[str]) -> str | None:
 
 
 #: (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
-_KEY = ("--llm-api-key", "AGENTSCHED_LLM_API_KEY")
-_URL = ("--llm-base-url", "AGENTSCHED_LLM_BASE_URL")
+_KEY = (LLM_FLAGS["api_key"], "AGENTSCHED_LLM_API_KEY")
+_URL = (LLM_FLAGS["base_url"], "AGENTSCHED_LLM_BASE_URL")
 
 
 def _secrets(argv: list[str]) -> list[str]:

@@ -4,7 +4,9 @@ defaults). Choices are typed by their enums, so typer itself rejects a bad value
 
 from __future__ import annotations
 
+import copy
 import enum
+from typing import Any
 
 import typer
 
@@ -15,6 +17,20 @@ from agentsched.tools.base import Size
 
 # heft/heft-cf machine models, as a choice typer checks (the names live in policies/heft.py)
 HeftMachine = enum.Enum("HeftMachine", {m.upper(): m for m in MACHINE_MODELS}, type=str)  # type: ignore[misc]
+
+_SAME: Any = object()  # variant(): the shared default kept
+
+
+def variant(option: Any, *, default: Any = _SAME, help: str | None = None) -> Any:
+    """``option`` as one command takes it: the same flag (written once, here) with that command's own
+    default and/or help. Only for a real difference (say why at the call), never a rewording."""
+    out = copy.copy(option)
+    if default is not _SAME:
+        out.default = default
+    if help is not None:
+        out.help = help
+    return out
+
 
 # One JSON convention for every command (docs/json.md): --json prints JSON to stdout; --json-out FILE
 # writes the same document to a file and keeps the text output.
@@ -27,6 +43,8 @@ CPU_SLOTS_HELP = ("at most this many CPU tasks at once (sim default: unbounded m
                   "--realtime shared machine; local: worker pool)")
 
 JSON = typer.Option(False, "--json", help=JSON_HELP)
+# run, throughput: their progress text still prints beside the JSON, so it moves to stderr
+JSON_TEXT_ON_STDERR = variant(JSON, help=JSON_HELP + " (the text goes to stderr)")
 
 # ---- the testbed spec (testbeds/spec.py) -----------------------------------------------------------
 TESTBED = typer.Option(TestbedKind.SIM, "--testbed", help=TESTBED_HELP)
@@ -70,10 +88,7 @@ HEFT_MODEL = typer.Option(None, "--heft-model", help="heft/heft-cf machine: para
                                                      "time per processor: --cpu-slots cores, default 1, and one GPU)")
 CARDS = typer.Option(None, "--cards", help="card set name or JSON file (default: the workflow's)")
 
-# The --llm-* options (agent-llm), keyed by the LLMConfig field each sets.
-LLM_FLAGS = {"base_url": "--llm-base-url", "model": "--llm-model", "api_key": "--llm-api-key",
-             "temperature": "--llm-temperature", "timeout_s": "--llm-timeout",
-             "max_tokens": "--llm-max-tokens"}
+# ---- agent-llm (the --llm-* options) -------------------------------------------------------------
 LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
 LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
 LLM_API_KEY = typer.Option(None, "--llm-api-key", help="agent-llm: API key")
@@ -81,11 +96,15 @@ LLM_TEMPERATURE = typer.Option(None, "--llm-temperature", help="agent-llm: tempe
 LLM_TIMEOUT = typer.Option(None, "--llm-timeout", help="agent-llm: request timeout (s)")
 LLM_MAX_TOKENS = typer.Option(None, "--llm-max-tokens",
                               help="agent-llm: completion cap per request (default 512; reasoning models need more)")
+# each LLMConfig field's flag, taken from its option above (errors name the flag a bad value came from)
+LLM_FLAGS = {field: option.param_decls[0] for field, option in {
+    "base_url": LLM_BASE_URL, "model": LLM_MODEL, "api_key": LLM_API_KEY, "temperature": LLM_TEMPERATURE,
+    "timeout_s": LLM_TIMEOUT, "max_tokens": LLM_MAX_TOKENS}.items()}
 LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
 
 __all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
-           "LLM_FLAGS",
+           "JSON_TEXT_ON_STDERR", "LLM_FLAGS",
            "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SEED", "SIZE", "SPEC_OPTIONS", "START", "StartKind",
-           "TASK_TIMEOUT", "TESTBED", "TestbedKind", "WORLD"]
+           "TASK_TIMEOUT", "TESTBED", "TestbedKind", "WORLD", "variant"]

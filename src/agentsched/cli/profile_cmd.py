@@ -15,10 +15,11 @@ def profile_cmd(
     tools: str = typer.Option("all", help="'all' or a comma list of built-in tools and your own tools as "
                                           "package.module:Class, e.g. clip,groupby,mytools:Embed"),
     device: str = typer.Option("cpu", help="cpu, gpu, or all"),
-    size: str = typer.Option("small", help="paper (the paper's architectures) or small (tiny configs)"),
+    # not a testbed's size: profile takes the name as text and checks it itself (plan_profile)
+    size: str = o.variant(o.SIZE, default="small", help="paper (the paper's architectures) or small (tiny configs)"),
     runs: int = typer.Option(30, help="timed calls per tool and device (median); the paper uses 30"),
     warmup: int = typer.Option(2, help="untimed calls before the timed ones"),
-    seed: int = typer.Option(0, help="seed of weights and inputs"),
+    seed: int = o.variant(o.SEED, help="seed of weights and inputs"),  # no noise or policy: the tools' own seed
     name: str | None = typer.Option(None, help="card set name (default: the file's stem)"),
     busy: str = typer.Option("warn", help="when other processes load the CPU: warn, wait, or ignore"),
     max_busy_pct: float = typer.Option(30.0, help="CPU use by others (percent) counted as busy"),

@@ -11,7 +11,6 @@ import typer
 
 from agentsched.cli import options as o
 from agentsched.cli.common import console, err_console, load_workflow, positive, print_json, testbed_notes, testbed_spec
-from agentsched.cli.options import JSON_HELP, JSON_OUT_HELP
 from agentsched.cli.output import check_output_file, write_json
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import format_mapping, parse_mapping
@@ -29,17 +28,17 @@ def throughput_cmd(
     batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
     mapping: Optional[str] = typer.Option(None, "--mapping", "-m",
                                           help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
-    testbed: RayOnly = typer.Option(RayOnly.RAY, "--testbed",  # type: ignore[valid-type]
-                                    help="ray: the only testbed that runs invocations at once"),
+    testbed: RayOnly = o.variant(o.TESTBED, default=RayOnly.RAY,  # type: ignore[valid-type]
+                                 help="ray: the only testbed that runs invocations at once"),
     ray_address: Optional[str] = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU,
-    size: o.Size = typer.Option(o.Size.SMALL, "--size", help="the built-in tools' model size (small: tiny "
-                                                             "configs; paper)"),
-    cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="at most this many CPU tasks at once "
-                                                                      "(default: the cluster's CPUs)"),
+    size: o.Size = o.SIZE,
+    # ray only: the shared help's sim and local defaults do not apply
+    cpu_slots: Optional[int] = o.variant(o.CPU_SLOTS, help="at most this many CPU tasks at once (default: the "
+                                                           "cluster's CPUs)"),
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP + " (the text goes to stderr)"),
-    json_file: Optional[Path] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+    json_out: bool = o.JSON_TEXT_ON_STDERR,
+    json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
     input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE given to every invocation "
                                                "of a user workflow (repeatable; text)"),
     inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one JSON object of NAME: VALUE a "

@@ -140,7 +140,7 @@ def run_cmd(
     rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
     repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
     seed: int = o.SEED,
-    json_out: bool = typer.Option(False, "--json", help=o.JSON_HELP + " (the text goes to stderr)"),
+    json_out: bool = o.JSON_TEXT_ON_STDERR,
     json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE, cpu_slots: Optional[int] = o.CPU_SLOTS,

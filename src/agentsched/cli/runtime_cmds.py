@@ -95,17 +95,18 @@ def invoke_cmd(
     policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy that learns the placement "
                                          "(default: agent-plan, or agent-plan-cold when a task has no card)"),
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
-    json_out: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    json_out: bool = o.JSON,
     round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
     explore_fraction: float = typer.Option(0.1, "--explore-fraction",
                                            help="share of invocations the monitor's what-ifs may take"),
-    seed: int = typer.Option(0, help="seed of the policy's randomness"),
-    testbed: o.TestbedKind = typer.Option(o.TestbedKind.LOCAL, "--testbed", help="local (real tools, default), "
-                                          "ray (real tools on a Ray cluster) or sim"),
+    seed: int = o.SEED,
+    # an invocation runs the real tools by default: sim needs profiled cards
+    testbed: o.TestbedKind = o.variant(o.TESTBED, default=o.TestbedKind.LOCAL, help="local (real tools, default), "
+                                       "ray (real tools on a Ray cluster) or sim"),
     size: o.Size = o.SIZE,
-    cpu_slots: Optional[int] = typer.Option(None, "--cpu-slots", help="CPU tasks at once (worker pool)"),
+    cpu_slots: Optional[int] = o.CPU_SLOTS,
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
-    cards: Optional[str] = typer.Option(None, help="card set name or JSON file (e.g. from agentsched profile)"),
+    cards: Optional[str] = o.CARDS,
     inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one invocation per line (a JSON "
                                                 "object of NAME: VALUE), in one process; JSONL out"),
     mapping: Optional[str] = typer.Option(None, "--mapping", help="run under A=cpu,B=gpu_now,... (pinned: "
@@ -184,7 +185,7 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
 def history_cmd(
     workflow: str = typer.Argument(..., help="workflow name or file"),
     store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
-    json_out: bool = typer.Option(False, "--json", help="print the history as JSON"),
+    json_out: bool = o.JSON,
     plot: Optional[Path] = typer.Option(None, "--plot",
                                         help="write the learning curve to this file (.png, .svg or .pdf)"),
     forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",

@@ -17,8 +17,9 @@ def serve_cmd(
     store: Path = typer.Option(..., "--store", help="SQLite store of every workflow's learner (created when missing)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback by default)"),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free one, printed at start)"),
-    testbed: o.TestbedKind = typer.Option(o.TestbedKind.LOCAL, "--testbed", help="local (real tools, default), "
-                                          "ray or sim (sim needs profiled cards)"),
+    # a service runs the real tools by default: sim needs profiled cards
+    testbed: o.TestbedKind = o.variant(o.TESTBED, default=o.TestbedKind.LOCAL, help="local (real tools, default), "
+                                       "ray or sim (sim needs profiled cards)"),
     realtime: bool = typer.Option(False, "--realtime", help="sim: tools sleep their simulated durations "
                                   "(load tests without a GPU) on one shared simulated machine"),
     time_scale: float = typer.Option(1.0, "--time-scale", help="--realtime: simulated ms per wall ms (10: a 60 s "
@@ -39,7 +40,7 @@ def serve_cmd(
     policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy of every workflow (default: "
                                          "agent-plan, or agent-plan-cold when a task has no card)"),
     round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
-    seed: int = typer.Option(0, help="seed of the policies' randomness"),
+    seed: int = o.SEED,
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     cards: Optional[str] = o.CARDS,

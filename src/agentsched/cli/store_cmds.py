@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import console
+from agentsched.cli.options import JSON
 from agentsched.errors import AgentschedError
 
 store_app = typer.Typer(name="store", help="List, forget, export or compact what a store has learned.",
@@ -18,7 +19,6 @@ store_app = typer.Typer(name="store", help="List, forget, export or compact what
 
 STORE = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store")
 WAIT = typer.Option(30.0, "--wait-s", help="how long to wait for a store another process is writing")
-JSON = typer.Option(False, "--json", help="print what was done as JSON")
 NAME_HELP = "the learner: its workflow's name, its key (or a unique prefix of 4+) or #ID, as `store list` shows"
 
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import console, print_json
-from agentsched.cli.options import JSON_HELP
+from agentsched.cli.options import JSON
 
 _EXTRA_PACKAGES = ("torch", "transformers")  # what tools_installed() checks
 
@@ -39,7 +39,7 @@ def tool_rows() -> list[dict[str, object]]:
     return rows
 
 
-def tools_cmd(json_out: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+def tools_cmd(json_out: bool = JSON) -> None:
     """List the 19 tools (paper Table 1): family, GPU version, and whether the tools extra is installed."""
     from agentsched.tools import tools_installed
 
