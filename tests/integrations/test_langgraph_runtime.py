@@ -225,6 +225,32 @@ def test_invocations_from_many_threads_run_at_once_and_each_gets_its_own_state(p
         assert r.state["documents"] == DOCS[i]
 
 
+def test_a_host_node_failing_now_and_then_does_not_fail_the_round_its_mapping_ran(pipe) -> None:
+    """An LLM call that raises for one request says nothing of where the tools ran: the request
+    fails, its round is judged by the others (a round failed by it would stop the learning)."""
+    folder, mod = pipe
+
+    def llm(state: State) -> dict[str, Any]:
+        if "HOSTBOOM" in state["documents"]:
+            raise RuntimeError("the LLM endpoint timed out")
+        return {"note": "answered"}
+
+    g = StateGraph(State)
+    g.add_node("split", tool_node(mod.Split))
+    g.add_node("note", llm)
+    g.add_node("count", tool_node(mod.Count))
+    g.add_edge(START, "split")
+    g.add_edge("split", "note")
+    g.add_edge("note", "count")
+    g.add_edge("count", END)
+    with GraphRuntime(g, "host-fail", store=str(folder / "hf.db"), round_size=2) as grt:
+        answers = [grt.invoke(documents=d) for d in (["a b"], ["HOSTBOOM"], ["c"], ["d e"])]
+        rounds = [rec.result for rec in grt.runtime.records]
+    assert [a.status for a in answers] == [Status.OK, Status.ERROR, Status.OK, Status.OK]
+    assert answers[1].message == "node note (host) failed: RuntimeError: the LLM endpoint timed out"
+    assert len(rounds) == 2 and all(r.ok and r.e2e_ms is not None for r in rounds)
+
+
 def test_a_node_that_raises_fails_that_invocation_and_the_next_runs(pipe) -> None:
     folder, mod = pipe
     with GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "f.db")) as grt:

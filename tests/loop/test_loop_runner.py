@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentsched.errors import PolicyError
-from agentsched.loop import oracle_view, reference_oracle, run_loop, run_metrics
+from agentsched.loop import oracle_view, reference_oracle, run_loop, run_metrics, summarize_runs
 from agentsched.loop.metrics import regret_fraction, regret_ms
 from agentsched.model import Mode, Status
+from agentsched.model.execution import Execution
 from agentsched.policies.base import Policy, Proposal
 from agentsched.testbeds import SimTestbed
 
@@ -176,3 +177,27 @@ def test_records_keep_figures_not_timelines_after_the_policy_observed_them(make_
     assert [x.e2e_ms for x in run.records[1].probes] == [30.0]
     m = run_metrics(run, oracle_view(wf, reference_oracle(wf, tb)))
     assert (m.executions, m.probes, m.best_round, m.best_e2e_ms) == (8, 2, 0, 15.0)
+
+
+def _run(status: Status, e2e_ms: float | None, **extra: object) -> Execution:
+    return Execution(status=status, mapping={"A": Mode.CPU}, e2e_ms=e2e_ms, elapsed_ms=e2e_ms or 5.0,
+                     peak_vram_mb=0.0, spans=(), message="" if status is Status.OK else "it raised", extra=extra)
+
+
+def test_a_round_leaves_out_runs_that_failed_in_host_code(make_workflow):
+    wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
+    host = _run(Status.ERROR, None, failed_node="llm")  # an LLM call around the placed tasks raised
+    assert not host.placement_failed
+    r = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), host, _run(Status.OK, 30.0)], 0, 3)
+    assert r.ok and r.e2e_ms == 20.0 and len(r.executions) == 3  # the median of those that ended
+    only = summarize_runs(wf, {"A": Mode.CPU}, [host, host], 0, 2)
+    assert only.status is Status.ERROR and only.e2e_ms is None  # nothing to judge the mapping by
+
+
+@pytest.mark.parametrize("bad", [_run(Status.ERROR, None, failed_task="A"), _run(Status.ERROR, None),
+                                 _run(Status.OOM, None, failed_node="llm")])
+def test_a_round_with_a_run_its_placement_may_have_failed_is_failed(make_workflow, bad):
+    wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
+    assert bad.placement_failed
+    r = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), bad], 0, 2)
+    assert r.status is bad.status and r.e2e_ms is None

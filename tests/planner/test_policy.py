@@ -144,3 +144,23 @@ def test_a_workflow_over_the_planner_cap_is_refused_in_one_line_before_any_run(p
         run_loop(big, make_policy(policy), Counting(), rounds=1, repeats=1)
     assert Counting.runs == 0
 
+
+
+def test_a_run_failed_in_host_code_is_no_evidence_against_its_mapping():
+    from agentsched.model.execution import Execution, Status
+
+    wf = load_scenario("S5")
+    pol = make_policy("agent-plan", probe_fraction=0.0)
+    pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None,
+                            rounds=20, repeats=5))
+    mapping = pol.propose(0).mapping
+    key = pol.key(mapping)
+
+    def failed(**extra):
+        return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=3.0, peak_vram_mb=0.0,
+                         spans=(), message="it raised", extra=extra)
+
+    pol.record(failed(failed_node="llm"))  # host code around the tasks: says nothing of the mapping
+    assert key not in pol.evidence.by_key or pol.evidence.by_key[key].failures == 0
+    pol.record(failed(failed_task="A"))  # a placed task raised: counted against it
+    assert pol.evidence.by_key[key].failures == 1

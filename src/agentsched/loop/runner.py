@@ -123,14 +123,17 @@ def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
 
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
                    executions_total: int) -> RoundResult:
-    """Fold R executions of one mapping into a round (median E2E; infeasible if any run failed)."""
-    bad = next((x for x in execs if not x.ok), None)
+    """Fold R executions of one mapping into a round: infeasible if a run failed where its placement
+    may be the cause (``Execution.placement_failed``), else the median E2E of the runs that ended;
+    runs that failed in host code are left out (all of them failed so: nothing to judge by, failed)."""
+    judged = [x for x in execs if x.ok or x.placement_failed] or execs
+    bad = next((x for x in judged if not x.ok), None)
     elapsed = statistics.median(x.elapsed_ms for x in execs)
     peak = max(x.peak_vram_mb for x in execs)
     if bad is not None:
         return RoundResult(round_index, mapping, bad.status, None, elapsed, peak, tuple(execs),
                            executions_total, bad.message)
-    e2e = statistics.median(x.e2e_ms for x in execs)  # type: ignore[misc]
+    e2e = statistics.median(x.e2e_ms for x in judged)  # type: ignore[misc]
     return RoundResult(round_index, mapping, Status.OK, e2e, elapsed, peak, tuple(execs), executions_total)
 
 

@@ -81,6 +81,15 @@ class Execution:
     def ok(self) -> bool:
         return self.status is Status.OK
 
+    @property
+    def placement_failed(self) -> bool:
+        """Did it fail where its placement may be the cause? An oom, or a placed task that raised,
+        counts (it cannot be told apart from a tool that fails on its device); a failure of the host
+        code around the placed tasks (``extra["failed_node"]``: a LangGraph host node, an LLM call
+        that raised) does not: the same run fails under any mapping, and a learner must not hold it
+        against this one."""
+        return not self.ok and not (self.status is Status.ERROR and "failed_node" in self.extra)
+
     def span(self, task: str) -> TaskSpan | None:
         for s in self.spans:
             if s.task == task:

@@ -190,7 +190,7 @@ class RuntimeMonitor:
         m.peak_vram_mb = max(m.peak_vram_mb, x.peak_vram_mb)
         if x.ok and x.e2e_ms is not None:
             m.add(x.e2e_ms)
-        else:
+        elif x.placement_failed:  # (a failure in host code says nothing of this mapping)
             m.infeasible = True
             m.message = x.message
             if x.status is Status.OOM and self.budget_mb is not None:
@@ -343,7 +343,7 @@ class RuntimeMonitor:
         self._round_probes = 0
         self._notes = []
         self._refused = False
-        failed = next((x.extra.get("failed_task") for x in result.executions if not x.ok), None)
+        failed = next((x.extra.get("failed_task") for x in result.executions if x.placement_failed), None)
         if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
             failed = None
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,

@@ -156,7 +156,7 @@ class PlanPolicy(Policy):
             self.evidence.add_tasks(key, contended)
             vram_of = {sp.task: self._vram_estimate(sp.task) for sp in x.spans if sp.vram_mb > 0}
             self.safety.learn_peak(x.peak_vram_mb, explained_peak_mb(x, vram_of))
-        else:
+        elif x.placement_failed:  # (a failure in host code says nothing of this mapping)
             risk = 1.0
             if self._pred is not None:
                 p = self._pred.predict(key)
