@@ -282,6 +282,8 @@ def test_missing_input_is_one_line(pipe) -> None:
         # the caller's input error, as every other (a server maps GraphInputError to its 400)
         with pytest.raises(GraphInputError, match="missing input.*source task split.*documents"):
             grt.invoke(text="no documents")
+        with pytest.raises(GraphInputError, match="^graph input 'documents' given twice"):
+            grt.invoke({"documents": ["a"]}, documents=["b"])
 
 
 def test_conditional_graph_learns_over_invocations_that_skip_a_branch(pipe) -> None:

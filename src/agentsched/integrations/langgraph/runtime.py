@@ -109,6 +109,9 @@ class GraphRuntime:
         if inputs is not None and not isinstance(inputs, Mapping):
             raise GraphInputError(f"graph input must be a mapping of state keys to values (e.g. "
                                   f"{{'question': ...}}), got {type(inputs).__name__}")
+        twice = sorted(set(inputs or {}) & set(kwargs))
+        if twice:
+            raise GraphInputError(f"graph input {twice[0]!r} given twice (in the mapping and as a keyword)")
         args = {**(inputs or {}), **kwargs}
         bad = [k for k in args if not isinstance(k, str) or k == RESULT_KEY]
         if bad:
