@@ -137,6 +137,7 @@ def serve(testbed_cls: type[LangGraphTestbed], clients: int, invocations: int, s
         for t in threads:
             t.join()
         wall_s = time.perf_counter() - t0
+    bed.close()  # (the runtime leaves a testbed passed in to its caller)
     return {"throughput_per_s": len(latencies) / wall_s, "p50_ms": percentile(latencies, 0.5),
             "p99_ms": percentile(latencies, 0.99), "mean_ms": statistics.fmean(latencies),
             "answered": len(latencies), "wrong": wrong}

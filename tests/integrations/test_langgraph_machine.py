@@ -357,3 +357,43 @@ def test_close_lets_the_runs_in_progress_end_before_it_unloads_and_starts_no_mor
     with pytest.raises(TestbedError, match="closed"):
         bed.run(one_wf, {"a": C}, inputs={"q": "late"})
 
+
+
+def test_close_leaves_every_tool_loaded_while_a_run_goes_on_past_its_wait(one_wf, monkeypatch) -> None:
+    from agentsched.integrations.langgraph import testbed as testbed_module
+
+    in_host, leave = threading.Event(), threading.Event()
+
+    def llm(state: State) -> dict[str, Any]:  # a host node still working when the close gives up
+        in_host.set()
+        leave.wait(5)
+        return {"b": "answered"}
+
+    g = StateGraph(State)
+    g.add_node("a", tool_node(SafeA))
+    g.add_node("llm", llm)
+    g.add_edge(START, "a")
+    g.add_edge("a", "llm")
+    g.add_edge("llm", END)
+    bed = LangGraphTestbed(g, cpu_workers=2)
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(bed.run(one_wf, {"a": C}, inputs={"q": "x"})))
+    t.start()
+    in_host.wait(5)
+    monkeypatch.setattr(testbed_module, "CLOSE_WAIT_S", 0.05)
+    bed.close()
+    assert not [e for _, e, _ in INSIDE.events if e.startswith("unload")]  # the run may still call a node
+    leave.set()
+    t.join(30)
+    assert out and out[0].ok
+
+
+def test_a_testbed_passed_in_outlives_the_runtime_that_used_it(one_wf, tmp_path) -> None:
+    from agentsched.integrations.langgraph import GraphRuntime
+
+    bed = LangGraphTestbed(one_node(SafeA), cpu_workers=2)
+    for i in range(2):  # the second runtime on the same testbed: its caller closes it, not the first
+        with GraphRuntime(one_node(SafeA), "passed-in", store=str(tmp_path / "p.db"), testbed=bed) as grt:
+            r = grt.invoke(q=f"q{i}")
+            assert r.ok, r.message
+    bed.close()

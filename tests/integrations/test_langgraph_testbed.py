@@ -256,6 +256,38 @@ def test_host_nodes_are_timed_and_a_failing_host_node_is_named(make_workflow) ->
     assert a.end_ms <= host["start_ms"] <= host["end_ms"] <= b.start_ms
     ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "bad"})
     assert ex.status is Status.ERROR and ex.message == "node llm (host) failed: ValueError: no answer"
+    assert ex.extra["failed_node"] == "llm" and not ex.placement_failed  # host code: not the mapping's
+
+
+def test_a_step_where_a_placed_node_and_a_host_node_both_fail_is_the_placed_nodes(make_workflow) -> None:
+    def llm(state: State) -> dict:
+        raise ValueError("no answer")
+
+    class Raises(Recording):
+        name = "b"
+
+        def run(self, inputs: dict[str, Any]) -> Any:
+            raise RuntimeError("kaboom")
+
+    g = StateGraph(State)
+    g.add_node("a", tool_node(A))
+    g.add_node("b", tool_node(Raises))  # in the same step as llm: LangGraph raises either error
+    g.add_node("llm", llm)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("a", "llm")
+    wf = make_workflow(CARDS, {"a": "a", "b": "b"}, [("a", "b")], space="three_way")
+    bed = LangGraphTestbed(g, cpu_workers=2)
+    for _ in range(12):  # (the order LangGraph picks varies from run to run)
+        ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "x"})
+        assert ex.extra.get("failed_task") == "b" and ex.placement_failed, ex.message
+
+
+def test_langgraphs_own_error_may_be_the_placements(make_workflow, wf) -> None:
+    bed = LangGraphTestbed(diamond(), recursion_limit=1)
+    ex = bed.run(wf, {t: C for t in "abcd"}, inputs={"q": "x"})
+    assert ex.status is Status.ERROR and ex.message.startswith("graph failed: ")
+    assert "failed_node" not in ex.extra and ex.placement_failed
 
 
 def test_conditional_branch_not_taken_is_reported_skipped(make_workflow) -> None:

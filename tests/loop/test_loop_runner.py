@@ -201,3 +201,14 @@ def test_a_round_with_a_run_its_placement_may_have_failed_is_failed(make_workflo
     assert bad.placement_failed
     r = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), bad], 0, 2)
     assert r.status is bad.status and r.e2e_ms is None
+
+
+def test_a_failed_run_counts_against_its_mapping_unless_it_failed_in_host_code_in_a_round_that_ended_well(
+        make_workflow):
+    wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
+    host, placed = _run(Status.ERROR, None, failed_node="llm"), _run(Status.ERROR, None, failed_task="A")
+    ok_round = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), host], 0, 2)
+    assert ok_round.ok and not ok_round.counts_against(host) and not ok_round.counts_against(_run(Status.OK, 1.0))
+    failed_round = summarize_runs(wf, {"A": Mode.CPU}, [host, host], 0, 2)
+    assert failed_round.counts_against(host)  # no run ended well: it may be the mapping's after all
+    assert summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), placed], 0, 2).counts_against(placed)

@@ -25,3 +25,10 @@ class RoundResult:
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    def counts_against(self, x: Execution) -> bool:
+        """Does run ``x`` of this round count against its mapping? A run that failed where its
+        placement may be the cause always does (``Execution.placement_failed``); one that failed in
+        host code only when the round failed too (no run of it ended well: the failure may be the
+        mapping's after all, e.g. host code that cannot take what a GPU-placed tool returned)."""
+        return not x.ok and (x.placement_failed or not self.ok)

@@ -180,7 +180,7 @@ class RuntimeMonitor:
         return self.workflow.task_cards[task].name if self.cards is not None else self.workflow.tasks[task].tool_label
 
     # ---- recording ---------------------------------------------------------------------------
-    def _record_execution(self, x: Execution, round_index: int | None) -> None:
+    def _record_execution(self, x: Execution, round_index: int | None, against: bool | None = None) -> None:
         key = mapping_key(self.workflow, x.mapping)
         m = self._measured.get(key)
         if m is None:
@@ -190,7 +190,7 @@ class RuntimeMonitor:
         m.peak_vram_mb = max(m.peak_vram_mb, x.peak_vram_mb)
         if x.ok and x.e2e_ms is not None:
             m.add(x.e2e_ms)
-        elif x.placement_failed:  # (a failure in host code says nothing of this mapping)
+        elif x.placement_failed if against is None else against:  # RoundResult.counts_against
             m.infeasible = True
             m.message = x.message
             if x.status is Status.OOM and self.budget_mb is not None:
@@ -343,7 +343,7 @@ class RuntimeMonitor:
         self._round_probes = 0
         self._notes = []
         self._refused = False
-        failed = next((x.extra.get("failed_task") for x in result.executions if x.placement_failed), None)
+        failed = next((x.extra.get("failed_task") for x in result.executions if result.counts_against(x)), None)
         if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
             failed = None
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
@@ -352,7 +352,7 @@ class RuntimeMonitor:
         self.history.append(entry)
         had = (self.contention, self.memory_pressure)
         for x in result.executions:
-            self._record_execution(x, result.round)
+            self._record_execution(x, result.round, result.counts_against(x))
         active = ["history"]
         whatifs: list[WhatIf] = []
         hints: list[Hint] = []

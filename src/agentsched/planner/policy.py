@@ -144,7 +144,8 @@ class PlanPolicy(Policy):
         u = self.model.unit[task]
         return max(self.model.priors[u].vram_mb or 0.0, self.model.vram_seen.get(u, 0.0))
 
-    def _record(self, x: Execution) -> None:
+    def _record(self, x: Execution, against: bool | None = None) -> None:
+        # against: does a failed x count against its mapping (RoundResult.counts_against; None: no round)
         key = self.key(x.mapping)
         obs = observe(x, lambda s: self.model.has_gpu(s.task))
         contended = {r.task: r.run_ms for r in obs.gpu if not r.isolated}
@@ -156,7 +157,7 @@ class PlanPolicy(Policy):
             self.evidence.add_tasks(key, contended)
             vram_of = {sp.task: self._vram_estimate(sp.task) for sp in x.spans if sp.vram_mb > 0}
             self.safety.learn_peak(x.peak_vram_mb, explained_peak_mb(x, vram_of))
-        elif x.placement_failed:  # (a failure in host code says nothing of this mapping)
+        elif x.placement_failed if against is None else against:
             risk = 1.0
             if self._pred is not None:
                 p = self._pred.predict(key)
@@ -488,7 +489,7 @@ class PlanPolicy(Policy):
         self.rounds_seen += 1
         before = len(self.changes)
         for x in result.executions:
-            self._record(x)
+            self._record(x, result.counts_against(x))
         self.widen = max(1.0, self.widen * WIDEN_DECAY)
         # no refit here (the next proposal fits): the GPU runs held, and the noise of the last fit
         runs = sum(len(v) for v in self.model.gpu_runs.values())

@@ -130,14 +130,13 @@ class GraphMachine:
         line.popleft()
         self._cond.notify_all()  # the next in line may be free too (another slot)
 
-    def close(self, timeout_s: float) -> set[str]:
-        """Start no run any more; wait up to ``timeout_s`` for the runs in progress to end. Returns
-        the tasks whose tool is still running then (not to be unloaded under it)."""
+    def close(self, timeout_s: float) -> bool:
+        """Start no run any more; wait up to ``timeout_s`` for the runs in progress to end. True when
+        none runs any more (the tools may be unloaded)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._runs == 0, timeout=timeout_s)
-            return {t for t, n in self._tools_busy.items() if n}
+            return self._cond.wait_for(lambda: self._runs == 0, timeout=timeout_s)
 
     @property
     def vram_held_mb(self) -> float:

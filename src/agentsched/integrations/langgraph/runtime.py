@@ -82,6 +82,7 @@ class GraphRuntime:
         ``cpu_slots`` is the CPU worker pool), or a built ``LangGraphTestbed``."""
         from agentsched.runtime import Runtime
 
+        self._own_testbed = not isinstance(testbed, LangGraphTestbed)
         if not isinstance(testbed, LangGraphTestbed):
             spec = testbed if testbed is not None else TestbedSpec(kind=TestbedKind.LOCAL)
             if spec.kind is not TestbedKind.LOCAL:
@@ -100,7 +101,8 @@ class GraphRuntime:
             self.runtime = Runtime(wf, policy=policy, store=store, testbed=self.testbed, round_size=round_size,
                                    explore_fraction=explore_fraction, seed=seed, policy_options=policy_options)
         except BaseException:
-            self.testbed.close()
+            if self._own_testbed:
+                self.testbed.close()
             raise
 
     def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
@@ -133,11 +135,13 @@ class GraphRuntime:
             status=r.status, message=r.message, invocation_id=r.invocation_id, kind=r.kind, round=r.round)
 
     def close(self) -> None:
-        """Stop the runtime, unload the tools, close the store."""
+        """Stop the runtime, close the store, and unload the tools of a testbed it built (a
+        ``LangGraphTestbed`` passed in is the caller's to close: it may serve another runtime)."""
         try:
             self.runtime.close()
         finally:
-            self.testbed.close()
+            if self._own_testbed:
+                self.testbed.close()
 
     def __enter__(self) -> GraphRuntime:
         return self

@@ -303,14 +303,14 @@ class LangGraphTestbed(Testbed):
 
     def close(self) -> None:
         """Start no invocation any more, let the runs in progress end (at most ``CLOSE_WAIT_S``), then
-        unload the tools; a tool still running then is left loaded, with a warning, not unloaded
-        under its call."""
-        busy = self.machine.close(CLOSE_WAIT_S)
-        if busy:
-            log.warning("LangGraph testbed closed while node(s) %s still ran after %g s: their tools are "
-                        "left loaded", ", ".join(sorted(busy)), CLOSE_WAIT_S)
+        unload the tools; while a run still goes on then, every tool is left loaded, with a warning."""
+        if not self.machine.close(CLOSE_WAIT_S):
+            # a run may still call any node (it may be in a host node now): nothing is unloaded under it
+            log.warning("LangGraph testbed closed while invocations still ran after %g s: the tools are left "
+                        "loaded", CLOSE_WAIT_S)
+            return
         for task in list(self._tools):
-            if self._where.get(task) is not None and task not in busy:
+            if self._where.get(task) is not None:
                 self._tools[task].unload()
                 self._where[task] = None
 
@@ -420,7 +420,10 @@ class LangGraphTestbed(Testbed):
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
         status, message, node = self._failure(inv, timer, error)
         # failed_task names a task (a placeable node) the policy may move; a host node is not one
-        failed = {"failed_task": node} if node in self.spec.nodes else {"failed_node": node}
+        # failed_node: a host node raised (not the placement's doing); LangGraph's own error (no node:
+        # a step timeout, a recursion limit) may be the placement's, and is not marked so
+        failed = ({"failed_task": node} if node in self.spec.nodes else {"failed_node": node} if node is not None
+                  else {})
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
                          extra={**extra, **failed},
                          outputs=dict(inv.outputs), **common)
@@ -429,9 +432,10 @@ class LangGraphTestbed(Testbed):
                  error: BaseException) -> tuple[Status, str, str | None]:
         """Status, one-line message and failing node of a failed invocation."""
         failed = inv.failure(error)
-        if failed is None:  # a host node's error, or else the first failure seen
+        if failed is None:  # a placeable node's failure first (LangGraph raises one of a step's errors at
+            # random, and the placement may have caused that one), then a host node's
             host = next((f for f in timer.failed if f[1] is error), None)
-            failed = host or (inv.failures[0] if inv.failures else None) or (timer.failed[0] if timer.failed else None)
+            failed = (inv.failures[0] if inv.failures else None) or host or (timer.failed[0] if timer.failed else None)
         if failed is not None and failed[0] in self.spec.nodes:
             task, exc = failed
             if isinstance(exc, Infeasible):
