@@ -18,6 +18,10 @@ from agentsched.cli.main import app
 from agentsched.testbeds.spec import TestbedSpec
 
 CLI = Path(options.__file__).parent
+# flags two or more commands once declared each inline (now in options.py, a variant where one differs)
+MOVED = {"--json-out", "--store", "--policy", "-p", "--rounds", "--repeats", "--seeds", "--mapping", "-m", "--input",
+         "-i", "--input-json", "--inputs-jsonl", "--rates", "--arrival", "--duration-s", "--vram-budget-mb",
+         "--time-scale", "--token-file", "--round-size", "--out"}
 FLAG = re.compile(r"--?[a-zA-Z][\w-]*")
 
 
@@ -74,6 +78,7 @@ def test_a_shared_flag_is_declared_only_in_options_py():
     second ``typer.Option`` under the same flag (which would drift from the shared one)."""
     shared = _shared_flags()
     assert {"--seed", "--testbed", "--cpu-slots", "--json", "--llm-model"} <= shared  # the scan sees options.py
+    assert MOVED <= shared  # ... and the flags several commands declared inline before (so again is an error)
     again = [f"{path.name}:{line} {flag}" for path in sorted(CLI.glob("*.py")) if path.name != "options.py"
              for line, flag in _declared(path.read_text()) if flag in shared]
     assert again == []
@@ -101,3 +106,23 @@ def test_a_variant_keeps_the_flag_and_changes_only_what_it_is_given():
     assert options.CPU_SLOTS.default is None and options.CPU_SLOTS.help == options.CPU_SLOTS_HELP  # untouched
     kept = options.variant(options.SEED, help="other")
     assert (kept.default, kept.help) == (0, "other")
+
+
+def test_a_variant_may_add_a_short_name_and_leaves_the_shared_option_alone():
+    v = options.variant(options.OUT, short="-o")
+    assert v.param_decls == ("--out", "-o") and options.OUT.param_decls == ("--out",)
+    assert options.MAPPING_M.param_decls == ("--mapping", "-m") and options.MAPPING.param_decls == ("--mapping",)
+
+
+def test_the_moved_flags_keep_their_short_names_and_required_ness():
+    """invoke's --mapping never had -m; simulate, profile, store export and loadgen's flags stay required."""
+    params = {name: {p.name: p for p in cmd.params} for name, cmd in typer.main.get_command(app).commands.items()}
+    assert params["invoke"]["mapping"].opts == ["--mapping"]
+    assert params["simulate"]["mapping"].opts == params["throughput"]["mapping"].opts == ["--mapping", "-m"]
+    assert params["profile"]["out"].opts == ["--out", "-o"] and params["profile"]["out"].required
+    assert params["simulate"]["mapping"].required and params["serve"]["store"].required
+    assert params["loadgen"]["rates"].required and not params["load"]["rates"].required
+    assert {c: params[c]["seeds"].default for c in ("bench", "ablation", "agent-check", "load")} == {
+        "bench": 5, "ablation": 5, "agent-check": 3, "load": 3}
+    export = typer.main.get_command(app).commands["store"].commands["export"]
+    assert next(p for p in export.params if p.name == "out").required

@@ -10,7 +10,7 @@ import typer
 
 from agentsched.cli import options as o
 from agentsched.cli.common import console, load_workflow, load_workflow_and_world, loop_counts, testbed_spec
-from agentsched.cli.options import JSON_OUT_HELP, WORLD, InitialRule, StartKind
+from agentsched.cli.options import WORLD, InitialRule, StartKind
 from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
 from agentsched.model.options import INITIALS, STARTS
@@ -41,15 +41,15 @@ def _baselines(values: list[str]) -> tuple[str, ...]:
 
 def ablation_cmd(
     workflow: str = typer.Argument("S13", help="scenario name or workflow file (the paper uses S13)"),
-    rounds: int = typer.Option(20, help="rounds per run"),
-    repeats: int = typer.Option(5, help="executions per round (median)"),
-    seeds: int = typer.Option(5, help="runs per variant, seeds 0..N-1"),
+    rounds: int = o.ROUNDS,
+    repeats: int = o.REPEATS,
+    seeds: int = o.variant(o.SEEDS, help="runs per variant, seeds 0..N-1"),  # ablation compares variants, not policies
     start: StartKind = START_ONE,
     initial: Optional[InitialRule] = o.INITIAL,
     cards: Optional[str] = o.CARDS,
     world: Optional[str] = WORLD,
     json_out: bool = o.JSON,
-    json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+    json_file: Optional[str] = o.JSON_OUT,
     journal_file: Optional[str] = typer.Option(None, "--journal", help="record each finished run in this file "
                                                                        "(SQLite) as it completes"),
     resume: bool = typer.Option(False, "--resume", help="continue the interrupted ablation of --journal"),
@@ -89,14 +89,14 @@ def ablation_cmd(
 
 def agent_check_cmd(
     scenarios: Optional[list[str]] = typer.Argument(None, help="scenarios or workflow files (default: S1..S13)"),
-    rounds: int = typer.Option(20, help="rounds per run"),
-    repeats: int = typer.Option(5, help="executions per round (median)"),
-    seeds: int = typer.Option(3, help="runs per scenario and policy, seeds 0..N-1"),
+    rounds: int = o.ROUNDS,
+    repeats: int = o.REPEATS,
+    seeds: int = o.variant(o.SEEDS, default=3),  # fewer: a check runs every scenario, both starts and baselines
     start: Optional[StartKind] = o.variant(o.START, help="warm or cold (default: both)"),  # None: both compared
     baseline: list[str] = typer.Option(["ucb1"], "--baseline", help="baseline policies to run beside (repeatable)"),
     world: Optional[str] = WORLD,
     json_out: bool = o.JSON,
-    json_file: Optional[str] = typer.Option(None, "--json-out", help=JSON_OUT_HELP),
+    json_file: Optional[str] = o.JSON_OUT,
 ) -> None:
     """Does agent-rules reach an oracle-equivalent mapping? First round, executions, baselines, paper."""
     from agentsched.experiments.check import run_check
@@ -120,7 +120,7 @@ def agent_check_cmd(
 def prompt_cmd(
     workflow: str = typer.Argument(..., help="scenario name or workflow file"),
     start: StartKind = START_ONE,
-    rounds: int = typer.Option(20, help="rounds the prompt announces"),
+    rounds: int = o.variant(o.ROUNDS, help="rounds the prompt announces"),  # prompt runs none: it only states them
     cards: Optional[str] = o.CARDS,
     predictions: bool = typer.Option(False, "--predictions/--no-predictions",
                                      help="with the optional model-predictions stream (agent-llm "

@@ -141,10 +141,11 @@ def bench_cmd(
                                                        "them (default: all 13)"),
     policies: Optional[str] = typer.Option(None, help="comma-separated policies (default: every baseline, oracle, "
                                                       "agent-rules, agent-rules-cold, agent-plan, agent-plan-cold)"),
-    rounds: int = typer.Option(20, help="rounds per run"),
-    repeats: int = typer.Option(5, help="executions per round (median)"),
-    seeds: int = typer.Option(5, help="runs per scenario and policy, seeds 0..N-1"),
-    out: Path = typer.Option(Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
+    rounds: int = o.ROUNDS,
+    repeats: int = o.REPEATS,
+    seeds: int = o.SEEDS,
+    # bench's own folder and files
+    out: Path = o.variant(o.OUT, default=Path("bench-out"), help="output folder (results.json, report.md, PNGs)"),
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS,
     testbed: o.TestbedKind = o.TESTBED, size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE,
     cpu_slots: Optional[int] = o.CPU_SLOTS, ray_address: Optional[str] = o.RAY_ADDRESS,

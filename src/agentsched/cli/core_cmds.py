@@ -116,7 +116,8 @@ def show_cmd(
 
 def simulate_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-    mapping: str = typer.Option(..., "--mapping", "-m", help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
+    # simulate executes the one mapping it is given: required
+    mapping: str = o.variant(o.MAPPING_M, default=..., help="e.g. A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu"),
     seed: int = o.SEED,
     noise: Optional[float] = o.NOISE,
     cards: Optional[str] = o.CARDS,
@@ -156,7 +157,7 @@ def oracle_cmd(
     cards: Optional[str] = o.CARDS,
     testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE,
-    repeats: int = typer.Option(5, help="runs per mapping on a noisy testbed (median)"),
+    repeats: int = o.variant(o.REPEATS, help="runs per mapping on a noisy testbed (median)"),  # no rounds in oracle
     # no policy here, and the sim oracle runs noise-free: the seed only reaches a real testbed
     seed: int = o.variant(o.SEED, help="seed of the testbed (local/ray: the tools' weights and inputs; the sim "
                                        "oracle is noise-free)"),

@@ -21,7 +21,7 @@ def generate_cmd(
     cards: str = o.variant(o.CARDS, default="a5500", help="card set the tools are drawn from"),
     seed: int = o.variant(o.SEED, help="seed of the draws (same arguments, same files)"),
     count: int = typer.Option(1, "--count", help="workflows to write"),
-    out: Path = typer.Option(Path("generated"), "--out", help="output folder"),
+    out: Path = o.variant(o.OUT, default=Path("generated")),  # generate's own folder
     json_out: bool = o.JSON,
 ) -> None:
     """Write random workflows (YAML) for `agentsched bench --scenarios DIR`."""

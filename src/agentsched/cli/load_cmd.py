@@ -26,22 +26,25 @@ def _floats(text: str | None, flag: str) -> list[float] | None:
 def load_cmd(
     workflows: list[str] = typer.Argument(..., help="scenario names or workflow files (the mix)"),
     load: str = typer.Option(None, "--load", help="loads, comma-separated (arrival rate / capacity, e.g. 0.3,0.6,0.9)"),
-    rates: str = typer.Option(None, "--rates", help="arrival rates per simulated second instead of --load"),
-    arrival: str = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)"),
-    duration_s: float = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds"),
+    # load takes --load or --rates: optional here
+    rates: str = opt.variant(opt.RATES, default=None, help="arrival rates per simulated second instead of --load"),
+    arrival: str = opt.ARRIVAL,
+    duration_s: float = opt.DURATION_S,
     policies: str = typer.Option(None, "--policies", help="comma-separated load policies (default: agentsched and "
                                                             "every baseline with and without admission)"),
-    seeds: int = typer.Option(3, "--seeds", help="streams per policy and load (the same streams for every policy)"),
-    vram_budget_mb: float = typer.Option(None, "--vram-budget-mb", help="the shared GPU's VRAM budget (default: the "
-                                                                        "largest budget the workflows name; none if none)"),
+    # a seed is an arrival stream here, not a closed-loop run
+    seeds: int = opt.variant(opt.SEEDS, default=3, help="streams per policy and load (the same streams for every "
+                                                        "policy)"),
+    vram_budget_mb: float = opt.VRAM_BUDGET_MB,
     # the slots of the stream's one shared simulated machine (bounded: a load must be able to queue)
     cpu_slots: int = opt.variant(opt.CPU_SLOTS, default=16, help="CPU slots shared by all invocations"),
     noise: Optional[float] = opt.NOISE,
     world: str = opt.WORLD,
-    out: Path = typer.Option(Path("load-out"), "--out", help="output folder (report.md, the plot, load.json)"),
+    # load's own folder and files
+    out: Path = opt.variant(opt.OUT, default=Path("load-out"), help="output folder (report.md, the plot, load.json)"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
     json_out: bool = opt.JSON,
-    json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
+    json_file: str = opt.JSON_OUT,
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
     from agentsched.cli.common import load_workflow, positive

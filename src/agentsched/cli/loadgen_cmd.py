@@ -14,20 +14,23 @@ from agentsched.errors import AgentschedError
 def loadgen_cmd(
     url: str = typer.Argument(..., help="the service, e.g. http://127.0.0.1:8000"),
     workflows: list[str] = typer.Argument(..., help="the mix: names of served workflows (GET /v1/workflows)"),
-    rates: str = typer.Option(..., "--rates", help="arrival rates per simulated second, comma-separated"),
-    arrival: str = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)"),
-    duration_s: float = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds"),
+    rates: str = opt.RATES,
+    arrival: str = opt.ARRIVAL,
+    duration_s: float = opt.DURATION_S,
     # the arrival stream's seed (no testbed or policy here: the service has its own)
     seed: int = opt.variant(opt.SEED, help="the stream's seed (stream SEED of `agentsched load --seeds`)"),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="the server's --time-scale (simulated ms per wall "
-                                     "ms); 1 for real tools"),
-    token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the service's bearer token"),
-    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE sent with every invocation "
-                                               "(repeatable; text): the inputs a workflow of user tools takes"),
-    input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE sent with "
-                                              "every invocation (--input items override it)"),
+    # the client side: it must match the server's --time-scale
+    time_scale: float = opt.variant(opt.TIME_SCALE, help="the server's --time-scale (simulated ms per wall ms); 1 "
+                                                         "for real tools"),
+    # the client side: the token it sends
+    token_file: Optional[Path] = opt.variant(opt.TOKEN_FILE, help="file holding the service's bearer token"),
+    # sent with every invocation of the stream
+    input_: Optional[list[str]] = opt.variant(opt.INPUT, help="NAME=VALUE sent with every invocation (repeatable; "
+                                                              "text): the inputs a workflow of user tools takes"),
+    input_json: Optional[Path] = opt.variant(opt.INPUT_JSON, help="JSON object of NAME: VALUE sent with every "
+                                                                  "invocation (--input items override it)"),
     json_out: bool = opt.JSON,
-    json_file: str = typer.Option(None, "--json-out", help=opt.JSON_OUT_HELP),
+    json_file: str = opt.JSON_OUT,
 ) -> None:
     """Send an arrival stream to `agentsched serve` at its scheduled times (open loop) and report
     the latency percentiles the clients saw, in simulated ms. Exits 1 when the service ran no

@@ -104,14 +104,14 @@ def old_json_form(argv: list[str]) -> str | None:
     return None
 
 
-#: (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
-_KEY = (LLM_FLAGS["api_key"], "AGENTSCHED_LLM_API_KEY")
-_URL = (LLM_FLAGS["base_url"], "AGENTSCHED_LLM_BASE_URL")
-
-
 def _secrets(argv: list[str]) -> list[str]:
     """The secrets this invocation was given (an API key, URL credentials), to mask in error lines."""
+    from agentsched.agent.llm.config import ENV_API_KEY, ENV_BASE_URL
     from agentsched.agent.secrets import url_secrets
+
+    # (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
+    key = (LLM_FLAGS["api_key"], ENV_API_KEY)
+    url_given = (LLM_FLAGS["base_url"], ENV_BASE_URL)
 
     def given(flag: str, var: str) -> list[str]:
         values = [os.environ.get(var, "")]
@@ -122,7 +122,7 @@ def _secrets(argv: list[str]) -> list[str]:
                 values.append(a[len(flag) + 1:])
         return values
 
-    return [*given(*_KEY), *(s for url in given(*_URL) for s in url_secrets(url))]
+    return [*given(*key), *(s for url in given(*url_given) for s in url_secrets(url))]
 
 
 def _error(text: str, argv: list[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import enum
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -21,10 +22,13 @@ HeftMachine = enum.Enum("HeftMachine", {m.upper(): m for m in MACHINE_MODELS}, t
 _SAME: Any = object()  # variant(): the shared default kept
 
 
-def variant(option: Any, *, default: Any = _SAME, help: str | None = None) -> Any:
+def variant(option: Any, *, default: Any = _SAME, help: str | None = None, short: str | None = None) -> Any:
     """``option`` as one command takes it: the same flag (written once, here) with that command's own
-    default and/or help. Only for a real difference (say why at the call), never a rewording."""
+    default and/or help, and ``short``: a short name it also takes (``-o``). Only for a real difference
+    (say why at the call), never a rewording."""
     out = copy.copy(option)
+    if short is not None:
+        out.param_decls = (*option.param_decls, short)
     if default is not _SAME:
         out.default = default
     if help is not None:
@@ -43,6 +47,7 @@ CPU_SLOTS_HELP = ("at most this many CPU tasks at once (sim default: unbounded m
                   "--realtime shared machine; local: worker pool)")
 
 JSON = typer.Option(False, "--json", help=JSON_HELP)
+JSON_OUT = typer.Option(None, "--json-out", help=JSON_OUT_HELP)
 # run, throughput: their progress text still prints beside the JSON, so it moves to stderr
 JSON_TEXT_ON_STDERR = variant(JSON, help=JSON_HELP + " (the text goes to stderr)")
 
@@ -88,6 +93,39 @@ HEFT_MODEL = typer.Option(None, "--heft-model", help="heft/heft-cf machine: para
                                                      "time per processor: --cpu-slots cores, default 1, and one GPU)")
 CARDS = typer.Option(None, "--cards", help="card set name or JSON file (default: the workflow's)")
 
+POLICY_DEFAULT_HELP = "default: agent-plan, or agent-plan-cold when a task has no card"
+POLICY = typer.Option(None, "--policy", "-p", help=f"policy name (see `agentsched policies`; {POLICY_DEFAULT_HELP})")
+
+# ---- the closed loop (run, bench, ablation, agent-check) --------------------------------------------
+ROUNDS = typer.Option(20, "--rounds", help="rounds per run (the paper uses 20)")
+REPEATS = typer.Option(5, "--repeats", help="executions per round; the round's E2E is their median")
+SEEDS = typer.Option(5, "--seeds", help="runs per scenario and policy, seeds 0..N-1")
+
+# ---- mappings, outputs ---------------------------------------------------------------------------
+MAPPING = typer.Option(None, "--mapping", help="TASK=PLACEMENT,... e.g. A=cpu,B=gpu_now (cpu, gpu_now or gpu_queue)")
+# simulate and throughput also take -m (invoke never did)
+MAPPING_M = variant(MAPPING, short="-m")
+OUT = typer.Option(..., "--out", help="output folder")
+
+# ---- the runtime: its store, invocations' inputs, rounds of invocations (invoke, serve, ...) ---------
+STORE = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store")
+INPUT = typer.Option(None, "--input", "-i", help="NAME=VALUE (repeatable; text)")
+INPUT_JSON = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE")
+INPUTS_JSONL = typer.Option(None, "--inputs-jsonl", help="one invocation per line (a JSON object of NAME: VALUE), "
+                                                         "in one process; JSONL out")
+ROUND_SIZE = typer.Option(5, "--round-size", help="invocations per round (one mapping each)")
+
+# ---- arrival streams and the shared machine (load, loadgen, serve --realtime) ---------------------
+RATES = typer.Option(..., "--rates", help="arrival rates per simulated second, comma-separated")
+ARRIVAL = typer.Option("poisson", "--arrival", help="poisson, bursty or trace:FILE (TIME_S,WORKFLOW lines)")
+DURATION_S = typer.Option(60.0, "--duration-s", help="arrivals over this many simulated seconds")
+VRAM_BUDGET_MB = typer.Option(None, "--vram-budget-mb", help="the shared GPU's VRAM budget (default: the largest "
+                                                             "budget the workflows name; none if none)")
+TIME_SCALE = typer.Option(1.0, "--time-scale", help="--realtime: simulated ms per wall ms (10: a 60 s simulated "
+                                                    "stream runs in 6 s)")
+TOKEN_FILE = typer.Option(None, "--token-file", help="file holding the bearer token clients must send "
+                                                     "(Authorization: Bearer TOKEN)")
+
 # ---- agent-llm (the --llm-* options) -------------------------------------------------------------
 LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="agent-llm: OpenAI-compatible URL")
 LLM_MODEL = typer.Option(None, "--llm-model", help="agent-llm: model name")
@@ -104,7 +142,9 @@ LLM_PREDICTIONS = typer.Option(None, "--llm-predictions/--no-llm-predictions",
                                help="agent-llm: add the planner's model predictions (top mappings with predicted "
                                     "E2E, VRAM and a range) to the prompt as a fifth stream (default: off)")
 
-__all__ = ["CARDS", "CPU_SLOTS", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL", "InitialRule", "JSON",
-           "JSON_TEXT_ON_STDERR", "LLM_FLAGS",
-           "NOISE", "POLICY_OPTION", "RAY_ADDRESS", "SEED", "SIZE", "SPEC_OPTIONS", "START", "StartKind",
-           "TASK_TIMEOUT", "TESTBED", "TestbedKind", "WORLD", "variant"]
+__all__ = ["ARRIVAL", "CARDS", "CPU_SLOTS", "DURATION_S", "EMULATE_GPU", "HEFT_MODEL", "HeftMachine", "INITIAL",
+           "INPUT", "INPUTS_JSONL", "INPUT_JSON", "InitialRule", "JSON", "JSON_OUT", "JSON_TEXT_ON_STDERR", "LLM_FLAGS",
+           "MAPPING", "MAPPING_M", "NOISE", "OUT", "POLICY", "POLICY_DEFAULT_HELP", "POLICY_OPTION", "RATES",
+           "RAY_ADDRESS", "REPEATS", "ROUNDS", "ROUND_SIZE", "SEED", "SEEDS", "SIZE", "SPEC_OPTIONS", "START",
+           "STORE", "StartKind", "TASK_TIMEOUT", "TESTBED", "TIME_SCALE", "TOKEN_FILE", "TestbedKind",
+           "VRAM_BUDGET_MB", "WORLD", "variant"]

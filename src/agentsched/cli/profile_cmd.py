@@ -11,7 +11,7 @@ from agentsched.cli import options as o
 
 
 def profile_cmd(
-    out: Path = typer.Option(..., "--out", "-o", help="card-set JSON file to write"),
+    out: Path = o.variant(o.OUT, short="-o", help="card-set JSON file to write"),  # a file, not a folder
     tools: str = typer.Option("all", help="'all' or a comma list of built-in tools and your own tools as "
                                           "package.module:Class, e.g. clip,groupby,mytools:Embed"),
     device: str = typer.Option("cpu", help="cpu, gpu, or all"),

@@ -26,8 +26,8 @@ def throughput_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
     concurrency: int = typer.Option(4, "--concurrency", "-k", help="invocations running at once"),
     batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
-    mapping: Optional[str] = typer.Option(None, "--mapping", "-m",
-                                          help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
+    # one fixed mapping for every invocation, all-cpu unless given
+    mapping: Optional[str] = o.variant(o.MAPPING_M, help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
     testbed: RayOnly = o.variant(o.TESTBED, default=RayOnly.RAY,  # type: ignore[valid-type]
                                  help="ray: the only testbed that runs invocations at once"),
     ray_address: Optional[str] = o.RAY_ADDRESS,
@@ -38,11 +38,14 @@ def throughput_cmd(
                                                            "cluster's CPUs)"),
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = o.JSON_TEXT_ON_STDERR,
-    json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
-    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE given to every invocation "
-                                               "of a user workflow (repeatable; text)"),
-    inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one JSON object of NAME: VALUE a "
-                                                "line, one per invocation in turn (cycling when fewer; the warm-up batch takes the first)"),
+    json_file: Optional[Path] = o.JSON_OUT,
+    # one value for all K invocations of a batch
+    input_: Optional[list[str]] = o.variant(o.INPUT, help="NAME=VALUE given to every invocation of a user workflow "
+                                                          "(repeatable; text)"),
+    # the lines feed K concurrent invocations in turn (not one invocation each, in one process)
+    inputs_jsonl: Optional[Path] = o.variant(o.INPUTS_JSONL, help="one JSON object of NAME: VALUE a line, one per "
+                                             "invocation in turn (cycling when fewer; the warm-up batch takes the "
+                                             "first)"),
 ) -> None:
     """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
     invocation's E2E and the throughput (ok invocations per second of wall time). Exits 1 when

@@ -135,13 +135,12 @@ def _execute(wf: Workflow, pol: Policy, name: str, tb: Testbed, *, rounds: int, 
 
 def run_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="policy name (see `agentsched policies`; "
-                                         "default: agent-plan, or agent-plan-cold when a task has no card)"),
-    rounds: int = typer.Option(20, help="rounds (the paper uses 20)"),
-    repeats: int = typer.Option(5, help="executions per round; the round's E2E is their median"),
+    policy: Optional[str] = o.POLICY,
+    rounds: int = o.ROUNDS,
+    repeats: int = o.REPEATS,
     seed: int = o.SEED,
     json_out: bool = o.JSON_TEXT_ON_STDERR,
-    json_file: Optional[Path] = typer.Option(None, "--json-out", help=o.JSON_OUT_HELP),
+    json_file: Optional[Path] = o.JSON_OUT,
     start: Optional[o.StartKind] = o.START, cards: Optional[str] = o.CARDS, testbed: o.TestbedKind = o.TESTBED,
     size: o.Size = o.SIZE, noise: Optional[float] = o.NOISE, cpu_slots: Optional[int] = o.CPU_SLOTS,
     ray_address: Optional[str] = o.RAY_ADDRESS, emulate_gpu: bool = o.EMULATE_GPU, world: Optional[str] = o.WORLD,

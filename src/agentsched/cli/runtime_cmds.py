@@ -15,7 +15,6 @@ from agentsched.cli.common import console, testbed_spec
 from agentsched.cli.policy_opts import PolicyFlags, policy_options
 from agentsched.errors import AgentschedError
 
-STORE_HELP = "the runtime's SQLite store (created when missing)"
 MAX_INPUT_DEPTH = 100  # nesting levels of an --input-json value
 
 
@@ -89,14 +88,16 @@ def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]
 
 def invoke_cmd(
     workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
-    input_: Optional[list[str]] = typer.Option(None, "--input", "-i", help="NAME=VALUE (repeatable; text)"),
-    input_json: Optional[Path] = typer.Option(None, "--input-json", help="JSON object of NAME: VALUE"),
-    store: Path = typer.Option(Path("agentsched.db"), "--store", help=STORE_HELP),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy that learns the placement "
-                                         "(default: agent-plan, or agent-plan-cold when a task has no card)"),
+    input_: Optional[list[str]] = o.INPUT,
+    input_json: Optional[Path] = o.INPUT_JSON,
+    # invoke creates the store it is pointed at (history and `store` read an existing one)
+    store: Path = o.variant(o.STORE, help="the runtime's SQLite store (created when missing)"),
+    # an online policy: it learns the placement across invocations
+    policy: Optional[str] = o.variant(o.POLICY, help=f"online policy that learns the placement "
+                                                     f"({o.POLICY_DEFAULT_HELP})"),
     policy_option: Optional[list[str]] = o.POLICY_OPTION,
     json_out: bool = o.JSON,
-    round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
+    round_size: int = o.ROUND_SIZE,
     explore_fraction: float = typer.Option(0.1, "--explore-fraction",
                                            help="share of invocations the monitor's what-ifs may take"),
     seed: int = o.SEED,
@@ -107,10 +108,10 @@ def invoke_cmd(
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     cards: Optional[str] = o.CARDS,
-    inputs_jsonl: Optional[Path] = typer.Option(None, "--inputs-jsonl", help="one invocation per line (a JSON "
-                                                "object of NAME: VALUE), in one process; JSONL out"),
-    mapping: Optional[str] = typer.Option(None, "--mapping", help="run under A=cpu,B=gpu_now,... (pinned: "
-                                          "kept outside the learner)"),
+    inputs_jsonl: Optional[Path] = o.INPUTS_JSONL,
+    # a pinned run beside the learner (no -m here)
+    mapping: Optional[str] = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the "
+                                                       "learner)"),
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
@@ -184,7 +185,7 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
 
 def history_cmd(
     workflow: str = typer.Argument(..., help="workflow name or file"),
-    store: Path = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store"),
+    store: Path = o.STORE,
     json_out: bool = o.JSON,
     plot: Optional[Path] = typer.Option(None, "--plot",
                                         help="write the learning curve to this file (.png, .svg or .pdf)"),

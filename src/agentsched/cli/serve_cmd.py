@@ -14,7 +14,9 @@ from agentsched.errors import AgentschedError
 
 def serve_cmd(
     workflows: list[str] = typer.Argument(..., help="workflow files, folders of them, or scenario names"),
-    store: Path = typer.Option(..., "--store", help="SQLite store of every workflow's learner (created when missing)"),
+    # a service names its one store, for every workflow's learner: required
+    store: Path = o.variant(o.STORE, default=..., help="SQLite store of every workflow's learner (created when "
+                                                       "missing)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind (loopback by default)"),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free one, printed at start)"),
     # a service runs the real tools by default: sim needs profiled cards
@@ -22,24 +24,22 @@ def serve_cmd(
                                        "ray or sim (sim needs profiled cards)"),
     realtime: bool = typer.Option(False, "--realtime", help="sim: tools sleep their simulated durations "
                                   "(load tests without a GPU) on one shared simulated machine"),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="--realtime: simulated ms per wall ms (10: a 60 s "
-                                     "simulated stream runs in 6 s)"),
-    vram_budget_mb: Optional[float] = typer.Option(None, "--vram-budget-mb", help="--realtime: the shared GPU's "
-                                                   "VRAM budget (default: the smallest the workflows name; none if "
-                                                   "none)"),
+    time_scale: float = o.TIME_SCALE,
+    # --realtime only, and a service fits the smallest budget its workflows name (load: the largest)
+    vram_budget_mb: Optional[float] = o.variant(o.VRAM_BUDGET_MB, help="--realtime: the shared GPU's VRAM budget "
+                                                "(default: the smallest the workflows name; none if none)"),
     placement: str = typer.Option("policy", "--placement", help="policy: each workflow's policy picks a mapping "
                                   "per invocation; live (local, or sim --realtime): each task placed when ready by "
                                   "the load-aware planner over the machine's live state (every invocation in "
                                   "flight, the VRAM budget, the CPU slots)"),
-    token_file: Optional[Path] = typer.Option(None, "--token-file", help="file holding the bearer token clients "
-                                              "must send (Authorization: Bearer TOKEN)"),
+    token_file: Optional[Path] = o.TOKEN_FILE,
     insecure: bool = typer.Option(False, "--insecure", help="allow a non-loopback --host without --token-file"),
     max_concurrency: int = typer.Option(64, "--max-concurrency", help="invocations accepted at once (more: 503)"),
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     drain_s: float = typer.Option(30.0, "--drain-s", help="SIGTERM: seconds in-flight invocations may take"),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p", help="online policy of every workflow (default: "
-                                         "agent-plan, or agent-plan-cold when a task has no card)"),
-    round_size: int = typer.Option(5, "--round-size", help="invocations per round (one mapping each)"),
+    # an online policy, one learner per served workflow
+    policy: Optional[str] = o.variant(o.POLICY, help=f"online policy of every workflow ({o.POLICY_DEFAULT_HELP})"),
+    round_size: int = o.ROUND_SIZE,
     seed: int = o.SEED,
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,

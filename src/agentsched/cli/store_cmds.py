@@ -11,13 +11,12 @@ import typer
 from rich.table import Table
 
 from agentsched.cli.common import console
-from agentsched.cli.options import JSON
+from agentsched.cli.options import JSON, OUT, STORE, variant
 from agentsched.errors import AgentschedError
 
 store_app = typer.Typer(name="store", help="List, forget, export or compact what a store has learned.",
                         no_args_is_help=True)
 
-STORE = typer.Option(Path("agentsched.db"), "--store", help="the runtime's SQLite store")
 WAIT = typer.Option(30.0, "--wait-s", help="how long to wait for a store another process is writing")
 NAME_HELP = "the learner: its workflow's name, its key (or a unique prefix of 4+) or #ID, as `store list` shows"
 
@@ -86,9 +85,10 @@ def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = ST
                   f"and its rounds removed from {store}", highlight=False, soft_wrap=True)
 
 
-def export_cmd(name: str = typer.Argument(..., help=NAME_HELP), out: Path = typer.Option(
-        ..., "--out", help="the JSON file to write (format: docs/runtime.md)"), store: Path = STORE,
-        json_out: bool = JSON, wait_s: float = WAIT) -> None:
+def export_cmd(name: str = typer.Argument(..., help=NAME_HELP),
+               # a file, not a folder
+               out: Path = variant(OUT, help="the JSON file to write (format: docs/runtime.md)"), store: Path = STORE,
+               json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Write one learner (settings, workflow, cards, rounds, every execution's record) as JSON."""
     from agentsched.cli.output import check_output_file
     from agentsched.store.admin import export_doc, find_one, write_export
