@@ -26,7 +26,6 @@ def throughput_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
     concurrency: int = typer.Option(4, "--concurrency", "-k", help="invocations running at once"),
     batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
-    # one fixed mapping for every invocation, all-cpu unless given
     mapping: Optional[str] = o.variant(o.MAPPING_M, help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
     testbed: RayOnly = o.variant(o.TESTBED, default=RayOnly.RAY,  # type: ignore[valid-type]
                                  help="ray: the only testbed that runs invocations at once"),
@@ -39,7 +38,6 @@ def throughput_cmd(
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
     json_out: bool = o.JSON_TEXT_ON_STDERR,
     json_file: Optional[Path] = o.JSON_OUT,
-    # one value for all K invocations of a batch
     input_: Optional[list[str]] = o.variant(o.INPUT, help="NAME=VALUE given to every invocation of a user workflow "
                                                           "(repeatable; text)"),
     # the lines feed K concurrent invocations in turn (not one invocation each, in one process)

@@ -144,8 +144,7 @@ class PlanPolicy(Policy):
         u = self.model.unit[task]
         return max(self.model.priors[u].vram_mb or 0.0, self.model.vram_seen.get(u, 0.0))
 
-    def _record(self, x: Execution, against: bool | None = None) -> None:
-        # against: does a failed x count against its mapping (RoundResult.counts_against; None: no round)
+    def _record(self, x: Execution, against: bool | None = None) -> None:  # RoundResult.counts_against
         key = self.key(x.mapping)
         obs = observe(x, lambda s: self.model.has_gpu(s.task))
         contended = {r.task: r.run_ms for r in obs.gpu if not r.isolated}
