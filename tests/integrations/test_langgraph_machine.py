@@ -397,3 +397,55 @@ def test_a_testbed_passed_in_outlives_the_runtime_that_used_it(one_wf, tmp_path)
             r = grt.invoke(q=f"q{i}")
             assert r.ok, r.message
     bed.close()
+
+
+class Stuck(Tool):
+    """Runs until ``release`` is set (a hung model call); says when it returned."""
+
+    name = "a"
+    release = threading.Event()
+    returned = threading.Event()
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        INSIDE.enter(0.0)
+        type(self).release.wait(10)
+        INSIDE.leave(0.0)
+        type(self).returned.set()
+        return "late"
+
+
+def test_a_node_past_its_timeout_fails_its_invocation_at_once_and_keeps_its_tool_until_it_returns(one_wf) -> None:
+    Stuck.release.clear()
+    Stuck.returned.clear()
+    bed = LangGraphTestbed(one_node(Stuck), cpu_workers=2, node_timeout_s=0.2)
+    x = bed.run(one_wf, {"a": C}, inputs={"q": "x"})
+    assert x.status is Status.ERROR and not Stuck.returned.is_set()  # answered before the call returned
+    assert x.message == "node a (a) failed: TimeoutError: ran longer than its timeout of 0.2 s (--task-timeout-s)"
+    assert x.placement_failed and x.extra["failed_task"] == "a"
+    second: list[Any] = []
+    t = threading.Thread(target=lambda: second.append(bed.run(one_wf, {"a": C}, inputs={"q": "y"})))
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and INSIDE.most == 1  # the abandoned call still holds the tool: the next waits
+    Stuck.release.set()
+    t.join(30)
+    assert second and second[0].ok  # its own clock began when it got the tool
+
+
+def test_a_node_timeout_does_not_count_the_wait_for_a_cpu_slot(one_wf) -> None:
+    bed = LangGraphTestbed(one_node(SafeA), cpu_workers=1, node_timeout_s=WAIT_S * 1.6)
+    runs = at_once(bed, one_wf, [{"a": C}] * 2)  # the second waits a whole run for the one slot
+    assert [x.status for x, _ in runs] == [Status.OK, Status.OK]
+
+
+def test_a_node_timeout_must_be_positive() -> None:
+    with pytest.raises(TestbedError, match="node_timeout_s must be a number > 0, got 0"):
+        LangGraphTestbed(one_node(SafeA), node_timeout_s=0)
+
+
+def test_graph_runtime_takes_the_node_timeout_from_its_testbed_spec() -> None:
+    from agentsched.integrations.langgraph import GraphRuntime
+    from agentsched.testbeds.spec import TestbedSpec
+
+    with GraphRuntime(one_node(SafeA), "timed", store=None, testbed=TestbedSpec(kind="local", timeout_s=0.2)) as grt:
+        assert grt.testbed.node_timeout_s == 0.2

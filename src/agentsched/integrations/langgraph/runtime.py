@@ -87,7 +87,7 @@ class GraphRuntime:
             spec = testbed if testbed is not None else TestbedSpec(kind=TestbedKind.LOCAL)
             if spec.kind is not TestbedKind.LOCAL:
                 raise AgentschedError(f"a LangGraph graph runs on the local testbed (got {spec.kind.value})")
-            testbed = LangGraphTestbed(graph, device=device, cpu_workers=spec.cpu_slots)
+            testbed = LangGraphTestbed(graph, device=device, cpu_workers=spec.cpu_slots, node_timeout_s=spec.timeout_s)
         self.testbed = testbed
         wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
                                  cards=cards, spec=self.testbed.spec)

@@ -34,12 +34,14 @@ from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import is_oom
+from agentsched.testbeds.real import task_timeout
 from agentsched.testbeds.tool_pool import concurrent_safe
 from agentsched.tools import cuda_available
 
 #: input key under which ``GraphRuntime`` passes a ``RunResult`` to fill (never given to the graph)
 RESULT_KEY = "__agentsched_result__"
 CLOSE_WAIT_S = 60.0  # close(): how long the runs in progress may take to end before tools unload
+DEADLINE_POLL_S = 0.05  # with a node timeout: how often a node waiting for its start looks again
 log = logging.getLogger("agentsched.langgraph")
 
 
@@ -122,12 +124,47 @@ class _Invocation:
         except (Infeasible, Aborted) as exc:
             self._fail(task, exc)
             raise
+        if self.bed.node_timeout_s is None:
+            return self._held_run(task, tool, mode, ready, inputs, None)
+        return self._run_with_deadline(task, tool, mode, ready, inputs, self.bed.node_timeout_s)
+
+    def _held_run(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any],
+                  started: threading.Event | None) -> Any:
+        """Take the node's share of the machine (``started`` is set then), run it, give both back."""
         try:
             with self.bed.machine.node(task, mode, self.gate.vram_mb.get(task, 0.0), staged=self.staged,
                                        shared=concurrent_safe(tool), budget_mb=self.budget_mb):
+                if started is not None:
+                    started.set()
                 return self._run_placed(task, tool, mode, ready, inputs)
         finally:
             self.gate.leave(task)
+
+    def _run_with_deadline(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any],
+                           timeout_s: float) -> Any:
+        """``_held_run`` on a thread of its own, given ``timeout_s`` from when it holds its share of the
+        machine (a wait for a slot, the queue or the tool is not running). Past it the invocation fails
+        at once; the run cannot be stopped, so it keeps its tool, slot and VRAM until it returns."""
+        started, done, box = threading.Event(), threading.Event(), {}
+
+        def work() -> None:
+            try:
+                box["out"] = self._held_run(task, tool, mode, ready, inputs, started)
+            except BaseException as exc:  # noqa: BLE001 - handed to the node's thread
+                box["err"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"agentsched-node-{task}", daemon=True).start()
+        while not done.is_set() and not started.wait(DEADLINE_POLL_S):
+            pass
+        if not done.wait(timeout_s):
+            exc = task_timeout(timeout_s)
+            self._fail(task, exc)
+            raise exc
+        if "err" in box:
+            raise box["err"]
+        return box["out"]
 
     def _run_placed(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any]) -> Any:
         """Run ``task``'s tool once its gate and the shared machine let it (the span starts now)."""
@@ -241,7 +278,7 @@ class LangGraphTestbed(Testbed):
     concurrent_runs = True  # Runtime: runs may overlap (each in its caller's thread; machine.py)
 
     def __init__(self, graph: Any, *, device: str = "cuda:0", cpu_workers: int | None = None,
-                 recursion_limit: int | None = None) -> None:
+                 recursion_limit: int | None = None, node_timeout_s: float | None = None) -> None:
         self.spec: GraphSpec = inspect_graph(graph)  # raises GraphError naming an unmappable node
         builder = builder_of(graph)
         if graph is not builder:
@@ -254,6 +291,9 @@ class LangGraphTestbed(Testbed):
             raise TestbedError(f"langgraph testbed: cpu_workers must be >= 1, got {workers}")
         self.cpu_workers = workers  # cpu placements at once, every invocation together
         self.recursion_limit = recursion_limit  # LangGraph's step limit (None: its default)
+        if node_timeout_s is not None and not (isinstance(node_timeout_s, (int, float)) and node_timeout_s > 0):
+            raise TestbedError(f"langgraph testbed: node_timeout_s must be a number > 0, got {node_timeout_s!r}")
+        self.node_timeout_s = node_timeout_s  # a placeable node's run past it fails its invocation (None: none)
         self.machine = GraphMachine(workers)  # what concurrent invocations share (machine.py)
         self._tools: dict[str, Tool] = {}  # task -> its tool instance (kept loaded across invocations)
         self._tools_lock = threading.Lock()
