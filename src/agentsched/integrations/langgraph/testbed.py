@@ -354,14 +354,9 @@ class LangGraphTestbed(Testbed):
                 self._tools[task].unload()
                 self._where[task] = None
 
-    def forget(self) -> None:
-        """Drop the last invocation's state and execution (before the next one)."""
-        self._last_state = None
-        self._last_execution = None
-
     @property
     def last_execution(self) -> Execution | None:
-        """The ``Execution`` of the last invocation this testbed ran (None after ``forget``)."""
+        """The ``Execution`` of the last invocation this testbed ran (None before the first)."""
         return self._last_execution
 
     @property
