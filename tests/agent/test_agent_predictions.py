@@ -202,3 +202,16 @@ def test_predictions_refuse_a_workflow_over_the_planner_cap():
     with pytest.raises(PolicyError, match="turn predictions off"):  # also without a preflight
         run_loop(big, AgentPolicy("rules", predictions=True), SimTestbed(), rounds=1, repeats=1)
     AgentPolicy("rules").preflight(big)  # without predictions: no cap
+
+
+def test_a_round_with_nothing_to_judge_does_not_feed_the_model():
+    from tests.support.host_down import HostDown
+
+    wf = load_scenario("S5")
+    policy = AgentPolicy("rules", predictions=True)
+    tb = HostDown(SimTestbed(noise_sigma=0.0), failing=3)  # R0's three runs fail in host code
+    run = run_loop(wf, policy, tb, rounds=2, repeats=3)
+    assert not run.rounds[0].judged and run.rounds[1].judged
+    assert policy.forecaster is not None
+    # R1's runs and every probe; none of R0's runs
+    assert policy.forecaster.executions == 3 + run.probes_total

@@ -136,3 +136,15 @@ def test_an_endless_run_has_no_last_round_in_the_prompt():
     text = build_prompt(round0_view(wf, rounds=None)).user
     assert "# Round R0 of an endless run (no last round)" in text and "R0..R" not in text
     assert "# Round R0 of R0..R19" in build_prompt(round0_view(wf, rounds=20)).user
+
+
+def test_a_round_with_nothing_to_judge_is_not_written_as_infeasible():
+    from tests.support.host_down import HOST_ERROR, HostDown
+
+    wf = workflow(budget_mb=800)
+    policy = AgentPolicy("rules")
+    run_loop(wf, policy, HostDown(ScriptedTestbed(), failing=1), rounds=1, repeats=1)  # R0's run: host code failed
+    lines = [ln for ln in build_prompt(policy.view(1)).user.splitlines() if ln.startswith("R0: ")]
+    assert len(lines) == 1 and "infeasible" not in lines[0]
+    assert lines[0].endswith(f"-> ERROR, not the mapping's doing: nothing to judge: every run failed in host code "
+                             f"({HOST_ERROR})")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from tests.support.host_down import HOST_ERROR, HostDown
 from tests.support.views import round0_view
 from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
@@ -158,3 +161,34 @@ def test_agent_rules_reaches_an_oracle_equivalent_mapping_in_all_scenarios():
                     baselines=())
     bad = [(r.scenario, r.policy) for r in res.rows if r.reached != len(r.runs)]
     assert not bad, res.to_markdown()
+
+
+def test_a_round_with_nothing_to_judge_moves_no_task_and_says_why():
+    wf = workflow(budget_mb=800)
+    m = mapping("now now now now")
+    host = HistoryEntry(0, m, Status.ERROR, None, 0.0,
+                        f"nothing to judge: every run failed in host code ({HOST_ERROR})", None, judged=False)
+    d = RulesReasoner().propose(later_view(wf, history=(host,), rnd=1))
+    assert d.mapping == m
+    assert d.reason == "round 0 had nothing to judge (every run failed in host code, not the mapping's doing): " \
+                       "run its mapping again"
+    # the same round judged a failure: the rules would move a task (what they must not do for host code)
+    assert RulesReasoner().propose(later_view(wf, history=(replace(host, judged=True),), rnd=1)).mapping != m
+    # with a best mapping known, the mapping the round had no verdict on runs again (it gets one)
+    best = BestMapping(mapping("now now cpu cpu"), 600.0, 2, 0)
+    tried = replace(host, round=1, mapping=mapping("now now queue cpu"))
+    ok = HistoryEntry(0, best.mapping, Status.OK, 600.0, 700.0)
+    d = RulesReasoner().propose(later_view(wf, best=best, measured=(best_m(best),), history=(ok, tried), rnd=2))
+    assert d.mapping == tried.mapping and "nothing to judge" in d.reason
+    last = later_view(wf, best=best, measured=(best_m(best),), history=(ok, tried), rnd=2, rounds=3)
+    assert RulesReasoner().propose(last).mapping == best.mapping  # the last round still keeps the best
+
+
+def test_a_round_that_failed_in_host_code_runs_again_and_is_judged_end_to_end():
+    wf = workflow(budget_mb=800)
+    tb = HostDown(ScriptedTestbed(), failing=2)  # round 0's two runs: the LLM endpoint is down
+    run = run_loop(wf, AgentPolicy("rules"), tb, rounds=3, repeats=2)
+    r0, r1 = run.records[0], run.records[1]
+    assert not r0.result.judged and r0.result.status is Status.ERROR
+    assert r1.result.mapping == r0.result.mapping and r1.result.ok and r1.result.judged
+    assert r1.proposal_info["reason"].startswith("round 0 had nothing to judge")

@@ -449,3 +449,108 @@ def test_graph_runtime_takes_the_node_timeout_from_its_testbed_spec() -> None:
 
     with GraphRuntime(one_node(SafeA), "timed", store=None, testbed=TestbedSpec(kind="local", timeout_s=0.2)) as grt:
         assert grt.testbed.node_timeout_s == 0.2
+
+
+@pytest.mark.parametrize("second", [Q, N])
+@pytest.mark.parametrize("same_device", [True, False])
+def test_machine_two_graphs_on_one_device_share_its_vram_and_queue(second, same_device) -> None:
+    """Two graphs served by one process (a machine each) on one GPU: before, each had a VRAM ledger of
+    its own, so their staged nodes together could hold twice the budget (an OOM on the real GPU)."""
+    one = GraphMachine(cpu_slots=1, device="cuda:test-shared")
+    two = GraphMachine(cpu_slots=1, device="cuda:test-shared" if same_device else "cuda:test-other")
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def hold() -> None:
+        with one.node("a", Q, 600.0, staged=True, shared=False, budget_mb=1000.0):
+            order.append("a in")
+            entered.set()
+            release.wait(5)
+        order.append("a out")
+
+    def other_graph() -> None:  # the same task name in another graph is another tool
+        with two.node("a", second, 500.0, staged=True, shared=False, budget_mb=1000.0):
+            order.append("b in")
+
+    first = threading.Thread(target=hold)
+    first.start()
+    entered.wait(5)
+    other = threading.Thread(target=other_graph)
+    other.start()
+    other.join(0.2 if same_device else 5)
+    assert other.is_alive() is same_device  # on one device: 600 + 500 > 1,000 (and one queue)
+    release.set()
+    for t in (first, other):
+        t.join(5)
+    assert sorted(order) == ["a in", "a out", "b in"]
+    assert (order == ["a in", "a out", "b in"]) or not same_device
+    assert one.vram_held_mb == 0.0 and two.vram_held_mb == 0.0
+
+
+def test_two_graphs_served_by_one_process_never_hold_more_than_the_budget_together(make_workflow) -> None:
+    # a (600 MB) in one graph, b (500 MB) in another, both staged under 1,000 MB on cuda:0
+    wf_a = make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way", budget=1000)
+    wf_b = make_workflow({"b": CARDS["b"]}, {"b": "b"}, [], space="three_way", budget=1000)
+    g = StateGraph(State)
+    g.add_node("b", tool_node(SlowB))
+    g.add_edge(START, "b")
+    g.add_edge("b", END)
+    beds = [(FakeGpuTestbed(one_node(SlowA), cpu_workers=4), wf_a, {"a": N}),
+            (FakeGpuTestbed(g, cpu_workers=4), wf_b, {"b": N})]
+    for bed, wf, mapping in beds:  # warm-up (LangGraph's own set-up would stagger the runs)
+        assert bed.run(wf, mapping, inputs={"q": "warm-up"}).ok
+    global INSIDE
+    INSIDE = Inside()
+    out: list[Any] = []
+    go = threading.Barrier(4)
+
+    def one(bed: Any, wf: Any, mapping: dict[str, Mode]) -> None:
+        go.wait()
+        out.append(bed.run(wf, mapping, inputs={"q": "x"}))
+
+    threads = [threading.Thread(target=one, args=b) for b in beds * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(out) == 4 and all(x.ok for x in out), [x.message for x in out]
+    assert INSIDE.vram_most_mb <= 1000  # before: 1,100 (each graph counted only its own)
+
+
+def test_machine_a_graph_moving_its_tools_does_not_stop_another_graph_on_the_device() -> None:
+    """Loading models takes seconds: before, it ran under the device's lock and every other graph's
+    nodes waited for it."""
+    one = GraphMachine(cpu_slots=1, device="cuda:test-placing")
+    two = GraphMachine(cpu_slots=1, device="cuda:test-placing")
+    loading, loaded = threading.Event(), threading.Event()
+
+    def place() -> None:
+        loading.set()
+        loaded.wait(5)
+
+    def run_one() -> None:
+        with one.placement("gpu", place):
+            pass
+
+    mover = threading.Thread(target=run_one)
+    mover.start()
+    assert loading.wait(5)
+    ran = threading.Event()
+
+    def run_two() -> None:
+        with two.placement("cpu", lambda: None), two.node("a", C, 0.0, staged=False, shared=True):
+            ran.set()
+
+    other = threading.Thread(target=run_two)
+    other.start()
+    try:
+        assert ran.wait(5)  # the other graph's run went on while this one was loading
+        same = threading.Thread(target=run_one)  # a second run of the moving graph waits for the move
+        same.start()
+        same.join(0.2)
+        assert same.is_alive()
+    finally:
+        loaded.set()
+    for t in (mover, other, same):
+        t.join(5)
+    assert not any(t.is_alive() for t in (mover, other, same))

@@ -9,8 +9,12 @@ from agentsched.loop import oracle_view, reference_oracle, run_loop, run_metrics
 from agentsched.loop.metrics import regret_fraction, regret_ms
 from agentsched.model import Mode, Status
 from agentsched.model.execution import Execution
+from agentsched.loop.registry import make_policy
+from agentsched.model.mapping import mapping_key
 from agentsched.policies.base import Policy, Proposal
+from agentsched.scenarios import load_scenario
 from agentsched.testbeds import SimTestbed
+from tests.support.host_down import HOST_ERROR, HostDown
 
 G, C = Mode.GPU_NOW, Mode.CPU
 
@@ -189,9 +193,36 @@ def test_a_round_leaves_out_runs_that_failed_in_host_code(make_workflow):
     host = _run(Status.ERROR, None, failed_node="llm")  # an LLM call around the placed tasks raised
     assert not host.placement_failed
     r = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), host, _run(Status.OK, 30.0)], 0, 3)
-    assert r.ok and r.e2e_ms == 20.0 and len(r.executions) == 3  # the median of those that ended
+    assert r.ok and r.judged and r.e2e_ms == 20.0 and len(r.executions) == 3  # the median of those that ended
+
+
+def test_a_round_whose_every_run_failed_in_host_code_has_nothing_to_judge(make_workflow):
+    wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
+    host = _run(Status.ERROR, None, failed_node="llm")
     only = summarize_runs(wf, {"A": Mode.CPU}, [host, host], 0, 2)
-    assert only.status is Status.ERROR and only.e2e_ms is None  # nothing to judge the mapping by
+    assert not only.judged and not only.counts_against(host)  # no verdict on the mapping, either way
+    # history stays honest: the runs' real status, no E2E, a message that says why there is no verdict
+    assert only.status is Status.ERROR and only.e2e_ms is None and only.executions == (host, host)
+    assert only.message == "nothing to judge: every run failed in host code (it raised)"
+    # the same mapping failing so in the next round is judged (a failure), another mapping is not
+    again = summarize_runs(wf, {"A": Mode.CPU}, [host, host], 1, 4, only)
+    assert again.judged and again.counts_against(host) and again.status is Status.ERROR
+    assert not summarize_runs(wf, {"A": Mode.GPU_NOW}, [host, host], 1, 4, only).judged
+    assert not summarize_runs(wf, {"A": Mode.CPU}, [host, host], 2, 6, again).judged
+    # any run that ended, or failed where its placement may be the cause, gives the round a verdict
+    for other, status in [(_run(Status.OK, 10.0), Status.OK), (_run(Status.ERROR, None, failed_task="A"), Status.ERROR),
+                          (_run(Status.OOM, None), Status.OOM)]:
+        r = summarize_runs(wf, {"A": Mode.CPU}, [host, other], 0, 2)
+        assert r.judged and r.status is status and "nothing to judge" not in r.message
+
+
+def test_a_mapping_that_ran_well_is_never_judged_for_host_failures_however_long_they_last():
+    """An LLM endpoint down for many rounds under the best mapping: before, its second round was
+    judged a failure and the policies dropped their best mapping for good."""
+    wf = load_scenario("S5")
+    run = run_loop(wf, make_policy("heft"), HostDown(SimTestbed(noise_sigma=0.0), healthy=2), rounds=5, repeats=2)
+    assert run.rounds[0].ok and not any(r.judged for r in run.rounds[1:])
+    assert len({mapping_key(wf, r.mapping) for r in run.rounds}) == 1 and run.best_round() is run.rounds[0]
 
 
 @pytest.mark.parametrize("bad", [_run(Status.ERROR, None, failed_task="A"), _run(Status.ERROR, None),
@@ -203,12 +234,29 @@ def test_a_round_with_a_run_its_placement_may_have_failed_is_failed(make_workflo
     assert r.status is bad.status and r.e2e_ms is None
 
 
-def test_a_failed_run_counts_against_its_mapping_unless_it_failed_in_host_code_in_a_round_that_ended_well(
+def test_a_failed_run_counts_against_its_mapping_unless_it_failed_in_host_code_in_a_round_no_placed_task_failed(
         make_workflow):
     wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
     host, placed = _run(Status.ERROR, None, failed_node="llm"), _run(Status.ERROR, None, failed_task="A")
     ok_round = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), host], 0, 2)
     assert ok_round.ok and not ok_round.counts_against(host) and not ok_round.counts_against(_run(Status.OK, 1.0))
-    failed_round = summarize_runs(wf, {"A": Mode.CPU}, [host, host], 0, 2)
-    assert failed_round.counts_against(host)  # no run ended well: it may be the mapping's after all
+    failed_round = summarize_runs(wf, {"A": Mode.CPU}, [host, placed], 0, 2)
+    assert failed_round.counts_against(host)  # beside a placed task's failure: it may follow from the placement
     assert summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), placed], 0, 2).counts_against(placed)
+
+
+@pytest.mark.parametrize("policy", ["agent-rules", "agent-plan", "ucb1", "starpu", "heft"])
+def test_a_run_whose_every_round_fails_in_host_code_ends_after_its_rounds_holding_nothing_against_a_mapping(
+        policy):
+    wf = load_scenario("S5")
+    run = run_loop(wf, make_policy(policy), HostDown(SimTestbed(noise_sigma=0.0)), rounds=4, repeats=2)
+    first, second = run.rounds[0], run.rounds[1]
+    assert run.rounds_total == 4 and not first.judged
+    assert first.message == f"nothing to judge: every run failed in host code ({HOST_ERROR})"
+    assert all(x.status is Status.ERROR and x.message == HOST_ERROR for r in run.rounds for x in r.executions)
+    # no policy moved a task for a failure that is not the mapping's (nor took it as its best) ...
+    assert mapping_key(wf, second.mapping) == mapping_key(wf, first.mapping) and run.best_round() is None
+    # ... but the same mapping failing so twice in a row is judged: it may be the mapping's after all
+    assert second.judged and second.judged_again and second.message.startswith("again, judged a failure")
+    for a, b in zip(run.rounds, run.rounds[1:]):
+        assert b.judged or a.judged or mapping_key(wf, a.mapping) != mapping_key(wf, b.mapping)

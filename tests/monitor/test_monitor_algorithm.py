@@ -6,10 +6,12 @@ import json
 import re
 
 import pytest
+from tests.support.host_down import HOST_ERROR, HostDown
 from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import summarize_runs
+from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode
 from agentsched.monitor import MonitorConfig, RuntimeMonitor
 
@@ -295,3 +297,39 @@ def test_without_an_outside_budget_an_unchanged_mapping_is_not_reprobed():
     _, p0 = h.observe(base)
     _, p1 = h.observe(base)
     assert len(p0) == 2 and p1 == []  # the per-round cap does not defer (bench behaviour unchanged)
+
+
+def test_a_round_with_nothing_to_judge_is_not_reported_as_its_mappings_failure():
+    tb = HostDown(ScriptedTestbed(), failing=2)  # the first round's two runs fail in host code
+    h = Harness(workflow(budget_mb=800), tb, **{**ALL_ON, "reprobe": False})
+    m = mapping("now now cpu cpu")
+    ev, _ = h.observe(m)
+    entry = h.monitor.history[-1]
+    assert not entry.judged and entry.status is Status.ERROR and HOST_ERROR in entry.message  # honest history
+    assert entry.failed_task is None and ev.to_dict()["entry"]["judged"] is False
+    # nothing recorded of the mapping: not infeasible, no best, no timings
+    assert h.monitor.measured(m) is None and h.monitor.measured_mappings() == [] and ev.best is None
+    assert h.monitor.averages() == [] and h.monitor.observed_vram_mb == {}
+    assert "note: R0 had nothing to judge: every run failed in host code, not the mapping's doing" in ev.summary
+    ev, _ = h.observe(m)  # the endpoint is back: the same mapping is judged
+    assert h.monitor.history[-1].judged and ev.best is not None and ev.best.mapping == m
+    assert (ev.best.first_round, ev.best.samples) == (1, 2) and not any("nothing to judge" in s for s in ev.summary)
+
+
+def test_what_ifs_that_failed_in_host_code_do_not_read_as_infeasible_mappings():
+    # the round's two runs end well, then the endpoint goes down: its what-ifs fail in host code
+    h = Harness(workflow(budget_mb=None), HostDown(ScriptedTestbed(), healthy=2), **ALL_ON)
+    base = mapping("now queue cpu cpu")
+    ev, probes = h.observe(base)
+    assert probes and all(not w.ok for w in ev.whatifs)
+    # no mean of None for them: nothing was measured of them (only the round's mapping was)
+    assert [m for m, *_ in h.monitor.measured_mappings()] == [base]
+
+
+def test_a_round_with_nothing_to_judge_spends_no_probe():
+    """Its what-ifs would fail in the same host code; before, each read as an infeasible mapping."""
+    h = Harness(workflow(budget_mb=None), HostDown(ScriptedTestbed(), failing=2), **ALL_ON)
+    ev, probes = h.observe(mapping("now queue cpu cpu"))
+    assert not h.monitor.history[-1].judged and probes == [] and ev.active == ("history",)
+    ev, probes = h.observe(mapping("now queue cpu cpu"))  # the rerun, judged: its neighbourhood is probed
+    assert h.monitor.history[-1].judged and probes and all(w.ok for w in ev.whatifs)

@@ -164,3 +164,30 @@ def test_a_run_failed_in_host_code_is_no_evidence_against_its_mapping():
     assert key not in pol.evidence.by_key or pol.evidence.by_key[key].failures == 0
     pol.record(failed(failed_task="A"))  # a placed task raised: counted against it
     assert pol.evidence.by_key[key].failures == 1
+
+
+def test_a_round_with_nothing_to_judge_is_no_evidence_and_feeds_no_model():
+    """Every run of the round failed in host code (an LLM endpoint down): the same runs fail under
+    any mapping, so the planner neither marks the mapping failed nor fits its model to them."""
+    from agentsched.loop.runner import summarize_runs
+    from tests.support.host_down import host_failed
+
+    wf = load_scenario("S5")
+    tb = SimTestbed(noise_sigma=0.0)
+    pol = make_policy("agent-plan", probe_fraction=0.0)
+    pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None,
+                            rounds=20, repeats=2))
+    mapping = pol.propose(0).mapping
+    key = pol.key(mapping)
+
+    def fed() -> int:  # host and GPU runs the model holds
+        m = pol.model
+        return sum(len(v) for logs in (m.cpu_logs, m.load_logs, m.gpu_runs) for v in logs.values())
+
+    host = [host_failed(tb.run(wf, mapping)) for _ in range(2)]
+    assert all(x.spans for x in host)  # the tools ran: there would be timings to learn
+    pol.observe(summarize_runs(wf, mapping, host, 0, 2))
+    assert key not in pol.infeasible and key not in pol.evidence.by_key and fed() == 0 and not pol.seen_modes
+    assert pol.propose(1).mapping == mapping  # still a candidate: nothing was held against it
+    pol.observe(summarize_runs(wf, mapping, [*host, tb.run(wf, mapping)], 1, 5))  # one run ended: judged
+    assert key not in pol.infeasible and pol.evidence.by_key[key].runs == 1 and fed() > 0

@@ -63,3 +63,16 @@ def test_tasks_are_planned_in_ready_order_then_file_order(make_workflow, make_co
     plan = pol.plan()
     assert list(plan) == ["A", "B", "C", "D"]
     assert [(plan[t].start_ms, plan[t].finish_ms) for t in plan] == [(0, 100), (0, 10), (10, 20), (100, 110)]
+
+
+def test_a_round_with_nothing_to_judge_teaches_no_timing(make_workflow, make_world):
+    from tests.support.host_down import HostDown
+
+    wf = make_workflow(CARDS, {"A": "a", "B": "b"})
+    pol = make_policy("starpu")
+    tb = HostDown(SimTestbed(noise_sigma=0.0, world=make_world(CONTENTION)), failing=2)
+    run = run_loop(wf, pol, tb, rounds=2, repeats=2)  # R0's runs fail in host code, after their tools ran
+    assert not run.rounds[0].judged
+    assert run.rounds[1].mapping == run.rounds[0].mapping == {"A": G, "B": G}  # still the cards' plan
+    # R1's runs only (200 ms each); R0's would have made it 4 samples each
+    assert pol.history == {("a", "gpu"): (400.0, 2), ("b", "gpu"): (400.0, 2)}

@@ -124,3 +124,17 @@ def test_ucb1_refusal_on_thousands_of_tasks_is_a_short_line(cli, tmp_path):
     assert code != 0
     assert err.splitlines() == ["error: policy ucb1: big has about 10^903 mappings (2^3000), over the arm cap of "
                                 "4096; use a policy that does not enumerate mappings"]
+
+
+def test_a_round_with_nothing_to_judge_is_no_pull(make_workflow, no_contention):
+    from tests.support.host_down import HostDown
+
+    wf = make_workflow(CARDS, {"A": "a", "B": "b"})
+    pol = make_policy("ucb1")
+    tb = HostDown(SimTestbed(world=no_contention, noise_sigma=0.0), failing=1)  # round 0 fails in host code
+    run = run_loop(wf, pol, tb, rounds=5, repeats=1, seed=3)
+    keys = [mapping_key(wf, r.mapping) for r in run.rounds]
+    assert [r.judged for r in run.rounds] == [False, True, True, True, True]
+    assert keys[0] == keys[1]  # the arm is offered again, and the round judges it
+    assert len(set(keys[1:])) == 4 and sum(pol.plays) == 4  # then every arm once, each a pull
+    assert sorted(pol.reward_sum) == [0.1, 0.1, 0.1, 1.0]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
+from agentsched.errors import AgentschedError
 from agentsched.runtime import Runtime
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedSpec
@@ -112,3 +115,138 @@ def test_a_round_whose_next_place_another_process_recorded_still_serves_its_open
     for r in got:  # every invocation ran its round's mapping
         if r.round in rounds:
             assert {t: m.value for t, m in r.mapping.items()} == rounds[r.round], r.round
+
+
+class _Held(Testbed):
+    """The simulator, where each run waits (bounded) until the test lets it end."""
+
+    concurrent_runs = True
+    name = "sim"
+
+    def __init__(self) -> None:
+        self.inner = TestbedSpec(kind="sim").build()
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def run(self, workflow, mapping, *, rng=None, inputs=None):
+        with self.lock:
+            x = self.inner.run(workflow, mapping, rng=rng, inputs=inputs)
+        self.started.set()
+        self.release.wait(WAIT_S)
+        return x
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _close_during_a_run(tmp_path, pinned: bool, wait_s: float | None):
+    """Invoke once in a thread, close the runtime while that run is in progress, then let it end.
+    Returns (what the invocation gave: a result or the exception, the rows in the store)."""
+    from agentsched.store.store import Store
+
+    tb = _Held()
+    db = tmp_path / "c.db"
+    rt = Runtime("S1", store=db, testbed=tb, round_size=2, explore_fraction=0.0)
+    if pinned:
+        rt.pin({"A": "cpu", "B": "cpu", "C": "cpu", "D": "cpu"})
+    learner, got = rt.learner_id, []
+
+    def call():
+        try:
+            got.append(rt.invoke())
+        except Exception as e:  # noqa: BLE001 - what the caller saw is the check
+            got.append(e)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    assert tb.started.wait(WAIT_S)
+    closer = threading.Thread(target=rt.close if wait_s is None else lambda: rt.close(wait_s=wait_s), daemon=True)
+    closer.start()
+    closer.join(0.3 if wait_s is None else WAIT_S)
+    assert closer.is_alive() is (wait_s is None)  # a graceful close waits for the run in progress
+    tb.release.set()
+    caller.join(WAIT_S)
+    closer.join(WAIT_S)
+    assert not caller.is_alive() and not closer.is_alive()
+    store = Store(db)
+    try:
+        rows = store.executions(learner)
+    finally:
+        store.close()
+    tb.close()
+    return got[0], rows
+
+
+def test_close_lets_a_pinned_run_in_progress_end_and_keeps_its_record(tmp_path):
+    """Before, the store closed under a pinned run still running: its record was lost."""
+    res, rows = _close_during_a_run(tmp_path, pinned=True, wait_s=None)
+    assert not isinstance(res, Exception) and res.ok and res.kind == "pinned"
+    assert [(r.kind, r.id) for r in rows] == [("pinned", res.invocation_id)]
+
+
+def test_close_lets_a_rounds_run_in_progress_end_and_keeps_its_record(tmp_path):
+    """Before, close failed a round's run in progress with "runtime is closed" and never recorded it."""
+    res, rows = _close_during_a_run(tmp_path, pinned=False, wait_s=None)
+    assert not isinstance(res, Exception) and res.ok and res.kind == "round"
+    assert [(r.kind, r.seq, r.id) for r in rows] == [("round", 0, res.invocation_id)]
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_close_without_a_wait_fails_the_run_in_progress_and_says_so(tmp_path, caplog, pinned):
+    """The service's cut (it records such runs itself: a pinned run recorded again when it ended was
+    kept twice): close(wait_s=0) does not wait, and a run ending after it is not recorded."""
+    with caplog.at_level("WARNING", logger="agentsched.runtime"):
+        res, rows = _close_during_a_run(tmp_path, pinned=pinned, wait_s=0.0)
+    assert isinstance(res, Exception) and "runtime is closed" in str(res) and rows == []
+    assert any("1 invocation(s) still running" in r.getMessage() for r in caplog.records)
+
+
+def test_an_invocation_after_close_began_is_refused_at_once(tmp_path):
+    tb = _Held()
+    rt = Runtime("S1", store=tmp_path / "r.db", testbed=tb, round_size=2, explore_fraction=0.0)
+    caller = threading.Thread(target=rt.invoke, daemon=True)
+    caller.start()
+    assert tb.started.wait(WAIT_S)
+    closer = threading.Thread(target=rt.close, daemon=True)
+    closer.start()
+    closer.join(0.3)
+    try:
+        with pytest.raises(AgentschedError, match="runtime is closed"):
+            rt.invoke()
+    finally:
+        tb.release.set()
+        caller.join(WAIT_S)
+        closer.join(WAIT_S)
+        tb.close()
+
+
+class _Broken(Testbed):
+    """A testbed with a bug: its run raises (not a failed tool, which is a failed Execution)."""
+
+    concurrent_runs = True
+    name = "sim"
+
+    def run(self, workflow, mapping, *, rng=None, inputs=None):
+        raise RuntimeError("testbed bug")
+
+
+def test_a_run_that_raises_stops_the_runtime_and_its_caller_is_told(tmp_path):
+    """Before, the loop stopped without answering it: the caller waited forever (and close for it)."""
+    rt = Runtime("S1", store=tmp_path / "b.db", testbed=_Broken(), round_size=2, explore_fraction=0.0)
+    got: list = []
+
+    def call():
+        try:
+            rt.invoke()
+        except Exception as e:  # noqa: BLE001 - what the caller saw is the check
+            got.append(e)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(WAIT_S)
+    try:
+        assert not caller.is_alive(), "the caller of a run that raised was never answered"
+        assert len(got) == 1 and str(got[0]) == "runtime stopped: RuntimeError: testbed bug"
+    finally:
+        rt.close(wait_s=1.0)

@@ -189,7 +189,7 @@ class AgentPolicy(Policy):
 
     def observe(self, result: RoundResult) -> dict[str, Any]:
         assert self.monitor is not None
-        if self.forecaster is not None:  # the round's runs first; the monitor's probes feed it as they run
+        if self.forecaster is not None and result.judged:  # the round's runs first; the probes as they run
             for x in result.executions:
                 self.forecaster.record(x)
         self._evidence = self.monitor.observe(result)

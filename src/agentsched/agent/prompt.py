@@ -125,6 +125,8 @@ def _history(view: AgentView) -> list[str]:
         head = f"R{h.round}: {format_mapping(wf, h.mapping)} -> "
         if h.ok:
             out.append(f"{head}ok, E2E {h.e2e_ms:.0f} ms, peak VRAM {h.peak_vram_mb:.0f} MB")
+        elif not h.judged:  # not "infeasible": the mapping is neither
+            out.append(f"{head}{h.status.value.upper()}, not the mapping's doing: {h.message}")
         else:
             out.append(f"{head}{h.status.value.upper()} (infeasible), peak VRAM {h.peak_vram_mb:.0f} MB: {h.message}")
     b = view.best

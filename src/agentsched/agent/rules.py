@@ -7,6 +7,8 @@ planner's search seeds.
 
 Later rounds, first rule that applies:
   1. last round of the run: the best-ever mapping (nothing left to learn from);
+  1b. the last round had nothing to judge (every run failed in host code: ``RoundResult.judged``):
+     its mapping again, unchanged (the failure says nothing of where the tasks ran);
   2. no feasible round yet: the best feasible what-if; else repair the failed start (the task that
      broke the budget goes to gpu_queue when it fits the budget alone, else to cpu);
   3. a measured what-if or swap, never run as a round, whose mean E2E beats the best by more than
@@ -67,6 +69,10 @@ class RulesReasoner(Reasoner):
         best = view.best
         if best is not None and view.rounds is not None and view.round >= view.rounds - 1:
             return Decision(dict(best.mapping), f"last round: keep the best mapping ({best.e2e_ms:.0f} ms)")
+        last = view.history[-1]
+        if not last.judged:
+            return Decision(dict(last.mapping), f"round {last.round} had nothing to judge (every run failed in "
+                                                f"host code, not the mapping's doing): run its mapping again")
         if best is None:
             return self._recover(view)
         # 3. adopt a measured what-if that beats the best by more than the stability threshold

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentsched.errors import AgentschedError, MappingError, PolicyError, TestbedError
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import validate_mapping
+from agentsched.model.mapping import mapping_key, validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult, brute_force
 from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
@@ -122,14 +122,26 @@ def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
 
 
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
-                   executions_total: int) -> RoundResult:
+                   executions_total: int, previous: RoundResult | None = None) -> RoundResult:
     """Fold R executions of one mapping into a round: infeasible if a run failed where its placement
     may be the cause (``Execution.placement_failed``), else the median E2E of the runs that ended;
-    runs that failed in host code are left out (all of them failed so: nothing to judge by, failed)."""
-    judged = [x for x in execs if x.ok or x.placement_failed] or execs
-    bad = next((x for x in judged if not x.ok), None)
+    runs that failed in host code are left out. When all of them failed so, the round has nothing to
+    judge its mapping by (``RoundResult.judged`` False): it keeps the first run's status, and its
+    message says so; unless the ``previous`` round ran the same mapping with nothing to judge
+    either: then it fails it (``RoundResult.judged_again``). The loop passes no ``previous`` for a
+    mapping that ran well before: its host code took what its tools returned, so the failure is not
+    the mapping's however long it lasts (an LLM endpoint down for many rounds)."""
+    judged = [x for x in execs if x.ok or x.placement_failed]
     elapsed = statistics.median(x.elapsed_ms for x in execs)
     peak = max(x.peak_vram_mb for x in execs)
+    if not judged:
+        first = execs[0]
+        again = previous is not None and not previous.judged and mapping_key(workflow, previous.mapping) == \
+            mapping_key(workflow, mapping)
+        why = "again, judged a failure of the mapping" if again else "nothing to judge"
+        return RoundResult(round_index, mapping, first.status, None, elapsed, peak, tuple(execs), executions_total,
+                           f"{why}: every run failed in host code ({first.message})", judged_again=again)
+    bad = next((x for x in judged if not x.ok), None)
     if bad is not None:
         return RoundResult(round_index, mapping, bad.status, None, elapsed, peak, tuple(execs),
                            executions_total, bad.message)
@@ -195,6 +207,8 @@ def run_loop(
     if keep_rounds is None and rounds is None:
         keep_rounds = ENDLESS_KEEP_ROUNDS
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats, keep_rounds)
+    result: RoundResult | None = None  # the previous round's
+    worked: set[str] = set()  # the mappings a run ended well under (summarize_runs)
     for i in range(rounds) if rounds is not None else itertools.count():
         if i > 0:
             testbed.begin_round(i)  # before the round's probes (propose) and runs
@@ -205,7 +219,10 @@ def run_loop(
             raise PolicyError(f"policy {policy.label} proposed an invalid mapping in round {i}: {e}") from None
         execs = [_lean(testbed.run(workflow, mapping, rng=noise_rng)) for _ in range(repeats)]
         counter["n"] += len(execs)
-        result = summarize_runs(workflow, mapping, execs, i, counter["n"])
+        key = mapping_key(workflow, mapping)
+        result = summarize_runs(workflow, mapping, execs, i, counter["n"], None if key in worked else result)
+        if any(x.ok for x in execs):
+            worked.add(key)
         evidence = policy.observe(result)
         # probes from reset/propose (before the runs) and from observe (after) all belong here;
         # the policy has seen the timelines: the record keeps the figures (slim_execution)

@@ -20,15 +20,30 @@ class RoundResult:
     peak_vram_mb: float  # max over the round's runs (for oom: what the failing start needed)
     executions: tuple[Execution, ...]  # the round's runs, in order
     executions_total: int  # executions so far in this run, probes included, this round's too
-    message: str = ""  # why the round failed ("" when ok)
+    message: str = ""  # why the round failed ("" when ok; says so when it had nothing to judge)
+    # the round before ran the same mapping and had nothing to judge either: this one is judged after all
+    # (summarize_runs), so a mapping whose GPU outputs break the host code is not rerun forever
+    judged_again: bool = False
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
 
+    @property
+    def judged(self) -> bool:
+        """Does this round say anything about its mapping? Not when every run of it failed in host
+        code (none ended well, none failed where its placement may be the cause: an LLM endpoint down
+        for a minute): the same runs fail under any mapping. Such a round keeps its runs' status and
+        message (history stays honest), but no learner may hold it for or against its mapping: no
+        verdict, no timings, no infeasible mark. But only once in a row for one mapping
+        (``judged_again``): the failure may be the mapping's after all (host code that cannot take
+        what a GPU-placed tool returned), and the policies would propose it again forever."""
+        return self.judged_again or any(x.ok or x.placement_failed for x in self.executions)
+
     def counts_against(self, x: Execution) -> bool:
-        """Does run ``x`` of this round count against its mapping? A run that failed where its
-        placement may be the cause always does (``Execution.placement_failed``); one that failed in
-        host code only when the round failed too (no run of it ended well: the failure may be the
-        mapping's after all, e.g. host code that cannot take what a GPU-placed tool returned)."""
-        return not x.ok and (x.placement_failed or not self.ok)
+        """Does run ``x`` of this round count against its mapping? Never in a round with nothing to
+        judge (``judged``). Else a run that failed where its placement may be the cause always does
+        (``Execution.placement_failed``); one that failed in host code only when the round failed too
+        (a placed task failed beside it: the host failure may follow from the placement, e.g. host
+        code that cannot take what a GPU-placed tool returned)."""
+        return self.judged and not x.ok and (x.placement_failed or not self.ok)

@@ -147,9 +147,11 @@ class RuntimeMonitor:
         return self._measured.get(mapping_key(self.workflow, mapping))
 
     def measured_mappings(self) -> list[tuple[MappingT, float | None, int, bool]]:
-        """(mapping, mean E2E or None, feasible samples, was run as a round) for everything measured."""
+        """(mapping, mean E2E or None, feasible samples, was run as a round) for everything measured.
+        A mapping whose every run failed in host code (probes) is left out: nothing was measured of it,
+        and a mean of None would read as infeasible."""
         return [(dict(m.mapping), m.mean_ms, m.samples, m.first_round is not None)
-                for m in self._measured.values()]
+                for m in self._measured.values() if m.samples or m.infeasible]
 
     def best(self) -> BestMapping | None:
         cands = [m for m in self._measured.values() if m.first_round is not None and m.mean_ms is not None]
@@ -347,16 +349,20 @@ class RuntimeMonitor:
         if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
             failed = None
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
-                             result.peak_vram_mb, result.message, failed)
-        prev = self.history[-1].mapping if self.history else None
+                             result.peak_vram_mb, result.message, failed, result.judged)
+        prev = next((h.mapping for h in reversed(self.history) if h.judged), None)  # the last round judged
         self.history.append(entry)
         had = (self.contention, self.memory_pressure)
-        for x in result.executions:
+        if not result.judged:  # its runs teach nothing: no verdict, timings or VRAM from them
+            self._note(f"R{result.round} had nothing to judge: every run failed in host code, not the mapping's doing")
+        for x in result.executions if result.judged else ():
             self._record_execution(x, result.round, result.counts_against(x))
         active = ["history"]
         whatifs: list[WhatIf] = []
         hints: list[Hint] = []
-        if self.config.enabled:
+        # nothing to judge: no probe or hint either (they would fail in the same host code); the
+        # rerun that follows, judged, probes around the mapping as if this round had not been
+        if self.config.enabled and result.judged:
             changed = prev is None or prev != entry.mapping
             stagnant = self._stagnant()
             key = mapping_key(self.workflow, entry.mapping)
@@ -399,10 +405,11 @@ class RuntimeMonitor:
 
     def _stagnant(self) -> bool:
         n = self.config.stagnation_rounds
-        if len(self.history) < n:
+        judged = [h for h in self.history if h.judged]  # a round with nothing to judge is no repeat
+        if len(judged) < n:
             return False
-        last = self.history[-1].mapping
-        return all(h.mapping == last for h in itertools.islice(reversed(self.history), n))
+        last = judged[-1].mapping
+        return all(h.mapping == last for h in itertools.islice(reversed(judged), n))
 
     def _hints(self) -> list[Hint]:
         """Placements never seen in a feasible run that could still fit the budget."""

@@ -28,6 +28,7 @@ class HistoryEntry:
     peak_vram_mb: float  # max VRAM held over the round's runs (oom: what the failing start needed)
     message: str = ""  # why the round failed ("" when ok)
     failed_task: str | None = None  # the task whose start broke the budget, when the testbed says
+    judged: bool = True  # False: every run failed in host code, no verdict on the mapping (RoundResult.judged)
 
     @property
     def ok(self) -> bool:
@@ -36,7 +37,7 @@ class HistoryEntry:
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "mapping": mapping_dict(self.mapping), "status": self.status.value,
                 "e2e_ms": _r(self.e2e_ms), "peak_vram_mb": _r(self.peak_vram_mb),
-                "message": self.message, "failed_task": self.failed_task}
+                "message": self.message, "failed_task": self.failed_task, "judged": self.judged}
 
 
 @dataclass(frozen=True)

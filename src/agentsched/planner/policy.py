@@ -487,7 +487,7 @@ class PlanPolicy(Policy):
     def observe(self, result: RoundResult) -> dict[str, Any]:
         self.rounds_seen += 1
         before = len(self.changes)
-        for x in result.executions:
+        for x in result.executions if result.judged else ():  # nothing to judge: no evidence, no model update
             self._record(x, result.counts_against(x))
         self.widen = max(1.0, self.widen * WIDEN_DECAY)
         # no refit here (the next proposal fits): the GPU runs held, and the noise of the last fit

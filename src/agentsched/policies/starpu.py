@@ -11,7 +11,8 @@ worker is free). Ready order: the order in which tasks become ready in the model
 (ties: file order). Expected completion ties go to the CPU. No data-transfer term (one host).
 
 Performance model: for each (tool, device) the mean of every measured run time so far (the task's
-``run_ms``, queue load excluded, from every execution of every observed round), and the card's
+``run_ms``, queue load excluded, from every execution of every observed round but one with nothing
+to judge: ``RoundResult.judged``), and the card's
 isolated value until a first measurement exists. It is greedy: no exploration, so a device it
 stops using keeps its last estimate.
 
@@ -106,7 +107,7 @@ class StarpuPolicy(Policy):
 
     def observe(self, result: RoundResult) -> None:
         cards = self.ctx.cards
-        for x in result.executions:
+        for x in result.executions if result.judged else ():  # nothing to judge: no timings learnt
             for s in x.spans:
                 run_ms = s.run_ms
                 if run_ms is None:

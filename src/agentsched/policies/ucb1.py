@@ -8,7 +8,8 @@ larger than the budget, or ``gpu_now`` sources whose VRAM sum exceeds it; see
 ``certainly_infeasible``); 2^4 = 16 in the binary scenarios, at most 3^4 = 81 in three-way ones.
 One round is one pull. Reward in [0, 1]: ``LB / E2E`` with LB the cards' lower bound on any
 mapping's E2E (each task at its faster isolated device, no load, no contention), so a faster
-round earns more and the scale never changes; an infeasible round earns 0.
+round earns more and the scale never changes; an infeasible round earns 0. A round with nothing
+to judge (every run failed in host code: ``RoundResult.judged``) is no pull at all.
 
 Play: first every arm once, in an order shuffled with ``ctx.rng`` (so which mapping comes first
 is not biased by enumeration order), then the arm maximising
@@ -91,6 +92,8 @@ class Ucb1Policy(Policy):
         return min(1.0, self.lower_bound_ms / result.e2e_ms)  # noise may dip below the bound
 
     def observe(self, result: RoundResult) -> None:
+        if not result.judged:  # every run failed in host code: not a pull (the arm is offered again)
+            return None
         arm = self.arm_of[mapping_key(self.ctx.workflow, result.mapping)]
         self.plays[arm] += 1
         self.reward_sum[arm] += self.reward(result)

@@ -1,5 +1,6 @@
 """The runtime: user tools run on demand, learning their placement across invocations."""
 
-from agentsched.runtime.runtime import COLD_CAPABLE, InvokeResult, Runtime, workflow_from_tools
+from agentsched.runtime.runtime import COLD_CAPABLE, InvokeResult, Runtime
+from agentsched.runtime.tools_workflow import workflow_from_tools
 
 __all__ = ["COLD_CAPABLE", "InvokeResult", "Runtime", "workflow_from_tools"]

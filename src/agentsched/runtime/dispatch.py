@@ -13,6 +13,7 @@ taken by the loop itself, one at a time: probes stay serialised.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -57,14 +58,16 @@ class Dispatcher:
         self._served = 0  # slots the loop has consumed
         self._mapping: dict[str, Any] | None = None
         self._stop: BaseException | None = None  # set once: every later request fails with it
+        self._closing: BaseException | None = None  # drain(): later requests are refused with it
+        self._started: list[Request] = []  # requests given a slot, until they are answered
 
     # ---- the caller's side ----------------------------------------------------------------------
     def submit(self, inputs: dict[str, Any], execute: Callable[[dict[str, Any], dict[str, Any]], Execution]) -> Any:
         """Queue one invocation, run it when it gets a slot, and return its result (or raise)."""
         req = Request(inputs)
         with self._cond:
-            if self._stop is not None:
-                raise self._stop
+            if self._stop is not None or self._closing is not None:
+                raise self._stop or self._closing  # type: ignore[misc]
             self._pending.append(req)
             self._fill()
             self._cond.notify_all()
@@ -101,6 +104,8 @@ class Dispatcher:
                 self._check_stop()
                 self._cond.wait()
             req = self._pending.popleft()
+            self._started = [r for r in self._started if not r.done.is_set()]
+            self._started.append(req)  # drain() waits for it as for a round's run
         req.assigned.set()
         return req
 
@@ -112,14 +117,31 @@ class Dispatcher:
                 self._slots, self._count, self._served, self._mapping = [], runs_left, 0, dict(mapping)
                 self._fill()
             while True:
+                # stopped first: a run that ends now was answered "closed" by stop(), and is not recorded
+                self._check_stop()
                 if self._served < len(self._slots) and self._slots[self._served].execution is not None:
                     req = self._slots[self._served]
                     self._served += 1
                     if self._served == self._count:  # the round is complete: the next one opens anew
                         self._slots, self._count, self._served, self._mapping = [], 0, 0, None
                     return req
-                self._check_stop()
                 self._cond.wait()
+
+    def drain(self, error: BaseException, wait_s: float) -> int:
+        """Refuse later requests and fail the pending ones with ``error`` (they have not started);
+        wait up to ``wait_s`` for those running in a slot to be answered, which the loop does once
+        it has recorded them. Returns how many were still running."""
+        with self._cond:
+            self._closing = error
+            waiting = list(self._pending)
+            self._pending.clear()
+            started = [r for r in self._started if not r.done.is_set()]
+        for req in waiting:
+            req.finish(error=error)
+        deadline = time.monotonic() + wait_s
+        for req in started:
+            req.done.wait(max(0.0, deadline - time.monotonic()))
+        return sum(1 for r in started if not r.done.is_set())
 
     def stop(self, error: BaseException) -> None:
         """Fail every waiting invocation with ``error`` and every later one (the loop has ended)."""
@@ -135,10 +157,12 @@ class Dispatcher:
     # ---- inside the lock ------------------------------------------------------------------------
     def _fill(self) -> None:
         """Give the open round's free slots to pending invocations, oldest first."""
+        self._started = [r for r in self._started if not r.done.is_set()]
         while self._pending and len(self._slots) < self._count:
             req = self._pending.popleft()
             req.mapping = self._mapping
             self._slots.append(req)
+            self._started.append(req)
             req.assigned.set()
 
     def _check_stop(self) -> None:

@@ -33,13 +33,14 @@ import asyncio
 import logging
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError, WorkflowError, validation_line
+from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
@@ -52,6 +53,7 @@ from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
 from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 
 log = logging.getLogger("agentsched.runtime")
+CLOSE_WAIT_S = 60.0  # close() waits this long for invocations running to end and be recorded
 
 # policies that schedule without profile cards (names, tags, workload lines, or measurements only)
 COLD_CAPABLE = ("agent-plan", "agent-plan-cold", "agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
@@ -167,6 +169,10 @@ class Runtime:
         # a testbed that is not safe for concurrent runs (one Driver state) runs one at a time
         self._run_lock = None if getattr(self.testbed, "concurrent_runs", False) else threading.Lock()
         self._pinned: dict[str, Mode] | None = None  # pin(): every invocation runs this, outside the loop
+        self._outside = 0  # pinned runs in progress (callers' threads): close() waits for their records
+        self._outside_cond = threading.Condition()
+        self._gave_up = False  # close() stopped waiting for the pinned runs in progress
+        self._close_done = threading.Event()
         self.best: tuple[float, dict[str, Mode]] | None = None  # best observed round (median E2E, mapping)
         self.current: dict[str, Mode] | None = None  # the mapping of the round being run
         self._error: BaseException | None = None  # why the loop stopped, if it did
@@ -216,12 +222,33 @@ class Runtime:
     def pinned(self) -> dict[str, Mode] | None:
         return None if self._pinned is None else dict(self._pinned)
 
-    def close(self) -> None:
-        """Stop the loop, unload the tools, close the store."""
-        if self._closed:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Refuse new invocations, let those running end and be recorded (for at most ``wait_s``;
+        after it they fail with "runtime is closed" and their records are lost, which is logged),
+        then stop the loop, unload the tools, close the store."""
+        with self._outside_cond:
+            first = not self._closed
+            self._closed = True
+        if not first:  # a second close returns once the first is done (the store may be shared)
+            self._close_done.wait(wait_s + 60.0)
             return
-        self._closed = True
-        self._dispatch.stop(AgentschedError("runtime is closed"))
+        try:
+            self._close_after(wait_s)
+        finally:
+            self._close_done.set()
+
+    def _close_after(self, wait_s: float) -> None:
+        closed = AgentschedError("runtime is closed")
+        deadline = time.monotonic() + wait_s
+        left = self._dispatch.drain(closed, wait_s)
+        with self._outside_cond:
+            self._outside_cond.wait_for(lambda: self._outside == 0, max(0.0, deadline - time.monotonic()))
+            left += self._outside
+            self._gave_up = True  # a pinned run ending from now on is not recorded (the service's cut has)
+        if left:
+            log.warning("runtime of %s closed with %d invocation(s) still running after %g s: they fail and "
+                        "are not recorded", self.workflow.name, left, wait_s)
+        self._dispatch.stop(closed)
         self._thread.join(timeout=60)
         self._release()
 
@@ -297,11 +324,16 @@ class Runtime:
         if kind == "round":  # run in its caller's thread, at once with the rest of the round
             req = self._dispatch.next_slot(mapping, runs_left)
             x = req.execution
-            if isinstance(x, BaseException):
+            if isinstance(x, BaseException):  # the loop stops on it, and its caller is told
+                req.finish(error=_stopped_by(x))
                 raise x
         else:  # a probe: run here, one at a time
             req = self._dispatch.take()
-            x = self._execute(mapping, req.inputs, rng)
+            try:
+                x = self._execute(mapping, req.inputs, rng)
+            except BaseException as e:
+                req.finish(error=_stopped_by(e))
+                raise
         invocation_id = None
         served = x
         if self.store is not None and self.learner_id is not None:
@@ -328,7 +360,25 @@ class Runtime:
             status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=round_index)
 
     def _invoke_pinned(self, mapping: dict[str, Mode], inputs: dict[str, Any]) -> InvokeResult:
-        return self.record(self._execute(mapping, inputs, None), "pinned")
+        with self._outside_cond:  # counted before it starts, so that close() waits for its record
+            if self._closed:
+                raise AgentschedError("runtime is closed")
+            self._outside += 1
+        try:
+            x = self._execute(mapping, inputs, None)
+        except BaseException:
+            self._outside_done()
+            raise
+        with self._outside_cond:
+            self._outside_done()
+            if self._gave_up:  # close() stopped waiting for it: as a round's run then, it fails unrecorded
+                raise AgentschedError("runtime is closed")
+            return self.record(x, "pinned")  # under the lock: close() cannot give up on it meanwhile
+
+    def _outside_done(self) -> None:
+        with self._outside_cond:  # re-entrant (a Condition's default lock is an RLock)
+            self._outside -= 1
+            self._outside_cond.notify_all()
 
     def record(self, x: Execution, kind: str) -> InvokeResult:
         """Keep an execution run outside the learner's rounds (a pinned run; a live-placed one of the
@@ -394,6 +444,12 @@ class Runtime:
             self.store.close()
 
 
+def _stopped_by(e: BaseException) -> BaseException:
+    """What the caller of a run that raised ``e`` (not a failed tool: a testbed bug, a Ctrl-C in its
+    thread) gets: a Ctrl-C or an exit as it is, anything else as one line."""
+    return e if not isinstance(e, Exception) else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}")
+
+
 # ---- construction helpers ---------------------------------------------------------------------
 def _workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
     from agentsched.scenarios import resolve_workflow
@@ -440,45 +496,3 @@ def _check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
                        f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
 
-
-def workflow_from_tools(
-    name: str,
-    tools: dict[str, Any],
-    edges: Any = (),
-    *,
-    decision_space: str = "three_way",
-    vram_budget_mb: float | None = None,
-    cards: Any = None,
-) -> Workflow:
-    """A workflow of tools given in memory: ``tools`` maps each task id to a ``Tool`` class or
-    instance, ``edges`` is a list of (from, to) task ids. ``cards``: a ``CardSet``, a card-set name
-    or file, or a dict tool path/task id -> ``ToolCard``; tasks without a card run in cold start."""
-    from agentsched.model.cards import CardSet, ToolCard
-    from agentsched.model.tool import register_tool
-
-    if not isinstance(tools, dict) or not tools:
-        raise WorkflowError(f"workflow {name!r}: tools must be a non-empty dict task id -> Tool class or instance")
-    paths = {str(t): register_tool(obj) for t, obj in tools.items()}
-    try:
-        wf = Workflow(name=name, tasks={t: {"tool": p} for t, p in paths.items()},
-                      edges=[list(e) for e in edges], decision_space=decision_space, vram_budget_mb=vram_budget_mb)
-    except AgentschedError:
-        raise
-    except Exception as exc:  # pydantic's validation error: one line
-        errors = exc.errors() if hasattr(exc, "errors") else [{"msg": str(exc), "loc": ()}]
-        raise WorkflowError(f"workflow {name!r}: {validation_line(errors, 'workflow', more=False)}") from None
-    if cards is None:
-        card_set = CardSet(name="none", source="no profile: cold start", cards={})
-    elif isinstance(cards, CardSet):
-        card_set = cards
-    elif isinstance(cards, dict):
-        by_path = {}
-        for key, card in cards.items():
-            if not isinstance(card, ToolCard):
-                raise WorkflowError(f"workflow {name!r}: cards[{key!r}] is not a ToolCard (give the path of a card "
-                                    "file from agentsched profile, a CardSet, or a dict of ToolCards)")
-            by_path[paths.get(key, key)] = card.model_copy(update={"name": paths.get(key, key)})
-        card_set = CardSet(name=f"{name}-cards", source="given in memory", cards=by_path)
-    else:
-        return wf.with_cards(str(cards))
-    return wf.with_cards(card_set)

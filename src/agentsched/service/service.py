@@ -364,7 +364,7 @@ class Service:
         learner's sequence) and answer it with that record. Returns how many were cut. Their tools
         may still be running: nobody waits for them."""
         for rt in self.runtimes.values():
-            rt.close()  # no loop records anything from now on
+            rt.close(wait_s=0.0)  # no loop records anything from now on
         with self._cond:
             self._cond.wait_for(lambda: not self._flights, timeout=CUT_GRACE_S)
             # a flight whose own result is being recorded (live placement claims it) is answered by it
@@ -422,8 +422,8 @@ class Service:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        for rt in self.runtimes.values():
-            rt.close()
+        for rt in self.runtimes.values():  # after the drain and the cut: nothing left to wait for
+            rt.close(wait_s=0.0)
         for tb in self._testbeds:
             tb.close()
         if self.machine is not None:

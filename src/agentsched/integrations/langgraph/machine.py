@@ -19,8 +19,12 @@ lets it start:
 
 The tools' placement is the mapping's (each task's mode and where its tool waits): runs under one
 placement overlap; a run under another (a probe, a pinned mapping) waits until they are done, then
-the tools move (``placement``). One machine per testbed, so per graph: two graphs served by one
-process do not share their slots, queue or budget (give each its share).
+the tools move (``placement``).
+
+One machine per testbed (per graph), but the GPU is the process's: every machine on one device
+(``device``, e.g. ``cuda:0``) shares that device's GPU queue and VRAM ledger (``_Device``), so two
+graphs served by one process never hold more than a run's budget between them, and their queued
+nodes take turns. The CPU slots stay each graph's (its ``cpu_workers``).
 
 Deadlock-free: a node takes its tool first and then one device resource, and everything it may wait
 for is held by a node that is running its tool, which needs nothing more to finish.
@@ -38,23 +42,42 @@ from agentsched.errors import TestbedError
 from agentsched.model.workflow import Mode, fits_vram
 
 
+class _Device:
+    """What every machine on one GPU device shares: the lock (one condition, so a node waiting for
+    VRAM wakes when another graph's node frees it), the GPU queue and the VRAM held."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.queue_busy = False
+        self.vram_held_mb = 0.0
+        self.tickets = itertools.count()
+        self.queue_line: deque[int] = deque()  # FIFO of the GPU queue, every graph's nodes together
+
+
+_DEVICES: dict[str, _Device] = {}  # device name -> its shared part, for the life of the process
+_DEVICES_LOCK = threading.Lock()
+
+
+def _device(name: str) -> _Device:
+    with _DEVICES_LOCK:
+        return _DEVICES.setdefault(name, _Device())
+
+
 class GraphMachine:
     """The shared part of the testbed (module docstring). Thread-safe."""
 
-    def __init__(self, cpu_slots: int) -> None:
+    def __init__(self, cpu_slots: int, device: str = "cuda:0") -> None:
         self.cpu_slots = cpu_slots
-        self._cond = threading.Condition()
+        self._gpu = _device(device)
+        self._cond = self._gpu.cond
         self._closed = False  # no run starts any more (``close``)
         self._placement: Hashable | None = None  # the tools' placement now (None: not placed yet)
+        self._placing = False  # a run is moving the tools (``placement``; outside the lock)
         self._runs = 0  # runs in progress under it
         self._tools_busy: dict[str, int] = {}  # task -> runs of its tool in progress
         self._tools_alone: set[str] = set()  # tasks whose tool serves one run that may move it
         self._cpu_busy = 0
-        self._queue_busy = False
-        self._vram_held_mb = 0.0
-        self._tickets = itertools.count()
-        self._cpu_line: deque[int] = deque()  # FIFO of the nodes waiting for a CPU slot
-        self._queue_line: deque[int] = deque()  # FIFO of the GPU queue
+        self._cpu_line: deque[int] = deque()  # FIFO of the nodes waiting for one of this graph's CPU slots
 
     # ---- a run ---------------------------------------------------------------------------------
     @contextmanager
@@ -63,19 +86,17 @@ class GraphMachine:
         the runs under the old one to end and calls ``place`` (which moves the tools); a ``place``
         that raises leaves the placement unknown, so the next run places again."""
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or self._runs == 0 or self._placement == key)
+            self._cond.wait_for(lambda: self._closed or (not self._placing
+                                                         and (self._runs == 0 or self._placement == key)))
             if self._closed:
                 raise TestbedError("the LangGraph testbed is closed: no invocation starts any more")
-            if self._placement != key:
-                # why under the lock: runs under the same key arriving now must not start before the
-                # tools are where this key puts them (loading may take seconds; they would wait anyway)
-                self._placement = None
-                try:
-                    place()
-                    self._placement = key
-                finally:
-                    self._cond.notify_all()  # runs under this key (or, after a failure, any) may go
-            self._runs += 1
+            moving = self._placement != key
+            if moving:  # runs under any key wait until the tools are where this key puts them
+                self._placement, self._placing = None, True
+            else:
+                self._runs += 1
+        if moving:
+            self._place(key, place)
         try:
             yield
         finally:
@@ -83,16 +104,32 @@ class GraphMachine:
                 self._runs -= 1
                 self._cond.notify_all()
 
+    def _place(self, key: Hashable, place: Callable[[], None]) -> None:
+        """Move the tools (``place``) and count this run under ``key``. Why outside the lock: loading
+        models takes seconds, and the lock is the device's: every other graph's nodes would wait."""
+        placed = False
+        try:
+            place()
+            placed = True
+        finally:
+            with self._cond:
+                self._placing = False
+                if placed:
+                    self._placement = key
+                    self._runs += 1
+                self._cond.notify_all()  # runs under this key (or, after a failure, any) may go
+
     # ---- a node --------------------------------------------------------------------------------
     @contextmanager
     def node(self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool,
              budget_mb: float | None = None) -> Iterator[None]:
         """Hold what node ``task`` needs to run in ``mode``: its tool (``shared``: the tool may serve
         several runs at once), then a CPU slot, the GPU queue's turn, or its VRAM when ``staged``
-        (fitting beside what every invocation holds here under ``budget_mb``, its run's budget)."""
+        (fitting beside what every invocation on the device holds under ``budget_mb``, its run's budget)."""
         moves = mode is Mode.GPU_QUEUE or (mode is Mode.GPU_NOW and staged)  # loaded/moved for this run
         held_vram = vram_mb if moves else 0.0
         alone = moves or not shared  # a tool this run moves serves no other run meanwhile
+        gpu = self._gpu
         with self._cond:
             self._cond.wait_for(lambda: task not in self._tools_alone
                                 and (not alone or not self._tools_busy.get(task)))
@@ -103,12 +140,12 @@ class GraphMachine:
                 self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
                 self._cpu_busy += 1
             elif mode is Mode.GPU_QUEUE:
-                self._wait_turn(self._queue_line,
-                                lambda: not self._queue_busy and fits_vram(self._vram_held_mb, held_vram, budget_mb))
-                self._queue_busy = True
+                self._wait_turn(gpu.queue_line,
+                                lambda: not gpu.queue_busy and fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
+                gpu.queue_busy = True
             elif held_vram:
-                self._cond.wait_for(lambda: fits_vram(self._vram_held_mb, held_vram, budget_mb))
-            self._vram_held_mb += held_vram
+                self._cond.wait_for(lambda: fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
+            gpu.vram_held_mb += held_vram
         try:
             yield
         finally:
@@ -118,15 +155,20 @@ class GraphMachine:
                 if mode is Mode.CPU:
                     self._cpu_busy -= 1
                 elif mode is Mode.GPU_QUEUE:
-                    self._queue_busy = False
-                self._vram_held_mb -= held_vram
+                    gpu.queue_busy = False
+                gpu.vram_held_mb -= held_vram
                 self._cond.notify_all()
 
     def _wait_turn(self, line: deque[int], free: Callable[[], bool]) -> None:
         """Wait (lock held) until this ticket heads ``line`` and ``free()``; then leave the line."""
-        ticket = next(self._tickets)
+        ticket = next(self._gpu.tickets)
         line.append(ticket)
-        self._cond.wait_for(lambda: line[0] == ticket and free())
+        try:
+            self._cond.wait_for(lambda: line[0] == ticket and free())
+        except BaseException:  # interrupted: a ticket left in the line would stop every later one
+            line.remove(ticket)
+            self._cond.notify_all()
+            raise
         line.popleft()
         self._cond.notify_all()  # the next in line may be free too (another slot)
 
@@ -136,9 +178,10 @@ class GraphMachine:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            return self._cond.wait_for(lambda: self._runs == 0, timeout=timeout_s)
+            return self._cond.wait_for(lambda: self._runs == 0 and not self._placing, timeout=timeout_s)
 
     @property
     def vram_held_mb(self) -> float:
-        """VRAM the nodes running now hold through this machine (staged and queued ones)."""
-        return self._vram_held_mb
+        """VRAM the nodes running now hold on this machine's device (staged and queued ones, every
+        graph's)."""
+        return self._gpu.vram_held_mb

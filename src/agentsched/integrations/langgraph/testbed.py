@@ -294,7 +294,7 @@ class LangGraphTestbed(Testbed):
         if node_timeout_s is not None and not (isinstance(node_timeout_s, (int, float)) and node_timeout_s > 0):
             raise TestbedError(f"langgraph testbed: node_timeout_s must be a number > 0, got {node_timeout_s!r}")
         self.node_timeout_s = node_timeout_s  # a placeable node's run past it fails its invocation (None: none)
-        self.machine = GraphMachine(workers)  # what concurrent invocations share (machine.py)
+        self.machine = GraphMachine(workers, self.device)  # what concurrent invocations share (machine.py)
         self._tools: dict[str, Tool] = {}  # task -> its tool instance (kept loaded across invocations)
         self._tools_lock = threading.Lock()
         self._where: dict[str, str | None] = {}  # task -> device it is loaded on (None: unloaded)
