@@ -272,6 +272,11 @@ def test_graph_the_runtime_cannot_map_is_refused_naming_the_node(pipe) -> None:
     g.add_edge(START, "split")
     with pytest.raises(GraphError, match="^node 'split' is the agentsched.Tool class Split"):
         GraphRuntime(g, "words-graph", store=str(folder / "c.db"))
+    g = StateGraph(State)
+    g.add_node("my split", tool_node(mod.Split, writes="split"))  # a name no task may have
+    g.add_edge(START, "my split")
+    with pytest.raises(GraphError, match="task name 'my split' is not allowed"):  # was a WorkflowError
+        GraphRuntime(g, "words-graph", store=str(folder / "c.db"))
 
 
 def test_missing_input_is_one_line(pipe) -> None:
@@ -380,3 +385,16 @@ def test_a_host_node_failing_in_the_first_round_does_not_kill_the_learner(pipe, 
     with GraphRuntime(_failing_host_graph(mod), "hosted", store=db, round_size=2, policy=policy) as grt:
         r = grt.invoke(documents=DOCS[0])  # a new process replays the store, failure included
         assert r.ok and r.invocation_id == len(DOCS) + 2, r.message
+
+
+def test_close_takes_the_runtimes_wait(pipe, monkeypatch) -> None:
+    """Before, GraphRuntime.close(wait_s=...) was a TypeError that left the runtime open."""
+    folder, mod = pipe
+    rt = GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "w.db"))
+    waits: list[float] = []
+    inner = rt.runtime.close
+    monkeypatch.setattr(rt.runtime, "close", lambda wait_s: (waits.append(wait_s), inner(wait_s)))
+    rt.close(wait_s=0.5)
+    assert waits == [0.5]
+    with pytest.raises(Exception, match="runtime is closed"):
+        rt.invoke(documents=["a b"])

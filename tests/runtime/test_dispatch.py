@@ -250,3 +250,33 @@ def test_a_run_that_raises_stops_the_runtime_and_its_caller_is_told(tmp_path):
         assert len(got) == 1 and str(got[0]) == "runtime stopped: RuntimeError: testbed bug"
     finally:
         rt.close(wait_s=1.0)
+
+
+def test_each_waiting_caller_gets_its_own_copy_of_the_error_that_stopped_them():
+    """Before, every caller raised one shared instance: its traceback grew by each thread's frames."""
+    import traceback
+
+    from agentsched.runtime.dispatch import Dispatcher
+
+    d = Dispatcher()
+    got: list = []
+
+    def call():
+        try:
+            d.submit({}, lambda mapping, inputs: None)
+        except AgentschedError as e:
+            got.append(e)
+
+    callers = [threading.Thread(target=call) for _ in range(3)]
+    for t in callers:
+        t.start()
+    while d.in_flight < 3:
+        threading.Event().wait(0.01)
+    stop = AgentschedError("runtime is closed")
+    d.stop(stop)
+    for t in callers:
+        t.join(WAIT_S)
+    assert len(got) == 3 and len({id(e) for e in got} | {id(stop)}) == 4
+    assert all(str(e) == "runtime is closed" for e in got)
+    depths = {len(traceback.extract_tb(e.__traceback__)) for e in got}
+    assert len(depths) == 1  # one caller's frames each, not the others' piled on

@@ -19,6 +19,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key, validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult, brute_force
+from agentsched.model.rounds import speaks
 from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
 from agentsched.testbeds.base import Testbed
 
@@ -123,15 +124,15 @@ def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
 
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
                    executions_total: int, previous: RoundResult | None = None) -> RoundResult:
-    """Fold R executions of one mapping into a round: infeasible if a run failed where its placement
-    may be the cause (``Execution.placement_failed``), else the median E2E of the runs that ended;
-    runs that failed in host code are left out. When all of them failed so, the round has nothing to
-    judge its mapping by (``RoundResult.judged`` False): it keeps the first run's status, and its
-    message says so; unless the ``previous`` round ran the same mapping with nothing to judge
-    either: then it fails it (``RoundResult.judged_again``). The loop passes no ``previous`` for a
-    mapping that ran well before: its host code took what its tools returned, so the failure is not
-    the mapping's however long it lasts (an LLM endpoint down for many rounds)."""
-    judged = [x for x in execs if x.ok or x.placement_failed]
+    """Fold R executions of one mapping into a round: infeasible if a run that tells of the mapping
+    failed (``model.rounds.speaks``: an oom; a placed task that raised while no run ended well), else
+    the median E2E of the runs that ended; the other failed runs are left out (a failure in host
+    code; a bad input that broke a placed tool while other runs ended). When every run failed in
+    host code, the round has nothing to judge its mapping by (``RoundResult.judged`` False): it
+    keeps the first run's status, and its message says so; unless the ``previous`` round ran the same mapping with nothing to judge
+    either: then it fails it (``RoundResult.judged_again``). The loop passes no ``previous`` where
+    the failure cannot be the mapping's (``_HostFailures``)."""
+    judged = [x for x in execs if speaks(x, execs)]
     elapsed = statistics.median(x.elapsed_ms for x in execs)
     peak = max(x.peak_vram_mb for x in execs)
     if not judged:
@@ -147,6 +148,33 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
                            executions_total, bad.message)
     e2e = statistics.median(x.e2e_ms for x in judged)  # type: ignore[misc]
     return RoundResult(round_index, mapping, Status.OK, e2e, elapsed, peak, tuple(execs), executions_total)
+
+
+class _HostFailures:
+    """What the loop has seen that says a failure in host code is not the mapping's: it ran well
+    under that mapping before (its host code took what its tools returned), or the same failure
+    (node and message: an LLM endpoint down) came under another mapping too. Such a round has
+    nothing to judge however long it lasts; otherwise its mapping's second one in a row is judged
+    (``summarize_runs``)."""
+
+    def __init__(self) -> None:
+        self.worked: set[str] = set()  # mapping keys a run ended well under
+        self.seen: dict[tuple[str, str], set[str]] = {}  # (failed node, message) -> mapping keys
+
+    @staticmethod
+    def _failures(execs: list[Execution]) -> set[tuple[str, str]]:
+        return {(str(x.extra["failed_node"]), x.message) for x in execs if not x.ok and not x.placement_failed}
+
+    def previous(self, key: str, execs: list[Execution], previous: RoundResult | None) -> RoundResult | None:
+        """The round ``summarize_runs`` may judge this one again by (None: never)."""
+        elsewhere = any(self.seen.get(f, set()) - {key} for f in self._failures(execs))
+        return None if key in self.worked or elsewhere else previous
+
+    def add(self, key: str, execs: list[Execution]) -> None:
+        if any(x.ok for x in execs):
+            self.worked.add(key)
+        for f in self._failures(execs):
+            self.seen.setdefault(f, set()).add(key)
 
 
 def noise_stream(seed: int) -> random.Random:
@@ -208,7 +236,7 @@ def run_loop(
         keep_rounds = ENDLESS_KEEP_ROUNDS
     run = LoopRun(workflow, policy.label, policy.online, seed, repeats, keep_rounds)
     result: RoundResult | None = None  # the previous round's
-    worked: set[str] = set()  # the mappings a run ended well under (summarize_runs)
+    host = _HostFailures()
     for i in range(rounds) if rounds is not None else itertools.count():
         if i > 0:
             testbed.begin_round(i)  # before the round's probes (propose) and runs
@@ -220,9 +248,8 @@ def run_loop(
         execs = [_lean(testbed.run(workflow, mapping, rng=noise_rng)) for _ in range(repeats)]
         counter["n"] += len(execs)
         key = mapping_key(workflow, mapping)
-        result = summarize_runs(workflow, mapping, execs, i, counter["n"], None if key in worked else result)
-        if any(x.ok for x in execs):
-            worked.add(key)
+        result = summarize_runs(workflow, mapping, execs, i, counter["n"], host.previous(key, execs, result))
+        host.add(key, execs)
         evidence = policy.observe(result)
         # probes from reset/propose (before the runs) and from observe (after) all belong here;
         # the policy has seen the timelines: the record keeps the figures (slim_execution)

@@ -8,6 +8,19 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import MappingT
 
 
+def speaks(x: Execution, runs: tuple[Execution, ...] | list[Execution]) -> bool:
+    """Does run ``x``, one of a round's ``runs`` (one mapping), tell of that mapping? A run that ended
+    does; so does an oom, and a placed task that raised (``Execution.placement_failed``: it cannot be
+    told apart from a tool that fails on its device), unless another run of the round ended well:
+    then the tools run on their devices, and this run's input broke one (a bad request among many
+    served: it must not cost the mapping its verdict). A failure in host code never does."""
+    if x.ok:
+        return True
+    if not x.placement_failed:
+        return False
+    return x.status is not Status.ERROR or not any(y.ok for y in runs)
+
+
 @dataclass(frozen=True)
 class RoundResult:
     """One round as the runner measured it."""
@@ -38,12 +51,12 @@ class RoundResult:
         verdict, no timings, no infeasible mark. But only once in a row for one mapping
         (``judged_again``): the failure may be the mapping's after all (host code that cannot take
         what a GPU-placed tool returned), and the policies would propose it again forever."""
-        return self.judged_again or any(x.ok or x.placement_failed for x in self.executions)
+        return self.judged_again or any(speaks(x, self.executions) for x in self.executions)
 
     def counts_against(self, x: Execution) -> bool:
         """Does run ``x`` of this round count against its mapping? Never in a round with nothing to
-        judge (``judged``). Else a run that failed where its placement may be the cause always does
-        (``Execution.placement_failed``); one that failed in host code only when the round failed too
-        (a placed task failed beside it: the host failure may follow from the placement, e.g. host
-        code that cannot take what a GPU-placed tool returned)."""
-        return self.judged and not x.ok and (x.placement_failed or not self.ok)
+        judge (``judged``). Else a failed run that tells of the mapping (``speaks``) does; any other
+        failed run only when the round failed too (a placed task failed beside it: the host failure
+        may follow from the placement, e.g. host code that cannot take what a GPU-placed tool
+        returned)."""
+        return self.judged and not x.ok and (speaks(x, self.executions) or not self.ok)

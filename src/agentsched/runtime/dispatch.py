@@ -12,6 +12,7 @@ taken by the loop itself, one at a time: probes stay serialised.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
@@ -21,6 +22,14 @@ from typing import Any
 from agentsched.model.execution import Execution
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
+
+
+def _own(error: BaseException) -> BaseException:
+    """A copy of ``error`` for one caller: the same instance raised in many threads (every invocation
+    a close or a stop answers) would gather every thread's traceback in one."""
+    mine = copy.copy(error)
+    mine.__traceback__ = None
+    return mine
 
 
 class Stopped(BaseException):
@@ -67,7 +76,7 @@ class Dispatcher:
         req = Request(inputs)
         with self._cond:
             if self._stop is not None or self._closing is not None:
-                raise self._stop or self._closing  # type: ignore[misc]
+                raise _own(self._stop or self._closing)  # type: ignore[arg-type]
             self._pending.append(req)
             self._fill()
             self._cond.notify_all()
@@ -82,7 +91,7 @@ class Dispatcher:
                 self._cond.notify_all()
         req.done.wait()
         if req.error is not None:
-            raise req.error
+            raise _own(req.error)
         return req.result
 
     @property

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError
-from agentsched.integrations.langgraph.graph import GraphSpec, inspect_graph
+from agentsched.errors import AgentschedError, WorkflowError
+from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, inspect_graph
 from agentsched.integrations.langgraph.testbed import RESULT_KEY, LangGraphTestbed, RunResult
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
+from agentsched.runtime.runtime import CLOSE_WAIT_S
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 
 
@@ -43,8 +44,13 @@ def workflow_from_graph(graph: Any, name: str, *, decision_space: str = "three_w
     spec = spec if spec is not None else inspect_graph(graph)
     if not spec.nodes:
         raise AgentschedError(f"graph {name!r} has no placeable node: add tools with tool_node(...) or @placeable")
-    return workflow_from_tools(name, spec.tools(), spec.edges, decision_space=decision_space,
-                               vram_budget_mb=vram_budget_mb, cards=cards)
+    try:
+        return workflow_from_tools(name, spec.tools(), spec.edges, decision_space=decision_space,
+                                   vram_budget_mb=vram_budget_mb, cards=cards)
+    except GraphError:
+        raise
+    except WorkflowError as e:  # e.g. a node name that cannot be a task's: the graph's error, as documented
+        raise GraphError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -134,11 +140,12 @@ class GraphRuntime:
             timeline=r.timeline, host_spans=tuple(x.extra.get("host_spans", ())) if x is not None else (),
             status=r.status, message=r.message, invocation_id=r.invocation_id, kind=r.kind, round=r.round)
 
-    def close(self) -> None:
-        """Stop the runtime, close the store, and unload the tools of a testbed it built (a
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Stop the runtime (``Runtime.close``: the invocations running end and are recorded, for at
+        most ``wait_s``), close the store, and unload the tools of a testbed it built (a
         ``LangGraphTestbed`` passed in is the caller's to close: it may serve another runtime)."""
         try:
-            self.runtime.close()
+            self.runtime.close(wait_s)
         finally:
             if self._own_testbed:
                 self.testbed.close()
