@@ -215,3 +215,30 @@ def test_a_round_with_nothing_to_judge_does_not_feed_the_model():
     assert policy.forecaster is not None
     # R1's runs and every probe; none of R0's runs
     assert policy.forecaster.executions == 3 + run.probes_total
+
+
+def test_a_bad_input_among_a_rounds_runs_does_not_make_the_model_drop_its_mapping():
+    """The round is judged by its runs that ended (model.rounds.speaks); the forecaster's model used
+    to count the bad run as a failure of the mapping and never predict it again."""
+    import dataclasses
+
+    from agentsched.model.execution import Status
+
+    class OneBadInput(SimTestbed):
+        runs = 0
+
+        def run(self, workflow, mapping, *, rng=None, inputs=None):
+            x = super().run(workflow, mapping, rng=rng)
+            OneBadInput.runs += 1
+            if OneBadInput.runs != 1:  # the first: nothing ran well before it
+                return x
+            return dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message="node A failed: bad input",
+                                       extra={**x.extra, "failed_task": "A"})
+
+    wf = load_scenario("S5")
+    policy = AgentPolicy("rules", predictions=True)
+    run = run_loop(wf, policy, OneBadInput(noise_sigma=0.0), rounds=1, repeats=3)
+    first = run.rounds[0]
+    assert first.ok and first.executions[0].status is Status.ERROR
+    planner = policy.forecaster.planner
+    assert planner.evidence.measured(planner.key(first.mapping)) is not None

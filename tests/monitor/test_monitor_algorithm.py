@@ -333,3 +333,22 @@ def test_a_round_with_nothing_to_judge_spends_no_probe():
     assert not h.monitor.history[-1].judged and probes == [] and ev.active == ("history",)
     ev, probes = h.observe(mapping("now queue cpu cpu"))  # the rerun, judged: its neighbourhood is probed
     assert h.monitor.history[-1].judged and probes and all(w.ok for w in ev.whatifs)
+
+
+def test_the_failed_task_named_is_that_of_the_run_the_round_is_judged_by():
+    """A bad input broke A in one run, another run ended, a third ran out of VRAM starting B: the
+    round is an oom of B; before, the monitor named A (the first run held against the mapping), and
+    the rules' repair moved the wrong task."""
+    import dataclasses
+
+    wf = workflow(budget_mb=800)
+    m = mapping("now now cpu cpu")
+    monitor = RuntimeMonitor(wf, lambda mp: None, MonitorConfig.from_options({**ALL_ON, "reprobe": False}),
+                             cards=wf.task_cards)
+    x = ScriptedTestbed().run(wf, m)
+    bad = dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message="A raised", extra={"failed_task": "A"})
+    oom = dataclasses.replace(x, status=Status.OOM, e2e_ms=None, message="B oom", extra={"failed_task": "B"})
+    res = summarize_runs(wf, m, [bad, x, oom], 0, 3)
+    assert res.status is Status.OOM and res.message == "B oom"
+    monitor.observe(res)
+    assert monitor.history[-1].failed_task == "B"

@@ -67,9 +67,10 @@ class Forecaster:
         self.executions = 0
         self._cached = None
 
-    def record(self, x: Execution) -> None:
-        """One execution the agent saw (a round's run or a monitor probe)."""
-        self.planner.record(x)
+    def record(self, x: Execution, against: bool | None = None) -> None:
+        """One execution the agent saw (a round's run, with ``RoundResult.counts_against``; or a monitor
+        probe, None: judged alone)."""
+        self.planner.record(x, against)
         self.executions += 1
 
     def predictions(self) -> ModelPredictions:

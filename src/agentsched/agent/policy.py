@@ -191,6 +191,6 @@ class AgentPolicy(Policy):
         assert self.monitor is not None
         if self.forecaster is not None and result.judged:  # the round's runs first; the probes as they run
             for x in result.executions:
-                self.forecaster.record(x)
+                self.forecaster.record(x, result.counts_against(x))
         self._evidence = self.monitor.observe(result)
         return self._evidence.to_dict()

@@ -7,6 +7,7 @@ cost is visible in ``executions_total`` and in the regret.
 from __future__ import annotations
 
 import itertools
+import re
 import random
 import statistics
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key, validate_mapping
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult, brute_force
-from agentsched.model.rounds import speaks
+from agentsched.model.rounds import first_cause, speaks
 from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
 from agentsched.testbeds.base import Testbed
 
@@ -125,9 +126,9 @@ def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
 def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
                    executions_total: int, previous: RoundResult | None = None) -> RoundResult:
     """Fold R executions of one mapping into a round: infeasible if a run that tells of the mapping
-    failed (``model.rounds.speaks``: an oom; a placed task that raised while no run ended well), else
-    the median E2E of the runs that ended; the other failed runs are left out (a failure in host
-    code; a bad input that broke a placed tool while other runs ended). When every run failed in
+    failed (``model.rounds.speaks``: an oom; a placed task that raised, unless at least as many runs
+    ended well), else the median E2E of the runs that ended; the other failed runs are left out (a
+    failure in host code; a bad input that broke a placed tool). When every run failed in
     host code, the round has nothing to judge its mapping by (``RoundResult.judged`` False): it
     keeps the first run's status, and its message says so; unless the ``previous`` round ran the same mapping with nothing to judge
     either: then it fails it (``RoundResult.judged_again``). The loop passes no ``previous`` where
@@ -142,7 +143,7 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
         why = "again, judged a failure of the mapping" if again else "nothing to judge"
         return RoundResult(round_index, mapping, first.status, None, elapsed, peak, tuple(execs), executions_total,
                            f"{why}: every run failed in host code ({first.message})", judged_again=again)
-    bad = next((x for x in judged if not x.ok), None)
+    bad = first_cause(execs)
     if bad is not None:
         return RoundResult(round_index, mapping, bad.status, None, elapsed, peak, tuple(execs),
                            executions_total, bad.message)
@@ -163,7 +164,9 @@ class _HostFailures:
 
     @staticmethod
     def _failures(execs: list[Execution]) -> set[tuple[str, str]]:
-        return {(str(x.extra["failed_node"]), x.message) for x in execs if not x.ok and not x.placement_failed}
+        # numbers masked: the same failure of two requests may name their ids, times or ports
+        return {(str(x.extra["failed_node"]), re.sub(r"\d+", "#", x.message))
+                for x in execs if not x.ok and not x.placement_failed}
 
     def previous(self, key: str, execs: list[Execution], previous: RoundResult | None) -> RoundResult | None:
         """The round ``summarize_runs`` may judge this one again by (None: never)."""

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import MappingT
 
 
-def speaks(x: Execution, runs: tuple[Execution, ...] | list[Execution]) -> bool:
-    """Does run ``x``, one of a round's ``runs`` (one mapping), tell of that mapping? A run that ended
-    does; so does an oom, and a placed task that raised (``Execution.placement_failed``: it cannot be
-    told apart from a tool that fails on its device), unless another run of the round ended well:
-    then the tools run on their devices, and this run's input broke one (a bad request among many
-    served: it must not cost the mapping its verdict). A failure in host code never does."""
+def speaks(x: Execution, runs: Sequence[Execution], ran_well_before: bool = False) -> bool:
+    """Does run ``x``, one of ``runs`` under one mapping (a round's; a probe: itself alone), tell of
+    that mapping? A run that ended does; so does an oom, and a placed task that raised
+    (``Execution.placement_failed``: it cannot be told apart from a tool that fails on its device),
+    unless the tools are known to run on their devices: the mapping ran well before (a probe), or
+    at least as many runs of the round ended well as raised so. Then this run's input broke a tool
+    (a bad request among many served): it must not cost the mapping its verdict. A failure in host
+    code never does."""
     if x.ok:
         return True
     if not x.placement_failed:
         return False
-    return x.status is not Status.ERROR or not any(y.ok for y in runs)
+    if x.status is not Status.ERROR:
+        return True
+    ended = sum(1 for y in runs if y.ok)
+    raised = sum(1 for y in runs if not y.ok and y.placement_failed and y.status is Status.ERROR)
+    return not (ran_well_before or 0 < raised <= ended)
+
+
+def first_cause(runs: Sequence[Execution]) -> Execution | None:
+    """The failed run that sets a round's verdict (its status and message): the first that speaks."""
+    return next((x for x in runs if not x.ok and speaks(x, runs)), None)
 
 
 @dataclass(frozen=True)

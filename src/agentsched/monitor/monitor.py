@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import MappingT, mapping_key
-from agentsched.model.rounds import RoundResult
+from agentsched.model.rounds import RoundResult, first_cause, speaks
 from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
@@ -192,7 +192,7 @@ class RuntimeMonitor:
         m.peak_vram_mb = max(m.peak_vram_mb, x.peak_vram_mb)
         if x.ok and x.e2e_ms is not None:
             m.add(x.e2e_ms)
-        elif x.placement_failed if against is None else against:  # RoundResult.counts_against
+        elif speaks(x, (x,), m.samples > 0) if against is None else against:  # a probe; RoundResult.counts_against
             m.infeasible = True
             m.message = x.message
             if x.status is Status.OOM and self.budget_mb is not None:
@@ -345,7 +345,8 @@ class RuntimeMonitor:
         self._round_probes = 0
         self._notes = []
         self._refused = False
-        failed = next((x.extra.get("failed_task") for x in result.executions if result.counts_against(x)), None)
+        cause = first_cause(result.executions) if result.judged else None
+        failed = cause.extra.get("failed_task") if cause is not None else None  # the run the verdict is of
         if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
             failed = None
         entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,

@@ -15,9 +15,8 @@ reported in the proposal and round info (``"change"``).
 Cold start (``agent-plan-cold``): round 0 follows the tags like agent-rules-cold; its runs plus up to
 two profiling probes (``seeds.gpu_profile``, ``seeds.cpu_profile``) give the model its figures.
 
-Options: ``start`` (warm|cold), ``probe_fraction`` (probes as a fraction of the round executions,
-default 0.1; of the rounds so far when the run has no end), ``probes_per_round`` (default 2),
-``min_gain`` (noise threshold floor, default 0.01).
+Options: ``start`` (warm|cold), ``probe_fraction`` (probes as a fraction of the round executions, default 0.1;
+of the rounds so far when the run has no end), ``probes_per_round`` (default 2), ``min_gain`` (default 0.01).
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import format_mapping
 from agentsched.model.options import STARTS
+from agentsched.model.rounds import speaks
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import MappingT, Policy, PolicyContext, Proposal, RoundResult
 
@@ -156,7 +156,7 @@ class PlanPolicy(Policy):
             self.evidence.add_tasks(key, contended)
             vram_of = {sp.task: self._vram_estimate(sp.task) for sp in x.spans if sp.vram_mb > 0}
             self.safety.learn_peak(x.peak_vram_mb, explained_peak_mb(x, vram_of))
-        elif x.placement_failed if against is None else against:
+        elif speaks(x, (x,), self.evidence.measured(key) is not None) if against is None else against:
             risk = 1.0
             if self._pred is not None:
                 p = self._pred.predict(key)
@@ -168,9 +168,9 @@ class PlanPolicy(Policy):
             if s.end_ms is not None:
                 self.seen_modes.add((s.task, s.mode is not Mode.CPU and self.model.has_gpu(s.task)))
 
-    def record(self, x: Execution) -> None:
+    def record(self, x: Execution, against: bool | None = None) -> None:
         """Feed one execution seen elsewhere to the model (the agent's prediction stream: agent/forecast.py)."""
-        self._record(x)
+        self._record(x, against)
 
     # ---- change detection ----------------------------------------------------------------------
     def _detect(self, key: Key, x: Execution, contended: dict[str, float]) -> None:
