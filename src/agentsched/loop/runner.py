@@ -7,8 +7,8 @@ cost is visible in ``executions_total`` and in the regret.
 from __future__ import annotations
 
 import itertools
-import re
 import random
+import re
 import statistics
 from collections.abc import Callable
 import dataclasses
@@ -19,8 +19,8 @@ from agentsched.errors import AgentschedError, MappingError, PolicyError, Testbe
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key, validate_mapping
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.oracle import OracleResult, brute_force
 from agentsched.model.rounds import first_cause, speaks
+from agentsched.oracle import OracleResult, brute_force
 from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
 from agentsched.testbeds.base import Testbed
 
@@ -128,11 +128,11 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
     """Fold R executions of one mapping into a round: infeasible if a run that tells of the mapping
     failed (``model.rounds.speaks``: an oom; a placed task that raised, unless at least as many runs
     ended well), else the median E2E of the runs that ended; the other failed runs are left out (a
-    failure in host code; a bad input that broke a placed tool). When every run failed in
-    host code, the round has nothing to judge its mapping by (``RoundResult.judged`` False): it
-    keeps the first run's status, and its message says so; unless the ``previous`` round ran the same mapping with nothing to judge
-    either: then it fails it (``RoundResult.judged_again``). The loop passes no ``previous`` where
-    the failure cannot be the mapping's (``_HostFailures``)."""
+    failure in host code; a bad input that broke a placed tool). When every run failed in host
+    code, the round has nothing to judge its mapping by (``RoundResult.judged`` False): it keeps the
+    first run's status, and its message says so; unless the ``previous`` round ran the same mapping
+    with nothing to judge either: then it fails it (``RoundResult.judged_again``). The loop passes
+    no ``previous`` where the failure cannot be the mapping's (``_HostFailures``)."""
     judged = [x for x in execs if speaks(x, execs)]
     elapsed = statistics.median(x.elapsed_ms for x in execs)
     peak = max(x.peak_vram_mb for x in execs)
