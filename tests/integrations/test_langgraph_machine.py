@@ -308,33 +308,43 @@ def test_machine_fifo_cpu_slots_serve_in_order() -> None:
     assert order == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("second", [Q, N])
-def test_machine_a_gpu_node_waits_while_another_invocations_staged_vram_would_not_fit(second) -> None:
-    machine = GraphMachine(cpu_slots=1)
+def _hold_then_try(one: GraphMachine, first: Mode, two: GraphMachine, task: str, second: Mode,
+                   join_s: float) -> tuple[bool, float, list[str]]:
+    """A node of ``one`` holds 600 MB (staged, budget 1,000 MB) while a 500 MB node ``task`` of ``two``
+    tries to start in ``second``: (was it still waiting after ``join_s``, the VRAM ``one`` saw held
+    meanwhile, the order of entries and exits)."""
     entered, release = threading.Event(), threading.Event()
     order: list[str] = []
 
     def hold() -> None:
-        with machine.node("a", N, 600.0, staged=True, shared=False, budget_mb=1000.0):
+        with one.node("a", first, 600.0, staged=True, shared=False, budget_mb=1000.0):
             order.append("a in")
             entered.set()
             release.wait(5)
         order.append("a out")
 
     def second_node() -> None:
-        with machine.node("b", second, 500.0, staged=True, shared=False, budget_mb=1000.0):
+        with two.node(task, second, 500.0, staged=True, shared=False, budget_mb=1000.0):
             order.append("b in")
 
-    first = threading.Thread(target=hold)
-    first.start()
+    holder = threading.Thread(target=hold)
+    holder.start()
     entered.wait(5)
     other = threading.Thread(target=second_node)
     other.start()
-    other.join(0.2)
-    assert other.is_alive() and machine.vram_held_mb == 600.0  # 600 + 500 > 1,000: it waits
+    other.join(join_s)
+    waiting, held_mb = other.is_alive(), one.vram_held_mb
     release.set()
-    for t in (first, other):
+    for t in (holder, other):
         t.join(5)
+    return waiting, held_mb, order
+
+
+@pytest.mark.parametrize("second", [Q, N])
+def test_machine_a_gpu_node_waits_while_another_invocations_staged_vram_would_not_fit(second) -> None:
+    machine = GraphMachine(cpu_slots=1)
+    waiting, held_mb, order = _hold_then_try(machine, N, machine, "b", second, 0.2)
+    assert waiting and held_mb == 600.0  # 600 + 500 > 1,000: it waits
     assert order == ["a in", "a out", "b in"] and machine.vram_held_mb == 0.0
 
 
@@ -458,30 +468,9 @@ def test_machine_two_graphs_on_one_device_share_its_vram_and_queue(second, same_
     its own, so their staged nodes together could hold twice the budget (an OOM on the real GPU)."""
     one = GraphMachine(cpu_slots=1, device="cuda:test-shared")
     two = GraphMachine(cpu_slots=1, device="cuda:test-shared" if same_device else "cuda:test-other")
-    entered, release = threading.Event(), threading.Event()
-    order: list[str] = []
-
-    def hold() -> None:
-        with one.node("a", Q, 600.0, staged=True, shared=False, budget_mb=1000.0):
-            order.append("a in")
-            entered.set()
-            release.wait(5)
-        order.append("a out")
-
-    def other_graph() -> None:  # the same task name in another graph is another tool
-        with two.node("a", second, 500.0, staged=True, shared=False, budget_mb=1000.0):
-            order.append("b in")
-
-    first = threading.Thread(target=hold)
-    first.start()
-    entered.wait(5)
-    other = threading.Thread(target=other_graph)
-    other.start()
-    other.join(0.2 if same_device else 5)
-    assert other.is_alive() is same_device  # on one device: 600 + 500 > 1,000 (and one queue)
-    release.set()
-    for t in (first, other):
-        t.join(5)
+    # the same task name in another graph is another tool
+    waiting, _, order = _hold_then_try(one, Q, two, "a", second, 0.2 if same_device else 5)
+    assert waiting is same_device  # on one device: 600 + 500 > 1,000 (and one queue)
     assert sorted(order) == ["a in", "a out", "b in"]
     assert (order == ["a in", "a out", "b in"]) or not same_device
     assert one.vram_held_mb == 0.0 and two.vram_held_mb == 0.0
