@@ -236,6 +236,8 @@ def test_host_nodes_are_timed_and_a_failing_host_node_is_named(make_workflow) ->
     def llm(state: State) -> dict:
         if state.get("q") == "bad":
             raise ValueError("no answer")
+        if state.get("q") == "down":
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
         return {"llm": "rewritten"}
 
     g = StateGraph(State)
@@ -257,6 +259,24 @@ def test_host_nodes_are_timed_and_a_failing_host_node_is_named(make_workflow) ->
     ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "bad"})
     assert ex.status is Status.ERROR and ex.message == "node llm (host) failed: ValueError: no answer"
     assert ex.extra["failed_node"] == "llm" and not ex.placement_failed  # host code: not the mapping's
+    assert ex.extra["external"] is False  # after a placed task: its host code may not take what a ran
+    ex = bed.run(wf, {"a": C, "b": C}, inputs={"q": "down"})
+    assert ex.extra["external"] is True  # an endpoint refused: no placement causes that
+
+
+def test_a_host_node_that_failed_before_any_placed_task_started_cannot_be_the_mappings(make_workflow) -> None:
+    def llm(state: State) -> dict:
+        raise ValueError("bad prompt")
+
+    g = StateGraph(State)
+    g.add_node("llm", llm)
+    g.add_node("a", tool_node(A))
+    g.add_edge(START, "llm")
+    g.add_edge("llm", "a")
+    wf = make_workflow(CARDS, {"a": "a"}, [], space="three_way")
+    ex = LangGraphTestbed(g).run(wf, {"a": C}, inputs={"q": "x"})
+    assert ex.extra["failed_node"] == "llm" and ex.extra["external"] is True
+    assert ex.span("a") is None  # the placed task never ran
 
 
 def test_a_step_where_a_placed_node_and_a_host_node_both_fail_is_the_placed_nodes(make_workflow) -> None:

@@ -272,3 +272,15 @@ def test_a_run_whose_every_round_fails_in_host_code_ends_after_its_rounds_holdin
     # and the same failure under another mapping shows it is no mapping's: never judged from then on
     later = [r for r in run.rounds[2:] if mapping_key(wf, r.mapping) != mapping_key(wf, first.mapping)]
     assert not any(r.judged for r in later) and (later or policy in ("starpu", "heft"))  # those two stay put
+
+
+@pytest.mark.parametrize("policy", ["agent-rules", "agent-plan", "ucb1", "starpu"])
+def test_an_outage_the_testbed_calls_external_is_never_held_against_the_first_mapping(policy):
+    wf = load_scenario("S5")
+    run = run_loop(wf, make_policy(policy), HostDown(SimTestbed(noise_sigma=0.0), failing=6, external=True),
+                   rounds=5, repeats=2)
+    down = [r for r in run.rounds if not any(x.ok for x in r.executions)]  # (probes take some failures too)
+    assert len(down) >= 2 and not any(r.judged for r in down)  # from the first round on: nothing to judge
+    assert run.rounds[-1].ok and run.best_round() is not None
+    # the first mapping was rerun through the outage, never dropped for it
+    assert {mapping_key(wf, r.mapping) for r in down} == {mapping_key(wf, run.rounds[0].mapping)}

@@ -20,20 +20,23 @@ from agentsched.testbeds.base import Testbed
 HOST_ERROR = "node llm (host) failed: RuntimeError: the LLM endpoint is down"
 
 
-def host_failed(x: Execution) -> Execution:
-    """``x`` as if the host code around its tasks raised once they had run."""
+def host_failed(x: Execution, external: bool = False) -> Execution:
+    """``x`` as if the host code around its tasks raised once they had run (``external``: as the
+    testbed marks a failure no placement can cause, an endpoint refusing)."""
     return dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message=HOST_ERROR,
-                               extra={**x.extra, "failed_node": "llm"})
+                               extra={**x.extra, "failed_node": "llm", "external": external})
 
 
 class HostDown(Testbed):
     """``inner`` whose runs, after the first ``healthy`` ones, fail in host code: ``failing`` of them
-    (rounds' and probes' alike; None: every later run)."""
+    (rounds' and probes' alike; None: every later run), marked ``external`` or not."""
 
     name = "host-down"
 
-    def __init__(self, inner: Testbed, failing: int | None = None, healthy: int = 0) -> None:
+    def __init__(self, inner: Testbed, failing: int | None = None, healthy: int = 0,
+                 external: bool = False) -> None:
         self.inner = inner
+        self.external = external
         self.failing = failing
         self.healthy = healthy
         self.runs = 0  # runs so far
@@ -43,7 +46,7 @@ class HostDown(Testbed):
         x = self.inner.run(workflow, mapping, rng=rng)  # the inner testbeds here take no inputs
         self.runs += 1
         down = self.runs - self.healthy
-        return host_failed(x) if down > 0 and (self.failing is None or down <= self.failing) else x
+        return host_failed(x, self.external) if down > 0 and (self.failing is None or down <= self.failing) else x
 
     def begin_round(self, index: int) -> None:
         self.inner.begin_round(index)

@@ -13,7 +13,7 @@ from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.workflow_io import parse_workflow
-from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_external
 from agentsched.model.rules import Start
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
@@ -167,3 +167,27 @@ def test_expected_preflight_and_close_go_to_the_backend():
         d.preflight(wf({"A": "groupby"}))
     assert d.deterministic is False and d.name == "scripted"
     d.close()
+
+
+class APIConnectionError(Exception):
+    """Named as the openai SDK's (its types need no import to be told apart)."""
+
+
+class RateLimitError(APIConnectionError.__base__):  # type: ignore[misc]
+    pass
+
+
+class ReadTimeout(APIConnectionError):  # httpx's name: a timeout under a connection error's name
+    pass
+
+
+@pytest.mark.parametrize("exc", [ConnectionRefusedError("refused"), FileNotFoundError("prompt.txt"),
+                                 APIConnectionError("down"), RateLimitError("429")])
+def test_a_failure_of_something_outside_the_workflow_is_external(exc):
+    assert is_external(exc)
+
+
+@pytest.mark.parametrize("exc", [ValueError("bad"), RuntimeError("CUDA out of memory"), TimeoutError(),
+                                 ReadTimeout("slow"), TypeError("can't convert cuda:0 device type tensor")])
+def test_a_failure_a_placement_may_cause_is_not_external(exc):
+    assert not is_external(exc)

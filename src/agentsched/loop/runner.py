@@ -152,11 +152,12 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
 
 
 class _HostFailures:
-    """What the loop has seen that says a failure in host code is not the mapping's: it ran well
-    under that mapping before (its host code took what its tools returned), or the same failure
-    (node and message: an LLM endpoint down) came under another mapping too. Such a round has
-    nothing to judge however long it lasts; otherwise its mapping's second one in a row is judged
-    (``summarize_runs``)."""
+    """What says a failure in host code is not the mapping's: the testbed says so of every such run
+    (``extra["external"]``: a service outside failed, or the node ran before any placed task had
+    started), the mapping ran well before (its host code took what its tools returned), or the same
+    failure (node and message: an LLM endpoint down) came under another mapping too. Such a round
+    has nothing to judge however long it lasts; otherwise its mapping's second one in a row is
+    judged (``summarize_runs``)."""
 
     def __init__(self) -> None:
         self.worked: set[str] = set()  # mapping keys a run ended well under
@@ -171,7 +172,9 @@ class _HostFailures:
     def previous(self, key: str, execs: list[Execution], previous: RoundResult | None) -> RoundResult | None:
         """The round ``summarize_runs`` may judge this one again by (None: never)."""
         elsewhere = any(self.seen.get(f, set()) - {key} for f in self._failures(execs))
-        return None if key in self.worked or elsewhere else previous
+        host = [x for x in execs if not x.ok and not x.placement_failed]
+        external = bool(host) and all(x.extra.get("external") for x in host)
+        return None if key in self.worked or elsewhere or external else previous
 
     def add(self, key: str, execs: list[Execution]) -> None:
         if any(x.ok for x in execs):

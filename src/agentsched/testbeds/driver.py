@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -200,6 +201,21 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(oom_type, type) and isinstance(exc, oom_type):
         return True
     return isinstance(exc, (RuntimeError, MemoryError)) and "out of memory" in str(exc).lower()
+
+
+# exception types (by class name, anywhere in the type's MRO: the openai, httpx and requests types
+# need no import) that say a service outside the workflow failed: refused, unreachable, overloaded
+_EXTERNAL_NAMES = re.compile(r"Connect|RateLimit|ServiceUnavailable|InternalServerError|NameResolution")
+
+
+def is_external(exc: BaseException) -> bool:
+    """Did host code fail because something outside the workflow did (a connection refused or reset,
+    an endpoint rate-limiting or answering 5xx, a missing file)? No placement of the tools can cause
+    that. Timeouts are not counted: a placement that slows a service sharing the GPU can cause one."""
+    names = [c.__name__ for c in type(exc).__mro__]
+    if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
+        return False
+    return isinstance(exc, OSError) or any(_EXTERNAL_NAMES.search(n) for n in names)
 
 
 def _infeasible(decision: Infeasible) -> Failure:

@@ -33,7 +33,7 @@ from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.driver import is_oom
+from agentsched.testbeds.driver import is_external, is_oom
 from agentsched.testbeds.real import task_timeout
 from agentsched.testbeds.tool_pool import concurrent_safe
 from agentsched.tools import cuda_available
@@ -246,6 +246,7 @@ class _HostTimer:
         self.open: dict[Any, tuple[str, float]] = {}
         self.done: list[tuple[str, float, float]] = []  # (node, start s, end s)
         self.failed: list[tuple[str, BaseException]] = []  # (node, error) in order
+        self.failed_from: dict[str, float] = {}  # node -> start s of its first failed run
 
     def close(self, run_id: Any, error: BaseException | None) -> None:
         end = time.perf_counter()
@@ -256,6 +257,7 @@ class _HostTimer:
             self.done.append((item[0], item[1], end))
             if error is not None:
                 self.failed.append((item[0], error))
+                self.failed_from.setdefault(item[0], item[1])
 
 
 def _refuse_compile_options(compiled: Any) -> None:
@@ -453,19 +455,25 @@ class LangGraphTestbed(Testbed):
             inv.state = state
             e2e = ms(t_end)
             return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
-        status, message, node = self._failure(inv, timer, error)
+        status, message, node, exc = self._failure(inv, timer, error)
         # failed_task names a task (a placeable node) the policy may move; a host node is not one
         # failed_node: a host node raised (not the placement's doing); LangGraph's own error (no node:
-        # a step timeout, a recursion limit) may be the placement's, and is not marked so
+        # a step timeout, a recursion limit) may be the placement's, and is not marked so.
+        # external: it cannot be the placement's at all, whatever the loop saw before (model/rounds.py):
+        # a service outside failed, or it ran before any placed task started (took none's output)
         failed = ({"failed_task": node} if node in self.spec.nodes else {"failed_node": node} if node is not None
                   else {})
+        if "failed_node" in failed:
+            first = timer.failed_from.get(str(node), t_end)
+            failed["external"] = is_external(exc) or (
+                not is_oom(exc) and all(s.start_s >= first for s in inv.spans.values()))
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
                          extra={**extra, **failed},
                          outputs=dict(inv.outputs), **common)
 
     def _failure(self, inv: _Invocation, timer: _HostTimer,
-                 error: BaseException) -> tuple[Status, str, str | None]:
-        """Status, one-line message and failing node of a failed invocation."""
+                 error: BaseException) -> tuple[Status, str, str | None, BaseException]:
+        """Status, one-line message, failing node and its error, of a failed invocation."""
         failed = inv.failure(error)
         if failed is None:  # a placeable node's failure first (LangGraph raises one of a step's errors at
             # random, and the placement may have caused that one), then a host node's
@@ -474,13 +482,13 @@ class LangGraphTestbed(Testbed):
         if failed is not None and failed[0] in self.spec.nodes:
             task, exc = failed
             if isinstance(exc, Infeasible):
-                return Status.OOM, str(exc), task
+                return Status.OOM, str(exc), task, exc
             tool = self.spec.nodes[task].tool_class().display_name()
             if is_oom(exc):
-                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {one_line(exc)}", task
-            return Status.ERROR, f"node {task} ({tool}) failed: {one_line(exc)}", task
+                return Status.OOM, f"node {task} ({tool}): CUDA out of memory: {one_line(exc)}", task, exc
+            return Status.ERROR, f"node {task} ({tool}) failed: {one_line(exc)}", task, exc
         if failed is not None:
             node, exc = failed
-            return Status.ERROR, f"node {node} (host) failed: {one_line(exc)}", node
-        return Status.ERROR, f"graph failed: {one_line(error)}", None  # LangGraph itself (e.g. recursion limit)
+            return Status.ERROR, f"node {node} (host) failed: {one_line(exc)}", node, exc
+        return Status.ERROR, f"graph failed: {one_line(error)}", None, error  # LangGraph itself (a recursion limit)
 
