@@ -398,3 +398,33 @@ def test_close_takes_the_runtimes_wait(pipe, monkeypatch) -> None:
     assert waits == [0.5]
     with pytest.raises(Exception, match="runtime is closed"):
         rt.invoke(documents=["a b"])
+
+
+def test_without_cuda_the_runtime_says_every_placement_runs_on_the_host(pipe, caplog) -> None:
+    folder, mod = pipe
+    from agentsched.integrations.langgraph import LangGraphTestbed
+    from agentsched.testbeds.real import NO_CUDA_NOTE
+
+    class NoCuda(LangGraphTestbed):
+        def _cuda_available(self) -> bool:
+            return False
+
+    class FakeGpu(LangGraphTestbed):
+        def _cuda_available(self) -> bool:
+            return True
+
+    caplog.set_level("INFO", logger="agentsched")
+    g = words_graph(mod)
+    bed, fake = NoCuda(g), FakeGpu(g)  # (a testbed passed in is the caller's to close)
+    try:
+        with GraphRuntime(g, "words-graph", store=None, testbed=bed) as grt:
+            assert [r.message for r in caplog.records].count(NO_CUDA_NOTE) == 1  # as Runtime says it
+            assert not any(c.has_gpu for c in grt.workflow.task_cards.values())  # the start rules see the host
+            assert grt.invoke(documents=["a b"]).ok
+        caplog.clear()
+        with GraphRuntime(g, "words-graph", store=None, testbed=fake) as grt:
+            assert NO_CUDA_NOTE not in [r.message for r in caplog.records]
+            assert grt.workflow.task_cards["count"].has_gpu
+    finally:
+        bed.close()
+        fake.close()

@@ -97,19 +97,14 @@ class GraphRuntime:
         self.testbed = testbed
         wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
                                  cards=cards, spec=self.testbed.spec)
-        if any(c.has_gpu for c in wf.task_cards.values()) and not self.testbed._cuda_available():
-            # as the runtime does for its local testbed: every placement is the same host run here
-            from agentsched.testbeds.real import host_only_workflow
-
-            wf = host_only_workflow(wf)
-        self.workflow = wf  # the workflow the runtime learns (name = ``name``)
-        try:
+        try:  # without CUDA the runtime runs it host-only, and logs so (testbed.host_only)
             self.runtime = Runtime(wf, policy=policy, store=store, testbed=self.testbed, round_size=round_size,
                                    explore_fraction=explore_fraction, seed=seed, policy_options=policy_options)
         except BaseException:
             if self._own_testbed:
                 self.testbed.close()
             raise
+        self.workflow = self.runtime.workflow  # the workflow the runtime runs (name = ``name``)
 
     def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
         """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node

@@ -307,6 +307,10 @@ class LangGraphTestbed(Testbed):
     # ---- environment -------------------------------------------------------------------------
     _real_cuda = staticmethod(cuda_available)  # a seam: tests replace it
 
+    def host_only(self, workflow: Workflow) -> bool:
+        """No CUDA here, for a workflow with a GPU-capable tool: the runtime then runs it host-only."""
+        return any(c.has_gpu for c in workflow.task_cards.values()) and not self._cuda_available()
+
     def _cuda_available(self) -> bool:
         """May GPU placements run here? (Tests replace it to drive tools that only record the device.)"""
         return self.device != "cpu" and self._real_cuda()
