@@ -111,3 +111,13 @@ def test_a_missing_extra_is_named(project):
     assert "internal error" not in p.stdout + p.stderr and p.stderr == ""
     line = next(x for x in p.stdout.splitlines() if "failed to load" in x)
     assert "needs the tools extra: pip install 'agentsched[tools]'" in line
+
+
+def test_a_library_that_failed_inside_its_import_is_not_called_a_missing_extra():
+    from agentsched.testbeds.real import load_reason
+
+    missing = ModuleNotFoundError("No module named 'transformers'", name="transformers")
+    assert "(needs the tools extra: " in load_reason(missing)
+    partial = ImportError("cannot import name 'BertConfig' from partially initialized module 'transformers'",
+                          name="transformers")
+    assert load_reason(partial) == f"ImportError: {partial}"  # installed: the hint would mislead

@@ -256,3 +256,43 @@ def test_cpu_slots_go_in_the_order_asked():
     for th in threads:
         th.join(10)
     assert order == ["b cancelled", "a", "c", "late"] and pool.cpu_busy == 0
+
+
+class SlowLoad(Fake):
+    """Counts the loads in progress at once (``live``, ``most``), each taking 0.2 s."""
+
+    live = most = 0
+    lock = threading.Lock()
+
+    def load(self, device: str) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.live += 1
+            cls.most = max(cls.most, cls.live)
+        time.sleep(0.2)
+        with cls.lock:
+            cls.live -= 1
+        super().load(device)
+
+
+def _load_at_once(pool: ToolPool, names: list[str], log: list) -> None:
+    def one(name: str) -> None:
+        pool.release(pool.acquire(key(name, "cpu"), lambda: SlowLoad(name, log)))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+def test_first_loads_run_one_at_a_time_and_later_ones_at_once():
+    """Two threads importing a library at once (two first loads of transformers models) failed in a
+    fresh serving process with a _DeadlockError; a tool's first load in the process runs alone."""
+    SlowLoad.live = SlowLoad.most = 0
+    names = [f"first-load-{i}" for i in range(3)]  # (names new to this process)
+    _load_at_once(ToolPool(), names, log := [])
+    assert SlowLoad.most == 1 and sorted(loads(log)) == names
+    SlowLoad.most = 0
+    _load_at_once(ToolPool(), names, log)  # a new pool: every tool loads again, now at once
+    assert SlowLoad.most > 1 and len(loads(log)) == 6

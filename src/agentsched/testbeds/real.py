@@ -96,6 +96,25 @@ def quiet_loading() -> Iterator[None]:
     _set_transformers_quiet()
 
 
+_FIRST_LOADS = threading.Lock()
+_LOADED_ONCE: set[str] = set()  # tools (their registry keys) loaded once in this process
+
+
+@contextlib.contextmanager
+def first_load_alone(tool_key: str) -> Iterator[None]:
+    """A tool's first load in this process runs alone; later ones run at once. Why: a first load
+    imports its libraries, and Python's imports are not safe from many threads at once for every
+    library: two first loads of transformers models on two threads failed with ``_DeadlockError``
+    or ``ImportError: cannot import name ... from partially initialized module`` (a fresh process
+    serving concurrent invocations)."""
+    if tool_key in _LOADED_ONCE:
+        yield
+        return
+    with _FIRST_LOADS:
+        yield
+        _LOADED_ONCE.add(tool_key)
+
+
 def _set_transformers_quiet() -> None:
     if "transformers" in sys.modules:  # never import it just for this (host-only tools do not need it)
         try:
@@ -125,7 +144,8 @@ def load_reason(exc: BaseException) -> str:
     """One line for a tool that failed to load; a module of the tools extra that cannot be
     imported is named as the missing extra."""
     reason = one_line(exc)
-    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    # a module not found, not one that failed inside (a partial import names transformers too)
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
     if missing is not None and missing.split(".")[0] in TOOLS_EXTRA_MODULES:
         reason += f" (needs the tools extra: {TOOLS_EXTRA_HINT})"
     return reason

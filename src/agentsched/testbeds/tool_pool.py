@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsched.model.workflow import fits_vram
-from agentsched.testbeds.real import Cancelled, quiet_loading, unload_quietly
+from agentsched.testbeds.real import Cancelled, first_load_alone, quiet_loading, unload_quietly
 
 PoolKey = tuple[str, str, Hashable]  # (tool: built-in name or import path, device, variant)
 STOP_POLL_S = 0.05  # a waiting task looks this often whether its run stopped
@@ -352,18 +352,18 @@ class ToolPool:
     # ---- outside the lock ------------------------------------------------------------------
     def _load(self, inst: _Instance, build: Callable[[], Any]) -> float:
         """Build and load ``inst`` (timed); on failure nothing stays and its VRAM is given back."""
-        start = time.perf_counter()
-        try:
-            with quiet_loading():
+        try:  # (a first load waiting for another's is not timed: the wait is not this tool's load)
+            with first_load_alone(inst.key[0]), quiet_loading():
+                start = time.perf_counter()
                 tool = build()
                 tool.load(inst.key[1])
+                load_ms = (time.perf_counter() - start) * 1000
         except BaseException:
             with self._cond:
                 self._forget(inst)
                 self.resident_vram_mb -= inst.vram_mb
                 self._cond.notify_all()
             raise  # (a tool whose load failed is never unloaded: the next use builds afresh)
-        load_ms = (time.perf_counter() - start) * 1000
         with self._cond:
             inst.tool, inst.ready = tool, True
             self.loads += 1

@@ -34,7 +34,7 @@ from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import is_external, is_oom
-from agentsched.testbeds.real import task_timeout
+from agentsched.testbeds.real import first_load_alone, task_timeout
 from agentsched.testbeds.tool_pool import concurrent_safe
 from agentsched.tools import cuda_available
 
@@ -342,7 +342,8 @@ class LangGraphTestbed(Testbed):
         if device is None:
             tool.unload()
         elif cur is None:
-            tool.load(device)
+            with first_load_alone(f"{type(tool).__module__}:{type(tool).__qualname__}"):
+                tool.load(device)
         else:
             tool.move(device)
         self._where[task] = device
