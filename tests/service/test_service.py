@@ -26,3 +26,25 @@ def test_history_reads_the_newest_n_with_sql_limit(tmp_path, monkeypatch):
         assert asked == [3]  # the limit went to SQL; no full read sliced in Python
     finally:
         svc.close()
+
+
+def test_a_source_tool_without_input_names_takes_the_invocations_arguments(tmp_path, monkeypatch):
+    """Before, the service refused any input of such a workflow (it "takes no inputs") and then
+    refused the empty body too ("missing input(s)"): it could not be served at all."""
+    from agentsched.errors import ToolError
+
+    (tmp_path / "anyin_tools.py").write_text(
+        "import agentsched\n\n\nclass Echo(agentsched.Tool):\n    name = 'echo'\n    has_gpu = False\n\n"
+        "    def run(self, inputs):\n        return sorted(inputs)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "anyin.yaml").write_text('name: anyin\ntasks:\n  A: {tool: "anyin_tools:Echo"}\nedges: []\n')
+    svc = Service(ServiceConfig(workflows=(str(tmp_path / "anyin.yaml"),), store=tmp_path / "s.db",
+                                testbed=TestbedSpec(kind="local")))
+    try:
+        svc.check_inputs("anyin", {"x": 1, "y": 2})
+        r = svc.invoke("anyin", {"x": 1, "y": 2})
+        assert r.ok and r.outputs == {"A": ["x", "y"]}, r.message
+        with pytest.raises(ToolError, match="missing input"):  # it still needs its arguments
+            svc.check_inputs("anyin", {})
+    finally:
+        svc.close()

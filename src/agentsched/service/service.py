@@ -287,11 +287,14 @@ class Service:
         rt = self.runtime(name)
         wf = rt.workflow
         known: set[str] = set()
+        takes_any = False  # a source user tool without input_names receives every argument (runtime.md)
         for t in wf.task_ids:
             if not wf.preds[t] and is_tool_path(wf.tasks[t].tool):
-                known.update(tool_class(wf.tasks[t].tool).input_names)
+                names = tool_class(wf.tasks[t].tool).input_names
+                known.update(names)
+                takes_any = takes_any or not names
         unknown = sorted(set(inputs) - known)
-        if unknown:
+        if unknown and not takes_any:
             takes = ", ".join(sorted(known)) if known else "no inputs (its tools generate their own)"
             raise ToolError(f"workflow {name} has no input(s) {', '.join(unknown)} (it takes {takes})")
         check_inputs_given(rt.workflow, inputs, HTTP_HINT)  # (an HTTP caller sends a body, not --input)
