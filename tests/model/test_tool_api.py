@@ -120,6 +120,21 @@ def test_in_memory_classes_and_instances_are_registered():
         register_tool(object())
 
 
+def test_an_instance_in_a_workflow_is_named_by_its_class_and_task_the_same_in_every_process():
+    from agentsched.model import tool as tool_mod
+    from agentsched.runtime import workflow_from_tools
+
+    first = Echo()
+    path = workflow_from_tools("keyed-wf", {"R": first}).tasks["R"].tool
+    assert path == f"{__name__}:Echo.keyed_wf_R" and new_tool(path) is first  # no object id in it
+    assert workflow_from_tools("keyed-wf", {"R": first}).tasks["R"].tool == path  # the same instance again
+    other = Echo()  # another instance under that name in this process: the first keeps its key
+    other_path = workflow_from_tools("keyed-wf", {"R": other}).tasks["R"].tool
+    assert other_path != path and new_tool(other_path) is other and new_tool(path) is first
+    tool_mod._IN_MEMORY.pop(path)  # as in a new process: a new instance gets the first one's key back
+    assert workflow_from_tools("keyed-wf", {"R": Echo()}).tasks["R"].tool == path
+
+
 def test_cold_card_is_conservative_on_vram():
     path = register_tool(Echo)
     card = cold_card(path, vram_budget_mb=800)

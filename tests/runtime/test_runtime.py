@@ -151,6 +151,43 @@ def test_workflow_from_tools_runs_classes_and_instances(tmp_path):
         assert rt.invoke(x=10).outputs == {"B": 33}
 
 
+def test_a_workflow_of_tool_instances_resumes_its_learner_in_a_new_process(tmp_path):
+    """Before, an instance was keyed by its object id: every process started a new learner."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    import agentsched
+
+    (tmp_path / "inst_tools.py").write_text(textwrap.dedent("""
+        import agentsched
+
+        class Scale(agentsched.Tool):
+            has_gpu = False
+            input_names = ("x",)
+
+            def __init__(self, factor):
+                self.factor = factor
+
+            def run(self, inputs):
+                return inputs["x"] * self.factor
+    """))
+    script = textwrap.dedent(f"""
+        from agentsched import Runtime
+        from agentsched.runtime import workflow_from_tools
+        from inst_tools import Scale
+        wf = workflow_from_tools("inst", {{"S": Scale(2)}})
+        with Runtime(wf, store={str(tmp_path / "s.db")!r}, testbed="local") as rt:
+            print(rt.invoke(x=4).outputs["S"], rt.learner_id)
+    """)
+    src = str(Path(agentsched.__file__).parents[1])
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, env={"PYTHONPATH": f"{src}:{tmp_path}", "PATH": "/usr/bin:/bin"})
+            for _ in range(2)]
+    assert [r.stdout.split() for r in runs] == [["8", "1"], ["8", "1"]], [r.stderr[-300:] for r in runs]
+
+
 def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
     out = tmp_path / "cards.json"
     code, _, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup", "0",

@@ -96,10 +96,18 @@ def is_tool_path(text: str) -> bool:
     return bool(_PATH_RE.match(text))
 
 
-def _registry_key(obj: type[Tool] | Tool) -> str:
+def _registry_key(obj: type[Tool] | Tool, label: str | None = None) -> str:
     cls = obj if isinstance(obj, type) else type(obj)
     key = f"{cls.__module__}:{cls.__qualname__}"
-    return key if isinstance(obj, type) else f"{key}.i{id(obj)}"
+    if isinstance(obj, type):
+        return key
+    if label is None:
+        return f"{key}.i{id(obj)}"
+    key = f"{key}.{re.sub(r'[^A-Za-z0-9_]', '_', label)}"
+    held = _IN_MEMORY.get(key.replace("<locals>.", ""))
+    # another instance under the same label in this process (a workflow built twice): never swap the
+    # first one's tool under it; this one's key then lives as long as the process
+    return key if held is None or held is obj else f"{key}.i{id(obj)}"
 
 
 # Tools given in memory (workflow_from_tools): classes that cannot be imported by path (defined in
@@ -107,9 +115,12 @@ def _registry_key(obj: type[Tool] | Tool) -> str:
 _IN_MEMORY: dict[str, type[Tool] | Tool] = {}
 
 
-def register_tool(obj: type[Tool] | Tool) -> str:
+def register_tool(obj: type[Tool] | Tool, label: str | None = None) -> str:
     """The path a workflow names ``obj`` by: its import path when that resolves to this class,
-    else a path-shaped key of an in-memory registry (instances are always kept in memory)."""
+    else a path-shaped key of an in-memory registry (instances are always kept in memory). An
+    instance's key is its class's path and ``label`` (``workflow_from_tools``: the workflow's name
+    and the task's id), the same in every process, so its learner and cards resume after a restart;
+    without a label, or when another instance holds that key here, the key names the object itself."""
     if isinstance(obj, type):
         if not issubclass(obj, Tool):
             raise ToolError(f"{obj.__module__}.{obj.__qualname__} is not an agentsched.Tool subclass")
@@ -121,7 +132,7 @@ def register_tool(obj: type[Tool] | Tool) -> str:
             pass
     elif not isinstance(obj, Tool):
         raise ToolError(f"{type(obj).__name__} object is not an agentsched.Tool (subclass it)")
-    key = _registry_key(obj).replace("<locals>.", "")
+    key = _registry_key(obj, label).replace("<locals>.", "")
     _IN_MEMORY[key] = obj
     return key
 

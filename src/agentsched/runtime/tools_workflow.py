@@ -26,7 +26,7 @@ def workflow_from_tools(
 
     if not isinstance(tools, dict) or not tools:
         raise WorkflowError(f"workflow {name!r}: tools must be a non-empty dict task id -> Tool class or instance")
-    paths = {str(t): register_tool(obj) for t, obj in tools.items()}
+    paths = {str(t): register_tool(obj, f"{name}.{t}") for t, obj in tools.items()}
     try:
         wf = Workflow(name=name, tasks={t: {"tool": p} for t, p in paths.items()},
                       edges=[list(e) for e in edges], decision_space=decision_space, vram_budget_mb=vram_budget_mb)
