@@ -62,7 +62,7 @@ class ScriptedBackend(Backend):
             out.append(Completion(task, start, end, load, None if err else f"{task}({inputs})", err))
         return out
 
-    def abort(self) -> dict[str, float]:
+    def abort(self, wait: bool = True) -> dict[str, float]:
         self.log.append(("abort", sorted(self.running)))
         loads = {t: load for t, (_, _, load) in self.running.items()}
         self.running = {}

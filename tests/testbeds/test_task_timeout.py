@@ -131,3 +131,25 @@ def test_ctrl_c_twice_ends_an_invoke_whose_tool_hangs(project):
             p.kill()
     assert p.returncode == 130
     assert err.splitlines() == ["error: interrupted"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
+def test_one_ctrl_c_ends_an_invoke_whose_tool_hangs_and_keeps_its_record(project):
+    """Before, the first Ctrl-C waited for the tool to return (forever here) and the invocation was
+    never recorded."""
+    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"), cwd=project,
+                         env=_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"  # the tool hangs now
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130 and err.splitlines() == ["error: interrupted"]
+    h = subprocess.run(_cmd("history", "hang", "--store", "s.db", "--json"), cwd=project, env=_env(project),
+                       capture_output=True, text=True, timeout=60)
+    import json
+
+    (ex,) = json.loads(h.stdout)["learners"][0]["executions"]
+    assert ex["status"] == "error" and ex["kind"] == "cut" and ex["message"].startswith("interrupted (Ctrl-C)")

@@ -30,6 +30,7 @@ continues live (logged).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
@@ -40,13 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, PolicyError, StoreError, TestbedError
+from agentsched.errors import AgentschedError, StoreError
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
+from agentsched.runtime.setup import build_policy, build_workflow, check_sim_cards
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
@@ -54,10 +56,8 @@ from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 
 log = logging.getLogger("agentsched.runtime")
 CLOSE_WAIT_S = 60.0  # close() waits this long for invocations running to end and be recorded
+INTERRUPTED = "interrupted (Ctrl-C) while it ran: its tool calls were abandoned"
 
-# policies that schedule without profile cards (names, tags, workload lines, or measurements only)
-COLD_CAPABLE = ("agent-plan", "agent-plan-cold", "agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
-_START_COLD = ("agent-plan", "agent-rules", "agent-llm")  # run in cold start when a task has no card
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,13 @@ class Runtime:
         if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
                 or not 0 <= explore_fraction <= 1:
             raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
-        self.workflow = _workflow(workflow, cards)  # what runs
+        self.workflow = build_workflow(workflow, cards)  # what runs
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
         self.seed = seed  # seed of the policy's randomness (and of the sim testbed's noise)
         spec = None if isinstance(testbed, Testbed) else as_spec(testbed)  # a kind name: its default spec
-        _check_sim_cards(spec if spec is not None else testbed, self.workflow)
-        self.policy = _Tracked(_policy(policy, self.workflow, policy_options))
+        check_sim_cards(spec if spec is not None else testbed, self.workflow)
+        self.policy = _Tracked(build_policy(policy, self.workflow, policy_options))
         self._own_testbed = not isinstance(testbed, Testbed)
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
@@ -424,14 +424,22 @@ class Runtime:
         return x
 
     def _execute(self, mapping: dict[str, Mode], inputs: dict[str, Any], rng: random.Random | None) -> Execution:
+        t0 = time.monotonic()
         try:
             if self._run_lock is None:
                 return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
             with self._run_lock:
                 return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
         except AgentschedError as e:  # the testbed refused this mapping (e.g. no GPU): a failed invocation
-            return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
-                             peak_vram_mb=0.0, spans=(), message=str(e), testbed=self.testbed.name)
+            return self._failed(mapping, 0.0, str(e))
+        except KeyboardInterrupt:  # kept, outside the learner's sequence, as the service keeps a cut one
+            with contextlib.suppress(AgentschedError):
+                self.record(self._failed(mapping, (time.monotonic() - t0) * 1000, INTERRUPTED), "cut")
+            raise
+
+    def _failed(self, mapping: dict[str, Mode], elapsed_ms: float, message: str) -> Execution:
+        return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
+                         peak_vram_mb=0.0, spans=(), message=message, testbed=self.testbed.name)
 
     def _release(self) -> None:
         try:
@@ -448,51 +456,3 @@ def _stopped_by(e: BaseException) -> BaseException:
     """What the caller of a run that raised ``e`` (not a failed tool: a testbed bug, a Ctrl-C in its
     thread) gets: a Ctrl-C or an exit as it is, anything else as one line."""
     return e if not isinstance(e, Exception) else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}")
-
-
-# ---- construction helpers ---------------------------------------------------------------------
-def _workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
-    from agentsched.scenarios import resolve_workflow
-
-    wf = workflow if isinstance(workflow, Workflow) else resolve_workflow(workflow)
-    if cards:
-        wf = wf.with_cards(cards)
-    return wf
-
-
-def _policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) -> Policy:
-    if isinstance(policy, Policy):
-        return policy
-    from agentsched.loop.registry import default_policy, get_spec, make_policy
-
-    name = default_policy(wf) if policy is None else get_spec(policy).name.value
-    opts = dict(options or {})
-    if name == "oracle":
-        raise PolicyError("policy oracle is an offline reference: a runtime needs an online policy")
-    if wf.unprofiled:
-        tasks = ", ".join(sorted(wf.unprofiled))
-        if name not in COLD_CAPABLE:
-            raise PolicyError(f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
-                              f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}")
-        if name in _START_COLD and opts.get("start", "cold") != "cold":
-            raise PolicyError(f"policy {name}: start warm needs cards, but task(s) {tasks} have none")
-        if name in _START_COLD:
-            opts["start"] = "cold"
-            log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
-    return make_policy(name, **opts)
-
-
-def _check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
-    """Refuse the simulator for tasks without a card: it would time them from placeholder cards
-    (cold start figures, not measurements) and print made-up E2Es as if they were real."""
-    from agentsched.testbeds.sim import SimTestbed
-
-    simulated = isinstance(testbed, SimTestbed) or (isinstance(testbed, TestbedSpec) and testbed.simulated)
-    if not wf.unprofiled or not simulated:
-        return
-    tasks = sorted(wf.unprofiled)
-    tools = sorted({wf.tasks[t].tool for t in tasks})
-    raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
-                       f"none (its times would be placeholders): profile them with `agentsched profile --tools "
-                       f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
-

@@ -39,7 +39,8 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.planner.load import LoadPlanner
 from agentsched.runtime import Runtime
 from agentsched.runtime.inputs import HTTP_HINT, check_inputs_given
-from agentsched.runtime.runtime import InvokeResult, _check_sim_cards
+from agentsched.runtime.runtime import InvokeResult
+from agentsched.runtime.setup import check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store.records import digest
@@ -181,7 +182,7 @@ class Service:
         budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
         if config.realtime:
             for wf in workflows:
-                _check_sim_cards(config.testbed, wf)  # the simulator needs real cards
+                check_sim_cards(config.testbed, wf)  # the simulator needs real cards
         # the local testbed's tools, warm and under that one budget (the process's pool)
         self.pool: ToolPool | None = shared_pool() if config.testbed.kind is TestbedKind.LOCAL else None
         self._pool_budget = self.pool.budget_mb if self.pool is not None else None  # restored at close

@@ -178,9 +178,11 @@ class Backend(ABC):
         """Block (or advance the clock) until at least one started task ends; return every task
         that ended, in the order their finishes are to be applied."""
 
-    def abort(self) -> dict[str, float]:
+    def abort(self, wait: bool = True) -> dict[str, float]:
         """The run failed: stop the tasks still running (they end without a completion). Return
-        the load each of them pays, where the backend knows it (task -> load_ms), for the record."""
+        the load each of them pays, where the backend knows it (task -> load_ms), for the record.
+        ``wait`` False (a Ctrl-C or an exit: the process is ending): a task that cannot be stopped
+        is abandoned at once instead of waited for."""
         return {}
 
     def end(self) -> dict[str, Any]:
@@ -290,8 +292,8 @@ class Driver(Testbed):
                 if placer is not None:
                     placer.withdraw()
                 rec.loads.update(backend.abort())
-        except BaseException:
-            backend.abort()
+        except BaseException as e:
+            backend.abort(wait=isinstance(e, Exception))  # a Ctrl-C does not wait for a tool that will not stop
             backend.end()
             raise
         extra = backend.end()

@@ -232,9 +232,9 @@ class LocalBackend(Backend):
         assert self._run is not None
         return self._run.wait()
 
-    def abort(self) -> dict[str, float]:
+    def abort(self, wait: bool = True) -> dict[str, float]:
         if self._run is not None:
-            self._run.stop_all()
+            self._run.stop_all(wait)
         return {}
 
     def end(self) -> dict[str, Any]:

@@ -242,24 +242,28 @@ class LocalRun:
     def _timed_out(self, fut: Future) -> Completion:
         """A task over its timeout: abandoned (its thread cannot be stopped), its tool instance dropped
         and never unloaded while it may still run; the next run builds and loads a new one."""
+        task, started = self._abandon(fut)
+        return Completion(task, self._ms(started), self.now_ms(), error=task_timeout(self.b.task_timeout_s or 0))
+
+    def _abandon(self, fut: Future) -> tuple[str, float]:
+        """Give up on a running task: its instance is dropped (never unloaded while it may run).
+        Its task and when it started (s: from its slot or turn)."""
         task = self.running.pop(fut)
         started = self.started_s.pop(fut, self.t0)
         began = self.clock_s.get(task, math.inf)
-        started = began if math.isfinite(began) else started  # its span: from its slot or turn
         lease = self.leases.get(task)
         if lease is not None:  # (a GPU task still waiting for VRAM has none: it stops on its own)
             self.b.pool.discard(lease)
-        now = self.now_ms()
-        timeout = self.b.task_timeout_s
-        return Completion(task, self._ms(started), now, error=task_timeout(timeout))
+        return task, began if math.isfinite(began) else started
 
-    def stop_all(self) -> None:
+    def stop_all(self, wait_for: bool = True) -> None:
         """Let running tasks stop (between calls) before their models are released; with a task
-        timeout, at most that long (a task still running then is abandoned, its instance dropped)."""
+        timeout, at most that long (a task still running then is abandoned, its instance dropped;
+        without ``wait_for``, at once)."""
         self.stop.set()
-        _, late = wait(list(self.running), timeout=self.b.task_timeout_s)
+        _, late = wait(list(self.running), timeout=self.b.task_timeout_s if wait_for else 0)
         for fut in late:
-            self._timed_out(fut)
+            self._abandon(fut)
         self.running.clear()
 
     def close(self) -> dict[str, Any]:

@@ -188,7 +188,7 @@ class SimBackend(Backend):
                     finished.append(t)
         return finished
 
-    def abort(self) -> dict[str, float]:
+    def abort(self, wait: bool = True) -> dict[str, float]:
         loads = {t: s.load_ms for t, s in self._state.items()}
         self._state = {}
         return loads

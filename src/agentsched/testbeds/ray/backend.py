@@ -154,13 +154,15 @@ class RayBackend(Backend):
             out.append(Completion(task, r.ms(start), r.ms(end), d["load_ms"], output))
         return sorted(out, key=lambda c: c.end_ms)
 
-    def abort(self) -> dict[str, float]:
-        """Let the run's other leases end (until the deadline), then cancel what is left."""
+    def abort(self, wait: bool = True) -> dict[str, float]:
+        """Let the run's other leases end (until the deadline; not at all without ``wait``), then
+        cancel what is left."""
         r = self.run
         if r is None or not r.pending:
             return {}
         ray = ray_module()
-        _, left = ray.wait(list(r.pending), num_returns=len(r.pending), timeout=max(r.deadline_s - time.time(), 0))
+        wait_s = max(r.deadline_s - time.time(), 0) if wait else 0.0
+        _, left = ray.wait(list(r.pending), num_returns=len(r.pending), timeout=wait_s)
         for ref in left:
             try:
                 ray.cancel(ref, force=True)

@@ -1,0 +1,67 @@
+"""Building a runtime's parts from what its caller gave: the workflow, the policy (in cold start
+when a task has no card), and the check that the simulator is not handed placeholder cards."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from agentsched.errors import PolicyError, TestbedError
+from agentsched.model.workflow import Workflow
+from agentsched.policies.base import Policy
+from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.spec import TestbedSpec
+
+log = logging.getLogger("agentsched.runtime")
+
+# policies that schedule without profile cards (names, tags, workload lines, or measurements only)
+COLD_CAPABLE = ("agent-plan", "agent-plan-cold", "agent-rules", "agent-rules-cold", "agent-llm", "all-gpu", "ucb1")
+_START_COLD = ("agent-plan", "agent-rules", "agent-llm")  # run in cold start when a task has no card
+
+
+def build_workflow(workflow: Workflow | str | Path, cards: str | None) -> Workflow:
+    from agentsched.scenarios import resolve_workflow
+
+    wf = workflow if isinstance(workflow, Workflow) else resolve_workflow(workflow)
+    if cards:
+        wf = wf.with_cards(cards)
+    return wf
+
+
+def build_policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | None) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    from agentsched.loop.registry import default_policy, get_spec, make_policy
+
+    name = default_policy(wf) if policy is None else get_spec(policy).name.value
+    opts = dict(options or {})
+    if name == "oracle":
+        raise PolicyError("policy oracle is an offline reference: a runtime needs an online policy")
+    if wf.unprofiled:
+        tasks = ", ".join(sorted(wf.unprofiled))
+        if name not in COLD_CAPABLE:
+            raise PolicyError(f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
+                              f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}")
+        if name in _START_COLD and opts.get("start", "cold") != "cold":
+            raise PolicyError(f"policy {name}: start warm needs cards, but task(s) {tasks} have none")
+        if name in _START_COLD:
+            opts["start"] = "cold"
+            log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
+    return make_policy(name, **opts)
+
+
+def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
+    """Refuse the simulator for tasks without a card: it would time them from placeholder cards
+    (cold start figures, not measurements) and print made-up E2Es as if they were real."""
+    from agentsched.testbeds.sim import SimTestbed
+
+    simulated = isinstance(testbed, SimTestbed) or (isinstance(testbed, TestbedSpec) and testbed.simulated)
+    if not wf.unprofiled or not simulated:
+        return
+    tasks = sorted(wf.unprofiled)
+    tools = sorted({wf.tasks[t].tool for t in tasks})
+    raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
+                       f"none (its times would be placeholders): profile them with `agentsched profile --tools "
+                       f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
+
