@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import httpx
 import pytest
@@ -86,6 +87,16 @@ def test_sigkill_then_restart_resumes_the_learner(start_server, tmp_path):
     assert again.stop() == 0
 
 
+def _log_once_it_says(server, text: str) -> str:
+    """The server's stderr, once it holds ``text`` (its reader thread may still be reading)."""
+    deadline = time.monotonic() + 30
+    while text not in "".join(server.lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = "".join(server.lines)
+    assert text in log, log
+    return log
+
+
 def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_server, tmp_path):
     db = tmp_path / "cut.db"
     server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "1", "--round-size", "4"], cwd=WORKFLOWS)
@@ -101,6 +112,8 @@ def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_serve
     cut = [r.json() for r in answers]
     assert all(d["status"] == "error" and d["kind"] == "cut" for d in cut)
     assert all(d["message"] == "cut by shutdown after drain-s (1 s)" for d in cut)
+    log = _log_once_it_says(server, "were cut (recorded as error)")
+    assert "not recorded" not in log  # before, a runtime's warning said so of the invocations the cut recorded
     st = Store(db, read_only=True)
     try:
         (learner,) = st.learners("sleepy")

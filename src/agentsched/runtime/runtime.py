@@ -222,9 +222,10 @@ class Runtime:
     def pinned(self) -> dict[str, Mode] | None:
         return None if self._pinned is None else dict(self._pinned)
 
-    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S, *, caller_records: bool = False) -> None:
         """Refuse new invocations, let those running end and be recorded (for at most ``wait_s``;
-        after it they fail with "runtime is closed" and their records are lost, which is logged),
+        after it they fail with "runtime is closed" and their records are lost, which is logged
+        unless ``caller_records``: the caller records them itself, as the service's cut does),
         then stop the loop, unload the tools, close the store."""
         with self._outside_cond:
             first = not self._closed
@@ -233,11 +234,11 @@ class Runtime:
             self._close_done.wait(wait_s + 60.0)
             return
         try:
-            self._close_after(wait_s)
+            self._close_after(wait_s, caller_records)
         finally:
             self._close_done.set()
 
-    def _close_after(self, wait_s: float) -> None:
+    def _close_after(self, wait_s: float, caller_records: bool) -> None:
         closed = AgentschedError("runtime is closed")
         deadline = time.monotonic() + wait_s
         left = self._dispatch.drain(closed, wait_s)
@@ -245,7 +246,7 @@ class Runtime:
             self._outside_cond.wait_for(lambda: self._outside == 0, max(0.0, deadline - time.monotonic()))
             left += self._outside
             self._gave_up = True  # a pinned run ending from now on is not recorded (the service's cut has)
-        if left:
+        if left and not caller_records:
             log.warning("runtime of %s closed with %d invocation(s) still running after %g s: they fail and "
                         "are not recorded", self.workflow.name, left, wait_s)
         self._dispatch.stop(closed)

@@ -368,7 +368,7 @@ class Service:
         learner's sequence) and answer it with that record. Returns how many were cut. Their tools
         may still be running: nobody waits for them."""
         for rt in self.runtimes.values():
-            rt.close(wait_s=0.0)  # no loop records anything from now on
+            rt.close(wait_s=0.0, caller_records=True)  # no loop records anything from now on: the cut does
         with self._cond:
             self._cond.wait_for(lambda: not self._flights, timeout=CUT_GRACE_S)
             # a flight whose own result is being recorded (live placement claims it) is answered by it
