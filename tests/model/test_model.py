@@ -131,6 +131,16 @@ def test_workflow_file_json_and_relative_cards(tmp_path):
     assert wf.task_cards["B"].name == "bert_base_x2" and wf.preds["B"] == ("A",)
 
 
+def test_a_card_file_is_looked_for_next_to_the_workflow_never_in_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "flows").mkdir()
+    load_card_set("a5500").save(tmp_path / "mycards.json")  # in the current directory only
+    monkeypatch.chdir(tmp_path)
+    doc = {"name": "J", "cards": "mycards.json", "tasks": {"A": "clip"}}
+    path = _write(tmp_path / "flows", json.dumps(doc), "w.json")
+    with pytest.raises(WorkflowError, match=r"card set '.*flows/mycards.json' is neither a built-in set"):
+        resolve_workflow(path)
+
+
 def test_missing_workflow_file():
     with pytest.raises(WorkflowError, match="not found"):
         resolve_workflow("does/not/exist.yaml")

@@ -23,6 +23,7 @@ import yaml
 from pydantic import ValidationError
 
 from agentsched.errors import AgentschedError, WorkflowError, validation_line
+from agentsched.model.cards import builtin_card_sets
 from agentsched.model.files import loads_json_unique, read_document
 from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS, Workflow
 from agentsched.model.yaml_shape import yaml_too_large
@@ -95,10 +96,9 @@ def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = Non
     world = _take_world(data, source, base_dir)
     data.setdefault("name", Path(source).stem)
     cards = data.get("cards")
-    if base_dir is not None and isinstance(cards, str):
-        candidate = base_dir / cards
-        if candidate.exists():
-            data["cards"] = str(candidate)
+    if base_dir is not None and isinstance(cards, str) and cards not in builtin_card_sets():
+        # a card file is the one next to the workflow file, never one of the current directory's
+        data["cards"] = str(base_dir / cards)
     try:
         wf = Workflow.model_validate(data)
     except ValidationError as e:
