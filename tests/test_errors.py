@@ -31,3 +31,18 @@ def test_an_error_without_a_place_takes_the_default_and_pydantics_prefix_goes():
         "workflow: cycle A -> B -> A")
     assert validation_line([{"msg": "bad"}]) == "bad"
     assert validation_line([], "world") == "world"
+
+
+class _Strict(BaseModel, extra="forbid"):
+    tasks: dict
+    name: str = "w"
+
+
+def test_a_missing_key_beside_an_unknown_one_names_the_unknown_one():
+    with pytest.raises(ValidationError) as e:
+        _Strict.model_validate({"taks": {}})
+    assert validation_line(e.value.errors(), more=False) == (
+        "tasks: Field required (an unknown key 'taks' was given: misspelt?)")
+    with pytest.raises(ValidationError) as e:
+        _Strict.model_validate({})
+    assert validation_line(e.value.errors()) == "tasks: Field required"  # nothing unknown: nothing said

@@ -54,6 +54,12 @@ def validation_line(errors: Sequence[Mapping[str, Any]], default_loc: str = "", 
     first = errors[0]
     loc = ".".join(str(p) for p in first.get("loc", ())) or default_loc
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    if first.get("type") == "missing":  # a key missing beside an unknown one is most often a typo of it
+        parent = tuple(first.get("loc", ()))[:-1]
+        unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"
+                   and tuple(e.get("loc", ()))[:-1] == parent and e.get("loc")]
+        if unknown:
+            msg += f" (an unknown key {unknown[0]!r} was given: misspelt?)"
     extra = f" (+{len(errors) - 1} more)" if more and len(errors) > 1 else ""
     return f"{loc}: {msg}{extra}" if loc else f"{msg}{extra}"
 
