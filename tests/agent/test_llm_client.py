@@ -189,3 +189,16 @@ def test_cli_llm_max_tokens(cli, serve):
     assert code != 0 and err.splitlines() == ["error: --llm-max-tokens must be >= 1, got 0"]
     code, out, err = cli("run", "S1", "-p", "heft", "--llm-max-tokens", "48", "--rounds", "1", "--repeats", "1")
     assert code != 0 and err.splitlines() == ["error: --llm-max-tokens applies only to --policy agent-llm (got heft)"]
+
+
+def test_invoke_takes_the_llm_options_as_run_does(cli, tmp_path):
+    """Before, invoke had no --llm-* options: only the AGENTSCHED_LLM_* variables reached agent-llm."""
+    with RawServer(lambda h: (200, body())) as server:
+        code, out, err = cli("invoke", "S1", "--testbed", "sim", "-p", "agent-llm", "--llm-base-url", server.base_url,
+                             "--llm-model", "m", "--llm-api-key", KEY, "--store", str(tmp_path / "s.db"), "--json")
+        sent = server.requests[-1][2]["Authorization"]
+    assert code == 0, err
+    assert sent == f"Bearer {KEY}" and KEY not in out + err
+    assert json.loads(out)["status"] == "ok"
+    code, _, err = cli("invoke", "S1", "--testbed", "sim", "--llm-model", "m", "--store", str(tmp_path / "s.db"))
+    assert code != 0 and err.splitlines() == ["error: --llm-model applies only to --policy agent-llm (got agent-plan)"]

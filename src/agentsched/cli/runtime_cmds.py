@@ -12,7 +12,7 @@ from rich.table import Table
 
 from agentsched.cli import options as o
 from agentsched.cli.common import console, testbed_spec
-from agentsched.cli.policy_opts import PolicyFlags, policy_options
+from agentsched.cli.policy_opts import PolicyFlags, llm_given, policy_options
 from agentsched.errors import AgentschedError
 
 MAX_INPUT_DEPTH = 100  # nesting levels of an --input-json value
@@ -112,6 +112,10 @@ def invoke_cmd(
     # a pinned run beside the learner (no -m here)
     mapping: Optional[str] = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the "
                                                        "learner)"),
+    llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
+    llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
+    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
+    llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
@@ -130,7 +134,10 @@ def invoke_cmd(
     spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
                         task_timeout_s=task_timeout_s)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
-    options = policy_options([name], PolicyFlags(items=tuple(policy_option or ())), single=True).get(name, {})
+    llm = llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key, temperature=llm_temperature,
+                    timeout_s=llm_timeout, max_tokens=llm_max_tokens)
+    flags = PolicyFlags(llm=llm, predictions=llm_predictions, items=tuple(policy_option or ()))
+    options = policy_options([name], flags, single=True).get(name, {})
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
                  seed=seed, cards=cards, policy_options=options,
                  on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
