@@ -81,6 +81,8 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         assert r.status_code == 422 and "extra" in r.json()["detail"]
         r = c.post("/v1/workflows/sleepy/invocations", json={"inputs": 3})
         assert r.status_code == 422 and r.json()["detail"] == "body.inputs: Input should be a valid dictionary"
+        r = c.post("/v1/workflows/sleepy/invocations", json={"input": {"seconds": 0}})  # misspelt: not run with none
+        assert r.status_code == 422 and r.json()["detail"] == "body.input: Extra inputs are not permitted"
         r = c.post("/v1/workflows/sleepy/invocations", content=b"{not json", headers={"content-type": "application/json"})
         assert r.status_code == 422 and r.json()["detail"].startswith("body.1: JSON decode error")
         slow: list[httpx.Response] = []

@@ -20,7 +20,7 @@ import anyio
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentsched.errors import AgentschedError, MappingError, ToolError, validation_line
 from agentsched.runtime.runtime import InvokeResult
@@ -32,11 +32,15 @@ RETRY_AFTER_BUSY_S = 1  # over the concurrency limit: a slot frees within a typi
 
 
 class InvocationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt "inputs" must not run with none
+
     inputs: dict[str, Any] = Field(default_factory=dict, description="argument name -> value, given to every "
                                                                      "source task")
 
 
 class MappingIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     mapping: dict[str, str] = Field(..., description="task id -> cpu | gpu_now | gpu_queue (every task)")
 
 
