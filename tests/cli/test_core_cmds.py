@@ -21,6 +21,15 @@ def test_show_lists_cards_and_budget(cli):
     assert "1100 MB" in out and "1645 MB" in out and "bert_base_x12" in out
 
 
+def test_show_gives_no_time_for_a_tool_that_was_never_profiled(cli, tmp_path):
+    code, out, _ = cli("show", _wf(tmp_path, 'name: u\ntasks:\n  A: {tool: "nowhere_tools:Slow"}\n  B: groupby\n'))
+    assert code == 0
+    row_a = next(line for line in out.splitlines() if "nowhere_tools:Slow" in line)
+    row_b = next(line for line in out.splitlines() if "groupby" in line)
+    assert [c.strip() for c in row_a.split("│")][4] == "?"  # before: "1", the cold start's placeholder
+    assert [c.strip() for c in row_b.split("│")][4] not in ("?", "-")
+
+
 def test_simulate_json_is_stable(cli):
     code, out, _ = cli("simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
                            "--noise", "0", "--json")

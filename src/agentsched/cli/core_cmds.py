@@ -106,7 +106,8 @@ def show_cmd(
     rows = []
     for tid in wf.task_ids:
         c = tc[tid]
-        rows.append([tid, c.name, c.workload, f"{c.cpu_ms:g}", "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
+        cpu = "?" if tid in wf.unprofiled else f"{c.cpu_ms:g}"  # (a placeholder of the cold start, not a time)
+        rows.append([tid, c.name, c.workload, cpu, "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
                      "-" if c.speedup is None else f"{c.speedup:.1f}x",
                      "-" if c.load_ms is None else f"{c.load_ms:g}",
                      "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
