@@ -190,9 +190,10 @@ def test_a_workflow_of_tool_instances_resumes_its_learner_in_a_new_process(tmp_p
 
 def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
     out = tmp_path / "cards.json"
-    code, _, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup", "0",
-                       "--busy", "ignore")
+    code, printed, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup",
+                             "0", "--busy", "ignore")
     assert code == 0, err
+    assert "3 runs" in printed and "size" not in printed  # --size is the built-in tools': not said of user tools
     from agentsched.model.cards import load_card_set
 
     card = load_card_set(out).cards["wordtools:Shout"]

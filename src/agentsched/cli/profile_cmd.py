@@ -67,9 +67,12 @@ def profile_cmd(
                                      for m in run.measurements],
                     "card_set": json.loads(cards.to_json())})
         return
+    from agentsched.model.tool import is_tool_path
+
+    builtin = any(not is_tool_path(m.tool) for m in run.measurements)  # --size is the built-in tools' only
     t = Table(title=f"{cards.name}: {run.machine.get('cpu')}"
                     + (f" + {run.machine['gpu']}" if run.machine.get("gpu") else "")
-                    + f", size {plan.size}, {runs} runs")
+                    + (f", size {plan.size}" if builtin else "") + f", {runs} runs")
     for col in ("tool", "device", "load ms", "median ms", "VRAM MB", "spread", "busy %"):
         t.add_column(col, justify="left" if col in ("tool", "device") else "right")
     for m in run.measurements:
