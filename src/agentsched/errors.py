@@ -69,3 +69,21 @@ def one_line(exc: BaseException) -> str:
     library's) is quoted inside an agentsched one-line message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def address_secrets(address: str) -> tuple[str, ...]:
+    """The credentials a cluster address carries before its ``@``, with a scheme or without one
+    (``user:password@host:port``): the whole user info and each part, for masking in messages."""
+    rest = address.split("://", 1)[-1]
+    userinfo, at, _ = rest.rpartition("@")
+    if not at or "/" in userinfo:
+        return ()
+    return tuple(dict.fromkeys(p for p in (userinfo, *userinfo.split(":", 1)) if p))
+
+
+def redact_address(address: str) -> str:
+    """``address`` with its credentials (``user:password@``) shown as ``***@``."""
+    for secret in address_secrets(address)[:1]:  # the whole user info: its parts are inside it
+        address = address.replace(f"{secret}@", "***@", 1)
+    return address
+

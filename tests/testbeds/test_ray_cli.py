@@ -36,7 +36,8 @@ def test_throughput_json_is_a_flag_a_path_after_it_points_to_json_out(cli):
 
 @pytest.mark.parametrize("address, hp", [("auto", None), ("10.0.0.5:6379", ("10.0.0.5", 6379)),
                                          ("ray://head:10001", ("head", 10001)), ("[::1]:6379", ("::1", 6379)),
-                                         ("head", None), ("head:port", None)])
+                                         ("head", None), ("head:port", None),
+                                         ("user:pw@10.0.0.5:6379", ("10.0.0.5", 6379))])
 def test_host_port_of_a_cluster_address(address, hp):
     from agentsched.testbeds.ray import host_port
 
@@ -54,3 +55,26 @@ def test_an_unreachable_ray_address_is_one_line_naming_it(cli):
                              "--size", "small", "--rounds", "1")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"error: cannot join the Ray cluster at {address}: ")
+
+
+@pytest.mark.parametrize("credentials", ["user:s3cret-pw@", "ray://user:s3cret-pw@"])
+def test_credentials_in_a_ray_address_are_never_printed(cli, credentials):
+    """Before, an address without a scheme (user:pw@host:port) was printed whole."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"{credentials}127.0.0.1:{s.getsockname()[1]}"
+        code, out, err = cli("run", "S2", "-p", "all-gpu", "--testbed", "ray", "--ray-address", address,
+                             "--size", "small", "--rounds", "1")
+    assert code == 2 and "s3cret" not in out + err and "user" not in err
+    assert "***@127.0.0.1:" in err and "connection refused" in err
+
+
+def test_address_secrets_and_redaction():
+    from agentsched.errors import address_secrets, redact_address
+
+    assert address_secrets("u:p4ss@h:1") == ("u:p4ss", "u", "p4ss") and address_secrets("h:1") == ()
+    assert redact_address("u:p4ss@h:1") == "***@h:1" and redact_address("ray://u:p4ss@h:1") == "ray://***@h:1"
+    assert redact_address("auto") == "auto"

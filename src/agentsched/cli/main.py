@@ -108,6 +108,7 @@ def _secrets(argv: list[str]) -> list[str]:
     """The secrets this invocation was given (an API key, URL credentials), to mask in error lines."""
     from agentsched.agent.llm.config import ENV_API_KEY, ENV_BASE_URL
     from agentsched.agent.secrets import url_secrets
+    from agentsched.errors import address_secrets
 
     # (option, environment variable) whose value is a secret, and whose value is a URL that may carry credentials
     key = (LLM_FLAGS["api_key"], ENV_API_KEY)
@@ -122,7 +123,8 @@ def _secrets(argv: list[str]) -> list[str]:
                 values.append(a[len(flag) + 1:])
         return values
 
-    return [*given(*key), *(s for url in given(*url_given) for s in url_secrets(url))]
+    ray = [s for a in given("--ray-address", "RAY_ADDRESS") for s in address_secrets(a)]  # user:pw@host, no scheme
+    return [*given(*key), *(s for url in given(*url_given) for s in url_secrets(url)), *ray]
 
 
 def _error(text: str, argv: list[str]) -> None:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from agentsched.errors import TestbedError, one_line
+from agentsched.errors import TestbedError, one_line, redact_address
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.ray.actors import QueueWorker, ToolHost, idle, lease
 from agentsched.testbeds.ray.placement import GPU_SHARE, NAMESPACE, VRAM_RESOURCE, NodeInfo
@@ -123,7 +123,8 @@ class Cluster:
                     ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
                              log_to_driver=False)
                 except (ConnectionError, RuntimeError, ValueError) as e:
-                    raise TestbedError(f"cannot join the Ray cluster at {self.address}: {one_line(e)}") from None
+                    raise TestbedError(f"cannot join the Ray cluster at {redact_address(self.address)}: "
+                                       f"{one_line(e)}") from None
 
     def nodes(self) -> list[NodeInfo]:
         """The alive nodes and what each offers."""
@@ -234,6 +235,7 @@ def host_port(address: str) -> tuple[str, int] | None:
     """``(host, port)`` of a cluster address (``HOST:PORT``, ``[IPv6]:PORT``, ``ray://HOST:PORT``);
     None for ``auto`` or anything without a numeric port (Ray judges those itself)."""
     rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.rpartition("@")[2]  # (credentials before the host are not the host)
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit():
         return None
@@ -252,7 +254,7 @@ def check_reachable(address: str, timeout_s: float) -> None:
     except OSError as e:
         why = (f"no answer within {timeout_s:g} s" if isinstance(e, socket.timeout)
                else (e.strerror or type(e).__name__).lower())
-        raise TestbedError(f"cannot join the Ray cluster at {address}: {why} (is `ray start --head` "
+        raise TestbedError(f"cannot join the Ray cluster at {redact_address(address)}: {why} (is `ray start --head` "
                            "running there? check the host and port)") from None
 
 
