@@ -105,25 +105,55 @@ def test_other_settings_start_another_learner(tmp_path):
     assert len(Store(db).learners("S5")) == 2
 
 
-def test_a_locked_store_fails_the_invocation_in_one_line(tmp_path):
+def _hold(db):
     import sqlite3
 
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holding the store past the runtime's wait
+    return holder
+
+
+def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path):
+    """Before, the first write the locked store refused failed its invocation (which had run) and
+    stopped the runtime for good: every later invocation failed too."""
     wf = load_scenario("S5")
     db = tmp_path / "s.db"
     st = Store(db, busy_timeout_s=0.2)
     rt = Runtime(wf, store=st, testbed=_sim(), round_size=3)
-    rt.invoke()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(StoreError, match="is locked"):
-            rt.invoke()
+        assert rt.invoke().invocation_id == 1
+        holder = _hold(db)
+        try:
+            during = [rt.invoke() for _ in range(4)]  # a round ends meanwhile: its record waits too
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert all(r.ok and r.invocation_id is None for r in during)  # answered; their ids are not known yet
+        after = rt.invoke()
+        assert after.ok and after.invocation_id == 6  # the waiting records went first, in order
+    finally:
+        rt.close()
+        st.close()
+    st = Store(db, read_only=True)
+    try:
+        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4, 5] and len(st.rounds(1)) == 2
+    finally:
+        st.close()
+
+
+def test_records_the_store_still_refuses_at_close_are_said_lost(tmp_path, caplog):
+    db = tmp_path / "s.db"
+    st = Store(db, busy_timeout_s=0.2)
+    rt = Runtime(load_scenario("S5"), store=st, testbed=_sim(), round_size=3)
+    holder = _hold(db)
+    try:
+        assert rt.invoke().ok
+        rt.close()
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-        rt.close()
         st.close()
-    assert len(Store(db).executions(1)) == 1  # the history before the lock is intact
+    assert any("1 record(s) could not be written and are lost" in r.message for r in caplog.records)
 
 
 def test_workflow_from_tools_runs_classes_and_instances(tmp_path):

@@ -48,7 +48,8 @@ from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
-from agentsched.runtime.setup import build_policy, build_workflow, check_sim_cards
+from agentsched.runtime.setup import build_policy, build_workflow, check_round_settings, check_sim_cards
+from agentsched.runtime.write_behind import WriteBehind
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
@@ -117,11 +118,7 @@ class Runtime:
         when a task has no card); ``testbed``: a ``TestbedSpec``, a kind name as shorthand for that
         kind's default spec (``"local"``, ``"sim"``, ``"ray"``), or a built ``Testbed`` (the caller
         closes it)."""
-        if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
-            raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
-        if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
-                or not 0 <= explore_fraction <= 1:
-            raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
+        check_round_settings(round_size, explore_fraction)
         self.workflow = build_workflow(workflow, cards)  # what runs
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
@@ -140,6 +137,7 @@ class Runtime:
             self.workflow = host_only_workflow(self.workflow)
         self.store: Store | None = None
         self._own_store = False
+        self._writes = WriteBehind(str(store))  # store writes the store refused for now, done later
         self.learner_id: int | None = None
         try:
             self.testbed.preflight(self.workflow)
@@ -299,9 +297,9 @@ class Runtime:
         if r.e2e_ms is not None and r.status is Status.OK and (self.best is None or r.e2e_ms < self.best[0]):
             self.best = (r.e2e_ms, dict(r.mapping))
         if self.store is not None and self.learner_id is not None:
-            r = rec.result
-            self.store.add_round(self.learner_id, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after,
-                                 str(rec.proposal_info.get("reason", "")))
+            store, learner, r, why = self.store, self.learner_id, rec.result, str(rec.proposal_info.get("reason", ""))
+            self._writes.write(lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms,
+                                                       rec.executions_after, why))
 
     def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
@@ -335,24 +333,28 @@ class Runtime:
             except BaseException as e:
                 req.finish(error=_stopped_by(e))
                 raise
-        invocation_id = None
-        served = x
-        if self.store is not None and self.learner_id is not None:
-            try:
-                invocation_id, took = self.store.append(
-                    self.learner_id, None if self.diverged_at is not None else seq, kind, self.policy.round, x)
-                if not took:  # another process recorded this place first: learn what it recorded
-                    theirs = self.store.execution_at(self.learner_id, seq)
-                    if theirs is not None and mapping_key(self.workflow, theirs.mapping) == mapping_key(
-                            self.workflow, mapping):
-                        served = theirs
-                    else:
-                        self._diverge(seq, "another process recorded a different mapping at this place")
-            except StoreError as e:
-                req.finish(error=e)  # the invocation ran, but its record could not be kept
-                raise
+        invocation_id, served = None, x
+        if self.store is not None and self.learner_id is not None:  # (None: the store refused it for now)
+            round_index = self.policy.round
+            got = self._writes.write(lambda: self._append(seq, kind, round_index, x, mapping))
+            invocation_id, served = got if got is not None else (None, x)
         req.finish(result=self._result(x, invocation_id, kind, self.policy.round))
         return self._count(kind, served)
+
+    def _append(self, seq: int, kind: str, round_index: int | None, x: Execution,
+                mapping: dict[str, Mode]) -> tuple[int, Execution]:
+        """Record execution ``seq``: its id, and what the policy learns (another process's record of
+        this place when it was first with the same mapping)."""
+        assert self.store is not None and self.learner_id is not None
+        invocation_id, took = self.store.append(
+            self.learner_id, None if self.diverged_at is not None else seq, kind, round_index, x)
+        if took:
+            return invocation_id, x
+        theirs = self.store.execution_at(self.learner_id, seq)  # another process recorded this place first
+        if theirs is not None and mapping_key(self.workflow, theirs.mapping) == mapping_key(self.workflow, mapping):
+            return invocation_id, theirs
+        self._diverge(seq, "another process recorded a different mapping at this place")
+        return invocation_id, x
 
     def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int | None) -> InvokeResult:
         sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
@@ -449,8 +451,10 @@ class Runtime:
             pass
         if self._own_testbed:
             self.testbed.close()
-        if self.store is not None and self._own_store:
-            self.store.close()
+        if self.store is not None:
+            self._writes.close()
+            if self._own_store:
+                self.store.close()
 
 
 def _stopped_by(e: BaseException) -> BaseException:

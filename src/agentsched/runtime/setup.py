@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import PolicyError, TestbedError
+from agentsched.errors import AgentschedError, PolicyError, TestbedError
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
@@ -65,3 +65,11 @@ def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
                        f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
 
+
+def check_round_settings(round_size: Any, explore_fraction: Any) -> None:
+    """One-line errors for a round size outside [1, 1000] or an exploration share outside [0, 1]."""
+    if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
+        raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
+    if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
+            or not 0 <= explore_fraction <= 1:
+        raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
