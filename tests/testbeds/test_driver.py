@@ -13,7 +13,7 @@ from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.workflow_io import parse_workflow
-from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, is_external
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, MachineLost, is_external
 from agentsched.model.rules import Start
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
@@ -127,6 +127,19 @@ def test_a_cuda_out_of_memory_is_oom():
     be = ScriptedBackend({"A": 10, "B": 5}, fail={"A": RuntimeError("CUDA out of memory. Tried to allocate")})
     ex = Driver(be).run(wf({"A": "clip", "B": "groupby"}), {"A": N, "B": C})
     assert ex.status is Status.OOM and ex.message.startswith("task A (clip): CUDA out of memory: RuntimeError")
+
+
+def test_a_task_whose_machine_was_lost_fails_its_run_as_no_placements_doing():
+    from agentsched.model.rounds import speaks
+
+    be = ScriptedBackend({"A": 10, "B": 5}, fail={"A": MachineLost("LocalRayletDiedError: the raylet died")})
+    ex = Driver(be).run(wf({"A": "clip", "B": "groupby"}), {"A": N, "B": C})
+    assert ex.status is Status.ERROR and ex.message == "task A (clip) lost its machine: LocalRayletDiedError: " \
+                                                       "the raylet died"
+    assert ex.extra["failed_node"] == "machine" and ex.extra["external"] and ex.extra["lost_task"] == "A"
+    assert not ex.placement_failed and not speaks(ex, [ex])  # a round of such runs has nothing to judge
+    be = ScriptedBackend({"A": 10, "B": 5}, fail={"A": RuntimeError("the tool broke")})
+    assert Driver(be).run(wf({"A": "clip", "B": "groupby"}), {"A": N, "B": C}).placement_failed  # (as before)
 
 
 def test_an_infeasible_start_is_oom_with_the_loads_the_backend_reports():

@@ -60,3 +60,16 @@ def test_a_task_over_its_timeout_on_ray_is_an_error(tmp_path):
     assert json.loads(p.stdout)["message"] == ("task A (ray_fault_tools:Boom) failed: TimeoutError: ran longer than "
                                                "its timeout of 2 s (--task-timeout-s)")
     assert p.stderr == ""
+
+
+def test_rays_errors_that_say_the_machine_failed_are_machine_lost_and_the_tools_own_are_not():
+    import ray.exceptions as rex
+
+    from agentsched.testbeds.driver import MachineLost
+    from agentsched.testbeds.ray.backend import machine_lost
+
+    for exc in (rex.LocalRayletDiedError(), rex.NodeDiedError("node 5f2c died"), rex.RaySystemError("GCS lost")):
+        lost = machine_lost(exc)
+        assert isinstance(lost, MachineLost) and str(lost).startswith(type(exc).__name__ + ": ")
+    for exc in (ValueError("a tool's own"), rex.WorkerCrashedError(), rex.GetTimeoutError("slow")):
+        assert machine_lost(exc) is exc  # the tool may have caused these (a crash on its device), or a timeout

@@ -66,6 +66,19 @@ class Failure:
     message: str  # one line
     needed_mb: float = 0.0  # VRAM in use plus what the failing start needed (oom; counts in the peak)
     held_by: tuple[str, ...] = ()  # the tasks holding VRAM when a start was refused (oom)
+    machine_lost: bool = False  # the machine under the task failed (``MachineLost``): no placement's doing
+
+    def extra(self) -> dict[str, Any]:
+        """What an ``Execution`` of this failure says of it (``extra``): the task, or, when its machine
+        was lost, a host failure no placement causes (``model/rounds.py``: nothing to judge)."""
+        if self.machine_lost:
+            return {"failed_node": "machine", "external": True, "lost_task": self.task}
+        return {"failed_task": self.task, **({"held_by": list(self.held_by)} if self.held_by else {})}
+
+
+class MachineLost(TestbedError):
+    """The machine under a task failed, not the task: a cluster node or the whole cluster lost, its
+    raylet dead. Its run fails as a host failure: no placement causes it, none is blamed for it."""
 
 
 class Placer(ABC):
@@ -283,7 +296,7 @@ class Driver(Testbed):
             extra = backend.end()
             return Execution(status=early.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
                              peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
-                             extra={**extra, "failed_task": early.task})
+                             extra={**extra, **early.extra()})
         rec = _Run(workflow, dict(mapping), backend.computes_outputs, inputs)
         try:
             failure = rec.loop(backend) if placer is None else rec.loop_live(backend, placer)
@@ -413,6 +426,8 @@ class _Run:
         if is_oom(c.error):
             return Failure(Status.OOM, c.task, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}",
                            vram_in_use_mb)
+        if isinstance(c.error, MachineLost):
+            return Failure(Status.ERROR, c.task, f"task {c.task} ({name}) lost its machine: {c.error}", machine_lost=True)
         return Failure(Status.ERROR, c.task, f"task {c.task} ({name}) failed: {one_line(c.error)}")
 
     def execution(self, testbed: str, failure: Failure | None, fail_ms: float,
@@ -430,9 +445,7 @@ class _Run:
             return Execution(status=failure.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
                              peak_vram_mb=max(self.peak, failure.needed_mb), spans=spans,
                              vram_timeline=tuple(self.vram_timeline), message=failure.message, testbed=testbed,
-                             extra={**extra, "failed_task": failure.task,
-                                    **({"held_by": list(failure.held_by)} if failure.held_by else {})},
-                             outputs=self.outputs)
+                             extra={**extra, **failure.extra()}, outputs=self.outputs)
         e2e = max(self.ends_at[t] for t in self.workflow.sinks)
         return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=self.peak,
                          spans=spans, vram_timeline=tuple(self.vram_timeline), testbed=testbed, extra=extra,

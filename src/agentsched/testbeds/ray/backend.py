@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from agentsched.errors import TestbedError, one_line
 from agentsched.model.execution import Status
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
-from agentsched.testbeds.driver import Backend, Completion, Failure
+from agentsched.testbeds.driver import Backend, Completion, Failure, MachineLost
 from agentsched.testbeds.ray.cluster import EMULATED_NOTE, Cluster, ray_module, remote
 from agentsched.testbeds.ray.placement import lease_options, plan, resolve_user_tools, unplaceable
 from agentsched.testbeds.real import base_and_k, load_failure, task_timeout
@@ -96,7 +97,8 @@ class RayBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
             cause = getattr(exc, "cause", None) or exc
             return Failure(Status.ERROR, workflow.task_ids[0],
-                           f"loading the tools on the Ray cluster failed: {one_line(cause)}")
+                           f"loading the tools on the Ray cluster failed: {one_line(cause)}",
+                           machine_lost=isinstance(machine_lost(exc), MachineLost))
         if failures:
             key, oom, reason = failures[0]
             task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
@@ -145,7 +147,7 @@ class RayBackend(Backend):
                 output = ray.get(r.out_refs[task])
             except Exception as exc:  # noqa: BLE001 - a tool raised, or Ray lost the task's node
                 cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the tool's own exception
-                out.append(Completion(task, r.ms(submitted), r.ms(observed), error=as_exception(cause)))
+                out.append(Completion(task, r.ms(submitted), r.ms(observed), error=machine_lost(as_exception(cause))))
                 _consume(ray, r.out_refs.pop(task, None))
                 continue
             start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
@@ -199,6 +201,21 @@ def _consume(ray: Any, ref: Any, timeout_s: float | None = None) -> None:
         ray.get(ref, timeout=timeout_s)
     except Exception:  # noqa: BLE001 - the error is the expected content
         pass
+
+
+# Ray's errors that say the machine failed, not the task: its node, its raylet, the cluster, an
+# object its node held. A worker that crashed, an actor that died and Ray's out-of-memory kill are
+# not among them: the tool itself may have caused those (a crash on its device, its memory use).
+MACHINE_ERRORS = ("NodeDiedError", "LocalRayletDiedError", "RaySystemError", "ObjectLostError", "OwnerDiedError")
+
+
+def machine_lost(exc: BaseException) -> BaseException:
+    """``exc`` as a ``MachineLost`` when Ray says the task's machine failed, else as it is."""
+    errors = sys.modules.get("ray.exceptions")
+    kinds = tuple(k for k in (getattr(errors, n, None) for n in MACHINE_ERRORS) if isinstance(k, type))
+    if kinds and isinstance(exc, kinds) and not isinstance(exc, getattr(errors, "RayTaskError", ())):
+        return MachineLost(f"{type(exc).__name__}: {one_line(exc).partition(': ')[2] or exc}")
+    return exc
 
 
 def as_exception(cause: Any) -> BaseException:

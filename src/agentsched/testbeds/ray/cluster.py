@@ -29,6 +29,7 @@ WORKER_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 3_600_000}
 # ray.init retries an address whose GCS does not answer without end: a TCP connect bounded by this
 # fails first, in one line
 CONNECT_TIMEOUT_S = 5.0
+WORKER_WARMUP_S = 30.0  # how long the lease workers are waited for before a first run (not a task timeout)
 EMULATED_NOTE = ("emulated GPU: GPU placements ran their CPU implementation while holding a Ray GPU share "
                  "and vram_mb; timings are not GPU timings")
 
@@ -226,9 +227,12 @@ class Cluster:
                 return
             ray = ray_module()
             idle = remote("idle")
-            ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
-                     for _, opts, n in todo for _ in range(n)], timeout=self.timeout_s)
-            for kind, _, n in todo:
+            try:  # a warm-up: never a run's failure (the task timeout is the tools', not this wait's)
+                ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
+                         for _, opts, n in todo for _ in range(n)], timeout=WORKER_WARMUP_S)
+            except Exception as e:  # noqa: BLE001 - a busy cluster, a lost node: workers then start on demand
+                log.info("Ray workers not started ahead (%s): they start on demand", one_line(e))
+            for kind, _, n in todo:  # tried once: a busy cluster is not made to wait again for every run
                 self.workers_started[kind] = n
 
 def host_port(address: str) -> tuple[str, int] | None:
