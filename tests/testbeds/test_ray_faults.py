@@ -73,3 +73,35 @@ def test_rays_errors_that_say_the_machine_failed_are_machine_lost_and_the_tools_
         assert isinstance(lost, MachineLost) and str(lost).startswith(type(exc).__name__ + ": ")
     for exc in (ValueError("a tool's own"), rex.WorkerCrashedError(), rex.GetTimeoutError("slow")):
         assert machine_lost(exc) is exc  # the tool may have caused these (a crash on its device), or a timeout
+
+
+def test_a_worker_warm_up_that_times_out_never_fails_the_run_and_is_not_retried(monkeypatch):
+    """Before, the warm-up waited for the task timeout and its GetTimeoutError stopped a Runtime."""
+    import ray.exceptions as rex
+
+    from agentsched.model.workflow import Mode
+    from agentsched.testbeds.ray import cluster as cl
+    from agentsched.testbeds.ray.placement import NodeInfo
+
+    asked: list[float] = []
+
+    class Busy:  # a cluster whose idle tasks cannot start now
+        def get(self, refs, timeout=None):
+            asked.append(timeout)
+            raise rex.GetTimeoutError("Get timed out: some object(s) not ready.")
+
+    class Idle:
+        def options(self, **kw):
+            return self
+
+        def remote(self, s):
+            return object()
+
+    monkeypatch.setattr(cl, "ray_module", lambda: Busy())
+    monkeypatch.setattr(cl, "remote", lambda name: Idle())
+    c = cl.Cluster(address="auto", size="small", seed=0, emulate_gpu=True, emulated_gpus=1, cpu_slots=2,
+                   vram_mb=None, timeout_s=2.0, torch_threads=None, tool_factory=None)  # type: ignore[arg-type]
+    node = NodeInfo(node_id="n1", cpus=2, gpus=0, vram_mb=0)
+    c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)  # no exception
+    c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)
+    assert asked == [cl.WORKER_WARMUP_S]  # waited once, its own bound (not the task timeout of 2 s)
