@@ -174,3 +174,23 @@ def test_runtime_invokes_user_tools_on_the_cluster(cluster):
     assert [r.status for r in results] == ["ok"] * 4, [r.message for r in results]
     assert all(r.outputs == {"B": 3} for r in results)
     assert all(sorted(sp["task"] for sp in r.timeline) == ["A", "B"] for r in results)
+
+
+def test_a_task_no_node_can_ever_hold_runs_on_the_cpu_from_the_first_invocation(cluster, caplog):
+    """Before, the learner kept proposing GPU placements of it, and each such invocation failed."""
+    from agentsched.model.mapping import mapping_key
+    from agentsched.runtime import Runtime
+
+    w = wf({"A": "groupby", "B": "llama_1b"}, [("A", "B")])  # llama_1b: 2,400+ MB > every node's 1,000 MB
+    tb = make_tb(cluster, call_s=0.01)
+    caplog.set_level("WARNING", logger="agentsched")
+    try:
+        with Runtime(w, policy="ucb1", store=None, testbed=tb, round_size=1, seed=3) as rt:
+            results = [rt.invoke() for _ in range(8)]  # ucb1 tries every mapping once
+            keys = {mapping_key(rt.workflow, r.mapping) for r in results}
+    finally:
+        tb.close()
+    assert [r.status for r in results] == ["ok"] * 8, [r.message for r in results]
+    assert all(not sp["vram_mb"] for r in results for sp in r.timeline if sp["task"] == "B")  # on the host
+    assert len(keys) > 1  # it explored: B's GPU placements are the same CPU run
+    assert any("task B (llama_1b) needs" in r.message and "it runs on the CPU" in r.message for r in caplog.records)

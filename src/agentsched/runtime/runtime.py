@@ -129,12 +129,7 @@ class Runtime:
         self._own_testbed = not isinstance(testbed, Testbed)
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
-        self.host_only = self.testbed.host_only(self.workflow)  # no CUDA here: every task runs on the CPU
-        if self.host_only:
-            # every placement is the same host run here: cards without a GPU say so to the start
-            # rules (the policy was chosen above, from the real cards)
-            log.info(NO_CUDA_NOTE)
-            self.workflow = host_only_workflow(self.workflow)
+        self.host_only = self._host_only_where_needed()
         self.store: Store | None = None
         self._own_store = False
         self._writes = WriteBehind(str(store))  # store writes the store refused for now, done later
@@ -439,6 +434,21 @@ class Runtime:
             with contextlib.suppress(AgentschedError):
                 self.record(self._failed(mapping, (time.monotonic() - t0) * 1000, INTERRUPTED), "cut")
             raise
+
+    def _host_only_where_needed(self) -> bool:
+        """Strip the GPU figures of the tasks whose GPU placements run as host code here (every task
+        without CUDA: then True), or can never run (no GPU holds their VRAM): the start rules and the
+        policy's later predictions see them so (the policy itself was chosen from the real cards)."""
+        if self.testbed.host_only(self.workflow):
+            log.info(NO_CUDA_NOTE)
+            self.workflow = host_only_workflow(self.workflow)
+            return True
+        unfit = self.testbed.gpu_unfit(self.workflow)
+        for why in unfit.values():
+            log.warning("%s: it runs on the CPU", why)
+        if unfit:
+            self.workflow = host_only_workflow(self.workflow, list(unfit))
+        return False
 
     def _failed(self, mapping: dict[str, Mode], elapsed_ms: float, message: str) -> Execution:
         return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=elapsed_ms,

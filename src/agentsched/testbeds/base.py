@@ -63,6 +63,13 @@ class Testbed(ABC):
         False here: placements run where they are placed."""
         return False
 
+    def gpu_unfit(self, workflow: Workflow) -> dict[str, str]:
+        """GPU-capable tasks whose VRAM no GPU here can ever hold (a cluster's largest node offers
+        less), though the workflow's budget would: task -> why, one line. Callers run those tasks
+        host-only (``real.host_only_workflow``), so no policy keeps proposing what never runs. None
+        here."""
+        return {}
+
     def close(self) -> None:
         """Release resources (worker pools, loaded models). The testbed may not be used after."""
         return None

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from agentsched.errors import TestbedError, one_line
@@ -160,14 +160,20 @@ def load_failure(workflow: Workflow, task: str, oom: bool, reason: str) -> Failu
     return Failure(Status.ERROR, task, f"task {task} ({name}) failed to load: {reason}")
 
 
-def host_only_workflow(wf: Workflow) -> Workflow:
-    """``wf`` with every tool's card stripped of its GPU figures (a GPU placement runs host code):
-    every placement is the same host run, and the start rules and policies see it so."""
+def host_only_workflow(wf: Workflow, tasks: Collection[str] | None = None) -> Workflow:
+    """``wf`` with every tool's card (those of ``tasks`` only, when given) stripped of its GPU
+    figures (a GPU placement runs host code): every placement of them is the same host run, and
+    the start rules and policies see it so."""
     from agentsched.model.cards import CardSet
     from agentsched.model.tool import cold_card
 
+    stripped = {wf.tasks[t].tool for t in (wf.tasks if tasks is None else tasks)}
     cards = {}
     for tid, t in wf.tasks.items():
+        if tid in wf.unprofiled and t.tool not in stripped:
+            continue  # (still unprofiled: its cold-start card is no measurement)
         card = cold_card(t.tool, wf.vram_budget_mb) if tid in wf.unprofiled else wf.card_set.resolve(t.tool)
-        cards[t.tool] = card.model_copy(update={"gpu_ms": None, "load_ms": None, "vram_mb": None})
-    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source="no CUDA GPU: host only", cards=cards))
+        gone = {"gpu_ms": None, "load_ms": None, "vram_mb": None} if t.tool in stripped else {}
+        cards[t.tool] = card.model_copy(update=gone)
+    source = "no CUDA GPU: host only" if tasks is None else f"no GPU holds {', '.join(sorted(stripped))}: host only"
+    return wf.with_cards(CardSet(name=f"{wf.card_set.name}-host", source=source, cards=cards))

@@ -64,20 +64,25 @@ def plan(workflow: Workflow, modes: Mapping[str, Mode], bases: Mapping[str, tupl
 def unplaceable(workflow: Workflow, modes: Mapping[str, Mode], nodes: list[NodeInfo]) -> Failure | None:
     """A GPU task that no node could ever hold (Ray would wait for it forever): an error, not a hang.
     A task larger than the workflow's budget is left to the start rules (oom, as on every testbed)."""
-    gpu_nodes = [n for n in nodes if n.gpus > 0]
-    cards = workflow.task_cards
-    budget = workflow.vram_budget_mb
     for t in workflow.task_ids:
-        if modes[t] is Mode.CPU:
-            continue
-        need = cards[t].vram_needed_mb
-        if budget is not None and need > budget + 1e-9:
-            continue
-        if not any(n.vram_mb + 1e-9 >= need for n in gpu_nodes):
-            most = max((n.vram_mb for n in gpu_nodes), default=0.0)
-            return Failure(Status.ERROR, t, f"task {t} ({cards[t].name}) needs {need:g} MB but no Ray node offers "
-                                            f"that much vram_mb (largest {most:g} MB)")
+        why = None if modes[t] is Mode.CPU else too_big(workflow, t, nodes)
+        if why is not None:
+            return Failure(Status.ERROR, t, why)
     return None
+
+
+def too_big(workflow: Workflow, task: str, nodes: list[NodeInfo]) -> str | None:
+    """Why no node could ever hold ``task`` on its GPU (None: one can, or the workflow's budget
+    refuses it anyway: the start rules' oom, as on every testbed)."""
+    card = workflow.task_cards[task]
+    need, budget = card.vram_needed_mb, workflow.vram_budget_mb
+    if not card.has_gpu or (budget is not None and need > budget + 1e-9):
+        return None
+    gpu_nodes = [n for n in nodes if n.gpus > 0]
+    if any(n.vram_mb + 1e-9 >= need for n in gpu_nodes):
+        return None
+    most = max((n.vram_mb for n in gpu_nodes), default=0.0)
+    return f"task {task} ({card.name}) needs {need:g} MB but no Ray node offers that much vram_mb (largest {most:g} MB)"
 
 
 def lease_options(mode: Mode, vram_mb: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import Driver
 from agentsched.testbeds.ray.backend import RayBackend
 from agentsched.testbeds.ray.cluster import EMULATED_NOTE, Cluster, cuda_memory_mb, ray_module
-from agentsched.testbeds.ray.placement import NodeInfo
+from agentsched.testbeds.ray.placement import NodeInfo, too_big
 from agentsched.testbeds.real import ToolFactory, builtin_tool
 
 DEFAULT_TIMEOUT_S = 3600.0  # longest one run may take before it ends as error (never a hang)
@@ -95,6 +95,14 @@ class RayTestbed(Driver):
     def host_only(self, workflow: Workflow) -> bool:
         """A cluster without GPUs (neither real nor emulated), for a workflow with a GPU-capable tool."""
         return any(c.has_gpu for c in workflow.task_cards.values()) and not self.gpu_available(workflow)
+
+    def gpu_unfit(self, workflow: Workflow) -> dict[str, str]:
+        """Profiled GPU tasks no node's vram_mb can hold (a cold-start card's VRAM is a guess: kept)."""
+        if not self.gpu_available(workflow):
+            return {}
+        nodes = self.cluster.nodes()
+        why = {t: too_big(workflow, t, nodes) for t in workflow.task_ids if t not in workflow.unprofiled}
+        return {t: w for t, w in why.items() if w is not None}
 
     def gpu_available(self, workflow: Workflow | None = None) -> bool:
         """May GPU placements run on the cluster: a node with a GPU and vram_mb, whose GPUs are real
