@@ -78,3 +78,18 @@ def test_address_secrets_and_redaction():
     assert address_secrets("u:p4ss@h:1") == ("u:p4ss", "u", "p4ss") and address_secrets("h:1") == ()
     assert redact_address("u:p4ss@h:1") == "***@h:1" and redact_address("ray://u:p4ss@h:1") == "ray://***@h:1"
     assert redact_address("auto") == "auto"
+
+
+@pytest.mark.parametrize("command", [["invoke", "S2", "--store", "s.db"], ["serve", "S2", "--store", "s.db", "--port", "0"]])
+def test_invoke_and_serve_join_the_cluster_the_address_names(cli, command, tmp_path, monkeypatch):
+    """Before, only run, bench and throughput took --ray-address: invoke and serve started a private Ray."""
+    pytest.importorskip("ray")
+    pytest.importorskip("fastapi")
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        code, out, err = cli(*command, "--testbed", "ray", "--ray-address", address, "--emulate-gpu")
+    assert code != 0 and err.startswith(f"error: cannot join the Ray cluster at {address}: "), err

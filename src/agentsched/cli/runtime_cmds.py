@@ -107,6 +107,8 @@ def invoke_cmd(
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,
     task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
+    ray_address: Optional[str] = o.RAY_ADDRESS,
+    emulate_gpu: bool = o.EMULATE_GPU,
     cards: Optional[str] = o.CARDS,
     inputs_jsonl: Optional[Path] = o.INPUTS_JSONL,
     # a pinned run beside the learner (no -m here)
@@ -132,7 +134,7 @@ def invoke_cmd(
     wf, wf_world = resolve_workflow_and_world(workflow)
     check_input_names(wf, inputs)
     spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
-                        task_timeout_s=task_timeout_s)
+                        task_timeout_s=task_timeout_s, ray_address=ray_address, emulate_gpu=emulate_gpu)
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
     llm = llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key, temperature=llm_temperature,
                     timeout_s=llm_timeout, max_tokens=llm_max_tokens)

@@ -43,6 +43,8 @@ def serve_cmd(
     seed: int = o.SEED,
     size: o.Size = o.SIZE,
     cpu_slots: Optional[int] = o.CPU_SLOTS,
+    ray_address: Optional[str] = o.RAY_ADDRESS,
+    emulate_gpu: bool = o.EMULATE_GPU,
     cards: Optional[str] = o.CARDS,
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
 ) -> None:
@@ -54,7 +56,8 @@ def serve_cmd(
         raise AgentschedError(f"serve needs the serve extra ({e.name} is missing): "
                               "pip install 'agentsched[serve]'") from None
     token = read_token(token_file) if token_file is not None else None
-    spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s)
+    spec = testbed_spec(testbed, seed=seed, size=size, cpu_slots=cpu_slots, task_timeout_s=task_timeout_s,
+                        ray_address=ray_address, emulate_gpu=emulate_gpu)
     config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, realtime=realtime,
                            time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy, placement=placement,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
