@@ -101,6 +101,14 @@ def test_an_unknown_input_name_is_named(project, cli):
     assert not (project / "s.db").exists()  # refused before the store was opened
 
 
+def test_run_refuses_a_workflow_whose_source_tool_takes_inputs(project, cli):
+    """Before, run (which gives no inputs) ran it: every execution failed in the tool."""
+    code, out, err = cli("run", str(project / "echo.yaml"), "--testbed", "local", "--rounds", "1")
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["error: run gives a workflow no inputs, but source task A (rtfix_tools:Echo) takes "
+                                "docs: use agentsched invoke --input NAME=VALUE (or --inputs-jsonl FILE)"]
+
+
 NOISY = textwrap.dedent('''
     import pathlib
 

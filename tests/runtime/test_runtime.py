@@ -44,6 +44,8 @@ def test_missing_inputs_are_refused_before_running(words, tmp_path):
             rt.invoke()
         with pytest.raises(ToolError, match="text"):
             rt.invoke(other="x")
+        with pytest.raises(ToolError, match=r"invocation input 'txet' is not an input of workflow .* take: text"):
+            rt.invoke(text="a", txet="b")  # before, a misspelt extra name was dropped silently (the CLI refused it)
         assert rt.invoke(text="a").ok  # nothing was consumed by the refused calls
     assert len(Store(tmp_path / "s.db").executions(1)) == 1
 

@@ -158,10 +158,12 @@ def run_cmd(
     from agentsched.experiments.results import run_document
     from agentsched.loop.metrics import oracle_view, run_metrics
     from agentsched.loop.registry import default_policy, get_spec, make_policy
+    from agentsched.runtime.inputs import check_needs_no_inputs
 
     loop_counts(rounds=rounds, repeats=repeats)
     say = _say(json_out)
     wf, wf_world = load_workflow_and_world(workflow, cards)
+    check_needs_no_inputs(wf, "run")
     name = get_spec(policy).name.value if policy is not None else default_policy(wf)
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
                         from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,

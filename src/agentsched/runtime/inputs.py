@@ -43,3 +43,16 @@ def check_inputs_given(wf: Workflow, inputs: dict[str, Any], hint: str = CALLER_
             need = ", ".join(missing or cls.input_names) or "its arguments"
             raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
                             f"{need} ({hint})")
+
+
+def check_needs_no_inputs(wf: Workflow, command: str) -> None:
+    """Refuse, before any run, a workflow a command gives no inputs to (``run``, ``bench``) whose
+    source user tool names inputs it takes: every execution would fail in that tool."""
+    for t in wf.task_ids:
+        if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
+            continue
+        names = tool_class(wf.tasks[t].tool).input_names
+        if names:
+            raise ToolError(f"{command} gives a workflow no inputs, but source task {t} ({wf.tasks[t].tool}) takes "
+                            f"{', '.join(names)}: use agentsched invoke --input NAME=VALUE (or --inputs-jsonl FILE)")
+

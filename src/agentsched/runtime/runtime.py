@@ -130,6 +130,7 @@ class Runtime:
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
         self.host_only = self._host_only_where_needed()
+        self.takes_any_input = False  # True: inputs are not checked by name (a LangGraph graph's state)
         self.store: Store | None = None
         self._own_store = False
         self._writes = WriteBehind(str(store))  # store writes the store refused for now, done later
@@ -254,8 +255,10 @@ class Runtime:
 
     # ---- checks ----------------------------------------------------------------------------
     def _check_inputs(self, inputs: dict[str, Any]) -> None:
-        from agentsched.runtime.inputs import check_inputs_given
+        from agentsched.runtime.inputs import check_input_names, check_inputs_given
 
+        if not self.takes_any_input:  # a misspelt name is refused, as the CLI and the service refuse it
+            check_input_names(self.workflow, inputs)
         check_inputs_given(self.workflow, inputs)
 
     # ---- the loop thread -------------------------------------------------------------------

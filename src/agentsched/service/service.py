@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, ToolError, WorkflowError
+from agentsched.errors import AgentschedError, WorkflowError
 from agentsched.model.execution import Execution, Status
-from agentsched.model.tool import is_tool_path, tool_class
+from agentsched.model.tool import is_tool_path
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.planner.load import LoadPlanner
 from agentsched.runtime import Runtime
-from agentsched.runtime.inputs import HTTP_HINT, check_inputs_given
+from agentsched.runtime.inputs import HTTP_HINT, check_input_names, check_inputs_given
 from agentsched.runtime.runtime import InvokeResult
 from agentsched.runtime.setup import check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
@@ -285,20 +285,9 @@ class Service:
 
     def check_inputs(self, name: str, inputs: dict[str, Any]) -> None:
         """One-line ``ToolError`` for inputs no source task takes, or missing ones."""
-        rt = self.runtime(name)
-        wf = rt.workflow
-        known: set[str] = set()
-        takes_any = False  # a source user tool without input_names receives every argument (runtime.md)
-        for t in wf.task_ids:
-            if not wf.preds[t] and is_tool_path(wf.tasks[t].tool):
-                names = tool_class(wf.tasks[t].tool).input_names
-                known.update(names)
-                takes_any = takes_any or not names
-        unknown = sorted(set(inputs) - known)
-        if unknown and not takes_any:
-            takes = ", ".join(sorted(known)) if known else "no inputs (its tools generate their own)"
-            raise ToolError(f"workflow {name} has no input(s) {', '.join(unknown)} (it takes {takes})")
-        check_inputs_given(rt.workflow, inputs, HTTP_HINT)  # (an HTTP caller sends a body, not --input)
+        wf = self.runtime(name).workflow
+        check_input_names(wf, inputs)
+        check_inputs_given(wf, inputs, HTTP_HINT)  # (an HTTP caller sends a body, not --input)
 
     def begin(self, name: str) -> Flight:
         """Register an accepted invocation of ``name`` (``invoke`` runs it)."""

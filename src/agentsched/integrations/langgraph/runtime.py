@@ -105,6 +105,7 @@ class GraphRuntime:
                 self.testbed.close()
             raise
         self.workflow = self.runtime.workflow  # the workflow the runtime runs (name = ``name``)
+        self.runtime.takes_any_input = True  # the graph's state: any key (checked in invoke)
 
     def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
         """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node
