@@ -194,3 +194,21 @@ def test_a_task_no_node_can_ever_hold_runs_on_the_cpu_from_the_first_invocation(
     assert all(not sp["vram_mb"] for r in results for sp in r.timeline if sp["task"] == "B")  # on the host
     assert len(keys) > 1  # it explored: B's GPU placements are the same CPU run
     assert any("task B (llama_1b) needs" in r.message and "it runs on the CPU" in r.message for r in caplog.records)
+
+
+def test_actors_the_cluster_cannot_create_fail_the_run_in_one_line(cluster, monkeypatch):
+    """Before, an error creating the tool actors (Ray's RaySystemError: Actor creation cancelled,
+    seen joining a cluster with --ray-address auto) escaped as an internal error."""
+    tb = make_tb(cluster)
+
+    def cancelled(nodes):
+        raise ray.exceptions.RaySystemError("System error: Actor creation cancelled.")
+
+    monkeypatch.setattr(tb.cluster, "hosts", cancelled)
+    try:
+        ex = tb.run(wf({"A": "groupby"}), {"A": C})
+    finally:
+        tb.close()
+    assert ex.status is Status.ERROR
+    assert ex.message.startswith("loading the tools on the Ray cluster failed: RaySystemError: ")
+    assert ex.extra["external"] and not ex.placement_failed  # the cluster's failure: no placement's

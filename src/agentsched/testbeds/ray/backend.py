@@ -87,11 +87,11 @@ class RayBackend(Backend):
         if too_big is not None:
             return too_big
         user_tools = resolve_user_tools(bases)
-        hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
-        if any(m is Mode.GPU_QUEUE for m in modes.values()):
-            c.queues([n for n in nodes if n.gpus > 0])
         ray = ray_module()
-        try:
+        try:  # (creating the actors may fail too: a cluster whose nodes cannot start them)
+            hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
+            if any(m is Mode.GPU_QUEUE for m in modes.values()):
+                c.queues([n for n in nodes if n.gpus > 0])
             failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=c.timeout_s)
                         if f is not None]
         except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
