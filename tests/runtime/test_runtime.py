@@ -127,18 +127,21 @@ def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path):
         holder = _hold(db)
         try:
             during = [rt.invoke() for _ in range(4)]  # a round ends meanwhile: its record waits too
+            rt.pin({t: "cpu" for t in wf.task_ids})
+            during.append(rt.invoke())  # a pinned run, outside the sequence: its record waits as well
+            rt.unpin()
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         assert all(r.ok and r.invocation_id is None for r in during)  # answered; their ids are not known yet
         after = rt.invoke()
-        assert after.ok and after.invocation_id == 6  # the waiting records went first, in order
+        assert after.ok and after.invocation_id == 7  # the waiting records went first, in order
     finally:
         rt.close()
         st.close()
     st = Store(db, read_only=True)
     try:
-        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4, 5] and len(st.rounds(1)) == 2
+        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4, None, 5] and len(st.rounds(1)) == 2
     finally:
         st.close()
 

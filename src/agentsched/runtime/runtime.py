@@ -385,8 +385,10 @@ class Runtime:
         """Keep an execution run outside the learner's rounds (a pinned run; a live-placed one of the
         service) in the store, outside the learner's sequence, and answer it."""
         invocation_id = None
-        if self.store is not None and self.learner_id is not None:
-            invocation_id, _ = self.store.append(self.learner_id, None, kind, None, x)
+        if self.store is not None and self.learner_id is not None:  # (a store refusing it now: written later)
+            store, learner = self.store, self.learner_id
+            got = self._writes.write(lambda: store.append(learner, None, kind, None, x))
+            invocation_id = None if got is None else got[0]
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 
     def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
