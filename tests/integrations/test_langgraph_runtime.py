@@ -286,7 +286,11 @@ def test_missing_input_is_one_line(pipe) -> None:
     with GraphRuntime(words_graph(mod), "words-graph", store=None) as grt:
         # the caller's input error, as every other (a server maps GraphInputError to its 400)
         with pytest.raises(GraphInputError, match="missing input.*source task split.*documents"):
-            grt.invoke(text="no documents")
+            grt.invoke(note="no documents")
+        # a key the state has not: LangGraph would drop it silently (before, the run went on without it)
+        with pytest.raises(GraphInputError, match="^graph input 'documnets' is not a key of the graph's state "
+                                                  r"\(its keys: count, documents, longest, meet, note, report, split\)$"):
+            grt.invoke(documnets=["a"])
         with pytest.raises(GraphInputError, match="^graph input 'documents' given twice"):
             grt.invoke({"documents": ["a"]}, documents=["b"])
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsched.errors import AgentschedError, WorkflowError
-from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, inspect_graph
+from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
 from agentsched.integrations.langgraph.testbed import RESULT_KEY, LangGraphTestbed, RunResult
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
@@ -106,6 +106,8 @@ class GraphRuntime:
             raise
         self.workflow = self.runtime.workflow  # the workflow the runtime runs (name = ``name``)
         self.runtime.takes_any_input = True  # the graph's state: any key (checked in invoke)
+        channels = set(getattr(builder_of(graph), "channels", {}) or {})
+        self._state_keys = frozenset() if "__root__" in channels else frozenset(channels)  # (empty: not checked)
 
     def invoke(self, inputs: dict[str, Any] | None = None, /, **kwargs: Any) -> GraphResult:
         """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node
@@ -121,6 +123,11 @@ class GraphRuntime:
         if bad:
             raise GraphInputError(f"graph input keys must be text other than {RESULT_KEY!r} (the adapter's "
                                   f"own), got {bad[0]!r}")
+        keys = self._state_keys  # LangGraph drops a key its state has not, silently: a misspelt input
+        unknown = sorted(k for k in args if keys and k not in keys)
+        if unknown:
+            raise GraphInputError(f"graph input {unknown[0]!r} is not a key of the graph's state "
+                                  f"(its keys: {', '.join(sorted(keys))})")
         from agentsched.runtime.inputs import check_inputs_given
 
         try:  # checked here, before the run's RunResult joins them (the runtime checks what it is given)
