@@ -45,6 +45,8 @@ class ToolError(AgentschedError):
 class StoreError(AgentschedError):
     """The persistent store cannot be used: locked, read-only, corrupt, or from a newer schema."""
 
+    transient = False  # True: it may take the same write later (locked by another process, full, read-only)
+
 
 def validation_line(errors: Sequence[Mapping[str, Any]], default_loc: str = "", *, more: bool = True) -> str:
     """The first of pydantic's validation errors (``ValidationError.errors()``, FastAPI's too) as

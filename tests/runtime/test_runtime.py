@@ -115,13 +115,18 @@ def _hold(db):
     return holder
 
 
-def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path):
+def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path, monkeypatch):
     """Before, the first write the locked store refused failed its invocation (which had run) and
     stopped the runtime for good: every later invocation failed too."""
     wf = load_scenario("S5")
     db = tmp_path / "s.db"
     st = Store(db, busy_timeout_s=0.2)
     rt = Runtime(wf, store=st, testbed=_sim(), round_size=3)
+    clock = [0.0]
+    rt._writes.clock = lambda: clock[0]
+    tries = []
+    real_append = st.append
+    monkeypatch.setattr(st, "append", lambda *a, **k: (tries.append(1), real_append(*a, **k))[1])
     try:
         assert rt.invoke().invocation_id == 1
         holder = _hold(db)
@@ -130,18 +135,22 @@ def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path):
             rt.pin({t: "cpu" for t in wf.task_ids})
             during.append(rt.invoke())  # a pinned run, outside the sequence: its record waits as well
             rt.unpin()
+            assert len(tries) == 2  # the first refused write; the others joined it without waiting on the store
+            clock[0] += 10.0  # a retry is due: it waits briefly, and the store still refuses
+            assert rt.invoke().invocation_id is None and len(tries) == 3
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         assert all(r.ok and r.invocation_id is None for r in during)  # answered; their ids are not known yet
+        clock[0] += 10.0
         after = rt.invoke()
-        assert after.ok and after.invocation_id == 7  # the waiting records went first, in order
+        assert after.ok and after.invocation_id == 8  # the waiting records went first, in order
     finally:
         rt.close()
         st.close()
     st = Store(db, read_only=True)
     try:
-        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4, None, 5] and len(st.rounds(1)) == 2
+        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4, None, 5, 6] and len(st.rounds(1)) == 2
     finally:
         st.close()
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import threading
@@ -133,7 +134,6 @@ class Runtime:
         self.takes_any_input = False  # True: inputs are not checked by name (a LangGraph graph's state)
         self.store: Store | None = None
         self._own_store = False
-        self._writes = WriteBehind(str(store))  # store writes the store refused for now, done later
         self.learner_id: int | None = None
         try:
             self.testbed.preflight(self.workflow)
@@ -141,6 +141,7 @@ class Runtime:
             if store is not None:
                 self._own_store = not isinstance(store, Store)
                 self.store = store if isinstance(store, Store) else Store(store, on_wait=on_store_wait)
+                self._writes = WriteBehind(self.store)  # store writes the store refused for now, done later
                 settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
                             "testbed": self.testbed.name}
                 self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
@@ -332,27 +333,39 @@ class Runtime:
                 req.finish(error=_stopped_by(e))
                 raise
         invocation_id, served = None, x
-        if self.store is not None and self.learner_id is not None:  # (None: the store refused it for now)
-            round_index = self.policy.round
-            got = self._writes.write(lambda: self._append(seq, kind, round_index, x, mapping))
-            invocation_id, served = got if got is not None else (None, x)
+        if self.store is not None and self.learner_id is not None:
+            invocation_id, served = self._append(seq, kind, x, mapping)
         req.finish(result=self._result(x, invocation_id, kind, self.policy.round))
         return self._count(kind, served)
 
-    def _append(self, seq: int, kind: str, round_index: int | None, x: Execution,
-                mapping: dict[str, Mode]) -> tuple[int, Execution]:
-        """Record execution ``seq``: its id, and what the policy learns (another process's record of
-        this place when it was first with the same mapping)."""
+    def _append(self, seq: int, kind: str, x: Execution, mapping: dict[str, Mode]) -> tuple[int | None, Execution]:
+        """Record execution ``seq`` (its place fixed now: in the sequence unless replay diverged);
+        its id (None while the store refuses it) and what the policy learns: another process's record
+        of this place when it was first there with the same mapping."""
         assert self.store is not None and self.learner_id is not None
-        invocation_id, took = self.store.append(
-            self.learner_id, None if self.diverged_at is not None else seq, kind, round_index, x)
-        if took:
-            return invocation_id, x
-        theirs = self.store.execution_at(self.learner_id, seq)  # another process recorded this place first
+        store, learner, place, at = self.store, self.learner_id, None if self.diverged_at is not None else seq, \
+            self.policy.round
+        now = {"now": True}
+        slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
+
+        def write() -> tuple[int, bool]:
+            got = store.append(learner, place, kind, at, slim)
+            if not got[1] and not now["now"]:  # taken while it waited: the policy learned ours already
+                self._diverge(seq, "another process recorded this place while its record waited for the store")
+            return got
+
+        got = self._writes.write(write)
+        now["now"] = False
+        if got is None or got[1]:
+            return (None if got is None else got[0]), x
+        try:  # another process recorded this place first
+            theirs = store.execution_at(learner, seq)
+        except StoreError:
+            theirs = None
         if theirs is not None and mapping_key(self.workflow, theirs.mapping) == mapping_key(self.workflow, mapping):
-            return invocation_id, theirs
+            return got[0], theirs
         self._diverge(seq, "another process recorded a different mapping at this place")
-        return invocation_id, x
+        return got[0], x
 
     def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int | None) -> InvokeResult:
         sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
@@ -387,7 +400,8 @@ class Runtime:
         invocation_id = None
         if self.store is not None and self.learner_id is not None:  # (a store refusing it now: written later)
             store, learner = self.store, self.learner_id
-            got = self._writes.write(lambda: store.append(learner, None, kind, None, x))
+            slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
+            got = self._writes.write(lambda: store.append(learner, None, kind, None, slim))
             invocation_id = None if got is None else got[0]
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 

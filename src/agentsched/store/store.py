@@ -151,6 +151,7 @@ class Store(ContentionTable):
         # read at construction, not at import: tests and callers may lower the module's threshold
         self.wait_notice_s = WAIT_NOTICE_S if wait_notice_s is None else wait_notice_s
         self._lock = threading.Lock()
+        self._patience = threading.local()  # this thread's shorter wait (waiting_at_most), if any
         self._conn = self._open()
 
     def _waiting(self, conn: sqlite3.Connection, step: Callable[[], Any]) -> Any:
@@ -160,43 +161,59 @@ class Store(ContentionTable):
         SQLite answers busy at once without waiting (switching a new store to WAL while another
         process holds its write lock: the first use of one store by two processes); ``step`` is
         then tried again after ``BUSY_RETRY_S`` until the timeout, so "waited N s" is true."""
-        start, noticed = time.monotonic(), False
+        start, noticed, limit = time.monotonic(), False, self._wait_limit_s()
         try:
             while True:
                 elapsed = time.monotonic() - start
-                until = self.busy_timeout_s if noticed else min(self.wait_notice_s, self.busy_timeout_s)
+                until = limit if noticed else min(self.wait_notice_s, limit)
                 _set_busy_timeout(conn, max(0.0, until - elapsed))
                 try:
                     return step()
                 except sqlite3.OperationalError as e:
                     elapsed = time.monotonic() - start
-                    if not _is_busy(e) or elapsed >= self.busy_timeout_s:
+                    if not _is_busy(e) or elapsed >= limit:
                         raise
                 if not noticed and elapsed >= self.wait_notice_s:
                     noticed = True
                     (self.on_wait or log.warning)(f"waiting for the store {self.path} (locked by another process) "
-                                                  f"for up to {self.busy_timeout_s:g} s ...")
-                time.sleep(min(BUSY_RETRY_S, max(0.0, self.busy_timeout_s - elapsed)))
+                                                  f"for up to {limit:g} s ...")
+                time.sleep(min(BUSY_RETRY_S, max(0.0, limit - elapsed)))
         finally:
             _set_busy_timeout(conn, self.busy_timeout_s)
 
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """This thread's writes wait for another process's lock at most ``seconds`` (a retry of a
+        write the store refused: it must not hold an invocation for the whole busy timeout)."""
+        self._patience.s = seconds
+        try:
+            yield
+        finally:
+            self._patience.s = None
+
+    def _wait_limit_s(self) -> float:
+        s = getattr(self._patience, "s", None)
+        return self.busy_timeout_s if s is None else min(s, self.busy_timeout_s)
+
     # ---- opening ---------------------------------------------------------------------------
-    def _fail(self, what: str, exc: BaseException | None = None) -> StoreError:
+    def _fail(self, what: str, exc: BaseException | None = None, transient: bool = False) -> StoreError:
         reason = f": {exc}" if exc is not None and str(exc) else ""
-        return StoreError(f"store {self.path} {what}{reason}")
+        error = StoreError(f"store {self.path} {what}{reason}")
+        error.transient = transient
+        return error
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc).lower()
         if "locked" in text or "busy" in text:
-            return self._fail(f"is locked by another process (waited {self.busy_timeout_s:g} s)")
+            return self._fail(f"is locked by another process (waited {self._wait_limit_s():g} s)", transient=True)
         if "readonly" in text or "read-only" in text:
-            return self._fail("is read-only (check the file's and its folder's permissions)")
+            return self._fail("is read-only (check the file's and its folder's permissions)", transient=True)
         if "not a database" in text or "malformed" in text or "corrupt" in text:
             return self._fail("is corrupt or not an SQLite file", exc)
         if "unable to open" in text:
             return self._fail("cannot be opened (missing folder or no permission)")
         if "disk" in text and ("full" in text or "i/o" in text):
-            return self._fail("cannot be written", exc)
+            return self._fail("cannot be written", exc, transient=True)
         return self._fail("failed", exc)
 
     def _open(self) -> sqlite3.Connection:
