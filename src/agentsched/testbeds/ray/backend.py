@@ -98,7 +98,7 @@ class RayBackend(Backend):
             cause = getattr(exc, "cause", None) or exc
             return Failure(Status.ERROR, workflow.task_ids[0],
                            f"loading the tools on the Ray cluster failed: {one_line(cause)}",
-                           machine_lost=isinstance(machine_lost(exc), MachineLost))
+                           machine_lost=isinstance(machine_lost(exc), MachineLost) or type(exc).__name__ in SETUP_ERRORS)
         if failures:
             key, oom, reason = failures[0]
             task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
@@ -203,10 +203,14 @@ def _consume(ray: Any, ref: Any, timeout_s: float | None = None) -> None:
         pass
 
 
-# Ray's errors that say the machine failed, not the task: its node, its raylet, the cluster, an
-# object its node held. A worker that crashed, an actor that died and Ray's out-of-memory kill are
-# not among them: the tool itself may have caused those (a crash on its device, its memory use).
-MACHINE_ERRORS = ("NodeDiedError", "LocalRayletDiedError", "RaySystemError", "ObjectLostError", "OwnerDiedError")
+# Ray's errors that say the machine failed, not the task: its node, its raylet, an object its node
+# held. A worker that crashed, an actor that died, Ray's out-of-memory kill and RaySystemError (also
+# an output that cannot be read back: a CUDA tensor on a node without CUDA) are not among them: the
+# tool or its placement may have caused those.
+MACHINE_ERRORS = ("NodeDiedError", "LocalRayletDiedError", "ObjectLostError", "OwnerDiedError")
+# and those that, while the tools are loaded before the clock on every node whatever the mapping,
+# say the cluster could not host them (an actor it could not create or keep)
+SETUP_ERRORS = ("RaySystemError", "ActorDiedError", "ActorUnavailableError")
 
 
 def machine_lost(exc: BaseException) -> BaseException:
