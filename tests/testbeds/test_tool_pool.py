@@ -296,3 +296,26 @@ def test_first_loads_run_one_at_a_time_and_later_ones_at_once():
     SlowLoad.most = 0
     _load_at_once(ToolPool(), names, log)  # a new pool: every tool loads again, now at once
     assert SlowLoad.most > 1 and len(loads(log)) == 6
+
+
+def test_a_first_load_that_hangs_holds_the_others_back_only_so_long(monkeypatch):
+    from agentsched.testbeds import real
+
+    monkeypatch.setattr(real, "FIRST_LOAD_WAIT_S", 0.2)
+    release = threading.Event()
+
+    class Hangs(Fake):
+        def load(self, device: str) -> None:
+            release.wait(30)  # a download that does not come
+
+    pool, log = ToolPool(), []
+    hung = threading.Thread(target=lambda: pool.acquire(key("hangs-first", "cpu"), lambda: Hangs("h", log)))
+    hung.start()
+    try:
+        time.sleep(0.1)  # the hanging load holds the first-load turn now
+        lease = pool.acquire(key("other-first", "cpu"), lambda: Fake("o", log))  # waits 0.2 s, then loads beside it
+        assert loads(log) == ["o"] and hung.is_alive()
+        pool.release(lease)
+    finally:
+        release.set()
+        hung.join(10)

@@ -97,6 +97,7 @@ def quiet_loading() -> Iterator[None]:
 
 
 _FIRST_LOADS = threading.Lock()
+FIRST_LOAD_WAIT_S = 30.0  # a first load waits this long at most for another's to end
 _LOADED_ONCE: set[str] = set()  # tools (their registry keys) loaded once in this process
 
 
@@ -110,9 +111,16 @@ def first_load_alone(tool_key: str) -> Iterator[None]:
     if tool_key in _LOADED_ONCE:
         yield
         return
-    with _FIRST_LOADS:
+    alone = _FIRST_LOADS.acquire(timeout=FIRST_LOAD_WAIT_S)  # a load that hangs must not hold every other
+    if not alone:
+        log.info("tool %s: another tool's first load has taken over %g s: loading beside it", tool_key,
+                 FIRST_LOAD_WAIT_S)
+    try:
         yield
         _LOADED_ONCE.add(tool_key)
+    finally:
+        if alone:
+            _FIRST_LOADS.release()
 
 
 def _set_transformers_quiet() -> None:
