@@ -107,6 +107,12 @@ def test_run_refuses_a_workflow_whose_source_tool_takes_inputs(project, cli):
     assert code == 2 and out == ""
     assert err.splitlines() == ["error: run gives a workflow no inputs, but source task A (rtfix_tools:Echo) takes "
                                 "docs: use agentsched invoke --input NAME=VALUE (or --inputs-jsonl FILE)"]
+    # the simulator never calls the tools: run on it as before (from profiled cards)
+    (project / "cards.json").write_text('{"name": "c", "source": "test", "cards": {"rtfix_tools:Echo": '
+                                        '{"name": "rtfix_tools:Echo", "cpu_ms": 5.0}}}')
+    code, _, err = cli("run", str(project / "echo.yaml"), "--testbed", "sim", "--cards", str(project / "cards.json"),
+                       "--rounds", "1", "--policy", "heft")
+    assert code == 0, err
 
 
 NOISY = textwrap.dedent('''

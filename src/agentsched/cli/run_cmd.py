@@ -163,11 +163,12 @@ def run_cmd(
     loop_counts(rounds=rounds, repeats=repeats)
     say = _say(json_out)
     wf, wf_world = load_workflow_and_world(workflow, cards)
-    check_needs_no_inputs(wf, "run")
     name = get_spec(policy).name.value if policy is not None else default_policy(wf)
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
                         from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,
                         task_timeout_s=task_timeout_s)
+    if not spec.simulated:  # (the simulator never calls the tools)
+        check_needs_no_inputs(wf, "run")
     flags = PolicyFlags(start=start and start.value, heft_model=heft_model and heft_model.value, cpu_slots=cpu_slots,
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                                       temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
