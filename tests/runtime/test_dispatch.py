@@ -280,3 +280,66 @@ def test_each_waiting_caller_gets_its_own_copy_of_the_error_that_stopped_them():
     assert all(str(e) == "runtime is closed" for e in got)
     depths = {len(traceback.extract_tb(e.__traceback__)) for e in got}
     assert len(depths) == 1  # one caller's frames each, not the others' piled on
+
+
+def test_a_ctrl_c_leaving_a_runtime_waits_for_no_tool_its_loop_thread_is_in(tmp_path, monkeypatch):
+    """A what-if probe runs its tools on the runtime's loop thread: a Ctrl-C in the caller cannot
+    stop it there. Before, leaving the ``with`` block then waited up to 60 s + 60 s for that tool."""
+    import agentsched.runtime.runtime as runtime_mod
+
+    stuck, release = threading.Event(), threading.Event()
+
+    def loop_in_a_tool(*args, **kwargs):
+        stuck.set()
+        release.wait(WAIT_S)  # a probe's tool that does not stop
+
+    monkeypatch.setattr(runtime_mod, "run_loop", loop_in_a_tool)
+    rt = Runtime("S1", store=tmp_path / "k.db", testbed="sim", round_size=2)
+    try:
+        assert stuck.wait(WAIT_S)
+        leaving = threading.Thread(target=rt.__exit__, args=(KeyboardInterrupt, KeyboardInterrupt(), None),
+                                   daemon=True)
+        leaving.start()
+        leaving.join(10)  # (the loop thread is waited for a second, not a minute)
+        assert not leaving.is_alive() and not release.is_set()
+        with pytest.raises(AgentschedError, match="runtime is closed"):
+            rt.invoke()
+    finally:
+        release.set()
+
+
+def test_a_ctrl_c_in_the_first_live_run_after_a_replay_is_not_called_a_bad_history(tmp_path):
+    """Before, it was taken for a history this runtime cannot replay: the error advised --forget."""
+    db = tmp_path / "h.db"
+    with Runtime("S1", store=db, testbed="sim", round_size=1) as rt:
+        rt.invoke()
+        rt.invoke()
+
+    class Interrupted(Testbed):
+        name = "sim"
+
+        def __init__(self) -> None:
+            self.inner = TestbedSpec(kind="sim").build()
+
+        def run(self, workflow, mapping, *, rng=None, inputs=None):
+            raise KeyboardInterrupt
+
+    rt = Runtime("S1", store=db, testbed=Interrupted(), round_size=1)
+    try:
+        got: list = []
+        caller = threading.Thread(target=lambda: got.append(_call(rt.invoke)), daemon=True)
+        caller.start()
+        caller.join(WAIT_S)
+        assert rt.replayed == 2 and isinstance(got[0], KeyboardInterrupt)
+        with pytest.raises(AgentschedError) as e:
+            rt.invoke()
+        assert "forget" not in str(e.value) and "runtime stopped" in str(e.value)
+    finally:
+        rt.close()
+
+
+def _call(fn):
+    try:
+        return fn()
+    except BaseException as e:  # noqa: BLE001 - what the caller got is the check
+        return e

@@ -101,6 +101,8 @@ class _LiveTestbed(Testbed):
 class Runtime:
     """Run a workflow on demand and learn where each task runs best. See the module docstring."""
 
+    _join_s = 60.0  # close() waits this long for the loop thread to end
+
     def __init__(
         self,
         workflow: Workflow | str | Path,
@@ -245,14 +247,18 @@ class Runtime:
             log.warning("runtime of %s closed with %d invocation(s) still running after %g s: they fail and "
                         "are not recorded", self.workflow.name, left, wait_s)
         self._dispatch.stop(closed)
-        self._thread.join(timeout=60)
+        self._thread.join(timeout=self._join_s)
         self._release()
 
     def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._join_s = 1.0  # a Ctrl-C waits for no tool that will not stop (a probe's, on the loop thread)
+            self.close(0.0)
+        else:
+            self.close()
 
     # ---- checks ----------------------------------------------------------------------------
     def _check_inputs(self, inputs: dict[str, Any]) -> None:
@@ -271,7 +277,8 @@ class Runtime:
         except _Stopped:
             return
         except BaseException as e:  # noqa: BLE001 - handed to every waiting and later invoke()
-            if self.replayed and self.replayed == self.executions and not isinstance(e, AgentschedError):
+            if self.replayed and self.replayed == self.executions and isinstance(e, Exception) \
+                    and not isinstance(e, AgentschedError):  # (a Ctrl-C says nothing of the history)
                 e = self._unreplayable(e)  # every later runtime on this store would fail the same way
             self._error = e
             self._dispatch.stop(e if isinstance(e, AgentschedError)
