@@ -204,3 +204,14 @@ def test_a_failure_of_something_outside_the_workflow_is_external(exc):
                                  ReadTimeout("slow"), TypeError("can't convert cuda:0 device type tensor")])
 def test_a_failure_a_placement_may_cause_is_not_external(exc):
     assert not is_external(exc)
+
+
+def test_host_code_that_ended_before_any_placed_task_started_cannot_be_the_placements():
+    from agentsched.testbeds.driver import host_failure_external
+
+    bad = ValueError("bad prompt")
+    assert host_failure_external(bad, (0.0, 1.0), [1.0, 2.0])  # it ended before both started: took no output
+    assert not host_failure_external(bad, (0.0, 1.0), [0.5])  # a placed task ran beside it
+    assert not host_failure_external(TimeoutError(), (0.0, 1.0), [2.0])  # a timeout: never called external
+    assert not host_failure_external(RuntimeError("CUDA out of memory"), (0.0, 1.0), [])
+    assert host_failure_external(ConnectionRefusedError(), (0.0, 1.0), [0.5])  # refused: whatever ran beside it

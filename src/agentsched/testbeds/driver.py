@@ -31,7 +31,7 @@ import re
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,14 +223,27 @@ def is_oom(exc: BaseException) -> bool:
 _EXTERNAL_NAMES = re.compile(r"Connect|RateLimit|ServiceUnavailable|InternalServerError|NameResolution")
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """A timeout (Python's, or a library's by its type's name: httpx's ReadTimeout, openai's APITimeoutError)."""
+    return isinstance(exc, TimeoutError) or any("Timeout" in c.__name__ for c in type(exc).__mro__)
+
+
 def is_external(exc: BaseException) -> bool:
     """Did host code fail because something outside the workflow did (a connection refused or reset,
     an endpoint rate-limiting or answering 5xx, a missing file)? No placement of the tools can cause
     that. Timeouts are not counted: a placement that slows a service sharing the GPU can cause one."""
-    names = [c.__name__ for c in type(exc).__mro__]
-    if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
+    if is_timeout(exc):
         return False
-    return isinstance(exc, OSError) or any(_EXTERNAL_NAMES.search(n) for n in names)
+    return isinstance(exc, OSError) or any(_EXTERNAL_NAMES.search(c.__name__) for c in type(exc).__mro__)
+
+
+def host_failure_external(exc: BaseException, ran_s: tuple[float, float], placed_starts_s: Iterable[float]) -> bool:
+    """Can no placement have caused host code's failure ``exc`` (it ran over ``ran_s``, start and
+    end)? So when ``is_external``, or when it ended before any placed task started (it took no
+    tool's output and ran beside none), unless it ran out of memory or timed out."""
+    if is_external(exc):
+        return True
+    return not is_oom(exc) and not is_timeout(exc) and all(s >= ran_s[1] for s in placed_starts_s)
 
 
 def _infeasible(decision: Infeasible) -> Failure:

@@ -33,7 +33,7 @@ from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.driver import is_external, is_oom
+from agentsched.testbeds.driver import host_failure_external, is_oom
 from agentsched.testbeds.real import first_load_alone, task_timeout
 from agentsched.testbeds.tool_pool import concurrent_safe
 from agentsched.tools import cuda_available
@@ -246,7 +246,7 @@ class _HostTimer:
         self.open: dict[Any, tuple[str, float]] = {}
         self.done: list[tuple[str, float, float]] = []  # (node, start s, end s)
         self.failed: list[tuple[str, BaseException]] = []  # (node, error) in order
-        self.failed_from: dict[str, float] = {}  # node -> start s of its first failed run
+        self.failed_from: dict[str, tuple[float, float]] = {}  # node -> (start s, end s) of its first failed run
 
     def close(self, run_id: Any, error: BaseException | None) -> None:
         end = time.perf_counter()
@@ -257,7 +257,7 @@ class _HostTimer:
             self.done.append((item[0], item[1], end))
             if error is not None:
                 self.failed.append((item[0], error))
-                self.failed_from.setdefault(item[0], item[1])
+                self.failed_from.setdefault(item[0], (item[1], end))
 
 
 def _refuse_compile_options(compiled: Any) -> None:
@@ -464,14 +464,12 @@ class LangGraphTestbed(Testbed):
         # failed_task names a task (a placeable node) the policy may move; a host node is not one
         # failed_node: a host node raised (not the placement's doing); LangGraph's own error (no node:
         # a step timeout, a recursion limit) may be the placement's, and is not marked so.
-        # external: it cannot be the placement's at all, whatever the loop saw before (model/rounds.py):
-        # a service outside failed, or it ran before any placed task started (took none's output)
+        # external: it cannot be the placement's at all, whatever the loop saw before (model/rounds.py)
         failed = ({"failed_task": node} if node in self.spec.nodes else {"failed_node": node} if node is not None
                   else {})
         if "failed_node" in failed:
-            first = timer.failed_from.get(str(node), t_end)
-            failed["external"] = is_external(exc) or (
-                not is_oom(exc) and all(s.start_s >= first for s in inv.spans.values()))
+            ran = timer.failed_from.get(str(node), (t_end, t_end))
+            failed["external"] = host_failure_external(exc, ran, (s.start_s for s in inv.spans.values()))
         return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
                          extra={**extra, **failed},
                          outputs=dict(inv.outputs), **common)
