@@ -76,9 +76,9 @@ def one_line(exc: BaseException) -> str:
 def address_secrets(address: str) -> tuple[str, ...]:
     """The credentials a cluster address carries before its ``@``, with a scheme or without one
     (``user:password@host:port``): the whole user info and each part, for masking in messages."""
-    rest = address.split("://", 1)[-1]
+    rest = address.split("://", 1)[-1]  # (a cluster address has no path: a '/' before '@' is the password's)
     userinfo, at, _ = rest.rpartition("@")
-    if not at or "/" in userinfo:
+    if not at or not userinfo:
         return ()
     return tuple(dict.fromkeys(p for p in (userinfo, *userinfo.split(":", 1)) if p))
 

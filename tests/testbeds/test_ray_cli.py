@@ -78,6 +78,14 @@ def test_address_secrets_and_redaction():
     assert address_secrets("u:p4ss@h:1") == ("u:p4ss", "u", "p4ss") and address_secrets("h:1") == ()
     assert redact_address("u:p4ss@h:1") == "***@h:1" and redact_address("ray://u:p4ss@h:1") == "ray://***@h:1"
     assert redact_address("auto") == "auto"
+    assert redact_address("u:p/w@h:1") == "***@h:1"  # a password with a '/': a cluster address has no path
+
+
+def test_a_results_file_never_keeps_the_credentials_of_a_ray_address():
+    from agentsched.testbeds.spec import TestbedSpec
+
+    doc = TestbedSpec(kind="ray", ray_address="user:s3cret@10.0.0.5:6379").to_dict()
+    assert doc["ray_address"] == "***@10.0.0.5:6379"
 
 
 @pytest.mark.parametrize("command", [["invoke", "S2", "--store", "s.db"], ["serve", "S2", "--store", "s.db", "--port", "0"]])

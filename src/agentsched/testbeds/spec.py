@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import TestbedError
+from agentsched.errors import TestbedError, redact_address
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.world import World, load_world
 from agentsched.tools.base import Size, parse_size
@@ -160,7 +160,9 @@ class TestbedSpec:
         ray = self.kind is TestbedKind.RAY
         return {"name": self.kind.value, "seed": self.seed, "noise_sigma": self.noise_sigma,
                 "size": None if sim else self.size.value, "cpu_slots": self.cpu_slots, "world": self.world_name,
-                "ray_address": self.ray_address if ray else None, "emulate_gpu": self.emulate_gpu if ray else None,
+                # (a file others read: the address's credentials are not written)
+                "ray_address": redact_address(self.ray_address) if ray and self.ray_address else None,
+                "emulate_gpu": self.emulate_gpu if ray else None,
                 "timeout_s": self.timeout_s}
 
     @classmethod
