@@ -155,6 +155,11 @@ def invoke_cmd(
         raise SystemExit(1)
 
 
+def _kept(res: Any) -> str:
+    return f"invocation {res.invocation_id} is stored" if res.invocation_id is not None else \
+        "its record waits for the store"
+
+
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
     label = wf.decision_space.label
     mapping = _mapping_text(label, wf.task_ids, res.mapping)
@@ -167,7 +172,7 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
             ok, v = _json_value(value)
             if not ok:
                 raise AgentschedError(f"output of task {task} ({type(value).__name__}) cannot be written as "
-                                      f"JSON (invocation {res.invocation_id} is stored): drop --json, or "
+                                      f"JSON ({_kept(res)}): drop --json, or "
                                       "return JSON data from the sink tool")
             outputs[task] = v
         doc = {"workflow": wf.name, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
@@ -181,7 +186,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
         what = ("a what-if probe" if res.kind == "probe" else "the round's mapping" if res.round is not None
                 else f"{res.kind}, outside the rounds")
         where = f"round {res.round}" if res.round is not None else "no round"
-        console.print(f"{wf.name}: invocation {res.invocation_id}, {where} ({what}): "
+        ident = res.invocation_id if res.invocation_id is not None else "(its record waits for the store)"
+        console.print(f"{wf.name}: invocation {ident}, {where} ({what}): "
                       f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
                       soft_wrap=True)  # one line, however long the message
         console.print(f"mapping: {mapping}")

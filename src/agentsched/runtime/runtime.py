@@ -132,12 +132,12 @@ class Runtime:
         self._own_testbed = not isinstance(testbed, Testbed)
         # where invocations really run (a spec is built here; the runtime closes what it built)
         self.testbed = spec.build() if spec is not None else testbed
-        self.host_only = self._host_only_where_needed()
         self.takes_any_input = False  # True: inputs are not checked by name (a LangGraph graph's state)
         self.store: Store | None = None
         self._own_store = False
         self.learner_id: int | None = None
-        try:
+        try:  # (the testbed this runtime built is closed again when any of this fails)
+            self.host_only = self._host_only_where_needed()
             self.testbed.preflight(self.workflow)
             self.policy.preflight(self.workflow)
             if store is not None:
