@@ -1,5 +1,5 @@
 """The load-aware planner: never an oom, holds rather than a bad start, learns contention online
-across invocations, admission when both devices are saturated."""
+across invocations, admission while a task waits for VRAM or both devices are saturated."""
 
 from __future__ import annotations
 
@@ -87,6 +87,24 @@ def test_admission_only_when_both_devices_are_saturated():
     assert p.admit(inv, fake_live(gpu=crowd))  # CPU free
     assert not p.admit(inv, fake_live(gpu=crowd, cpu=cpu, slots=4, waiting=3, waiting_ms=900.0))
     assert LoadPlanner(admission=False).admit(inv, fake_live(gpu=crowd, cpu=cpu, slots=4, waiting=3))
+
+
+def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
+    """Before, the door opened whenever the CPU had a free slot: under a superlinear contention law
+    the GPU, full, got ever more work and throughput collapsed (p99 42x dmda+adm's, docs/load.md)."""
+    inv = _inv("S1")  # B: llama_1b, 2484 MB
+    p = LoadPlanner()
+    p.start_stream([inv.workflow], random.Random(0))
+    short = view(_inv("S2").cards["D"], remaining=50.0)
+    full = fake_live(gpu=[short], budget=2600, vram=2600 - 100)
+    other = _inv("S2")
+    assert p.admit(other, full)  # a GPU nearly full, the CPU free, nothing waits: admitted
+    assert p.place(inv, "B", full) is None  # held: its VRAM does not fit
+    assert not p.admit(other, full)  # a task waits for VRAM: the door waits too
+    assert p.admit(other, fake_live(budget=2600))  # its VRAM would fit now: the door opens
+    assert p.place(inv, "B", fake_live(budget=2600)) is Mode.GPU_NOW
+    assert p.admit(other, full)  # it started: nothing waits
+    assert LoadPlanner(admission=False).admit(other, full)
 
 
 def test_a_cpu_run_is_free_to_others_only_while_no_task_waits_for_a_slot():

@@ -25,10 +25,11 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
   counted the same way (a full GPU alone does not give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
-Admission: an invocation waits at the door while both devices are saturated: every CPU slot busy
-with tasks waiting, and the GPU's predicted slowdown for a new task above ``ADMIT_SLOWDOWN``. It
-then starts when they drain, in arrival order, so older invocations finish before newer ones
-crowd them (what cuts the tail). ``admission=False`` turns it off (``agentsched-noadm``).
+Admission: an invocation waits at the door while a task it placed waits for VRAM (held: its VRAM
+does not fit beside what runs), or while both devices are saturated: every CPU slot busy with
+tasks waiting, and the GPU's predicted slowdown for a new task above ``ADMIT_SLOWDOWN``. It then
+starts when they drain, in arrival order, so older invocations finish before newer ones crowd
+them (what cuts the tail). ``admission=False`` turns it off (``agentsched-noadm``).
 
 The constants were chosen on streams that the benchmark (``benchmarks/load_targets.py``, arrival
 seeds 0-2) never uses: S1-S13 with arrival seeds 100-102 at 30/60/90% load, checked on a second
@@ -145,6 +146,7 @@ class LoadPlanner(StreamDecider):
         self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
         self._held_total = 0.0
         self._held_since: dict[tuple[int, str], float] = {}  # when each held task was first held
+        self._vram_wait: dict[tuple[int, str], float] = {}  # held tasks whose VRAM did not fit -> VRAM MB
         self._gpu_cache: tuple[tuple[int, float], list[_Gpu]] | None = None  # per live state
 
     # ---- the live GPU as the planner sees it --------------------------------------------------
@@ -236,8 +238,13 @@ class LoadPlanner(StreamDecider):
                 self._held[key] = card.gpu_ms or 0.0
                 self._held_since[key] = live.now_ms
                 self._prefix = None
+            if fits:
+                self._vram_wait.pop(key, None)
+            else:
+                self._vram_wait[key] = card.vram_needed_mb
             return None
         self._held_since.pop(key, None)
+        self._vram_wait.pop(key, None)
         if self._held.pop(key, None) is not None:
             self._prefix = None
         return self._placed(inv, task, live, best_mode, best_ms)
@@ -330,8 +337,12 @@ class LoadPlanner(StreamDecider):
     def admit(self, inv: Invocation, live: LiveState) -> bool:
         if not self.admission:
             return True
-        cpu_saturated = live.cpu_waiting > 0 and live.cpu_busy >= live.cpu_slots
-        if not cpu_saturated:
+        # why: under a law superlinear in the crowd the planner kept admitting while tasks waited for
+        # VRAM; every new invocation added GPU work to a full GPU, and throughput collapsed (a sweep
+        # draw: p50 4x and p99 42x dmda+adm's at 90% load, docs/load.md)
+        if any(not live.fits_now(mb) for mb in self._vram_wait.values()):
+            return False
+        if live.cpu_busy < live.cpu_slots or live.cpu_waiting == 0:
             return True
         gpu = self._gpu(live)
         pressure = sum(g.p for g in gpu if not g.loading)
@@ -347,6 +358,7 @@ class LoadPlanner(StreamDecider):
         for key in gone:
             del self._held[key]
             self._held_since.pop(key, None)
+            self._vram_wait.pop(key, None)
         if gone:
             self._prefix = None
 

@@ -421,7 +421,8 @@ def _heft_study(study: Any) -> str:
                  and v.full(t4, exact=True) == study.paper_full and len(t4) == 10]
         plain = [v.label for v in closest if v.policy == "heft"]
         cfs = [v for v in closest if v.policy != "heft"]
-        named = ", ".join(plain) + (f" and {len(cfs)} HEFT-CF settings" if cfs else "")
+        named = " and ".join(x for x in (", ".join(plain), f"{len(cfs)} HEFT-CF setting{'s' * (len(cfs) != 1)}"
+                                         if cfs else "") if x)
         out.append(f"\nClosest to the paper's per-scenario figures: {named} "
                    f"({closest[0].paper_agreement(study.paper, t4)}/{len(t4)} scenarios equal each). Strict full "
                    f"matches over the variants range over {', '.join(map(str, fulls))} of {len(t4)}; ")
