@@ -46,8 +46,9 @@ def check_inputs_given(wf: Workflow, inputs: dict[str, Any], hint: str = CALLER_
 
 
 def check_needs_no_inputs(wf: Workflow, command: str) -> None:
-    """Refuse, before any run, a workflow a command gives no inputs to (``run``, ``bench``) whose
-    source user tool names inputs it takes: every execution would fail in that tool."""
+    """A one-line ``ToolError`` for a workflow a command gives no inputs to (``run``) whose source
+    user tool names inputs it takes: its executions fail unless the tool does without them (the
+    command says so as a note)."""
     for t in wf.task_ids:
         if wf.preds[t] or not is_tool_path(wf.tasks[t].tool):
             continue
