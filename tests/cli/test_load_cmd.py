@@ -56,3 +56,18 @@ def test_bad_input_is_one_line(cli, tmp_path, args, needle):
     code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)
     assert code != 0
     assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_workflow_file_s_world_key_is_the_world_unless_world_is_given(cli, tmp_path):
+    """--world's help says so: the file's world: key, else a5500 (load read only --world before)."""
+    wf = tmp_path / "maxed.yaml"
+    wf.write_text("name: maxed\ncards: a5500\nworld: a5500-max\ndecision_space: binary\n"
+                  "tasks:\n  A: {tool: llama_1b, repeat: 8}\n  B: {tool: whisper_base, repeat: 4}\nedges: [[A, B]]\n")
+    args = ("load", str(wf), "--rates", "1", "--duration-s", "5", "--seeds", "1", "--policies", "dmda", "--cpu-slots", "2",
+            "--no-plot", "--json")
+    code, stdout, err = cli(*args, "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert json.loads(stdout)["machine"]["world"] == "a5500-max"
+    code, stdout, err = cli(*args, "--out", str(tmp_path / "b"), "--world", "a5500")
+    assert code == 0, err
+    assert json.loads(stdout)["machine"]["world"] == "a5500"

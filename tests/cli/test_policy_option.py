@@ -62,6 +62,18 @@ def test_bench_records_the_options_it_set(cli, tmp_path):
      "error: --policy-option exploration: no such option (valid: heft: cpu_cores, machine)"),
     (["invoke", "S5", "-p", "ucb1", "-O", "explore=1", "--store", "none.db"],
      "error: --policy-option explore: no such option (valid: ucb1: exploration)"),
+    # a prefix that is not a policy: a guess at nesting, not an option of some policy
+    (["bench", "--policies", "agent-rules", "-O", "monitor.hints=false"],
+     "error: --policy-option monitor.hints=false: monitor is not a policy (POLICY.KEY=VALUE names one of the "
+     "chosen policies: agent-rules)"),
+    (["bench", "--policies", "ucb1", "-O", ".exploration=1"],
+     "error: --policy-option '.exploration=1' is not POLICY.KEY=VALUE"),
+    # one policy's key set twice: the later item would silently replace the earlier one
+    (["bench", "--policies", "heft,heft-cf", "-O", "heft-cf.machine=parallel", "-O", "machine=classical"],
+     "error: --policy-option machine=classical: machine of heft-cf is set by heft-cf.machine=parallel too; "
+     "give it once"),
+    (["run", "S5", "-p", "ucb1", "-O", "exploration=1", "-O", "ucb1.exploration=3"],
+     "error: --policy-option ucb1.exploration=3: exploration of ucb1 is set by exploration=1 too; give it once"),
     (["run", "S5", "--size", "huge"], "error: Invalid value for '--size': 'huge' is not one of 'paper', 'small'. "
                                       "(see 'agentsched run --help')"),
 ])

@@ -92,6 +92,14 @@ def test_arm_cap_refuses_a_large_workflow_before_enumerating(make_workflow, make
                             "use a policy that does not enumerate mappings")
 
 
+def test_arm_cap_is_in_the_preflight(make_workflow):
+    """Checked before any run (a bench skips ucb1 on that workflow before its oracle is searched)."""
+    tasks = {f"T{i}": "a" for i in range(8)}
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}}, tasks, space="three_way", name="eight")
+    with pytest.raises(PolicyError, match=r"^policy ucb1: eight has 6561 mappings \(3\^8\), over the arm cap of 4096;"):
+        make_policy("ucb1").preflight(wf)
+
+
 def test_arm_cap_admits_exactly_max_arms(make_workflow, make_context):
     from agentsched.policies.ucb1 import MAX_ARMS
 

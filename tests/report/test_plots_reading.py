@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import warnings
 
-import matplotlib.figure
 import pytest
 
 from agentsched.experiments.bench import BenchConfig, run_bench
@@ -15,20 +14,6 @@ from agentsched.model.cards import CardSet
 from agentsched.report import plots, style
 from agentsched.report.gantt import save_gantt
 from agentsched.testbeds.sim import SimTestbed
-
-
-@pytest.fixture
-def saved_figures(monkeypatch):
-    """Every figure saved during the test (the real savefig still runs)."""
-    figs = []
-    real = matplotlib.figure.Figure.savefig
-
-    def spy(self, *args, **kwargs):
-        figs.append(self)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
-    return figs
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 
 from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against, summarize_shots
+from tests.support import json_doc
 
 MIX = ["S1", "S7"]
 TIME_SCALE = 100.0  # simulated ms per wall ms: a 5 s simulated stream in 50 ms of wall time
@@ -36,11 +37,17 @@ def test_the_loadgen_command(start_server, tmp_path, cli):
     code, out, err = cli("loadgen", server.url, *MIX, "--rates", "3", "--duration-s", "4", "--time-scale",
                          str(TIME_SCALE), "--seed", "2", "--json")
     assert code == 0, err
+    json_doc.check("`agentsched loadgen ", json.loads(out))  # the fields docs/json.md lists, no more, no fewer
     row = json.loads(out)["rows"][0]
     assert row["sent"] == len(seeded_arrivals("poisson", 3.0, 4.0, MIX, seed=2))
     assert row["ok"] + row["oom"] == row["sent"] and row["p50_ms"] is not None
     code, out, err = cli("loadgen", server.url, "S1", "S99", "--rates", "1")
     assert code == 2 and "does not serve S99" in err and "Traceback" not in err
+    secret_url = server.url.replace("://", "://alice:s3cret@", 1)  # credentials in the URL: never printed
+    code, out, err = cli("loadgen", secret_url, "S1", "--rates", "2", "--duration-s", "1", "--time-scale",
+                         str(TIME_SCALE), "--json")
+    assert code == 0, err
+    assert "s3cret" not in out + err and json.loads(out)["url"].startswith("http://***@")
     assert server.stop() == 0
 
 

@@ -138,11 +138,15 @@ class AgentPolicy(Policy):
 
         return run
 
-    def preflight(self, workflow: Workflow) -> None:
-        """The reasoner's check (one cheap request to an LLM endpoint; nothing for the rules), and
-        with predictions on, that the planner's model takes on a workflow this large."""
+    def check_workflow(self, workflow: Workflow) -> None:
+        """With predictions on, that the planner's model takes on a workflow this large."""
         if self.forecaster is not None:
             self.forecaster.check(workflow)
+
+    def preflight(self, workflow: Workflow) -> None:
+        """``check_workflow``, then the reasoner's check (one cheap request to an LLM endpoint; nothing
+        for the rules)."""
+        super().preflight(workflow)
         self.reasoner.preflight()
 
     def close(self) -> None:

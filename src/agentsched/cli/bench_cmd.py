@@ -14,7 +14,6 @@ from agentsched.cli.common import (
     err_console,
     load_workflow_and_world,
     loop_counts,
-    policy_preflight,
     preflight,
     print_json,
     testbed_notes,
@@ -91,17 +90,12 @@ def _gantt_name(names: list[str], wfs: list[Workflow], gantt: str | None) -> str
 
 def _check_policies(pols: list[str], options: dict[str, dict[str, Any]], wfs: list[Workflow]) -> None:
     """Build each policy once with its options and run its preflight (an unusable LLM endpoint: one
-    line now, not hours of fallbacks)."""
-    from agentsched.loop.registry import make_policy
+    line now, not hours of fallbacks) on the workflows it takes on. One that is too large for a policy
+    is the bench's note later; no workflow any chosen policy can run is one line now."""
+    from agentsched.experiments.bench import policy_limits, runnable_workflows
 
-    for p in pols:
-        if p == "oracle":
-            continue  # built per scenario from the search; nothing to check
-        probe_policy = make_policy(p, **options.get(p, {}))
-        try:
-            policy_preflight(probe_policy, wfs)
-        finally:
-            probe_policy.close()
+    named = {wf.name: wf for wf in wfs}
+    runnable_workflows(pols, named, policy_limits(pols, options, named, preflight=True))
 
 
 def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume: bool, notes: list[str],
@@ -196,7 +190,7 @@ def bench_cmd(
     paths = write_outputs(result, out)
     _print_summary(result, say)
     for n in result.notes:
-        say.print(f"note: {n}", highlight=False, markup=False)
+        say.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)  # a note is one line, also in a log
     say.print(f"{plural(len(result.records), 'run')} in {result.wall_s:.1f} s; wrote "
               + ", ".join(str(p) for p in paths), highlight=False, markup=False)
     if json_out:

@@ -47,7 +47,7 @@ def load_cmd(
     json_file: str = opt.JSON_OUT,
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
-    from agentsched.cli.common import load_workflow, positive
+    from agentsched.cli.common import load_workflow_and_world, positive
     from agentsched.cli.output import emit, prepare_output_dir, write_json
     from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
     from agentsched.report.load_report import load_markdown, write_load_report
@@ -58,7 +58,11 @@ def load_cmd(
         raise AgentschedError("give exactly one of --load and --rates")
     positive("--seeds", seeds)
     positive("--cpu-slots", cpu_slots)
-    wfs = [load_workflow(w) for w in workflows]
+    from agentsched.testbeds.world import choose_world
+
+    with_worlds = [load_workflow_and_world(w) for w in workflows]
+    wfs = [wf for wf, _ in with_worlds]
+    world = str(choose_world(world, [w for _, w in with_worlds]))  # --world, else the files' world: key
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
     budget = vram_budget_mb
     if budget is None:

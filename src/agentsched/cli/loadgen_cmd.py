@@ -59,7 +59,9 @@ def loadgen_cmd(
         arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
         shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token, inputs=inputs)
         rows.append({"rate_per_s": rate, **summarize_shots(shots)})
-    doc = {"url": url, "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
+    from agentsched.agent.secrets import redact_url
+
+    doc = {"url": redact_url(url), "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}
     emit(doc, _table(rows), json_out=json_out, json_file=json_file)
     _fail_when_none_ran(rows)

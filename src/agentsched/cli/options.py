@@ -86,7 +86,7 @@ POLICY_OPTION = typer.Option(
     None, "--policy-option", "-O",
     help="KEY=VALUE (repeatable): a policy option as `agentsched policies` lists it; VALUE is read as JSON "
          "(a number, true/false, an object) or else as text. On bench it applies to every chosen policy that "
-         "takes KEY; POLICY.KEY=VALUE names one",
+         "takes KEY; POLICY.KEY=VALUE names one (one policy's KEY given twice is an error)",
 )
 HEFT_MODEL = typer.Option(None, "--heft-model", help="heft/heft-cf machine: parallel (default: the GPU runs tasks "
                                                      "side by side at isolated speed) or classical (one task at a "

@@ -57,6 +57,8 @@ def parse_item(item: str) -> tuple[str | None, str, Any]:
     if not eq or not name or not text.strip():
         raise AgentschedError(f"--policy-option {item!r} is not KEY=VALUE")
     target, dot, key = name.rpartition(".")
+    if dot and not (target.strip() and key.strip()):  # '.KEY=1', 'POLICY.=1': a half-written prefix
+        raise AgentschedError(f"--policy-option {item!r} is not POLICY.KEY=VALUE")
     return (target.strip().lower() if dot else None), key.strip(), parse_value(text.strip())
 
 
@@ -69,11 +71,15 @@ def _options_text(policy: str) -> str:
 def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str, dict[str, Any]],
                  flagged: dict[str, str]) -> None:
     """--policy-option items into ``options`` (policy -> kwargs); ``flagged``: key -> the flag that set it."""
-    from agentsched.loop.registry import get_spec
+    from agentsched.loop.registry import REGISTRY, get_spec
 
+    given: dict[tuple[str, str], str] = {}  # (policy, key) -> the item that set it
     for item in items:
         target, key, value = parse_item(item)
         if target is not None:
+            if target not in REGISTRY:  # e.g. 'monitor.hints=false': the prefix names a policy, not a nesting
+                raise AgentschedError(f"--policy-option {item}: {target} is not a policy (POLICY.KEY=VALUE names "
+                                      f"one of the chosen policies: {', '.join(policies)})")
             name = get_spec(target).name.value
             if name not in policies:
                 raise AgentschedError(f"--policy-option {item}: policy {name} is not among the chosen policies "
@@ -87,6 +93,10 @@ def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str,
         if key in flagged:
             raise AgentschedError(f"--policy-option {key}: {flagged[key]} sets it too; give it once")
         for p in takers:
+            if (p, key) in given:  # else the later item would silently replace the earlier one
+                raise AgentschedError(f"--policy-option {item}: {key} of {p} is set by {given[(p, key)]} too; "
+                                      "give it once")
+            given[(p, key)] = item
             options.setdefault(p, {})[key] = value
 
 

@@ -12,11 +12,11 @@ never see it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentsched.errors import AgentschedError
+from agentsched.errors import AgentschedError, PolicyError
 from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.bench_records import BenchConfig, BenchRecord, BenchResult
 from agentsched.experiments.journal import RunJournal
@@ -41,9 +41,51 @@ def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
         return None, f"the S13 ablation skipped: S13 does not resolve under --cards {cards} ({e})"
 
 
+def policy_limits(policies: Sequence[str], options: Mapping[str, Mapping[str, Any]],
+                  workflows: Mapping[str, Workflow], *, preflight: bool = False) -> dict[tuple[str, str], str]:
+    """(workflow name, policy) -> why that policy cannot take that workflow on (``Policy.check_workflow``:
+    more mappings than ucb1's arm cap, more tasks than agent-plan's). No I/O unless ``preflight``: then
+    each policy's whole preflight (an LLM endpoint's one request) also runs on the workflows it can take
+    on, and its error is raised. The oracle is built per scenario from its search: never limited here."""
+    limits: dict[tuple[str, str], str] = {}
+    for pol in policies:
+        if pol == "oracle":
+            continue
+        probe = make_policy(pol, **options.get(pol, {}))
+        try:
+            for name, wf in workflows.items():
+                try:
+                    probe.check_workflow(wf)
+                except PolicyError as e:
+                    limits[(name, pol)] = str(e)
+                    continue
+                if preflight:
+                    probe.preflight(wf)
+        finally:
+            probe.close()
+    return limits
+
+
+def runnable_workflows(policies: Sequence[str], workflows: Mapping[str, Workflow],
+                       limits: Mapping[tuple[str, str], str]) -> dict[str, Workflow]:
+    """The workflows some chosen policy can run (``limits``: ``policy_limits``'s); a one-line
+    ``PolicyError`` when there is none, naming each policy's first limit."""
+    kept = {n: wf for n, wf in workflows.items() if any((n, p) not in limits for p in policies)}
+    if not kept:
+        why: dict[str, str] = {}  # policy -> its first limit
+        for (_, pol), reason in limits.items():
+            why.setdefault(pol, reason)
+        raise PolicyError(f"no chosen policy ({', '.join(policies)}) can run any benched workflow: "
+                          f"{'; '.join(why.values())}")
+    return kept
+
+
 def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
               testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
+
+    A policy that cannot take a workflow on (``policy_limits``) is skipped on that workflow, with a
+    note, before any oracle is computed; a workflow no chosen policy can run gets no oracle either.
 
     ``journal``: record each finished run there as it completes, and take the runs it already holds
     instead of running them again (``--resume``); the results equal an uninterrupted run's.
@@ -56,16 +98,19 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
     if config.testbed is None:  # the simulator in the workflows' world, chosen and loaded once
         config = replace(config, testbed=TestbedSpec(world=load_world(choose_world(None, worlds))))
     ablation_wf, ablation_note = ablation_workflow(config.cards) if config.ablation else (None, None)
+    # before the oracles: a workflow too large for a policy costs that policy's runs there, not the bench
+    limits = policy_limits(config.policies, config.policy_options, workflows)
+    kept = runnable_workflows(config.policies, workflows, limits)
+    notes = [f"{pol} skipped on {name}: {why}" for (name, pol), why in limits.items()]
     t0 = time.perf_counter()
     tb = testbed if testbed is not None else config.spec.build()
-    notes: list[str] = []
     try:
         cache: dict[tuple[str, str], OracleResult] = {}
-        scored = {name: _reference(wf, tb, config, cache, notes) for name, wf in workflows.items()}
+        scored = {name: _reference(wf, tb, config, cache, notes) for name, wf in kept.items()}
         oracles = {name: res for name, (res, _) in scored.items()}
         views = {name: view for name, (_, view) in scored.items()}
-        records, policy_info = _run_all(config, workflows, oracles, views, tb, journal, progress, notes)
-        gantt = gantt_timelines(workflows.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
+        records, policy_info = _run_all(config, workflows, oracles, views, tb, journal, progress, notes, limits)
+        gantt = gantt_timelines(kept.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.spec.cpu_slots)
         chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
                   for r in records}
@@ -73,7 +118,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         if any(p in ("heft", "heft-cf") for p in config.policies):
             from agentsched.experiments.heft_study import heft_study
 
-            heft = heft_study(workflows, views, cpu_cores=config.spec.cpu_slots)
+            heft = heft_study(kept, views, cpu_cores=config.spec.cpu_slots)
     finally:
         if testbed is None:
             tb.close()
@@ -82,9 +127,9 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         notes.append(ablation_note)
     elif ablation_wf is not None:
         ablation = _run_ablation(config, notes, ablation_wf, journal, worlds)
-    return BenchResult(config, workflows, oracles, views, records, notes, ablation,
+    return BenchResult(config, kept, oracles, views, records, notes, ablation,
                        wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
-                       heft_study=heft)
+                       heft_study=heft, skipped=dict(limits))
 
 
 def _workflows(config: BenchConfig) -> tuple[dict[str, Workflow], list[str | None]]:
@@ -102,9 +147,10 @@ def _workflows(config: BenchConfig) -> tuple[dict[str, Workflow], list[str | Non
 
 def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[str, OracleResult],
              views: dict[str, OracleView], tb: Testbed, journal: RunJournal | None,
-             progress: Callable[[str], None] | None, notes: list[str]
+             progress: Callable[[str], None] | None, notes: list[str], limits: Mapping[tuple[str, str], str]
              ) -> tuple[list[BenchRecord], dict[str, dict[str, Any]]]:
-    """Every (scenario, policy, seed) run, and each policy's settings (``Policy.describe``)."""
+    """Every (scenario, policy, seed) run but the ``limits`` ones, and each policy's settings
+    (``Policy.describe``)."""
     records: list[BenchRecord] = []
     # one policy object per policy name for the whole bench (reset() starts each run), so state a
     # policy keeps across runs does its job: an LLM endpoint that failed for good in one run (its
@@ -116,6 +162,10 @@ def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[
             for pol in config.policies:
                 opts = dict(config.policy_options.get(pol, {}))
                 for seed in config.seeds:
+                    if (name, pol) in limits:  # counted, so the progress reaches its total
+                        if progress is not None:
+                            progress(f"{name} {pol} seed {seed} (skipped)")
+                        continue
                     key = f"bench|{name}|{pol}|{seed}"
                     done = journal.get(key, BenchRecord, {name: wf}) if journal is not None else None
                     if done is not None:  # --resume: this run finished before the interruption

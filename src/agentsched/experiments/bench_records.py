@@ -156,6 +156,8 @@ class BenchResult:
     heft_study: Any = None  # experiments.heft_study.HeftStudy when heft or heft-cf ran
     # policy -> its settings (Policy.describe(): e.g. an LLM's model and redacted base URL, never a key)
     policy_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (scenario, policy) -> why that policy did not run on that workflow (too large for it; a note says so too)
+    skipped: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def paper_scenarios(self) -> set[str]:
         """The benched workflows that ARE built-in scenarios (the paper's figures apply to them only)."""

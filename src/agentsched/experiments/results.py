@@ -81,6 +81,7 @@ def results_dict(result: BenchResult) -> dict[str, Any]:
         "config": result.config.to_dict(),
         "wall_s": round(result.wall_s, 3),
         "notes": list(result.notes),
+        "skipped": [{"scenario": sc, "policy": pol, "reason": why} for (sc, pol), why in result.skipped.items()],
         "policy_info": result.policy_info,
         "oracles": {n: oracle_dict(wf, result.oracles[n], result.views[n], n in result.paper_scenarios())
                     for n, wf in result.workflows.items()},

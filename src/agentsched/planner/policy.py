@@ -90,12 +90,12 @@ class PlanPolicy(Policy):
     def label(self) -> str:
         return "agent-plan" + ("-cold" if self.start == "cold" else "")
 
-    def preflight(self, workflow: Workflow) -> None:
+    def check_workflow(self, workflow: Workflow) -> None:
         check_plan_size(workflow, self.label)
 
     # ---- state -------------------------------------------------------------------------------
     def reset(self, ctx: PolicyContext) -> None:
-        check_plan_size(ctx.workflow, self.label)  # also for callers that skip the preflight
+        self.check_workflow(ctx.workflow)  # also for callers that skip the preflight
         super().reset(ctx)
         wf = ctx.workflow
         self.warm = self.start == "warm"

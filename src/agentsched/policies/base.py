@@ -69,9 +69,17 @@ class Policy(ABC):
         """Learn from the round. May probe through ``ctx.probe``; may return evidence to record."""
         return None
 
+    def check_workflow(self, workflow: Workflow) -> None:
+        """Raise a one-line ``PolicyError`` when ``workflow`` is beyond what this policy takes on (more
+        mappings or tasks than it holds: ucb1's arm cap, agent-plan's task cap). Read from the workflow's
+        shape alone, with no I/O, so a bench can skip this policy on that workflow and run it on the
+        others. No-op by default."""
+
     def preflight(self, workflow: Workflow) -> None:
-        """Check, before any run on ``workflow``, that the policy can work (e.g. that an LLM endpoint
-        answers); raise a one-line ``AgentschedError`` otherwise. No-op by default."""
+        """Check, before any run on ``workflow``, that the policy can work: ``check_workflow``, then what
+        a subclass adds (e.g. that an LLM endpoint answers); raise a one-line ``AgentschedError``
+        otherwise."""
+        self.check_workflow(workflow)
 
     def close(self) -> None:
         """Release what the policy holds across runs (a client, a local model server). No-op by default;

@@ -19,8 +19,9 @@ with 81 arms it never leaves the first phase: exploration cost is the point of t
 
 Arm cap: the arms are held in memory, so a workflow whose decision space has more than
 ``MAX_ARMS`` (4096) mappings (e.g. 3^8 = 6561, or 3^16 for a 16-task three-way workflow) is
-refused in ``reset`` with a one-line ``PolicyError`` naming the count and the cap. The count
-(modes^tasks) is checked before anything is enumerated.
+refused by ``check_workflow`` (the preflight, and ``reset`` again) with a one-line ``PolicyError``
+naming the count and the cap; a bench skips ucb1 on that workflow alone. The count (modes^tasks) is
+checked before anything is enumerated.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import math
 
 from agentsched.errors import PolicyError
 from agentsched.model.mapping import enumerate_mappings, mapping_key
+from agentsched.model.workflow import Workflow
 from agentsched.policies._common import certainly_infeasible, lower_bound_ms
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 
@@ -47,14 +49,18 @@ class Ucb1Policy(Policy):
             raise PolicyError(f"policy {self.name}: exploration must be a finite number >= 0, got {exploration!r}")
         self.exploration = float(exploration)  # the constant under the square root (2 in UCB1)
 
-    def reset(self, ctx: PolicyContext) -> None:
-        super().reset(ctx)
-        wf = ctx.workflow
-        k, n = len(wf.decision_space.modes), len(wf.task_ids)
+    def check_workflow(self, workflow: Workflow) -> None:
+        """The arm cap: one-line ``PolicyError`` when ``workflow`` has more than ``MAX_ARMS`` mappings."""
+        k, n = len(workflow.decision_space.modes), len(workflow.task_ids)
         if k ** n > MAX_ARMS:  # 3^10000 has 4,772 digits: an order of magnitude is the line
             count = f"{k ** n}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
-            raise PolicyError(f"policy ucb1: {wf.name} has {count} mappings ({k}^{n}), over the arm cap of "
+            raise PolicyError(f"policy ucb1: {workflow.name} has {count} mappings ({k}^{n}), over the arm cap of "
                               f"{MAX_ARMS}; use a policy that does not enumerate mappings")
+
+    def reset(self, ctx: PolicyContext) -> None:
+        self.check_workflow(ctx.workflow)  # also for callers that skip the preflight
+        super().reset(ctx)
+        wf = ctx.workflow
         self.arms = [m for m in enumerate_mappings(wf) if not certainly_infeasible(wf, ctx.cards, m)]
         if not self.arms:
             raise PolicyError(f"policy ucb1: every mapping of {wf.name} is certainly infeasible")

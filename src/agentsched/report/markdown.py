@@ -14,18 +14,14 @@ from agentsched.experiments.results import paper_mapping_reference_ms
 from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
 from agentsched.testbeds.world import DEFAULT_WORLD
 from agentsched.model.text import plural
+from agentsched.report.heft_section import heft_equal, heft_section
+from agentsched.report.md_table import table as _table
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
 AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm", "agent-plan", "agent-plan-cold")
 TABLE4 = tuple(f"S{i}" for i in range(1, 11))
 TABLE5 = ("S11", "S12", "S13")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
 
 
 def _ratio(x: float | None) -> str:
@@ -61,9 +57,20 @@ def _label(policy: str, rows: dict[tuple[str, str], SummaryRow]) -> str:
     return policy if online else f"{policy} (offline reference)"
 
 
-def _mapping_str(mapping: dict[str, str], binary: bool) -> str:
+def _mapping_str(mapping: dict[str, str], binary: bool, named: bool = False) -> str:
+    """The placements in the mapping's task order; ``named``: each written TASK=placement."""
     short = {"gpu_now": "gpu" if binary else "now", "gpu_queue": "queue", "cpu": "cpu"}
-    return " ".join(short[m] for m in mapping.values())
+    return " ".join(f"{t}={short[m]}" if named else short[m] for t, m in mapping.items())
+
+
+def _oracle_column(workflows: Sequence[Any]) -> tuple[str, bool]:
+    """The oracle mapping column's title, and whether its cells name their tasks: the task names in
+    order when every workflow has the same ones (the paper's A B C D), else TASK=placement cells, as
+    one title cannot name the tasks of workflows that differ in size or names."""
+    orders = {tuple(wf.task_ids) for wf in workflows}
+    if len(orders) == 1:
+        return f"our oracle ({' '.join(orders.pop())})", False
+    return "our oracle (task=placement)", True
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ def _oracles(c: _Report) -> list[str]:
                  "(near-ties: a task off the critical path may go either way).\n\n")
     orows = []
     abs_ratio: dict[str, float] = {}  # our oracle E2E / the paper's
+    title, named = _oracle_column([result.workflows[s] for s in scen])
     for s in scen:
         wf, view = result.workflows[s], result.views[s]
         binary = wf.decision_space.value == "binary"
@@ -148,17 +156,17 @@ def _oracles(c: _Report) -> list[str]:
         if pap is not None and set(pap["mapping"]) == set(wf.task_ids):
             ref = paper_mapping_reference_ms(wf, view)
             here = "infeasible" if ref is None else f"{ref / view.e2e_ms:.3f}x"
-            pmap = _mapping_str(pap["mapping"], binary)
+            pmap = _mapping_str({t: pap["mapping"][t] for t in wf.task_ids}, binary, named)
             pe2e = "-" if pap["e2e_ms"] is None else f"{pap['e2e_ms']:,.0f}"
         else:
             here, pmap, pe2e = "-", "-", "-"
-        row = [s, _mapping_str(ours, binary), pmap, here, str(len(view.equivalent_mappings)),
+        row = [s, _mapping_str(ours, binary, named), pmap, here, str(len(view.equivalent_mappings)),
                f"{view.e2e_ms:,.0f}", pe2e, f"{view.feasible_total}/{view.mappings_total}"]
         differs = pmap != "-" and pmap != row[1]
         orows.append([f"**{c}**" for c in row] if differs else row)
         if pap is not None and pap["e2e_ms"]:
             abs_ratio[s] = view.e2e_ms / pap["e2e_ms"]
-    parts.append(_table(["scenario", "our oracle (A B C D)", "paper oracle", "paper map here", "equivalent",
+    parts.append(_table(["scenario", title, "paper oracle", "paper map here", "equivalent",
                          "our E2E ms", "paper E2E ms", "feasible"], orows))
     n_diff = sum(1 for r in orows if r[0].startswith("**"))
     if n_diff:
@@ -204,7 +212,7 @@ def _table4(c: _Report) -> list[str]:
                 _vs(f"{exact}/{len(t4)}", None if paper_full is None else f"{paper_full}/10"), f"{full}/{len(t4)}"])
         parts.append(_table(["policy"] + t4 + ["full, strict (paper's reading)", "full, lenient (within 2%)"],
                             trows))
-        parts.append(_heft_equal(rows, policies, scen, result))
+        parts.append(heft_equal(rows, policies, scen, result))
     return parts
 
 
@@ -335,7 +343,7 @@ def _tail(c: _Report, images: Sequence[str]) -> list[str]:
     if images:
         parts.append("\n## Plots\n\n" + "\n".join(f"![{i}]({i})" for i in images) + "\n")
     if result.heft_study is not None:
-        parts.append(_heft_study(result.heft_study))
+        parts.append(heft_section(result.heft_study))
     if result.ablation is not None:
         parts.append("\n## S13 ablation (agent)\n\n" + result.ablation.to_markdown().rstrip() + "\n")
         parts.append(_ablation_discussion(result.ablation))
@@ -371,70 +379,6 @@ def _absolute_times(ratio: dict[str, float], simulated: bool) -> str:
                  "tables compare mappings and rankings, which the calibration reproduces; the absolute "
                  "milliseconds are magnitudes (docs/calibration.md).\n")
     return text
-
-
-def _heft_equal(rows: dict[tuple[str, str], SummaryRow], policies: Sequence[str], scen: Sequence[str],
-                result: BenchResult) -> str:
-    """Say when HEFT-CF planned exactly what HEFT did in every scenario (static: one mapping each)."""
-    if "heft" not in policies or "heft-cf" not in policies or result.heft_study is None:
-        return ""
-    opts = result.config.policy_options.get("heft-cf", {})
-    from agentsched.policies.heft_cf import DEFAULT_CONTENTION_FACTOR
-
-    factor = opts.get("contention_factor", DEFAULT_CONTENTION_FACTOR)
-    machine = opts.get("machine", "parallel")
-    plans = {v.label: v.mappings for v in result.heft_study.variants}
-    heft = plans.get(f"heft ({machine})")
-    cf = plans.get(f"heft-cf ({machine}, factor {factor:g})")
-    if heft is None or cf is None:
-        return ""
-    same = [s for s in scen if heft.get(s) == cf.get(s)]
-    if len(same) == len(scen):
-        return (f"\nHEFT-CF (factor {factor:g}) planned exactly HEFT's mapping in every scenario here, so its rows "
-                "equal HEFT's: on these cards no GPU placement that HEFT chooses becomes slower than the CPU "
-                f"at +{factor:g} per overlapping GPU task. Other factors: section 'HEFT variants'.\n")
-    return (f"\nHEFT-CF (factor {factor:g}) differs from HEFT in {len(scen) - len(same)} of {len(scen)} "
-            "scenarios. Other factors: section 'HEFT variants'.\n")
-
-
-def _heft_study(study: Any) -> str:
-    """The HEFT machine-model and contention-factor sweep against the paper's HEFT column."""
-    t4 = study.table4
-    out = ["\n## HEFT variants against the paper's HEFT column\n",
-           "HEFT is static (one mapping every round), so each variant is planned once per scenario and "
-           "scored like Table 4 (strict: as in an exactly tied oracle mapping; lenient: within 2%). "
-           "Machine `parallel` (default): the GPU runs tasks side by side at isolated speed; `classical`: "
-           "one task at a time per processor (one CPU core unless --cpu-slots, one GPU).\n\n"]
-    header = ["variant"] + list(study.scenarios) + ["full, strict", "full, lenient", "= paper's figure"]
-    trows = []
-    paper_row = ["paper HEFT-CF"] + [str(study.paper.get(s, "-")) for s in study.scenarios] + [
-        "-" if study.paper_full is None else f"{study.paper_full}/10", "-", "-"]
-    for v in study.variants:
-        trows.append([v.label] + [str(v.exact[s]) for s in study.scenarios]
-                     + [f"{v.full(t4, exact=True)}/{len(t4)}", f"{v.full(t4)}/{len(t4)}",
-                        f"{v.paper_agreement(study.paper, t4)}/{len(t4)}" if t4 else "-"])
-    out.append(_table(header, [paper_row] + trows))
-    if t4:
-        closest = study.closest()
-        fulls = sorted({v.full(t4, exact=True) for v in study.variants})
-        reach = [v.label for v in study.variants if study.paper_full is not None
-                 and v.full(t4, exact=True) == study.paper_full and len(t4) == 10]
-        plain = [v.label for v in closest if v.policy == "heft"]
-        cfs = [v for v in closest if v.policy != "heft"]
-        named = " and ".join(x for x in (", ".join(plain), f"{len(cfs)} HEFT-CF setting{'s' * (len(cfs) != 1)}"
-                                         if cfs else "") if x)
-        out.append(f"\nClosest to the paper's per-scenario figures: {named} "
-                   f"({closest[0].paper_agreement(study.paper, t4)}/{len(t4)} scenarios equal each). Strict full "
-                   f"matches over the variants range over {', '.join(map(str, fulls))} of {len(t4)}; ")
-        if reach:
-            out.append(f"the paper's {study.paper_full}/10 is reached by {', '.join(reach)}.\n")
-        else:
-            out.append(f"no variant reaches the paper's {study.paper_full}/10.\n")
-        wrong = [s for s in t4 if study.paper.get(s, 0) < 4 and all(v.exact[s] == 4 for v in study.variants)]
-        if wrong:
-            out.append(f"Every variant places {', '.join(wrong)} fully as the oracle, where the paper's HEFT-CF "
-                       "misses a task: the paper's HEFT must have planned on costs other than Table 1's cards.\n")
-    return "".join(out)
 
 
 def _ablation_discussion(ablation: Any) -> str:

@@ -30,6 +30,7 @@ def plot_e2e_normalised(result: BenchResult, path: Path) -> Path:
     plt = style.plt()
     scen = list(result.workflows)
     pols = list(result.config.policies)
+    colors = style.policy_colors(len(pols))  # the convergence plot's colours (style.policy_style)
     fig, ax = plt.subplots(figsize=(max(8.0, 1.1 * len(scen) + 2), 4.4))
     width = 0.8 / max(1, len(pols))
     oom_seen = False
@@ -42,18 +43,18 @@ def plot_e2e_normalised(result: BenchResult, path: Path) -> Path:
             x = i - 0.4 + width * (j + 0.5)
             ok = [v for v in ratios if v is not None]
             if not ok:  # never feasible: a symbol where the bar would start, never a (tallest) bar
-                ax.plot([x], [OOM_MARK_Y * 1.04], marker="X", markersize=8, color=f"C{j % 10}",
+                ax.plot([x], [OOM_MARK_Y * 1.04], marker="X", markersize=8, color=colors[j],
                         markeredgecolor="black", markeredgewidth=0.6, linestyle="none", zorder=5)
                 ax.text(x, OOM_MARK_Y * 1.1, "OOM", ha="center", va="bottom", fontsize=6, rotation=90)
                 oom_seen = True
                 continue
             mean = sum(ok) / len(ok)
             tallest = max(tallest, max(ok))
-            ax.bar(x, mean - OOM_MARK_Y, width, bottom=OOM_MARK_Y, color=f"C{j % 10}")
+            ax.bar(x, mean - OOM_MARK_Y, width, bottom=OOM_MARK_Y, color=colors[j])
             if len(ok) > 1 and max(ok) > min(ok):
                 ax.errorbar(x, mean, yerr=[[mean - min(ok)], [max(ok) - mean]], fmt="none", ecolor="black",
                             elinewidth=0.6, capsize=1.5)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{j % 10}") for j in range(len(pols))]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[j]) for j in range(len(pols))]
     labels = [style.safe_label(p) for p in pols]
     if oom_seen:
         handles.append(plt.Line2D([], [], marker="X", color="grey", markeredgecolor="black", linestyle="none"))

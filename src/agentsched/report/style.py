@@ -23,11 +23,30 @@ def plt() -> Any:
     return pyplot
 
 
+def policy_colors(n: int) -> list[str]:
+    """``n`` distinct colours, the j-th for the j-th policy of a run; every plot of one report takes
+    them from here, so a policy has one colour throughout. Up to 10 policies: matplotlib's tab10 (its
+    default C0-C9, but fixed: not whatever a matplotlibrc cycles); up to 60: then tab20's light shades,
+    tab20b and tab20c; beyond: n hues evenly around the colour wheel. (Cycling C0-C9 gave the 11th
+    policy of the default bench, agent-plan-cold, all-gpu's blue.)"""
+    from matplotlib import colormaps
+    from matplotlib.colors import hsv_to_rgb, to_hex
+
+    palette = [to_hex(c) for c in colormaps["tab10"].colors]
+    palette += [to_hex(c) for c in colormaps["tab20"].colors[1::2]]  # the light shade of each tab10 colour
+    palette += [to_hex(c) for name in ("tab20b", "tab20c") for c in colormaps[name].colors]
+    if n <= len(palette):
+        return palette[:n]
+    # distinct as hex for n up to 846 (8 bits a channel); no bench runs that many policies
+    return [to_hex(hsv_to_rgb((j / n, 0.65, 0.85))) for j in range(n)]
+
+
 def policy_style(j: int, n: int) -> dict[str, Any]:
-    """Line style of the j-th of n policies: colour, dash pattern, marker, and a width that shrinks
-    with j (drawn above the earlier ones), so lines lying on one another stay visible."""
-    return {"color": f"C{j % 10}", "linestyle": LINESTYLES[j % len(LINESTYLES)], "marker": MARKERS[j % len(MARKERS)],
-            "linewidth": 1.0 + 2.2 * (n - 1 - j) / max(1, n - 1), "markersize": 3.5, "zorder": 2 + j}
+    """Line style of the j-th of n policies: its colour (``policy_colors``), dash pattern, marker, and
+    a width that shrinks with j (drawn above the earlier ones), so lines lying on one another stay visible."""
+    return {"color": policy_colors(n)[j], "linestyle": LINESTYLES[j % len(LINESTYLES)],
+            "marker": MARKERS[j % len(MARKERS)], "linewidth": 1.0 + 2.2 * (n - 1 - j) / max(1, n - 1),
+            "markersize": 3.5, "zorder": 2 + j}
 
 
 @lru_cache(maxsize=1)

@@ -223,6 +223,9 @@ class _Tracked(Policy):
         finally:
             self.in_policy = False
 
+    def check_workflow(self, workflow: Workflow) -> None:
+        self.inner.check_workflow(workflow)
+
     def preflight(self, workflow: Workflow) -> None:
         self.inner.preflight(workflow)
 
