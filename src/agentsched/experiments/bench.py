@@ -118,7 +118,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         if any(p in ("heft", "heft-cf") for p in config.policies):
             from agentsched.experiments.heft_study import heft_study
 
-            heft = heft_study(kept, views, cpu_cores=config.spec.cpu_slots)
+            heft = heft_study(kept, views, cpu_cores=config.spec.cpu_slots, cards=config.cards)
     finally:
         if testbed is None:
             tb.close()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.data import paper_tables
+from agentsched.experiments.paper import is_paper_scenario
 from agentsched.errors import AgentschedError
 from agentsched.loop.metrics import OracleView, best_oracle_match
 from agentsched.loop.registry import make_policy
@@ -105,9 +106,10 @@ def _letters(workflow: Workflow, mapping: MappingT) -> str:
 
 def heft_study(workflows: Mapping[str, Workflow], views: Mapping[str, OracleView], *,
                factors: Sequence[float] = FACTORS, machines: Sequence[str] = MACHINES,
-               cpu_cores: int | None = None) -> HeftStudy:
+               cpu_cores: int | None = None, cards: str | None = None) -> HeftStudy:
     """Plan heft and heft-cf (every factor) under every machine model on every workflow; score the
-    plans against ``views`` (the scoring oracles)."""
+    plans against ``views`` (the scoring oracles). The paper's row applies to a workflow only when it
+    is the built-in scenario of its name (``cards``: the bench's --cards rebinding of it)."""
     variants = []
     combos: list[tuple[str, float | None]] = [("heft", None)] + [("heft-cf", f) for f in factors]
     for machine in machines:
@@ -127,5 +129,6 @@ def heft_study(workflows: Mapping[str, Workflow], views: Mapping[str, OracleView
                 maps[name] = _letters(wf, m)
             variants.append(HeftVariantResult(policy, machine, factor, matches, exact, tasks, maps))
     row = paper_tables()["table4_mapping_accuracy_S1_S10"][PAPER_ROW]
-    paper = {s: v for s, v in row.items() if s.startswith("S") and s in workflows}
+    paper = {s: v for s, v in row.items()
+             if s.startswith("S") and s in workflows and is_paper_scenario(workflows[s], cards)}
     return HeftStudy(tuple(workflows), tuple(variants), paper, row.get("full_matches"))
