@@ -84,3 +84,12 @@ def test_a_study_too_long_is_refused_before_the_capacity_search(monkeypatch):
     monkeypatch.setattr(load, "capacity_per_s", lambda *a, **k: pytest.fail("searched"))
     with pytest.raises(AgentschedError, match="at most 1,000,000 simulated seconds"):
         load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=1e9, seeds=1, loads=[0.3])
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0])
+def test_a_rate_of_zero_or_less_is_a_one_line_error(tmp_path, rate):
+    from agentsched.errors import TestbedError
+
+    wfs, machine, _, dmda = _long_alone(tmp_path)
+    with pytest.raises(TestbedError, match="rate"):
+        sustains(wfs, dmda, machine, rate, 10.0)

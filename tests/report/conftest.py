@@ -9,13 +9,13 @@ from collections.abc import Callable
 import matplotlib.figure
 import pytest
 
+from agentsched.cli.bench_cmd import _policies
 from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.experiments.bench_records import BenchResult
 from agentsched.model.generate import generate_suite
 
 # `agentsched bench`'s default policies (every baseline, the oracle and the agents without an LLM)
-DEFAULT_BENCH_POLICIES = ("all-gpu", "heft", "heft-cf", "ucb1", "starpu", "mem-greedy", "oracle", "agent-rules",
-                          "agent-rules-cold", "agent-plan", "agent-plan-cold")
+DEFAULT_BENCH_POLICIES = tuple(_policies(None, []))
 
 
 @pytest.fixture(scope="session")

@@ -93,8 +93,11 @@ def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
     failed = [r for r in rows if none_ran(r)]
     if failed:
         rates = ", ".join(f"{r['rate_per_s']:g}" for r in failed)
-        typer.echo(f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first failure: "
-                   f"{failed[0]['first_failure']}", err=True)
+        from agentsched.agent.secrets import redact_url
+
+        # through redact_url: a failure's text may quote the URL, credentials and all
+        typer.echo(redact_url(f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first "
+                              f"failure: {failed[0]['first_failure']}"), err=True)
         raise SystemExit(1)
 
 

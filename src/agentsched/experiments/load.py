@@ -39,11 +39,12 @@ from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
 from agentsched.model.live import StreamDecider
 
-CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search (at most)
+CAPACITY_DURATION_S = 120.0  # length of the noise-free streams of the capacity search (at most, unless
+# a slow rate needs longer for MIN_CAPACITY_ARRIVALS)
 MIN_CAPACITY_DURATION_S = 60.0  # ... and at least; within these, the study's own duration
-# ... and long enough for this many arrivals. Why: with a few dozen arrivals (a mix of 0.3/s in 120 s)
-# "sustained" turned on whether the very last invocation was a slow one, a tail latency, not a
-# backlog: the verdict flipped from rate to rate (dmda failed 0.33/s and passed none above, while on
+# ... and long enough to expect this many arrivals (a Poisson count: about that many). Why: with a
+# few dozen arrivals (a mix of 0.3/s in 120 s) "sustained" turned on whether the very last
+# invocation was a slow one, a tail latency, not a backlog: the verdict flipped from rate to rate (dmda failed 0.33/s and passed none above, while on
 # 3,000 s streams it kept up with 0.9/s on the same mix).
 MIN_CAPACITY_ARRIVALS = 1000
 DRAIN_FRACTION = 0.05  # sustained: the last invocation ends within 5% of the duration after it
@@ -129,7 +130,8 @@ def sustains(workflows: Sequence[Workflow], make: Callable[[], StreamDecider], m
     isolated latency) when that is longer: why, a workflow of 40 s alone could never be sustained
     in a 120 s stream otherwise, however slow the arrivals; an overloaded machine's backlog grows
     past either."""
-    duration_s = max(duration_s, MIN_CAPACITY_ARRIVALS / rate_per_s)
+    if rate_per_s > 0:  # (a rate of 0 or less is make_arrivals' one-line error)
+        duration_s = max(duration_s, MIN_CAPACITY_ARRIVALS / rate_per_s)
     arrivals = make_arrivals("poisson", rate_per_s=rate_per_s, duration_s=duration_s,
                              names=[wf.name for wf in workflows], rng=random.Random("capacity"))
     limit_ms = duration_s * 1000.0 + max(duration_s * 1000.0 * DRAIN_FRACTION, longest_ms)

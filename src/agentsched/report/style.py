@@ -26,15 +26,17 @@ def plt() -> Any:
 def policy_colors(n: int) -> list[str]:
     """``n`` distinct colours, the j-th for the j-th policy of a run; every plot of one report takes
     them from here, so a policy has one colour throughout. Up to 10 policies: matplotlib's tab10 (its
-    default C0-C9, but fixed: not whatever a matplotlibrc cycles); up to 60: then tab20's light shades,
-    tab20b and tab20c; beyond: n hues evenly around the colour wheel. (Cycling C0-C9 gave the 11th
+    default C0-C9, but fixed: not whatever a matplotlibrc cycles); up to 60: then tab20b, tab20c and
+    tab20's light shades; beyond: n hues evenly around the colour wheel. (Cycling C0-C9 gave the 11th
     policy of the default bench, agent-plan-cold, all-gpu's blue.)"""
     from matplotlib import colormaps
     from matplotlib.colors import hsv_to_rgb, to_hex
 
     palette = [to_hex(c) for c in colormaps["tab10"].colors]
-    palette += [to_hex(c) for c in colormaps["tab20"].colors[1::2]]  # the light shade of each tab10 colour
+    # then tab20b and tab20c (hues of their own before tab20's light shades of the first ten: a pale
+    # blue beside the first policy's blue read as the same policy)
     palette += [to_hex(c) for name in ("tab20b", "tab20c") for c in colormaps[name].colors]
+    palette += [to_hex(c) for c in colormaps["tab20"].colors[1::2]]  # the light shade of each tab10 colour
     if n <= len(palette):
         return palette[:n]
     # distinct as hex for n up to 846 (8 bits a channel); no bench runs that many policies
