@@ -14,7 +14,7 @@ from agentsched.model.generate import generate_workflow
 from agentsched.model.cards import split_amplified
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner, cpu_harm_ms
+from agentsched.planner.load import LoadPlanner, cpu_harm_ms, door_harm_ms
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
@@ -105,6 +105,40 @@ def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
     assert p.place(inv, "B", fake_live(budget=2600)) is Mode.GPU_NOW
     assert p.admit(other, full)  # it started: nothing waits
     assert LoadPlanner(admission=False).admit(other, full)
+
+
+def test_a_hold_for_vram_delays_each_invocation_at_the_door_by_its_run():
+    assert door_harm_ms(447.0, fake_live(door=0)) == 0.0
+    assert door_harm_ms(447.0, fake_live(door=3)) == 3 * 447.0
+
+
+def test_a_hold_for_vram_counts_the_invocations_it_keeps_at_the_door():
+    """Before, the door's backlog was invisible to placement: under overload a 6.4 GB model kept
+    waiting for the GPU while invocations waited at the door and CPU slots idled (docs/load.md)."""
+    inv = _inv("S1")  # B: llama_1b, 447 ms GPU, 8.5 s CPU, 2484 MB
+
+    def place(door):
+        p = LoadPlanner()
+        p.start_stream([inv.workflow], random.Random(0))
+        short = view(_inv("S2").cards["D"], remaining=50.0)  # a reranker ending soon holds the VRAM
+        return p.place(inv, "B", fake_live(gpu=[short], budget=2600, vram=2600 - 100, door=door))
+
+    assert place(door=0) is None and place(door=5) is None  # a short wait for the VRAM: held
+    assert place(door=40) is Mode.CPU  # 40 invocations would each wait its run at the door
+
+
+def test_while_invocations_wait_at_the_door_a_cpu_run_is_charged_the_queues_delay():
+    inv = _inv("S2")  # B: doc_merger, no sibling beside it: no slack
+
+    def place(door):
+        p = LoadPlanner()
+        p.start_stream([inv.workflow], random.Random(0))
+        clips = [view(_inv("S7").cards["B"], remaining=3000.0)] * 2  # a contended GPU
+        busy = [view(inv.cards["B"], Mode.CPU)] * 4
+        return p.place(inv, "B", fake_live(gpu=clips, cpu=busy, slots=4, waiting=6, door=door))
+
+    assert place(door=0) is Mode.CPU  # no slack, nobody at the door: its CPU run alone counts
+    assert place(door=3) is Mode.GPU_NOW  # the door is crowded: the six waiting for a slot count too
 
 
 def test_a_cpu_run_is_free_to_others_only_while_no_task_waits_for_a_slot():

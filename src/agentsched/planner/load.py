@@ -21,7 +21,8 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
   at the next event). While its VRAM fits, chosen only when ``HOLD_MARGIN`` cheaper than the best
   start now; when it does not fit (the GPU's only route), priced as the start it leads to, its
   finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least certain prediction) plus the harm of that
-  later run, and chosen when cheaper than the best start now. A ready sibling not placed yet is
+  later run and the delay it inflicts on the invocations at the door (``door_harm_ms``: the door
+  stays shut while it waits), and chosen when cheaper than the best start now. A ready sibling not placed yet is
   counted the same way (a full GPU alone does not give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
@@ -52,6 +53,7 @@ from agentsched.policies.load.baselines import cpu_wait_ms
 from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
 CPU_HARM_WEIGHT = 1.0  # the delay a CPU run inflicts on the CPU queue, counted once (cpu_harm_ms)
+DOOR_HARM_WEIGHT = 1.0  # the delay a hold for VRAM inflicts on invocations at the door, counted once
 HARM_WEIGHT = 2.0  # the delay inflicted on running GPU tasks counts twice (it delays other invocations)
 ADMIT_SLOWDOWN = 2.0  # admission holds new invocations when a GPU start would run this much slower
 LATE_FRACTION = 0.25  # a running task past its predicted end: this share of that prediction remains
@@ -97,13 +99,24 @@ def cpu_harm_ms(card: ToolCard, live: LiveState) -> float:
     """The delay a CPU run inflicts on other CPU tasks: none while no task waits for a slot; when
     tasks already wait, its slot time ``cpu_ms`` is taken from a queue that drains ``cpu_slots`` at
     a time, and the tasks waiting now (a saturated queue tends to stay) tell how many will wait
-    behind it. Charged to a task with slack only (``_best_start``). Why: without it a task with
-    slack (its sibling ends later anyway) is priced free on the CPU however long it holds a slot,
-    while its GPU harm counts: on a mix whose CPU demand is near the slots, slow CPU runs of GPU
-    tools (clip 2 s, against 0.1 s on the GPU) then saturated the CPU and the stream's backlog grew
-    without bound at 90% load."""
+    behind it. Charged to a task with slack, or while invocations wait at the door
+    (``_best_start``). Why: without it a task with slack (its sibling ends later anyway) is priced
+    free on the CPU however long it holds a slot, while its GPU harm counts: on a mix whose CPU
+    demand is near the slots, slow CPU runs of GPU tools (clip 2 s, against 0.1 s on the GPU) then
+    saturated the CPU and the stream's backlog grew without bound at 90% load."""
     waiting = live.cpu_waiting
     return CPU_HARM_WEIGHT * card.cpu_ms * waiting / live.cpu_slots if waiting else 0.0
+
+
+def door_harm_ms(run_ms: float, live: LiveState) -> float:
+    """The delay a hold for VRAM inflicts on the invocations waiting at admission: the door stays
+    shut while a task waits for VRAM (``LoadPlanner.admit``), so each of them waits about the run
+    it waits for longer. Why: the door hid the backlog from placement. Under overload a hold's
+    own wait stays short (the door keeps new work out), so a 6.4 GB llama_3b kept waiting for the
+    GPU (768 ms there, 19 s on the CPU) while invocations waited at the door for tens of seconds
+    and most CPU slots idled; under an unseen world (perturbed:2) the planner then sustained
+    0.87x dmda+adm's rate on a tuning mix (0.99x with this harm; docs/load.md)."""
+    return DOOR_HARM_WEIGHT * run_ms * live.admission_waiting
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -266,7 +279,8 @@ class LoadPlanner(StreamDecider):
         finish += self._ahead_ms(key)
         if live.fits_now(card.vram_needed_mb):
             return cost(finish, 0.0) / HOLD_MARGIN
-        return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm)
+        door = door_harm_ms(self._run_beside(card, [])[0], live)
+        return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm + door)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
         if mode is Mode.GPU_NOW:  # finish_ms is its predicted run: compared with the run when it ends
@@ -301,8 +315,11 @@ class LoadPlanner(StreamDecider):
                     cost: _Cost) -> tuple[Mode, float, float]:
         """The cheapest start now: (mode, its predicted finish, its cost)."""
         # why only with slack: without it the CPU run's length already sets the invocation's end, and
-        # its harm pushed a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU
-        cpu_harm = cpu_harm_ms(card, live) if cost.has_slack(cpu_ms) else 0.0
+        # its harm pushed a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU.
+        # But always while invocations wait at the door: a hold for VRAM is then charged the door's delay
+        # (door_harm_ms), so the CPU run that replaces it is charged its queue's, or a crowded door
+        # sent every hold to a saturated CPU (a bursty stream, a superlinear law: p50 64 s, not 38)
+        cpu_harm = cpu_harm_ms(card, live) if cost.has_slack(cpu_ms) or live.admission_waiting else 0.0
         best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, cpu_harm)
         if fits:
             run, harm = self._run_beside(card, gpu)
