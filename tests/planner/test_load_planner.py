@@ -14,7 +14,7 @@ from agentsched.model.generate import generate_workflow
 from agentsched.model.cards import split_amplified
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner, cpu_harm_ms, door_harm_ms
+from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
@@ -107,28 +107,46 @@ def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
     assert LoadPlanner(admission=False).admit(other, full)
 
 
+def test_a_time_average_holds_each_sample_until_the_next():
+    avg = TimeAverage(tau_ms=1000.0)
+    avg.sample(0.0, 10.0)
+    assert avg.value == 0.0  # nothing has been held yet
+    avg.sample(1000.0, 0.0)  # 10 held for one time constant
+    assert avg.value == pytest.approx(10.0 * (1.0 - math.exp(-1.0)))
+    avg.sample(1000.0, 0.0)  # no time passed: unchanged
+    assert avg.value == pytest.approx(10.0 * (1.0 - math.exp(-1.0)))
+
+
 def test_a_hold_for_vram_delays_each_invocation_at_the_door_by_its_run():
-    assert door_harm_ms(447.0, fake_live(door=0)) == 0.0
-    assert door_harm_ms(447.0, fake_live(door=3)) == 3 * 447.0
+    assert door_harm_ms(447.0, 0) == 0.0
+    assert door_harm_ms(447.0, 3) == 3 * 447.0
 
 
-def test_a_hold_for_vram_counts_the_invocations_it_keeps_at_the_door():
+def test_a_hold_for_vram_counts_the_invocations_it_keeps_at_the_door_for_minutes_not_a_burst():
     """Before, the door's backlog was invisible to placement: under overload a 6.4 GB model kept
-    waiting for the GPU while invocations waited at the door and CPU slots idled (docs/load.md)."""
+    waiting for the GPU while invocations waited at the door and CPU slots idled (docs/load.md).
+    Counted as a time average: a burst that crowds the door for seconds sends nothing to the CPU."""
     inv = _inv("S1")  # B: llama_1b, 447 ms GPU, 8.5 s CPU, 2484 MB
+    short = view(_inv("S2").cards["D"])  # a short reranker holds the VRAM
 
-    def place(door):
-        p = LoadPlanner()
+    def place(door, since_ms, admission=True):
+        p = LoadPlanner(admission=admission)
         p.start_stream([inv.workflow], random.Random(0))
-        short = view(_inv("S2").cards["D"], remaining=50.0)  # a reranker ending soon holds the VRAM
-        return p.place(inv, "B", fake_live(gpu=[short], budget=2600, vram=2600 - 100, door=door))
+        p.admit(_inv("S2"), fake_live(door=door))  # the door is seen crowded from time 0 on...
+        p.place(Invocation(1, 0, inv.workflow, 0.0, inv.cards), "A", fake_live(door=door))  # ...by both calls
+        live = fake_live(gpu=[short], budget=2600, vram=2600 - 100, door=door, now_ms=since_ms)
+        return p.place(inv, "B", live)
 
-    assert place(door=0) is None and place(door=5) is None  # a short wait for the VRAM: held
-    assert place(door=40) is Mode.CPU  # 40 invocations would each wait its run at the door
+    assert place(door=0, since_ms=600_000.0) is None  # a short wait for the VRAM: held
+    assert place(door=5, since_ms=600_000.0) is None
+    assert place(door=40, since_ms=2_000.0) is None  # a burst: held
+    assert place(door=40, since_ms=600_000.0) is Mode.CPU  # 40 for minutes would each wait its run
+    # no door of its own: what waits there is not its doing
+    assert place(door=40, since_ms=600_000.0, admission=False) is None
 
 
 def test_while_invocations_wait_at_the_door_a_cpu_run_is_charged_the_queues_delay():
-    inv = _inv("S2")  # B: doc_merger, no sibling beside it: no slack
+    inv = _inv("S2")  # B: doc_merger; its sibling C neither placed nor ready: no slack
 
     def place(door):
         p = LoadPlanner()

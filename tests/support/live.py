@@ -12,9 +12,11 @@ from agentsched.model.workflow import Mode
 _VERSIONS = itertools.count(1)  # each stand-in is a new state (deciders cache per state version)
 
 
-def fake_live(*, gpu=(), cpu=(), budget=None, vram=0.0, slots=4, waiting=0, waiting_ms=0.0, queue=0, door=0):
-    sim = SimpleNamespace(now_ms=0.0, version=next(_VERSIONS), vram_budget_mb=budget, vram_in_use_mb=vram, cpu_slots=slots,
-                          cpu_busy=len(cpu), cpu_fifo=[None] * waiting, gpu_queue=[None] * queue, admission=[None] * door,
+def fake_live(*, gpu=(), cpu=(), budget=None, vram=0.0, slots=4, waiting=0, waiting_ms=0.0, queue=0,
+              door=0, now_ms=0.0):
+    sim = SimpleNamespace(now_ms=now_ms, version=next(_VERSIONS), vram_budget_mb=budget, vram_in_use_mb=vram,
+                          cpu_slots=slots, cpu_busy=len(cpu), cpu_fifo=[None] * waiting, gpu_queue=[None] * queue,
+                          admission=[None] * door,
                           in_flight=1, cpu_waiting_ms=waiting_ms, queue_backlog_ms=0.0,
                           running_views=lambda g: list(gpu if g else cpu))
     return LiveState(sim)

@@ -7,8 +7,9 @@ world. For a ready task it predicts the finish of every option, and prices each 
 end of its *invocation* (``load_slack.py``: a task whose siblings end later anyway has slack),
 plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
 
-* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time; for a task with slack while
-  tasks wait for a slot, plus the delay its slot time inflicts on the queue (``cpu_harm_ms``);
+* ``cpu``: the wait for a slot (``cpu_wait_ms``) plus its CPU time; for a task with slack (or any
+  task while invocations wait at the door) while tasks wait for a slot, plus the delay its slot
+  time inflicts on the queue (``cpu_harm_ms``);
 * ``gpu_now`` (only when its VRAM fits now: never an oom): its GPU time slowed by the learned
   pressure of the GPU tasks running, each counted for the part of its run it will overlap, and
   never less than the GPU's time-averaged pressure (co-runners leave, others come); plus the
@@ -22,8 +23,9 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
   start now; when it does not fit (the GPU's only route), priced as the start it leads to, its
   finish stretched by 1 / ``VRAM_HOLD_MARGIN`` (the least certain prediction) plus the harm of that
   later run and the delay it inflicts on the invocations at the door (``door_harm_ms``: the door
-  stays shut while it waits), and chosen when cheaper than the best start now. A ready sibling not placed yet is
-  counted the same way (a full GPU alone does not give its siblings slack);
+  stays shut while it waits), and chosen when cheaper than the best start now. A ready sibling
+  not placed yet is counted the same way, but for the door's delay (a full GPU alone does not
+  give its siblings slack);
 * ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
 
 Admission: an invocation waits at the door while a task it placed waits for VRAM (held: its VRAM
@@ -63,7 +65,24 @@ HOLD_MARGIN = 0.4  # a hold while its VRAM fits (to thin the crowd): only when p
 VRAM_HOLD_MARGIN = 0.7  # a hold for VRAM: its predicted finish, stretched 1/0.7 (uncertain), must still win
 BACKGROUND_SHARE = 1.0  # of the time-averaged GPU pressure, a floor on the pressure a new run meets
 PRESSURE_TAU_MS = 30_000.0  # time constant of that average
+DOOR_TAU_MS = 300_000.0  # time constant of the door's average (door_harm_ms): a backlog of minutes, not a burst
 SLACK_TIE = 0.1  # a task's own finish, weighed beside its invocation's end (load_slack.py)
+
+
+@dataclass(slots=True)
+class TimeAverage:
+    """An exponential time average of a value sampled at decisions, each sample held until the
+    next: ``sample(now_ms, value)``, then ``value`` is the average up to ``now_ms``."""
+
+    tau_ms: float
+    value: float = 0.0
+    _last: float = 0.0
+    _time_ms: float = 0.0
+
+    def sample(self, now_ms: float, value: float) -> None:
+        dt = max(0.0, now_ms - self._time_ms)
+        self.value += (1.0 - math.exp(-dt / self.tau_ms)) * (self._last - self.value)
+        self._last, self._time_ms = value, now_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +127,20 @@ def cpu_harm_ms(card: ToolCard, live: LiveState) -> float:
     return CPU_HARM_WEIGHT * card.cpu_ms * waiting / live.cpu_slots if waiting else 0.0
 
 
-def door_harm_ms(run_ms: float, live: LiveState) -> float:
-    """The delay a hold for VRAM inflicts on the invocations waiting at admission: the door stays
-    shut while a task waits for VRAM (``LoadPlanner.admit``), so each of them waits about the run
-    it waits for longer. Why: the door hid the backlog from placement. Under overload a hold's
-    own wait stays short (the door keeps new work out), so a 6.4 GB llama_3b kept waiting for the
-    GPU (768 ms there, 19 s on the CPU) while invocations waited at the door for tens of seconds
-    and most CPU slots idled; under an unseen world (perturbed:2) the planner then sustained
-    0.87x dmda+adm's rate on a tuning mix (0.99x with this harm; docs/load.md)."""
-    return DOOR_HARM_WEIGHT * run_ms * live.admission_waiting
+def door_harm_ms(run_ms: float, at_door: float) -> float:
+    """The delay a hold for VRAM inflicts on the ``at_door`` invocations waiting at admission (the
+    planner passes their time average over ``DOOR_TAU_MS``: a burst that fills the door for a few
+    seconds sent 6.4 GB models to 19 s CPU runs, and its p99 doubled on bursty streams). The
+    door stays shut until every task held for VRAM fits (``LoadPlanner.admit``); holds queued for
+    VRAM fit one after the other as runs before them free it, so one more hold keeps the door shut
+    about one GPU run longer: its own ``run_ms`` stands in for it. Counted in full by each hold
+    (not shared among them), and also while the door is shut for saturated devices. Why: the door
+    hid the backlog from placement. Under overload a hold's own wait stays short (the door keeps
+    new work out), so a 6.4 GB llama_3b kept waiting for the GPU (768 ms there, 19 s on the CPU)
+    while invocations waited at the door for tens of seconds and most CPU slots idled; under an
+    unseen world (perturbed:2) the planner then sustained 0.875x dmda+adm's rate on a tuning mix
+    (0.98x with this delay; docs/load.md)."""
+    return DOOR_HARM_WEIGHT * run_ms * at_door
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -154,7 +178,8 @@ class LoadPlanner(StreamDecider):
         for unit, log_ratio in self.ratios.items():
             self.measured.restore(unit, log_ratio)
         self.ends = InvocationEnds()  # the planner's predicted end of each task placed, per invocation
-        self._p_avg = self._p_last = self._p_time_ms = 0.0  # time-averaged GPU pressure (_track_pressure)
+        self._pressure = TimeAverage(PRESSURE_TAU_MS)  # the learned GPU pressure running (_gpu)
+        self._door = TimeAverage(DOOR_TAU_MS)  # invocations at the door (place, admit)
         self._held: dict[tuple[int, str], float] = {}  # tasks held, in hold order -> their GPU ms
         self._prefix: dict[tuple[int, str], float] | None = None  # GPU ms held before each (None: stale)
         self._held_total = 0.0
@@ -169,15 +194,8 @@ class LoadPlanner(StreamDecider):
             return self._gpu_cache[1]
         out = self._gpu_now(live)
         self._gpu_cache = (key, out)
-        self._track_pressure(live.now_ms, sum(g.p for g in out if not g.loading))
+        self._pressure.sample(live.now_ms, sum(g.p for g in out if not g.loading))
         return out
-
-    def _track_pressure(self, now_ms: float, total_p: float) -> None:
-        """The time-averaged pressure on the GPU (learned pressures of the tasks running, sampled at
-        each decision, held until the next; exponential average over ``PRESSURE_TAU_MS``)."""
-        dt = max(0.0, now_ms - self._p_time_ms)
-        self._p_avg += (1.0 - math.exp(-dt / PRESSURE_TAU_MS)) * (self._p_last - self._p_avg)
-        self._p_last, self._p_time_ms = total_p, now_ms
 
     def _gpu_now(self, live: LiveState) -> list[_Gpu]:
         views: list[RunningView] = live.running(gpu=True)
@@ -197,7 +215,7 @@ class LoadPlanner(StreamDecider):
         # why the floor: the co-runners of now leave and others start during the run, so on average
         # a run meets the GPU's time-averaged pressure (x BACKGROUND_SHARE) when that is more than
         # today's co-runners press: a sensitive task is not sent to the GPU on a quiet instant
-        background = BACKGROUND_SHARE * self._p_avg
+        background = BACKGROUND_SHARE * self._pressure.value
         for _ in range(2):  # fixed point: each co-runner presses for the part of the run it overlaps
             foreign = sum(g.p * min(1.0, g.remaining_ms / run) for g in gpu if not g.loading)
             run = iso * (1.0 + s * max(foreign, background))
@@ -229,6 +247,7 @@ class LoadPlanner(StreamDecider):
     # ---- decisions -----------------------------------------------------------------------------
     def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
         card = inv.cards[task]
+        self._door.sample(live.now_ms, self._at_door(live))
         cpu_ms = cpu_wait_ms(live) + card.cpu_ms
         budget = live.vram_budget_mb
         if not card.has_gpu or (budget is not None and card.vram_needed_mb > budget):
@@ -279,7 +298,7 @@ class LoadPlanner(StreamDecider):
         finish += self._ahead_ms(key)
         if live.fits_now(card.vram_needed_mb):
             return cost(finish, 0.0) / HOLD_MARGIN
-        door = door_harm_ms(self._run_beside(card, [])[0], live)
+        door = door_harm_ms(self._run_beside(card, [])[0], self._door.value)
         return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm + door)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
@@ -319,7 +338,7 @@ class LoadPlanner(StreamDecider):
         # But always while invocations wait at the door: a hold for VRAM is then charged the door's delay
         # (door_harm_ms), so the CPU run that replaces it is charged its queue's, or a crowded door
         # sent every hold to a saturated CPU (a bursty stream, a superlinear law: p50 64 s, not 38)
-        cpu_harm = cpu_harm_ms(card, live) if cost.has_slack(cpu_ms) or live.admission_waiting else 0.0
+        cpu_harm = cpu_harm_ms(card, live) if cost.has_slack(cpu_ms) or self._at_door(live) else 0.0
         best_mode, best_ms, best = Mode.CPU, cpu_ms, cost(cpu_ms, cpu_harm)
         if fits:
             run, harm = self._run_beside(card, gpu)
@@ -351,9 +370,15 @@ class LoadPlanner(StreamDecider):
         run, harm = self._run_beside(card, gpu)
         return backlog + card.load_needed_ms + run, harm
 
+    def _at_door(self, live: LiveState) -> int:
+        """Invocations waiting at this planner's door (none without admission: the simulator may
+        show arrivals of the same instant there for a moment)."""
+        return live.admission_waiting if self.admission else 0
+
     def admit(self, inv: Invocation, live: LiveState) -> bool:
         if not self.admission:
             return True
+        self._door.sample(live.now_ms, self._at_door(live))
         # why: under a law superlinear in the crowd the planner kept admitting while tasks waited for
         # VRAM; every new invocation added GPU work to a full GPU, and throughput collapsed (a sweep
         # draw: p50 4x and p99 42x dmda+adm's at 90% load, docs/load.md)
