@@ -139,7 +139,7 @@ def door_harm_ms(run_ms: float, at_door: float) -> float:
     new work out), so a 6.4 GB llama_3b kept waiting for the GPU (768 ms there, 19 s on the CPU)
     while invocations waited at the door for tens of seconds and most CPU slots idled; under an
     unseen world (perturbed:2) the planner then sustained 0.875x dmda+adm's rate on a tuning mix
-    (0.98x with this delay; docs/load.md)."""
+    (1.00x with this delay; docs/load.md)."""
     return DOOR_HARM_WEIGHT * run_ms * at_door
 
 
