@@ -23,6 +23,14 @@ TOOLS = textwrap.dedent('''
     import agentsched
 
 
+    if os.environ.get("SLOW_EXIT"):  # an exit step of 1.5 s, which says when it starts
+        import atexit
+        import pathlib
+        import time
+
+        atexit.register(lambda: (pathlib.Path("exiting").touch(), time.sleep(1.5)))
+
+
     class Hang(agentsched.Tool):
         name = "hang"
         workload = "a call that never returns"
@@ -55,8 +63,9 @@ def _env(project: Path) -> dict[str, str]:
     return env
 
 
-def _cmd(*argv: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from agentsched.cli.main import main; main(sys.argv[1:])", *argv]
+def _cmd(*argv: str, prelude: str = "") -> list[str]:
+    """The console command (``main()`` reads sys.argv, as the installed script does)."""
+    return [sys.executable, "-c", f"{prelude}from agentsched.cli.main import main; main()", *argv]
 
 
 def test_a_task_over_its_timeout_ends_the_execution_as_error(project):
@@ -131,6 +140,36 @@ def test_ctrl_c_twice_ends_an_invoke_whose_tool_hangs(project):
             p.kill()
     assert p.returncode == 130
     assert err.splitlines() == ["error: interrupted"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
+@pytest.mark.parametrize("exit_step", ["before", "after"])
+def test_ctrl_c_while_the_process_exits_keeps_its_status(project, exit_step):
+    """The second Ctrl-C lands in a slow exit step (1.5 s). Before this was handled, a Ctrl-C late in
+    the exit met Python's default handler: status -2 and no ``error:`` line (a flaky CI failure).
+    "before": the step runs before agentsched's last one (a tool's own atexit hook): the Ctrl-C
+    exits at once. "after": it runs after it (registered before the command started): the exit is
+    decided, the Ctrl-C is ignored and the step finishes."""
+    done = ("import atexit, pathlib, time; atexit.register(lambda: (pathlib.Path('exiting').touch(), "
+            "time.sleep(1.5), pathlib.Path('done').touch())); ")
+    prelude, env = (done, _env(project)) if exit_step == "after" else ("", {**_env(project), "SLOW_EXIT": "1"})
+    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", prelude=prelude),
+                         cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"
+        p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 20
+        while not (project / "exiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert p.poll() is None  # the run is cut: the process is in its slow exit step now
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130
+    assert err.splitlines() == ["error: interrupted"]
+    assert (project / "done").exists() == (exit_step == "after")
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")

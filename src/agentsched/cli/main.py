@@ -5,6 +5,7 @@ unexpected exception) into one line on stderr and a non-zero exit code, never a 
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import signal
@@ -138,7 +139,7 @@ def _error(text: str, argv: list[str]) -> None:
 
 # Ctrl-C: the first raises KeyboardInterrupt (the command stops its runs and closes its store); a
 # second exits at once, whatever is still waiting (a tool that never returns), with one line
-_ctrl_c = {"count": 0, "said": False}
+_ctrl_c: dict[str, object] = {"count": 0, "said": False, "at_exit": False}
 
 
 def _on_sigint(signum: int, frame: object) -> None:
@@ -150,12 +151,27 @@ def _on_sigint(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _second_ctrl_c_exits() -> object:
-    """Install ``_on_sigint`` (the main thread only); the handler it replaces, to restore (None: none)."""
+def _second_ctrl_c_exits(console: bool) -> object:
+    """Install ``_on_sigint`` (the main thread only); the handler it replaces, to restore (None: none).
+
+    ``console``: the process ends with this command, so a Ctrl-C after its last exit step is ignored."""
     if threading.current_thread() is not threading.main_thread():
         return None
     _ctrl_c.update(count=0, said=False)
+    if console and not _ctrl_c.get("at_exit"):
+        atexit.register(_late_ctrl_c_ignored)  # registered first, so it runs last
+        _ctrl_c["at_exit"] = True
     return signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _late_ctrl_c_ignored() -> None:
+    """The last exit step: ignore Ctrl-C from here on.
+
+    Why: the exit code is decided and the threads and other exit steps are done; just after this,
+    Python resets SIGINT to its default, and a Ctrl-C then would kill the process by signal (status
+    -2, no ``error:`` line) instead of letting it end with its code."""
+    if signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     if old is not None:
         _error(old, args)
         sys.exit(2)
-    previous = _second_ctrl_c_exits()
+    previous = _second_ctrl_c_exits(console=argv is None)
     try:
         _main(args, argv)
     finally:
