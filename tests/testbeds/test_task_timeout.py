@@ -125,20 +125,27 @@ def test_the_timed_out_instance_is_built_afresh_next_time():
         tb.close()
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
-def test_ctrl_c_twice_ends_an_invoke_whose_tool_hangs(project):
-    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"), cwd=project,
-                         env=_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _ctrl_c_twice(project: Path, between, prelude: str = "", env: dict[str, str] | None = None):
+    """Start `invoke` on the hanging tool, Ctrl-C once it runs, ``between(p)``, Ctrl-C again: (status, stderr)."""
+    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", prelude=prelude),
+                         cwd=project, env=env or _env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
     try:
         assert p.stdout.readline().strip() == "started"  # the tool hangs now
         p.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        between(p)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=10)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130
+    return p.returncode, err
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_twice_ends_an_invoke_whose_tool_hangs(project):
+    code, err = _ctrl_c_twice(project, lambda p: time.sleep(0.5))
+    assert code == 130
     assert err.splitlines() == ["error: interrupted"]
 
 
@@ -153,21 +160,15 @@ def test_ctrl_c_while_the_process_exits_keeps_its_status(project, exit_step):
     done = ("import atexit, pathlib, time; atexit.register(lambda: (pathlib.Path('exiting').touch(), "
             "time.sleep(1.5), pathlib.Path('done').touch())); ")
     prelude, env = (done, _env(project)) if exit_step == "after" else ("", {**_env(project), "SLOW_EXIT": "1"})
-    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", prelude=prelude),
-                         cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "started"
-        p.send_signal(signal.SIGINT)
+
+    def until_exiting(p):
         deadline = time.monotonic() + 20
         while not (project / "exiting").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert p.poll() is None  # the run is cut: the process is in its slow exit step now
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 130
+
+    code, err = _ctrl_c_twice(project, until_exiting, prelude=prelude, env=env)
+    assert code == 130
     assert err.splitlines() == ["error: interrupted"]
     assert (project / "done").exists() == (exit_step == "after")
 
