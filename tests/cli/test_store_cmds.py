@@ -43,6 +43,24 @@ def test_list_json_names_each_learner(cli, db):
     assert len(rows["S1"]["key"]) == 16 and rows["S1"]["last_s"] > 0 and doc["bytes"] > 0
     code, out, _ = cli("store", "list", "--store", str(db))
     assert code == 0 and "S1" in out and rows["S2"]["key"] in out and "A=cpu" in out
+    assert doc["unwritten"] == {} and "kept in" not in out
+
+
+def test_list_says_what_waits_on_disk_and_a_writable_open_writes_it(cli, db):
+    from agentsched.store.unwritten import execution_record, keep
+    from agentsched.store.records import execution_to_doc
+
+    key = json.loads(cli("store", "list", "--store", str(db), "--json")[1])["learners"][0]["key"]
+    x = Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=9.0, elapsed_ms=9.0, peak_vram_mb=0.0, spans=(),
+                  testbed="sim")
+    where = keep(db, [execution_record(key, None, "pinned", None, execution_to_doc(x))])
+    code, out, _ = cli("store", "list", "--store", str(db), "--json")
+    assert json.loads(out)["unwritten"] == {str(where): 1}
+    code, out, _ = cli("store", "list", "--store", str(db))
+    assert "1 record(s) kept in" in out.replace("\n", "")  # (read-only: list writes nothing)
+    assert cli("store", "vacuum", "--store", str(db))[0] == 0
+    rows = {r["workflow"]: r for r in json.loads(cli("store", "list", "--store", str(db), "--json")[1])["learners"]}
+    assert rows["S1"]["invocations"] == 4 and not where.exists()
 
 
 def test_forget_removes_one_learner_and_says_so(cli, db):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentsched import Runtime
@@ -155,19 +157,32 @@ def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path, 
         st.close()
 
 
-def test_records_the_store_still_refuses_at_close_are_said_lost(tmp_path, caplog):
-    db = tmp_path / "s.db"
+def test_records_the_store_still_refuses_at_close_are_kept_and_the_next_store_writes_them(tmp_path, caplog):
+    """Before, they were lost (said in the log), and the learner's history with them."""
+    wf, db = load_scenario("S5"), tmp_path / "s.db"
     st = Store(db, busy_timeout_s=0.2)
-    rt = Runtime(load_scenario("S5"), store=st, testbed=_sim(), round_size=3)
+    rt = Runtime(wf, store=st, testbed=_sim(), round_size=3)
     holder = _hold(db)
     try:
-        assert rt.invoke().ok
+        results = [rt.invoke() for _ in range(4)]  # a round ends meanwhile: its record is refused too
         rt.close()
     finally:
         holder.execute("ROLLBACK")
         holder.close()
         st.close()
-    assert any("1 record(s) could not be written and are lost" in r.message for r in caplog.records)
+    assert all(r.ok and r.invocation_id is None for r in results)
+    assert "5 record(s) not written (the store still refused them at close) are kept in" in caplog.text
+    assert Path(f"{db}.unwritten.jsonl").exists()
+    with Runtime(wf, store=db, testbed=_sim(), round_size=3) as rt:  # its store writes them first
+        assert not Path(f"{db}.unwritten.jsonl").exists()
+        assert rt.replayed == 0 and rt.invoke().invocation_id == 5
+        assert rt.replayed == 4  # the kept records are the learner's history: replayed, not run again
+    st = Store(db, read_only=True)
+    try:
+        assert [e.seq for e in st.executions(1)] == [0, 1, 2, 3, 4] and len(st.rounds(1)) == 1
+        assert [e.e2e_ms for e in st.executions(1)[:4]] == [r.e2e_ms for r in results]
+    finally:
+        st.close()
 
 
 def test_workflow_from_tools_runs_classes_and_instances(tmp_path):

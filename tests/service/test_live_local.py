@@ -229,6 +229,42 @@ def test_an_invocation_the_cut_answered_is_not_recorded_again_when_its_tools_end
         service.close()
 
 
+def test_a_cut_the_store_refuses_now_is_kept_for_the_next_store(tmp_path, monkeypatch, caplog):
+    """Before, the cut's record was lost when the store refused it (logged)."""
+    from agentsched.errors import StoreError
+    from agentsched.store import Store
+
+    monkeypatch.syspath_prepend(str(WORKFLOWS))
+    db = tmp_path / "cut.db"
+    service = Service(ServiceConfig(workflows=(str(WORKFLOWS / "sleepy.yaml"),), store=db,
+                                    testbed=TestbedSpec(kind="local", cpu_slots=2), placement="live", drain_s=0))
+    try:
+        th = threading.Thread(target=lambda: service.invoke("sleepy", {"seconds": 1.0}))
+        th.start()
+        for _ in range(2000):  # (bounded polling until its tool sleeps)
+            if service.live.cpu_busy == 1:
+                break
+            threading.Event().wait(0.005)
+
+        def refused(*args, **kwargs):
+            e = StoreError(f"store {db} is locked by another process (waited 30 s)")
+            e.transient = True
+            raise e
+
+        monkeypatch.setattr(service.store, "append", refused)  # (another process holding it, at the cut)
+        assert service.cut() == 1
+        th.join(JOIN_S)
+    finally:
+        service.close()
+    assert "could not record a cut invocation of sleepy now" in caplog.text and "kept in" in caplog.text
+    st = Store(db)
+    try:
+        learner = st.learners("sleepy")[0]
+        assert [e.kind for e in st.executions(learner.id)] == ["cut"]
+    finally:
+        st.close()
+
+
 def test_an_invocation_is_claimed_for_recording_once():
     from agentsched.service.service import Flight
 

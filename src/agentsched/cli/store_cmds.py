@@ -38,15 +38,21 @@ def _when(epoch_s: float | None) -> str:
 def list_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Every learner in the store: workflow, key, policy, invocations, last invocation, best mapping."""
     from agentsched.store.admin import file_bytes, summaries
+    from agentsched.store.unwritten import waiting
 
     st = _open(store, wait_s, read_only=True)
     try:
         rows = summaries(st)
     finally:
         st.close()
+    kept = waiting(store)  # records a runtime kept on disk while the store refused them
     if json_out:
-        typer.echo(json.dumps({"store": str(store), "bytes": file_bytes(store), "learners": rows}, indent=2))
+        typer.echo(json.dumps({"store": str(store), "bytes": file_bytes(store), "learners": rows,
+                               "unwritten": kept}, indent=2))
         return
+    for path, n in kept.items():
+        console.print(f"{n} record(s) kept in {path} while the store refused them: the next runtime (or `store "
+                      "vacuum`) that opens it for writing writes them", highlight=False)
     if not rows:
         console.print(f"store {store} holds no learner yet", highlight=False)
         return

@@ -51,6 +51,8 @@ from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
 from agentsched.runtime.setup import build_policy, build_workflow, check_round_settings, check_sim_cards
 from agentsched.runtime.write_behind import WriteBehind
+from agentsched.store import unwritten
+from agentsched.store.records import execution_to_doc
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
@@ -136,6 +138,7 @@ class Runtime:
         self.store: Store | None = None
         self._own_store = False
         self.learner_id: int | None = None
+        self.learner_key = ""  # the learner's key in the store (how records kept on disk name it)
         try:  # (the testbed this runtime built is closed again when any of this fails)
             self.host_only = self._host_only_where_needed()
             self.testbed.preflight(self.workflow)
@@ -146,7 +149,8 @@ class Runtime:
                 self._writes = WriteBehind(self.store)  # store writes the store refused for now, done later
                 settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
                             "testbed": self.testbed.name}
-                self.learner_id = self.store.learner(self.workflow, self.policy.label, settings).id
+                row = self.store.learner(self.workflow, self.policy.label, settings)
+                self.learner_id, self.learner_key = row.id, row.key
                 self.policy.recorded = self._recorded_round
         except BaseException:
             self._release()
@@ -305,7 +309,10 @@ class Runtime:
         if self.store is not None and self.learner_id is not None:
             store, learner, r, why = self.store, self.learner_id, rec.result, str(rec.proposal_info.get("reason", ""))
             self._writes.write(lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms,
-                                                       rec.executions_after, why))
+                                                       rec.executions_after, why),
+                               lambda: unwritten.round_record(self.learner_key, r.round,
+                                                      {t: m.value for t, m in r.mapping.items()}, r.status.value,
+                                                      r.e2e_ms, rec.executions_after, why))
 
     def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
@@ -361,7 +368,8 @@ class Runtime:
                 self._diverge(seq, "another process recorded this place while its record waited for the store")
             return got
 
-        got = self._writes.write(write)
+        got = self._writes.write(write, lambda: unwritten.execution_record(self.learner_key, place, kind, at,
+                                                                   execution_to_doc(slim)))
         now["now"] = False
         if got is None or got[1]:
             return (None if got is None else got[0]), x
@@ -408,7 +416,9 @@ class Runtime:
         if self.store is not None and self.learner_id is not None:  # (a store refusing it now: written later)
             store, learner = self.store, self.learner_id
             slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
-            got = self._writes.write(lambda: store.append(learner, None, kind, None, slim))
+            got = self._writes.write(lambda: store.append(learner, None, kind, None, slim),
+                                     lambda: unwritten.execution_record(self.learner_key, None, kind, None,
+                                                                execution_to_doc(slim)))
             invocation_id = None if got is None else got[0]
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 

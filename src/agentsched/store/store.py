@@ -19,6 +19,8 @@ writers (WAL); a busy store is waited for ``busy_timeout_s``. Nothing else is ev
 ``forget`` deletes (a whole learner, in one transaction), so a failure costs at most the write that
 failed. A store that is locked past the timeout,
 read-only, corrupt, not an agentsched store, or from a newer schema is a one-line ``StoreError``.
+Records a runtime kept on disk while the store refused them (``store/unwritten.py``) are written
+when a store is next opened for writing (``write_unwritten``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from agentsched.errors import StoreError
-from agentsched.store import decode
+from agentsched.store import decode, unwritten
 from agentsched.store.contention import CONTENTION_TABLE, ContentionTable
 from agentsched.store.records import cards_doc, digest, execution_from_doc, execution_to_doc, workflow_doc
 from agentsched.model.execution import Execution, Status
@@ -47,6 +49,7 @@ from agentsched.model.workflow import Mode, Workflow
 SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 BUSY_RETRY_S = 0.02  # between tries of a step SQLite answered busy without waiting (_waiting)
+UNWRITTEN_WAIT_S = 1.0  # opening a store waits this long at most to write records kept while it refused them
 WAIT_NOTICE_S = 2.0  # a lock wait longer than this is announced (on_wait, else a logged warning)
 log = logging.getLogger("agentsched.store")
 T = TypeVar("T")
@@ -153,6 +156,9 @@ class Store(ContentionTable):
         self._lock = threading.Lock()
         self._patience = threading.local()  # this thread's shorter wait (waiting_at_most), if any
         self._conn = self._open()
+        if not read_only:  # records kept on disk while it refused them, written first (a short wait)
+            with self.waiting_at_most(UNWRITTEN_WAIT_S):
+                self.write_unwritten()
 
     def _waiting(self, conn: sqlite3.Connection, step: Callable[[], Any]) -> Any:
         """Run ``step``, which may wait for another process's lock, for up to ``busy_timeout_s`` in
@@ -402,6 +408,11 @@ class Store(ContentionTable):
         """Record ``x`` at place ``seq`` (None: outside the sequence). Returns (its id, whether it
         took place ``seq``): when another process recorded place ``seq`` first, ``x`` is still
         kept, outside the sequence."""
+        with self._write() as c:
+            return self._insert_execution(c, learner_id, seq, kind, round_index, x)
+
+    def _insert_execution(self, c: sqlite3.Connection, learner_id: int, seq: int | None, kind: str,
+                          round_index: int | None, x: Execution) -> tuple[int, bool]:
         doc = execution_to_doc(x)
         row = (learner_id, kind, round_index, json.dumps(doc["mapping"]), x.status.value,
                x.e2e_ms if x.e2e_ms is not None and math.isfinite(x.e2e_ms) else None, x.message,
@@ -409,15 +420,11 @@ class Store(ContentionTable):
         sql = ("INSERT INTO executions (learner_id, seq, kind, round, mapping, status, e2e_ms, message, record, "
                "pid, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         if seq is not None:
-            try:
-                with self._write() as c:
-                    cur = c.execute(sql, (row[0], seq, *row[1:]))
-                    return int(cur.lastrowid), True
+            try:  # (a failed INSERT undoes only itself: the transaction goes on)
+                return int(c.execute(sql, (row[0], seq, *row[1:])).lastrowid), True
             except sqlite3.IntegrityError:
                 pass  # place taken by another process: keep ours outside the sequence
-        with self._write() as c:
-            cur = c.execute(sql, (row[0], None, *row[1:]))
-            return int(cur.lastrowid), False
+        return int(c.execute(sql, (row[0], None, *row[1:])).lastrowid), False
 
     def executions(self, learner_id: int, limit: int | None = None) -> list[ExecutionRow]:
         """Every execution of a learner (or its newest ``limit``, read with SQL LIMIT), oldest first."""
@@ -452,10 +459,63 @@ class Store(ContentionTable):
                   e2e_ms: float | None, executions_after: int, reason: str) -> None:
         """Record an observed round (a round already recorded, e.g. by a replay, is kept as is)."""
         with self._write() as c:
-            c.execute("INSERT OR IGNORE INTO rounds (learner_id, round, mapping, status, e2e_ms, executions_after, "
-                      "reason, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                      (learner_id, round_index, json.dumps({t: m.value for t, m in mapping.items()}),
-                       status.value, e2e_ms, executions_after, reason, time.time()))
+            self._insert_round(c, learner_id, round_index, {t: m.value for t, m in mapping.items()}, status.value,
+                               e2e_ms, executions_after, reason)
+
+    @staticmethod
+    def _insert_round(c: sqlite3.Connection, learner_id: int, round_index: int, mapping: Mapping[str, str],
+                      status: str, e2e_ms: float | None, executions_after: int, reason: str) -> None:
+        c.execute("INSERT OR IGNORE INTO rounds (learner_id, round, mapping, status, e2e_ms, executions_after, "
+                  "reason, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (learner_id, round_index, json.dumps(dict(mapping)), status, e2e_ms, executions_after, reason,
+                   time.time()))
+
+    # ---- records kept on disk while the store refused them (store/unwritten.py) --------------
+    def write_unwritten(self) -> int:
+        """Write the records a runtime kept on disk while this store refused them, in one
+        transaction per file, and remove the files; how many went in. Still refused (locked,
+        read-only): kept again for the next try, and said."""
+        written = 0
+        for path in unwritten.unwritten_files(self.path):
+            try:
+                docs = unwritten.take(path)
+            except OSError as e:
+                log.warning("cannot read the unwritten records in %s (%s); they stay there", path, e)
+                continue
+            if not docs:
+                continue
+            try:
+                with self._write() as c:
+                    written += self._insert_kept(c, path, docs)
+            except StoreError as e:
+                again = unwritten.keep(self.path, docs)
+                (log.warning if again else log.error)("%d unwritten record(s) of %s %s (%s)", len(docs), path,
+                                                      f"wait again in {again}" if again else "are lost", e)
+                continue
+            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
+                        self.path, len(docs), path)
+        return written
+
+    def _insert_kept(self, c: sqlite3.Connection, path: Path, docs: list[dict[str, Any]]) -> int:
+        ids = dict(c.execute("SELECT key, id FROM learners").fetchall())
+        rejected: list[dict[str, Any]] = []
+        for doc in docs:
+            learner_id = ids.get(doc.get("learner"))
+            try:
+                if learner_id is None:
+                    raise ValueError("unknown learner")
+                if doc["op"] == "execution":
+                    x = execution_from_doc(doc["execution"])
+                    self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)
+                else:
+                    self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]), str(doc["status"]),
+                                       doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
+            except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
+                rejected.append(doc)
+        if rejected:
+            unwritten.reject(path, rejected, "their learner is not in this store (forgotten, or another store at "
+                             "that path), or they are malformed")
+        return len(docs) - len(rejected)
 
     def rounds(self, learner_id: int) -> list[RoundRow]:
         rows = self._read("SELECT learner_id, round, mapping, status, e2e_ms, executions_after, reason, created_s "
