@@ -48,12 +48,11 @@ def test_list_json_names_each_learner(cli, db):
 
 def test_list_says_what_waits_on_disk_and_a_writable_open_writes_it(cli, db):
     from agentsched.store.unwritten import execution_record, keep
-    from agentsched.store.records import execution_to_doc
 
     key = json.loads(cli("store", "list", "--store", str(db), "--json")[1])["learners"][0]["key"]
     x = Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=9.0, elapsed_ms=9.0, peak_vram_mb=0.0, spans=(),
                   testbed="sim")
-    where = keep(db, [execution_record(key, None, "pinned", None, execution_to_doc(x))])
+    where = keep(db, [execution_record(key, None, "pinned", None, x)])
     code, out, _ = cli("store", "list", "--store", str(db), "--json")
     assert json.loads(out)["unwritten"] == {str(where): 1}
     code, out, _ = cli("store", "list", "--store", str(db))

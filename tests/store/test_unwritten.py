@@ -12,7 +12,6 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
-from agentsched.store.records import execution_to_doc
 from agentsched.store.unwritten import execution_record, keep, round_record, take, unwritten_files
 
 
@@ -70,9 +69,9 @@ def test_the_next_store_writes_them_by_learner_key(tmp_path, caplog):
         assert st.append(row.id, 0, "round", 0, _x(10.0)) == (1, True)
     finally:
         st.close()
-    keep(db, [execution_record(row.key, 0, "round", 0, execution_to_doc(_x(11.0))),  # place 0 taken meanwhile
-              execution_record(row.key, 1, "round", 0, execution_to_doc(_x(12.0))),
-              round_record(row.key, 0, {"t1": "cpu"}, "ok", 11.5, 2, "first round")])
+    keep(db, [execution_record(row.key, 0, "round", 0, _x(11.0)),  # place 0 taken meanwhile
+              execution_record(row.key, 1, "round", 0, _x(12.0)),
+              round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 11.5, 2, "first round")])
     st = Store(db)
     try:
         rows = st.executions(row.id)
@@ -86,9 +85,9 @@ def test_the_next_store_writes_them_by_learner_key(tmp_path, caplog):
 def test_records_of_a_learner_the_store_does_not_have_are_set_aside(tmp_path, caplog):
     db = tmp_path / "s.db"
     row = _learner(db)
-    keep(db, [execution_record("no-such-key", None, "pinned", None, execution_to_doc(_x(1.0))),
-              execution_record(row.key, None, "pinned", None, {"status": "ok"}),  # (malformed)
-              execution_record(row.key, None, "pinned", None, execution_to_doc(_x(2.0)))])
+    keep(db, [execution_record("no-such-key", None, "pinned", None, _x(1.0)),
+              {**execution_record(row.key, None, "pinned", None, _x(3.0)), "execution": {"status": "ok"}},  # malformed
+              execution_record(row.key, None, "pinned", None, _x(2.0))])
     st = Store(db)
     try:
         assert [e.e2e_ms for e in st.executions(row.id)] == [2.0]
@@ -102,7 +101,7 @@ def test_records_of_a_learner_the_store_does_not_have_are_set_aside(tmp_path, ca
 def test_a_store_still_locked_at_open_keeps_them_for_the_next_open(tmp_path, caplog):
     db = tmp_path / "s.db"
     row = _learner(db)
-    keep(db, [execution_record(row.key, None, "pinned", None, execution_to_doc(_x(1.0)))])
+    keep(db, [execution_record(row.key, None, "pinned", None, _x(1.0))])
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:

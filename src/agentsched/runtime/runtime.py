@@ -49,14 +49,13 @@ from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
-from agentsched.runtime.setup import build_policy, build_workflow, check_round_settings, check_sim_cards
+from agentsched.runtime.setup import (build_policy, build_workflow, check_round_settings, check_sim_cards,
+                                      host_only_where_needed)
 from agentsched.runtime.write_behind import WriteBehind
 from agentsched.store import unwritten
-from agentsched.store.records import execution_to_doc
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
-from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 
 log = logging.getLogger("agentsched.runtime")
 CLOSE_WAIT_S = 60.0  # close() waits this long for invocations running to end and be recorded
@@ -140,7 +139,7 @@ class Runtime:
         self.learner_id: int | None = None
         self.learner_key = ""  # the learner's key in the store (how records kept on disk name it)
         try:  # (the testbed this runtime built is closed again when any of this fails)
-            self.host_only = self._host_only_where_needed()
+            self.host_only, self.workflow = host_only_where_needed(self.testbed, self.workflow)
             self.testbed.preflight(self.workflow)
             self.policy.preflight(self.workflow)
             if store is not None:
@@ -310,9 +309,8 @@ class Runtime:
             store, learner, r, why = self.store, self.learner_id, rec.result, str(rec.proposal_info.get("reason", ""))
             self._writes.write(lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms,
                                                        rec.executions_after, why),
-                               lambda: unwritten.round_record(self.learner_key, r.round,
-                                                      {t: m.value for t, m in r.mapping.items()}, r.status.value,
-                                                      r.e2e_ms, rec.executions_after, why))
+                               lambda: unwritten.round_record(self.learner_key, r.round, r.mapping, r.status, r.e2e_ms,
+                                                              rec.executions_after, why))
 
     def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
@@ -368,8 +366,7 @@ class Runtime:
                 self._diverge(seq, "another process recorded this place while its record waited for the store")
             return got
 
-        got = self._writes.write(write, lambda: unwritten.execution_record(self.learner_key, place, kind, at,
-                                                                   execution_to_doc(slim)))
+        got = self._writes.write(write, lambda: unwritten.execution_record(self.learner_key, place, kind, at, slim))
         now["now"] = False
         if got is None or got[1]:
             return (None if got is None else got[0]), x
@@ -417,8 +414,7 @@ class Runtime:
             store, learner = self.store, self.learner_id
             slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
             got = self._writes.write(lambda: store.append(learner, None, kind, None, slim),
-                                     lambda: unwritten.execution_record(self.learner_key, None, kind, None,
-                                                                execution_to_doc(slim)))
+                                     lambda: unwritten.execution_record(self.learner_key, None, kind, None, slim))
             invocation_id = None if got is None else got[0]
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 
@@ -470,21 +466,6 @@ class Runtime:
             with contextlib.suppress(AgentschedError):
                 self.record(self._failed(mapping, (time.monotonic() - t0) * 1000, INTERRUPTED), "cut")
             raise
-
-    def _host_only_where_needed(self) -> bool:
-        """Strip the GPU figures of the tasks whose GPU placements run as host code here (every task
-        without CUDA: then True), or can never run (no GPU holds their VRAM): the start rules and the
-        policy's later predictions see them so (the policy itself was chosen from the real cards)."""
-        if self.testbed.host_only(self.workflow):
-            log.info(NO_CUDA_NOTE)
-            self.workflow = host_only_workflow(self.workflow)
-            return True
-        unfit = self.testbed.gpu_unfit(self.workflow)
-        for why in unfit.values():
-            log.warning("%s: it runs on the CPU", why)
-        if unfit:
-            self.workflow = host_only_workflow(self.workflow, list(unfit))
-        return False
 
     def _failed(self, mapping: dict[str, Mode], elapsed_ms: float, message: str) -> Execution:
         return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=elapsed_ms,

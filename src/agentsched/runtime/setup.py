@@ -11,6 +11,7 @@ from agentsched.errors import AgentschedError, PolicyError, TestbedError
 from agentsched.model.workflow import Workflow
 from agentsched.policies.base import Policy
 from agentsched.testbeds.base import Testbed
+from agentsched.testbeds.real import NO_CUDA_NOTE, host_only_workflow
 from agentsched.testbeds.spec import TestbedSpec
 
 log = logging.getLogger("agentsched.runtime")
@@ -73,3 +74,17 @@ def check_round_settings(round_size: Any, explore_fraction: Any) -> None:
     if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
             or not 0 <= explore_fraction <= 1:
         raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
+
+
+def host_only_where_needed(testbed: Testbed, workflow: Workflow) -> tuple[bool, Workflow]:
+    """The workflow with the GPU figures stripped from the tasks whose GPU placements run as host
+    code on ``testbed`` (every task without CUDA: then True), or can never run (no GPU holds their
+    VRAM): the start rules and the policy's later predictions see them so (the policy itself was
+    chosen from the real cards)."""
+    if testbed.host_only(workflow):
+        log.info(NO_CUDA_NOTE)
+        return True, host_only_workflow(workflow)
+    unfit = testbed.gpu_unfit(workflow)
+    for why in unfit.values():
+        log.warning("%s: it runs on the CPU", why)
+    return False, (host_only_workflow(workflow, list(unfit)) if unfit else workflow)

@@ -44,7 +44,7 @@ from agentsched.runtime.setup import check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
 from agentsched.store import unwritten
-from agentsched.store.records import digest, execution_to_doc
+from agentsched.store.records import digest
 from agentsched.store.store import Store
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.local import machine_id
@@ -383,8 +383,8 @@ class Service:
             try:
                 invocation_id, _ = self.store.append(rt.learner_id, None, "cut", None, x)
             except AgentschedError as e:  # the store failing now: kept on disk for the next open, and said
-                where = unwritten.keep(self.store.path, [unwritten.execution_record(
-                    rt.learner_key, None, "cut", None, execution_to_doc(x))])
+                kept = unwritten.execution_record(rt.learner_key, None, "cut", None, x)
+                where = unwritten.keep(self.store.path, [kept])
                 log.error("could not record a cut invocation of %s now (%s): %s", flight.name, e,
                           f"kept in {where}; the next store opened at that path writes it" if where else "lost")
         return InvokeResult(outputs={}, mapping={}, e2e_ms=None, timeline=(), status=Status.ERROR, message=message,

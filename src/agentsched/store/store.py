@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from agentsched.errors import StoreError
-from agentsched.store import decode, unwritten
+from agentsched.store import decode
 from agentsched.store.contention import CONTENTION_TABLE, ContentionTable
 from agentsched.store.records import cards_doc, digest, execution_from_doc, execution_to_doc, workflow_doc
+from agentsched.store.unwritten import UnwrittenRecords
 from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode, Workflow
 
@@ -141,7 +142,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 # ---- the store ----------------------------------------------------------------------------------
-class Store(ContentionTable):
+class Store(ContentionTable, UnwrittenRecords):
     """One SQLite store file. Thread-safe (one connection, serialised); many processes may share it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False,
@@ -469,53 +470,6 @@ class Store(ContentionTable):
                   "reason, created_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                   (learner_id, round_index, json.dumps(dict(mapping)), status, e2e_ms, executions_after, reason,
                    time.time()))
-
-    # ---- records kept on disk while the store refused them (store/unwritten.py) --------------
-    def write_unwritten(self) -> int:
-        """Write the records a runtime kept on disk while this store refused them, in one
-        transaction per file, and remove the files; how many went in. Still refused (locked,
-        read-only): kept again for the next try, and said."""
-        written = 0
-        for path in unwritten.unwritten_files(self.path):
-            try:
-                docs = unwritten.take(path)
-            except OSError as e:
-                log.warning("cannot read the unwritten records in %s (%s); they stay there", path, e)
-                continue
-            if not docs:
-                continue
-            try:
-                with self._write() as c:
-                    written += self._insert_kept(c, path, docs)
-            except StoreError as e:
-                again = unwritten.keep(self.path, docs)
-                (log.warning if again else log.error)("%d unwritten record(s) of %s %s (%s)", len(docs), path,
-                                                      f"wait again in {again}" if again else "are lost", e)
-                continue
-            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
-                        self.path, len(docs), path)
-        return written
-
-    def _insert_kept(self, c: sqlite3.Connection, path: Path, docs: list[dict[str, Any]]) -> int:
-        ids = dict(c.execute("SELECT key, id FROM learners").fetchall())
-        rejected: list[dict[str, Any]] = []
-        for doc in docs:
-            learner_id = ids.get(doc.get("learner"))
-            try:
-                if learner_id is None:
-                    raise ValueError("unknown learner")
-                if doc["op"] == "execution":
-                    x = execution_from_doc(doc["execution"])
-                    self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)
-                else:
-                    self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]), str(doc["status"]),
-                                       doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
-            except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
-                rejected.append(doc)
-        if rejected:
-            unwritten.reject(path, rejected, "their learner is not in this store (forgotten, or another store at "
-                             "that path), or they are malformed")
-        return len(docs) - len(rejected)
 
     def rounds(self, learner_id: int) -> list[RoundRow]:
         rows = self._read("SELECT learner_id, round, mapping, status, e2e_ms, executions_after, reason, created_s "

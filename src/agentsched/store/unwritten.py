@@ -24,9 +24,15 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from agentsched.errors import StoreError
+from agentsched.model.execution import Execution, Status
+from agentsched.model.workflow import Mode
+from agentsched.store.records import execution_from_doc, execution_to_doc
 
 try:  # POSIX; elsewhere one process per store is assumed
     import fcntl
@@ -166,15 +172,66 @@ def reject(path: Path, docs: Sequence[Any], why: str) -> None:
 
 
 def execution_record(learner_key: str, seq: int | None, kind: str, round_index: int | None,
-                     execution_doc: dict[str, Any]) -> dict[str, Any]:
-    """The line kept for an execution (``Store.append``'s arguments; ``execution_doc`` from
-    ``records.execution_to_doc``)."""
+                     x: Execution) -> dict[str, Any]:
+    """The line kept for an execution (``Store.append``'s arguments)."""
     return {"op": "execution", "learner": learner_key, "seq": seq, "kind": kind, "round": round_index,
-            "execution": execution_doc}
+            "execution": execution_to_doc(x)}
 
 
-def round_record(learner_key: str, round_index: int, mapping: dict[str, str], status: str, e2e_ms: float | None,
-                 executions_after: int, reason: str) -> dict[str, Any]:
-    """The line kept for an observed round (``Store.add_round``'s arguments, as text)."""
-    return {"op": "round", "learner": learner_key, "round": round_index, "mapping": mapping, "status": status,
-            "e2e_ms": e2e_ms, "executions_after": executions_after, "reason": reason}
+def round_record(learner_key: str, round_index: int, mapping: Mapping[str, Mode], status: Status,
+                 e2e_ms: float | None, executions_after: int, reason: str) -> dict[str, Any]:
+    """The line kept for an observed round (``Store.add_round``'s arguments)."""
+    return {"op": "round", "learner": learner_key, "round": round_index,
+            "mapping": {t: m.value for t, m in mapping.items()}, "status": status.value, "e2e_ms": e2e_ms,
+            "executions_after": executions_after, "reason": reason}
+
+
+class UnwrittenRecords:
+    """Writing the records kept on disk, for ``Store`` (its ``path``, ``_write``, ``_insert_execution``,
+    ``_insert_round``)."""
+
+    def write_unwritten(self) -> int:
+        """Write the records a runtime kept on disk while this store refused them, in one
+        transaction per file, and remove the files; how many went in. Still refused (locked,
+        read-only): kept again for the next try, and said."""
+        written = 0
+        for path in unwritten_files(self.path):  # type: ignore[attr-defined]
+            try:
+                docs = take(path)
+            except OSError as e:
+                log.warning("cannot read the unwritten records in %s (%s); they stay there", path, e)
+                continue
+            if not docs:
+                continue
+            try:
+                with self._write() as c:  # type: ignore[attr-defined]
+                    written += self._insert_kept(c, path, docs)
+            except StoreError as e:
+                again = keep(self.path, docs)
+                (log.warning if again else log.error)("%d unwritten record(s) of %s %s (%s)", len(docs), path,
+                                                      f"wait again in {again}" if again else "are lost", e)
+                continue
+            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
+                        self.path, len(docs), path)
+        return written
+
+    def _insert_kept(self, c: sqlite3.Connection, path: Path, docs: list[dict[str, Any]]) -> int:
+        ids = dict(c.execute("SELECT key, id FROM learners").fetchall())
+        rejected: list[dict[str, Any]] = []
+        for doc in docs:
+            learner_id = ids.get(doc.get("learner"))
+            try:
+                if learner_id is None:
+                    raise ValueError("unknown learner")
+                if doc["op"] == "execution":
+                    x = execution_from_doc(doc["execution"])
+                    self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)
+                else:
+                    self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]), str(doc["status"]),
+                                       doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
+            except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
+                rejected.append(doc)
+        if rejected:
+            reject(path, rejected, "their learner is not in this store (forgotten, or another store at that path), "
+                   "or they are malformed")
+        return len(docs) - len(rejected)
