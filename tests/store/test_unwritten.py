@@ -8,11 +8,13 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
-from agentsched.store.unwritten import execution_record, keep, round_record, take, unwritten_files
+from agentsched.store.unwritten import execution_record, keep, round_record, taken, unwritten_files
 
 
 def _x(e2e_ms: float) -> Execution:
@@ -32,15 +34,29 @@ def test_kept_records_come_back_in_order_and_the_file_goes(tmp_path):
     db = tmp_path / "s.db"
     assert keep(db, [{"op": "round", "n": 1}]) == unwritten_files(db)[0]
     keep(db, [{"op": "round", "n": 2}, {"op": "execution", "n": 3}])
-    assert [d["n"] for d in take(unwritten_files(db)[0])] == [1, 2, 3]
-    assert not unwritten_files(db)[0].exists() and take(unwritten_files(db)[0]) == []
+    with taken(unwritten_files(db)[0]) as docs:
+        assert [d["n"] for d in docs] == [1, 2, 3]
+    assert not unwritten_files(db)[0].exists() and list(tmp_path.glob("*.taking")) == []
+    with taken(unwritten_files(db)[0]) as docs:
+        assert docs == []
+
+
+def test_records_taken_by_a_block_that_fails_stay_on_disk(tmp_path):
+    db = tmp_path / "s.db"
+    keep(db, [{"op": "round", "n": 1}])
+    with pytest.raises(RuntimeError):
+        with taken(unwritten_files(db)[0]):
+            raise RuntimeError("the process dies before its commit")
+    (aside,) = tmp_path.glob("*.taking")  # taken by the next store opened once this process has ended
+    assert json.loads(aside.read_text())["n"] == 1
 
 
 def test_lines_that_are_not_records_are_set_aside_not_dropped(tmp_path):
     db = tmp_path / "s.db"
     path = unwritten_files(db)[0]
     path.write_text('{"op": "round", "n": 1}\nnot json\n[1, 2]\n{"op": "mystery"}\n')
-    assert take(path) == [{"op": "round", "n": 1}]
+    with taken(path) as docs:
+        assert docs == [{"op": "round", "n": 1}]
     assert len(path.with_name(path.name + ".rejected").read_text().splitlines()) == 3
 
 
@@ -57,7 +73,8 @@ def test_a_file_left_aside_by_a_process_that_died_is_taken_too(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     path.with_name(f"{path.name}.{int(dead.stdout)}.taking").write_text('{"op": "round", "n": 0}\n')
     keep(db, [{"op": "round", "n": 1}])
-    assert [d["n"] for d in take(path)] == [0, 1]
+    with taken(path) as docs:
+        assert [d["n"] for d in docs] == [0, 1]
     assert list(tmp_path.glob("*.taking")) == []
 
 
@@ -115,3 +132,24 @@ def test_a_store_still_locked_at_open_keeps_them_for_the_next_open(tmp_path, cap
         assert [e.e2e_ms for e in st.executions(row.id)] == [1.0] and not unwritten_files(db)[0].exists()
     finally:
         st.close()
+
+
+def test_records_kept_while_another_thread_takes_are_each_taken_once(tmp_path):
+    import threading
+
+    db, path = tmp_path / "s.db", unwritten_files(tmp_path / "s.db")[0]
+    got: list[int] = []
+
+    def writer(w: int) -> None:
+        for i in range(50):
+            keep(db, [{"op": "round", "n": w * 1000 + i}])
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in writers:
+        t.start()
+    while any(t.is_alive() for t in writers):
+        with taken(path) as docs:
+            got += [d["n"] for d in docs]
+    with taken(path) as docs:
+        got += [d["n"] for d in docs]
+    assert sorted(got) == sorted(w * 1000 + i for w in range(4) for i in range(50))

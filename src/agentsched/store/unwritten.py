@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import sqlite3
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -104,17 +105,28 @@ def keep(store_path: str | Path, docs: Sequence[dict[str, Any]]) -> Path | None:
     return None
 
 
-def take(path: Path) -> list[dict[str, Any]]:
-    """Every record in ``path``, which is removed (renamed aside first, so records kept meanwhile
-    go to a new file), and in files a process that died while taking left aside; lines that are
-    not records go to ``<path>.rejected``."""
-    lines = [line for aside in _orphans(path) for line in _take_aside(aside)]
-    aside = path.with_name(f"{path.name}.{os.getpid()}.taking")
+@contextlib.contextmanager
+def taken(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """Every record in ``path`` (renamed aside first, so records kept meanwhile go to a new file) and
+    in files a process that died while taking left aside; lines that are not records go to
+    ``<path>.rejected``. The files are removed when the block ends without raising: the caller has
+    written them, or kept them again. Why not before: a process that dies meanwhile loses nothing
+    (at worst, dying between its commit and this removal, its records are written twice)."""
+    asides = _orphans(path)
+    aside = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.taking")
     try:
         os.replace(path, aside)
-        lines += _take_aside(aside)
+        asides.append(aside)
     except FileNotFoundError:
         pass
+    lines, read = [], []
+    for a in asides:
+        try:
+            with _locked(a, "r") as f:
+                lines += f.read().splitlines()
+            read.append(a)
+        except FileNotFoundError:  # another process took it first
+            continue
     docs, bad = [], []
     for line in filter(str.strip, lines):
         try:
@@ -124,24 +136,16 @@ def take(path: Path) -> list[dict[str, Any]]:
         (docs if isinstance(doc, dict) and doc.get("op") in ("execution", "round") else bad).append(doc or line)
     if bad:
         reject(path, bad, "not a record")
-    return docs
-
-
-def _take_aside(aside: Path) -> list[str]:
-    try:
-        with _locked(aside, "r") as f:
-            lines = f.read().splitlines()
-        aside.unlink()
-    except FileNotFoundError:  # another process took it first
-        return []
-    return lines
+    yield docs
+    for a in read:
+        a.unlink(missing_ok=True)
 
 
 def _orphans(path: Path) -> list[Path]:
     """Files renamed aside by a process no longer running (it died before writing them)."""
     out = []
     for aside in sorted(path.parent.glob(f"{path.name}.*.taking")):
-        pid = aside.name[len(path.name) + 1:-len(".taking")]
+        pid = aside.name[len(path.name) + 1:-len(".taking")].split("-")[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             out.append(aside)
     return out
@@ -197,22 +201,27 @@ class UnwrittenRecords:
         written = 0
         for path in unwritten_files(self.path):  # type: ignore[attr-defined]
             try:
-                docs = take(path)
+                with taken(path) as docs:
+                    written += self._write_kept(path, docs)
             except OSError as e:
                 log.warning("cannot read the unwritten records in %s (%s); they stay there", path, e)
-                continue
-            if not docs:
-                continue
-            try:
-                with self._write() as c:  # type: ignore[attr-defined]
-                    written += self._insert_kept(c, path, docs)
-            except StoreError as e:
-                again = keep(self.path, docs)
-                (log.warning if again else log.error)("%d unwritten record(s) of %s %s (%s)", len(docs), path,
-                                                      f"wait again in {again}" if again else "are lost", e)
-                continue
-            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
-                        self.path, len(docs), path)
+        return written
+
+    def _write_kept(self, path: Path, docs: list[dict[str, Any]]) -> int:
+        """``docs`` into the store in one transaction (or kept again when it refuses them)."""
+        if not docs:
+            return 0
+        try:
+            with self._write() as c:  # type: ignore[attr-defined]
+                written = self._insert_kept(c, path, docs)
+        except StoreError as e:
+            again = keep(self.path, docs)  # type: ignore[attr-defined]
+            if again is None:  # (the files taken stay aside, for the next store opened after this process)
+                raise OSError(f"the store refused them ({e}) and they cannot be kept again") from None
+            log.warning("%d unwritten record(s) of %s wait again in %s (%s)", len(docs), path, again, e)
+            return 0
+        log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
+                    self.path, len(docs), path)  # type: ignore[attr-defined]
         return written
 
     def _insert_kept(self, c: sqlite3.Connection, path: Path, docs: list[dict[str, Any]]) -> int:
