@@ -122,6 +122,9 @@ def test_over_the_limit_the_oldest_waiting_record_goes_to_disk(tmp_path):
     for item in "abc":
         wb.write(store.write(item), _record(item))
     assert _kept(db) == ["a"] and [r() for _, r in wb.pending] == [_record("b")(), _record("c")()]
+    store.down = False
+    wb.close()  # (a store without write_unwritten: what it kept waits for the next store opened there)
+    assert store.written == ["b", "c"] and _kept(db) == ["a"]
 
 
 def test_a_record_that_cannot_be_kept_anywhere_is_lost_and_said(tmp_path, monkeypatch, caplog):

@@ -90,8 +90,9 @@ class WriteBehind:
                         return False
                     self._keep_on_disk([record], str(e))  # refused for good: it would block every later record
                 self.pending.popleft()
-            if written and self.kept:  # the store takes writes again: those kept on disk too
-                self.store.write_unwritten()
+            again = getattr(self.store, "write_unwritten", None)
+            if written and self.kept and again is not None:  # the store takes writes again: those kept on disk too
+                again()
         if written:
             log.warning("%s: the store takes writes again: %d waiting record(s) written", self.name, written)
         return True
