@@ -14,7 +14,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
-from agentsched.store.unwritten import execution_record, keep, round_record, taken, unwritten_files
+from agentsched.store.unwritten import execution_record, keep, round_record, taken, unwritten_files, waiting
 
 
 def _x(e2e_ms: float) -> Execution:
@@ -34,11 +34,11 @@ def test_kept_records_come_back_in_order_and_the_file_goes(tmp_path):
     db = tmp_path / "s.db"
     assert keep(db, [{"op": "round", "n": 1}]) == unwritten_files(db)[0]
     keep(db, [{"op": "round", "n": 2}, {"op": "execution", "n": 3}])
-    with taken(unwritten_files(db)[0]) as docs:
-        assert [d["n"] for d in docs] == [1, 2, 3]
+    with taken(unwritten_files(db)[0]) as records:
+        assert [d["n"] for d in records.docs] == [1, 2, 3]
     assert not unwritten_files(db)[0].exists() and list(tmp_path.glob("*.taking")) == []
-    with taken(unwritten_files(db)[0]) as docs:
-        assert docs == []
+    with taken(unwritten_files(db)[0]) as records:
+        assert records.docs == []
 
 
 def test_records_taken_by_a_block_that_fails_stay_on_disk(tmp_path):
@@ -55,8 +55,8 @@ def test_lines_that_are_not_records_are_set_aside_not_dropped(tmp_path):
     db = tmp_path / "s.db"
     path = unwritten_files(db)[0]
     path.write_text('{"op": "round", "n": 1}\nnot json\n[1, 2]\n{"op": "mystery"}\n')
-    with taken(path) as docs:
-        assert docs == [{"op": "round", "n": 1}]
+    with taken(path) as records:
+        assert records.docs == [{"op": "round", "n": 1}]
     assert len(path.with_name(path.name + ".rejected").read_text().splitlines()) == 3
 
 
@@ -73,8 +73,8 @@ def test_a_file_left_aside_by_a_process_that_died_is_taken_too(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     path.with_name(f"{path.name}.{int(dead.stdout)}.taking").write_text('{"op": "round", "n": 0}\n')
     keep(db, [{"op": "round", "n": 1}])
-    with taken(path) as docs:
-        assert [d["n"] for d in docs] == [0, 1]
+    with taken(path) as records:
+        assert [d["n"] for d in records.docs] == [0, 1]
     assert list(tmp_path.glob("*.taking")) == []
 
 
@@ -126,12 +126,44 @@ def test_a_store_still_locked_at_open_keeps_them_for_the_next_open(tmp_path, cap
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert unwritten_files(db)[0].exists() and "1 unwritten record(s)" in caplog.text
-    st = Store(db)
+    assert "1 unwritten record(s)" in caplog.text and "wait on disk for the next try" in caplog.text
+    assert sum(waiting(db).values()) == 1  # set aside, still counted by ``store list``
+    st = Store(db)  # this process's next try takes what it set aside
     try:
-        assert [e.e2e_ms for e in st.executions(row.id)] == [1.0] and not unwritten_files(db)[0].exists()
+        assert [e.e2e_ms for e in st.executions(row.id)] == [1.0]
     finally:
         st.close()
+    assert waiting(db) == {} and list(tmp_path.glob("*.taking")) == []
+
+
+_DIES_BEFORE_REMOVING = """
+import os, pathlib, sys
+from agentsched.store import Store
+unlink = pathlib.Path.unlink
+def dies(self, *args, **kwargs):  # the process ends after its commit, before the file's removal
+    if self.name.endswith(".taking"):
+        os._exit(3)
+    return unlink(self, *args, **kwargs)
+pathlib.Path.unlink = dies
+Store(sys.argv[1])
+"""
+
+
+def test_records_written_by_a_process_that_died_before_removing_them_are_not_written_again(tmp_path):
+    db = tmp_path / "s.db"
+    row = _learner(db)
+    keep(db, [execution_record(row.key, None, "pinned", None, _x(1.0)),
+              round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 1.0, 1, "r")])
+    child = subprocess.run([sys.executable, "-c", _DIES_BEFORE_REMOVING, str(db)], capture_output=True, text=True)
+    assert child.returncode == 3, child.stderr
+    assert len(list(tmp_path.glob("*.taking"))) == 1  # written, and left on disk
+    st = Store(db)
+    try:
+        assert [e.e2e_ms for e in st.executions(row.id)] == [1.0] and len(st.rounds(row.id)) == 1
+        marks = st._conn.execute("SELECT COUNT(*) FROM unwritten_taken").fetchone()[0]
+    finally:
+        st.close()
+    assert list(tmp_path.glob("*.taking")) == [] and marks == 0
 
 
 def test_records_kept_while_another_thread_takes_are_each_taken_once(tmp_path):
@@ -148,8 +180,8 @@ def test_records_kept_while_another_thread_takes_are_each_taken_once(tmp_path):
     for t in writers:
         t.start()
     while any(t.is_alive() for t in writers):
-        with taken(path) as docs:
-            got += [d["n"] for d in docs]
-    with taken(path) as docs:
-        got += [d["n"] for d in docs]
+        with taken(path) as records:
+            got += [d["n"] for d in records.docs]
+    with taken(path) as records:
+        got += [d["n"] for d in records.docs]
     assert sorted(got) == sorted(w * 1000 + i for w in range(4) for i in range(50))

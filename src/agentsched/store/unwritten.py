@@ -14,19 +14,26 @@ malformed) go to ``<file>.rejected``, kept for the user, never silently dropped.
 
 Many processes may share a store: writers and the reader take an exclusive ``flock`` on the file;
 the reader first renames it aside (a writer that opened the old name before the rename sees, once
-it holds the lock, that the name points elsewhere, and opens it again).
+it holds the lock, that the name points elsewhere, and opens it again). A file renamed aside is
+removed only once its records are in the store, and each is written once: the store marks the file
+in the transaction that writes its records (table ``unwritten_taken``), so a process that dies
+between that commit and the removal leaves a file the next one removes without writing it again.
+A file whose records the store refused stays aside for the next try (this process's next write,
+or any process once this one has ended).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import json
 import logging
 import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,6 +49,10 @@ except ImportError:  # pragma: no cover - Windows
 
 log = logging.getLogger("agentsched.store")
 SUFFIX = ".unwritten.jsonl"
+MARKS_TABLE = "CREATE TABLE IF NOT EXISTS unwritten_taken (file TEXT PRIMARY KEY)"
+
+_TAKING: set[Path] = set()  # files this process is taking now (its other threads leave them alone)
+_TAKING_LOCK = threading.Lock()
 
 
 def unwritten_files(store_path: str | Path) -> tuple[Path, Path]:
@@ -75,14 +86,16 @@ def _locked(path: Path, mode: str) -> Iterator[IO[str]]:
 
 
 def waiting(store_path: str | Path) -> dict[str, int]:
-    """The files of records kept for the store, and how many records each holds (``store list``)."""
+    """The files of records kept for the store (those set aside for a next try included), and how
+    many records each holds (``store list``)."""
     out = {}
     for path in unwritten_files(store_path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                out[str(path)] = sum(1 for line in f if line.strip())
-        except OSError:
-            continue
+        for f_path in [path, *_asides(path)]:
+            try:
+                with open(f_path, encoding="utf-8") as f:
+                    out[str(f_path)] = sum(1 for line in f if line.strip())
+            except OSError:
+                continue
     return out
 
 
@@ -105,13 +118,24 @@ def keep(store_path: str | Path, docs: Sequence[dict[str, Any]]) -> Path | None:
     return None
 
 
+@dataclass(slots=True)
+class Taken:
+    """The records of the files taken (``taken``): per file renamed aside, its records in order."""
+
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def docs(self) -> list[dict[str, Any]]:
+        return [d for docs in self.files.values() for d in docs]
+
+
 @contextlib.contextmanager
-def taken(path: Path) -> Iterator[list[dict[str, Any]]]:
+def taken(path: Path) -> Iterator[Taken]:
     """Every record in ``path`` (renamed aside first, so records kept meanwhile go to a new file) and
-    in files a process that died while taking left aside; lines that are not records go to
-    ``<path>.rejected``. The files are removed when the block ends without raising: the caller has
-    written them, or kept them again. Why not before: a process that dies meanwhile loses nothing
-    (at worst, dying between its commit and this removal, its records are written twice)."""
+    in files left aside by a process that died while taking, or by this one when the store refused
+    them; lines that are not records go to ``<path>.rejected``. The files are removed when the block
+    ends without raising: the caller has written them (and marked them written: ``MARKS_TABLE``).
+    Why not before: a process that dies meanwhile loses nothing."""
     asides = _orphans(path)
     aside = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.taking")
     try:
@@ -119,14 +143,28 @@ def taken(path: Path) -> Iterator[list[dict[str, Any]]]:
         asides.append(aside)
     except FileNotFoundError:
         pass
-    lines, read = [], []
-    for a in asides:
-        try:
-            with _locked(a, "r") as f:
-                lines += f.read().splitlines()
-            read.append(a)
-        except FileNotFoundError:  # another process took it first
-            continue
+    with _TAKING_LOCK:
+        asides = [a for a in asides if a not in _TAKING]
+        _TAKING.update(asides)
+    try:
+        out, read = Taken(), []
+        for a in asides:
+            try:
+                with _locked(a, "r") as f:
+                    out.files[str(a)] = _records(path, f.read().splitlines())
+                read.append(a)
+            except FileNotFoundError:  # another process took it first
+                continue
+        yield out
+        for a in read:
+            a.unlink(missing_ok=True)
+    finally:
+        with _TAKING_LOCK:
+            _TAKING.difference_update(asides)
+
+
+def _records(path: Path, lines: list[str]) -> list[dict[str, Any]]:
+    """The records among ``lines``; the others go to ``<path>.rejected``."""
     docs, bad = [], []
     for line in filter(str.strip, lines):
         try:
@@ -136,17 +174,26 @@ def taken(path: Path) -> Iterator[list[dict[str, Any]]]:
         (docs if isinstance(doc, dict) and doc.get("op") in ("execution", "round") else bad).append(doc or line)
     if bad:
         reject(path, bad, "not a record")
-    yield docs
-    for a in read:
-        a.unlink(missing_ok=True)
+    return docs
+
+
+def _asides(path: Path) -> list[Path]:
+    """Files renamed aside from ``path``, oldest first."""
+    def age(p: Path) -> tuple[float, str]:
+        try:
+            return p.stat().st_mtime, p.name
+        except OSError:
+            return 0.0, p.name
+    return sorted(path.parent.glob(f"{path.name}.*.taking"), key=age)
 
 
 def _orphans(path: Path) -> list[Path]:
-    """Files renamed aside by a process no longer running (it died before writing them)."""
+    """Files renamed aside that nobody is taking: by a process no longer running (it died before
+    removing them), or by this one (the store refused them; ``taken`` skips those it takes now)."""
     out = []
-    for aside in sorted(path.parent.glob(f"{path.name}.*.taking")):
+    for aside in _asides(path):
         pid = aside.name[len(path.name) + 1:-len(".taking")].split("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
             out.append(aside)
     return out
 
@@ -190,6 +237,10 @@ def round_record(learner_key: str, round_index: int, mapping: Mapping[str, Mode]
             "executions_after": executions_after, "reason": reason}
 
 
+class _Refused(Exception):
+    """The store refused the records taken: they stay in their files aside, for the next try."""
+
+
 class UnwrittenRecords:
     """Writing the records kept on disk, for ``Store`` (its ``path``, ``_write``, ``_insert_execution``,
     ``_insert_round``)."""
@@ -197,50 +248,86 @@ class UnwrittenRecords:
     def write_unwritten(self) -> int:
         """Write the records a runtime kept on disk while this store refused them, in one
         transaction per file, and remove the files; how many went in. Still refused (locked,
-        read-only): kept again for the next try, and said."""
+        read-only): they stay on disk for the next try, and it is said."""
         written = 0
         for path in unwritten_files(self.path):  # type: ignore[attr-defined]
             try:
-                with taken(path) as docs:
-                    written += self._write_kept(path, docs)
+                with taken(path) as records:
+                    written += self._write_kept(path, records)
+            except _Refused:
+                continue
             except OSError as e:
                 log.warning("cannot read the unwritten records in %s (%s); they stay there", path, e)
+                continue
+            self._unmark(list(records.files))
         return written
 
-    def _write_kept(self, path: Path, docs: list[dict[str, Any]]) -> int:
-        """``docs`` into the store in one transaction (or kept again when it refuses them)."""
-        if not docs:
+    def _write_kept(self, path: Path, records: Taken) -> int:
+        """``records`` into the store in one transaction, each file marked written in it (or
+        ``_Refused`` when the store refuses them)."""
+        if not records.files:
             return 0
         try:
             with self._write() as c:  # type: ignore[attr-defined]
-                written = self._insert_kept(c, path, docs)
+                written, again = self._insert_kept(c, path, records)
         except StoreError as e:
-            again = keep(self.path, docs)  # type: ignore[attr-defined]
-            if again is None:  # (the files taken stay aside, for the next store opened after this process)
-                raise OSError(f"the store refused them ({e}) and they cannot be kept again") from None
-            log.warning("%d unwritten record(s) of %s wait again in %s (%s)", len(docs), path, again, e)
-            return 0
-        log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
-                    self.path, len(docs), path)  # type: ignore[attr-defined]
+            log.warning("%d unwritten record(s) of %s wait on disk for the next try (%s)", len(records.docs), path, e)
+            raise _Refused from None
+        if written:
+            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
+                        self.path, written, path)  # type: ignore[attr-defined]
+        if again:
+            log.info("store %s: %d file(s) of kept records were written before (a process ended before removing "
+                     "them): removed", self.path, again)  # type: ignore[attr-defined]
         return written
 
-    def _insert_kept(self, c: sqlite3.Connection, path: Path, docs: list[dict[str, Any]]) -> int:
+    def _insert_kept(self, c: sqlite3.Connection, path: Path, records: Taken) -> tuple[int, int]:
+        """(records written, files skipped: written before by a process that died before removing them)."""
+        c.execute(MARKS_TABLE)
         ids = dict(c.execute("SELECT key, id FROM learners").fetchall())
         rejected: list[dict[str, Any]] = []
-        for doc in docs:
-            learner_id = ids.get(doc.get("learner"))
-            try:
-                if learner_id is None:
-                    raise ValueError("unknown learner")
-                if doc["op"] == "execution":
-                    x = execution_from_doc(doc["execution"])
-                    self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)
+        written = skipped = 0
+        for name, docs in records.files.items():
+            # why: a process that died between its commit and the file's removal wrote these already
+            if c.execute("SELECT 1 FROM unwritten_taken WHERE file = ?", (name,)).fetchone():
+                skipped += 1
+                continue
+            for doc in docs:
+                if self._insert_doc(c, ids.get(doc.get("learner")), doc):
+                    written += 1
                 else:
-                    self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]), str(doc["status"]),
-                                       doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
-            except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
-                rejected.append(doc)
+                    rejected.append(doc)
+            c.execute("INSERT INTO unwritten_taken (file) VALUES (?)", (name,))
         if rejected:
             reject(path, rejected, "their learner is not in this store (forgotten, or another store at that path), "
                    "or they are malformed")
-        return len(docs) - len(rejected)
+        return written, skipped
+
+    def _insert_doc(self, c: sqlite3.Connection, learner_id: int | None, doc: dict[str, Any]) -> bool:
+        """One kept record into the store; False when it cannot go in (unknown learner, malformed)."""
+        try:
+            if learner_id is None:
+                return False
+            if doc["op"] == "execution":
+                x = execution_from_doc(doc["execution"])
+                self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)  # type: ignore[attr-defined]
+            else:
+                self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]),  # type: ignore[attr-defined]
+                                   str(doc["status"]), doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
+        except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
+            return False
+        return True
+
+    def _unmark(self, names: list[str]) -> None:
+        """Forget the marks of files now removed, and of any other removed meanwhile (a mark left by a
+        process that died after the removal). Best effort: a mark left behind only costs a row."""
+        if not names:
+            return
+        try:
+            with self._write() as c:  # type: ignore[attr-defined]
+                c.execute(MARKS_TABLE)
+                marked = [r[0] for r in c.execute("SELECT file FROM unwritten_taken").fetchall()]
+                gone = [(m,) for m in marked if m in names or not os.path.exists(m)]
+                c.executemany("DELETE FROM unwritten_taken WHERE file = ?", gone)
+        except StoreError as e:
+            log.info("store %s: marks of the unwritten files taken stay (%s)", self.path, e)  # type: ignore[attr-defined]
