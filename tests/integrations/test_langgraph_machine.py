@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from agentsched.errors import TestbedError  # noqa: E402
 from agentsched.integrations.langgraph import LangGraphTestbed, tool_node  # noqa: E402
-from agentsched.integrations.langgraph.machine import GraphMachine  # noqa: E402
+from agentsched.integrations.langgraph.machine import GraphMachine, _Host  # noqa: E402
 from agentsched.integrations.langgraph.testbed import RESULT_KEY, RunResult  # noqa: E402
 from agentsched.model.execution import Status  # noqa: E402
 from agentsched.model.tool import Tool  # noqa: E402
@@ -306,6 +306,42 @@ def test_machine_fifo_cpu_slots_serve_in_order() -> None:
     for t in [t0, *waiting]:
         t.join(5)
     assert order == [0, 1, 2, 3]
+
+
+def test_machine_two_graphs_share_the_hosts_cpu_slots() -> None:
+    """Two graphs of one process, 2 CPU slots each, on a host of 2: before, each counted only its own
+    slots, and 4 CPU nodes ran at once on 2 cores."""
+    host = _Host(cpu_count=2)
+    one = GraphMachine(cpu_slots=2, device="cuda:test-host", host=host)
+    two = GraphMachine(cpu_slots=2, device="cuda:test-host-other", host=host)  # another device, the same host
+    release = threading.Event()
+    inside: list[str] = []
+
+    def take(machine: GraphMachine, task: str) -> None:
+        with machine.node(task, C, 0.0, staged=False, shared=True):
+            inside.append(task)
+            release.wait(5)
+
+    threads = [threading.Thread(target=take, args=(m, t)) for m, t in ((one, "a"), (two, "b"), (one, "c"))]
+    for t in threads:
+        t.start()
+        while len(inside) + len(host.line) < threads.index(t) + 1:  # inside, or in the host's line
+            threading.Event().wait(0.002)
+    assert sorted(inside) == ["a", "b"] and host.busy == 2 and len(host.line) == 1  # "c" waits for the host
+    assert one._cpu_busy == 2  # it holds its graph's slot meanwhile
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert sorted(inside) == ["a", "b", "c"] and host.busy == 0 and one._cpu_busy == two._cpu_busy == 0
+
+
+def test_machine_a_graph_asking_more_slots_than_the_cpu_count_gets_them() -> None:
+    host = _Host(cpu_count=2)
+    GraphMachine(cpu_slots=1, host=host)
+    assert host.slots == 2  # never fewer than the CPU count
+    GraphMachine(cpu_slots=6, host=host)  # CPU tools waiting on I/O (an LLM over HTTP)
+    assert host.slots == 6
+    assert GraphMachine(cpu_slots=1)._host is GraphMachine(cpu_slots=1)._host  # one host per process
 
 
 def _hold_then_try(one: GraphMachine, first: Mode, two: GraphMachine, task: str, second: Mode,

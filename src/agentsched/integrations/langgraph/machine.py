@@ -21,10 +21,14 @@ The tools' placement is the mapping's (each task's mode and where its tool waits
 placement overlap; a run under another (a probe, a pinned mapping) waits until they are done, then
 the tools move (``placement``).
 
-One machine per testbed (per graph), but the GPU is the process's: every machine on one device
-(``device``, e.g. ``cuda:0``) shares that device's GPU queue and VRAM ledger (``_Device``), so two
-graphs served by one process never hold more than a run's budget between them, and their queued
-nodes take turns. The CPU slots stay each graph's (its ``cpu_workers``).
+One machine per testbed (per graph), but the GPU and the host are the process's: every machine on
+one device (``device``, e.g. ``cuda:0``) shares that device's GPU queue and VRAM ledger
+(``_Device``), so two graphs served by one process never hold more than a run's budget between them,
+and their queued nodes take turns. A ``cpu`` node holds one of its graph's slots (its
+``cpu_workers``) and one of the host's (``_Host``), shared by every graph of the process: as many as
+the CPU count, or the most any graph asks for (a graph whose CPU tools wait on I/O may ask for more
+than the cores). Why: before, two graphs with the default slots (the CPU count each) ran twice as
+many CPU nodes as the host has cores.
 
 Deadlock-free: a node takes its tool first and then one device resource, and everything it may wait
 for is held by a node that is running its tool, which needs nothing more to finish.
@@ -33,10 +37,11 @@ for is held by a node that is running its tool, which needs nothing more to fini
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from agentsched.errors import TestbedError
 from agentsched.model.workflow import Mode, fits_vram
@@ -54,6 +59,51 @@ class _Device:
         self.queue_line: deque[int] = deque()  # FIFO of the GPU queue, every graph's nodes together
 
 
+class _Host:
+    """The CPU slots every graph of the process shares (module docstring), served first come first
+    served. Its own lock: graphs on different devices share it."""
+
+    def __init__(self, cpu_count: int | None = None) -> None:
+        self.cond = threading.Condition()
+        self.slots = max(1, cpu_count if cpu_count is not None else (os.cpu_count() or 1))
+        self.busy = 0
+        self.tickets = itertools.count()
+        self.line: deque[int] = deque()
+
+    def ask(self, slots: int) -> None:
+        """A graph asks for ``slots``: the host's slots grow to it (never shrink)."""
+        with self.cond:
+            self.slots = max(self.slots, slots)
+            self.cond.notify_all()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one of the host's slots while the block runs (waiting for it first, in line)."""
+        with self.cond:
+            _wait_in_line(self.cond, self.line, next(self.tickets), lambda: self.busy < self.slots)
+            self.busy += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.busy -= 1
+                self.cond.notify_all()
+
+
+def _wait_in_line(cond: threading.Condition, line: deque[int], ticket: int, free: Callable[[], bool]) -> None:
+    """Wait (``cond`` held) until ``ticket`` heads ``line`` and ``free()``; then leave the line."""
+    line.append(ticket)
+    try:
+        cond.wait_for(lambda: line[0] == ticket and free())
+    except BaseException:  # interrupted: a ticket left in the line would stop every later one
+        line.remove(ticket)
+        cond.notify_all()
+        raise
+    line.popleft()
+    cond.notify_all()  # the next in line may be free too (another slot)
+
+
+_HOST = _Host()  # the process's host
 _DEVICES: dict[str, _Device] = {}  # device name -> its shared part, for the life of the process
 _DEVICES_LOCK = threading.Lock()
 
@@ -66,8 +116,10 @@ def _device(name: str) -> _Device:
 class GraphMachine:
     """The shared part of the testbed (module docstring). Thread-safe."""
 
-    def __init__(self, cpu_slots: int, device: str = "cuda:0") -> None:
+    def __init__(self, cpu_slots: int, device: str = "cuda:0", host: _Host | None = None) -> None:
         self.cpu_slots = cpu_slots
+        self._host = host if host is not None else _HOST
+        self._host.ask(cpu_slots)
         self._gpu = _device(device)
         self._cond = self._gpu.cond
         self._closed = False  # no run starts any more (``close``)
@@ -146,8 +198,9 @@ class GraphMachine:
             elif held_vram:
                 self._cond.wait_for(lambda: fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
             gpu.vram_held_mb += held_vram
-        try:
-            yield
+        try:  # (the host's slot after the graph's, outside the device's lock: no lock is held while waiting)
+            with self._host.slot() if mode is Mode.CPU else nullcontext():
+                yield
         finally:
             with self._cond:
                 self._tools_busy[task] -= 1
@@ -160,17 +213,8 @@ class GraphMachine:
                 self._cond.notify_all()
 
     def _wait_turn(self, line: deque[int], free: Callable[[], bool]) -> None:
-        """Wait (lock held) until this ticket heads ``line`` and ``free()``; then leave the line."""
-        ticket = next(self._gpu.tickets)
-        line.append(ticket)
-        try:
-            self._cond.wait_for(lambda: line[0] == ticket and free())
-        except BaseException:  # interrupted: a ticket left in the line would stop every later one
-            line.remove(ticket)
-            self._cond.notify_all()
-            raise
-        line.popleft()
-        self._cond.notify_all()  # the next in line may be free too (another slot)
+        """Wait (lock held) until this node heads ``line`` and ``free()``; then leave the line."""
+        _wait_in_line(self._cond, line, next(self._gpu.tickets), free)
 
     def close(self, timeout_s: float) -> bool:
         """Start no run any more; wait up to ``timeout_s`` for the runs in progress to end. True when
