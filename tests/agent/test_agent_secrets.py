@@ -46,6 +46,12 @@ def assert_clean(text: str) -> None:
     ("key k in the text", ("k",), "key k in the text"),  # too short to search for
     ("EMPTY is the local placeholder", ("EMPTY",), "EMPTY is the local placeholder"),
     ("ab sk-1234 sk-12345", ("sk-1234", "sk-12345"), "ab *** ***"),  # the longer one masked whole
+    # an '@' in the password: before, its end after the '@' showed (http://***@ret@h)
+    ("LLM endpoint http://user:s3c@ret@h:9/v1 is down", (), "LLM endpoint http://***@h:9/v1 is down"),
+    # no scheme (a URL given without one, quoted back): before, shown whole
+    ("got 'user:s3cret@127.0.0.1:9'", (), "got '***@127.0.0.1:9'"),
+    ("cannot reach the service at user:s3c@ret@[::1]:9: refused", (), "cannot reach the service at ***@[::1]:9: refused"),
+    ("at 10:30 @home; mail a@b.c; a=b:c", (), "at 10:30 @home; mail a@b.c; a=b:c"),  # not credentials
 ])
 def test_redact(text, secrets, expected):
     assert redact(text, secrets) == expected
@@ -55,6 +61,7 @@ def test_url_secrets_and_redact_url():
     # the Basic-auth token a client sends (base64 of "bob:p@ss"), and of the text as written
     assert url_secrets("http://bob:p%40ss@h/v1") == ("bob", "p%40ss", "p@ss", "Ym9iOnBAc3M=", "Ym9iOnAlNDBzcw==")
     assert url_secrets("http://h/v1") == ()
+    assert url_secrets("user:s3c@ret@127.0.0.1:9")[:2] == ("user", "s3c@ret")  # no scheme, an '@' in the password
     assert redact_url("gguf:/models/x.gguf") == "gguf:/models/x.gguf"
 
 

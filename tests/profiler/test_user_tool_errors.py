@@ -33,6 +33,19 @@ TOOLS = textwrap.dedent('''
             return {"x": 1}
 
 
+    class BadUnload(agentsched.Tool):
+        has_gpu = False
+
+        def run(self, inputs):
+            return 0
+
+        def unload(self):
+            raise RuntimeError("unload failed\\nsecond line")
+
+        def example_inputs(self):
+            return {"x": 1}
+
+
     class Answer(agentsched.Tool):
         has_gpu = False
 
@@ -73,3 +86,13 @@ def test_measure_raises_profile_error(user_tools):
 
     with pytest.raises(ProfileError, match=r"^tool mt2:Boom failed in run\(\) on cpu: ValueError: kaboom$"):
         measure("mt2:Boom", "cpu", "small", runs=1, warmup=0)
+
+
+def test_a_tool_whose_unload_raises_is_profiled_with_a_one_line_warning(user_tools, cli, caplog):
+    out = user_tools / "cards.json"
+    code, _, err = cli("profile", "--tools", "mt2:BadUnload", "--out", str(out), "--runs", "1", "--warmup", "0",
+                       "--busy", "ignore")
+    assert code == 0 and out.exists() and "Traceback" not in err
+    (rec,) = [r for r in caplog.records if "unload() failed" in r.getMessage()]
+    assert rec.getMessage() == "tool mt2:BadUnload: unload() failed: RuntimeError: unload failed"
+    assert rec.exc_info is None  # before: logged with its whole traceback

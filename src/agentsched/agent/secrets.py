@@ -20,22 +20,28 @@ MASK = "***"
 MIN_SECRET_CHARS = 4
 #: placeholders that local servers accept as a key: not secrets
 NOT_SECRETS = frozenset({"", "EMPTY", "none", "None", "sk-no-key-required"})
-#: scheme://userinfo@ anywhere in a text (userinfo: no '/', '@' or whitespace before the '@')
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+#: scheme://userinfo@ anywhere in a text (userinfo: up to the last '@' before a '/', whitespace or
+#: quote: a password may hold an '@', http://user:p@ss@host, and must not show its end)
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s'\"]+)@")
+#: user:password@host without a scheme (a URL given without one, quoted back in an error): a token
+#: holding a ':' before its last '@', at the start of a word (not a scheme's ``://``)
+_BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]+:[^/\s'\"]*)@(?=[\w\[])")
 #: option keys whose value is a secret, and keys whose value is a URL that may carry credentials
 SECRET_KEYS = frozenset({"api_key"})
 URL_KEYS = frozenset({"base_url"})
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its userinfo (``user:password@``) replaced by ``***@``; other URLs unchanged."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
+    """``url`` (or any text) with each URL's userinfo (``user:password@``, with a scheme or without
+    one) replaced by ``***@``; other URLs unchanged."""
+    out = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
+    return _BARE_USERINFO.sub(f"{MASK}@", out)
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
     """The user name and password of ``url`` (as written and percent-decoded), and the Basic-auth token
     a client sends for them (base64 of ``user:password``, which a server may echo), for ``redact``."""
-    m = _USERINFO.search(url)
+    m = _USERINFO.search(url) or _BARE_USERINFO.search(url)
     if m is None:
         return ()
     out: list[str] = []

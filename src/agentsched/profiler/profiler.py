@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentsched.errors import AgentschedError
+from agentsched.errors import AgentschedError, one_line
 from agentsched.model.cards import CardSet, ToolCard, load_card_set
 
 BUSY_POLICIES = ("warn", "wait", "ignore")
@@ -193,8 +193,8 @@ def measure(
     finally:
         try:
             tool.unload()
-        except Exception:  # the load/run error (if any) is the one worth reporting
-            log.warning("tool %s: unload() failed", name, exc_info=True)
+        except Exception as e:  # the load/run error (if any) is the one worth reporting
+            log.warning("tool %s: unload() failed: %s", name, one_line(e))
         del tool
         gc.collect()
 
