@@ -157,3 +157,7 @@ def test_non_regular_and_binary_input_files(cli, tmp_path):
     assert code == 2 and "not UTF-8 text" in err
     code, _, err = cli("show", "S13", "--cards", "/dev/zero")
     assert code == 2 and err.strip() == "error: card file /dev/zero: not a regular file"
+    from agentsched.model.files import read_small_text
+
+    with pytest.raises(ValueError, match=r": does not exist$"):  # before: "not a regular file"
+        read_small_text(tmp_path / "none.jsonl", "--inputs-jsonl file")

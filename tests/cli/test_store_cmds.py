@@ -124,3 +124,23 @@ def test_json_on_every_store_command(cli, db, tmp_path):
     code, out, _ = cli("store", "forget", "S1", "--store", str(db), "--json")
     doc = json.loads(out)
     assert code == 0 and doc["forgot"]["workflow"] == "S1" and doc["invocations_removed"] == 3
+
+
+@pytest.mark.parametrize("args, usage", [
+    (["store", "export", "#1", "--store", "s.db"], "error: Missing option '--out'. (see 'agentsched store export --help')"),
+    (["store", "list", "--bogus"], "error: No such option: --bogus (see 'agentsched store list --help')"),
+    (["serve", "S1", "--store", "s.db", "--log-level", "loud"],  # before: an internal error (uvicorn's KeyError)
+     "error: Invalid value for '--log-level': 'loud' is not one of 'critical', 'error', 'warning', 'info', 'debug', "
+     "'trace'. (see 'agentsched serve --help')"),
+])
+def test_a_usage_error_names_the_whole_command(cli, args, usage):
+    """Before, a subcommand's usage error sent to `agentsched export --help`, which does not exist."""
+    code, _, err = cli(*args)
+    assert code == 2 and err.strip() == usage
+
+
+def test_a_store_path_that_is_a_folder_is_not_said_to_be_missing(cli, tmp_path):
+    code, _, err = cli("store", "list", "--store", str(tmp_path))  # before: "does not exist"
+    assert code == 2 and err.strip() == f"error: store {tmp_path} is not a regular file"
+    code, _, err = cli("store", "list", "--store", str(tmp_path / "none.db"))
+    assert code == 2 and err.strip() == f"error: store {tmp_path / 'none.db'} does not exist"

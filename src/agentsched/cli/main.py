@@ -211,7 +211,9 @@ def _main(args: list[str], argv: list[str] | None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `agentsched`: help was printed
             sys.exit(0)
         ctx = getattr(e, "ctx", None)
-        cmd = f" {ctx.info_name}" if ctx is not None and ctx.parent is not None else ""
+        # the whole path: a subcommand's (`store export`) help is not its own name's
+        cmd = ctx.command_path.partition(" ")[2] if ctx is not None and ctx.parent is not None else ""
+        cmd = f" {cmd}" if cmd else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         message = message.replace("Value error, ", "")  # typer's prefix on an enum choice it rejects
         _error(f"{message} (see 'agentsched{cmd} --help')", args)

@@ -256,7 +256,7 @@ def _forget(store: Path, name: str, learner: int) -> None:
     from agentsched.store import Store
 
     if not store.is_file():
-        raise AgentschedError(f"store {store} does not exist")
+        raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
     st = Store(store)
     try:
         if learner not in [ln.id for ln in st.learners(name)]:

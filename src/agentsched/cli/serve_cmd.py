@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +11,17 @@ import typer
 from agentsched.cli import options as o
 from agentsched.cli.common import testbed_spec
 from agentsched.errors import AgentschedError
+
+
+class LogLevel(str, Enum):
+    """uvicorn's log levels (a bad one was an internal error at start: uvicorn's KeyError)."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
 
 
 def serve_cmd(
@@ -46,7 +58,8 @@ def serve_cmd(
     ray_address: Optional[str] = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU,
     cards: Optional[str] = o.CARDS,
-    log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
+    log_level: LogLevel = typer.Option(LogLevel.WARNING, "--log-level", case_sensitive=False,
+                                       help="uvicorn's log level"),
 ) -> None:
     """Serve workflows over HTTP: concurrent invocations, warm tools, one learner per workflow."""
     try:
@@ -62,7 +75,7 @@ def serve_cmd(
                            time_scale=time_scale, vram_budget_mb=vram_budget_mb, policy=policy, placement=placement,
                            round_size=round_size, seed=seed, cards=cards, max_concurrency=max_concurrency,
                            drain_s=drain_s)
-    raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level,
+    raise SystemExit(serve(config, host=host, port=port, token=token, insecure=insecure, log_level=log_level.value,
                            exit_after_cut=True))
 
 

@@ -17,7 +17,7 @@ def read_small_text(path: Path, kind: str) -> str:
     """A regular, UTF-8 file of at most MAX_INPUT_BYTES; ValueError with a one-line reason otherwise."""
     try:
         if not path.is_file():
-            raise ValueError(f"{kind} {path}: not a regular file")
+            raise ValueError(f"{kind} {path}: {'not a regular file' if path.exists() else 'does not exist'}")
         if path.stat().st_size > MAX_INPUT_BYTES:
             raise ValueError(f"{kind} {path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
         return path.read_bytes().decode("utf-8")
