@@ -51,11 +51,16 @@ def test_rates_and_trace(cli, tmp_path):
     (("--load", "0.3", "--arrival", "trace:/nonexistent.csv", "--policies", "dmda"), "cannot read"),
     (("--load", "0.3", "--arrival", "uniform", "--policies", "dmda"), "unknown arrival kind"),
     (("--load", "0.3", "--seeds", "0"), "--seeds must be >= 1"),
+    # before, these three failed only after the capacity search (minutes), or after the whole study
+    (("--load", "0.3", "--noise", "5"), "--noise must be a number in [0, 1], got 5.0"),
+    (("--load", "0.3", "--json-out", "/nonexistent/x.json"), "--json-out: folder /nonexistent does not exist"),
+    (("--rates", "1e9"), "rate x duration = 5,000,000,000 arrivals; at most 5,000,000"),
 ])
 def test_bad_input_is_one_line(cli, tmp_path, args, needle):
     code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)
     assert code != 0
     assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "load.json").exists()
 
 
 def test_a_workflow_file_s_world_key_is_the_world_unless_world_is_given(cli, tmp_path):
@@ -71,3 +76,11 @@ def test_a_workflow_file_s_world_key_is_the_world_unless_world_is_given(cli, tmp
     code, stdout, err = cli(*args, "--out", str(tmp_path / "b"), "--world", "a5500")
     assert code == 0, err
     assert json.loads(stdout)["machine"]["world"] == "a5500"
+
+
+def test_loadgen_checks_its_json_out_before_the_stream(cli):
+    pytest.importorskip("httpx")
+    # no service listens on port 9: before, the stream ran (or failed to reach it) before the file was checked
+    code, _, err = cli("loadgen", "http://127.0.0.1:9", "S1", "--rates", "1", "--duration-s", "1",
+                       "--json-out", "/nonexistent/x.json")
+    assert code == 2 and err.strip() == "error: --json-out: folder /nonexistent does not exist"

@@ -47,8 +47,8 @@ def load_cmd(
     json_file: str = opt.JSON_OUT,
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
-    from agentsched.cli.common import load_workflow_and_world, positive
-    from agentsched.cli.output import emit, prepare_output_dir, write_json
+    from agentsched.cli.common import load_workflow_and_world, positive, testbed_spec
+    from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
     from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
     from agentsched.report.load_report import load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
@@ -58,6 +58,11 @@ def load_cmd(
         raise AgentschedError("give exactly one of --load and --rates")
     positive("--seeds", seeds)
     positive("--cpu-slots", cpu_slots)
+    testbed_spec(opt.TestbedKind.SIM, noise=noise)  # a bad --noise fails now, as in run
+    # the outputs are checked before minutes of capacity search, not after them
+    out_dir = prepare_output_dir(out)
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")
     from agentsched.testbeds.world import choose_world
 
     with_worlds = [load_workflow_and_world(w) for w in workflows]
@@ -72,7 +77,6 @@ def load_cmd(
     machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
     doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
                    arrival=arrival)
-    out_dir = prepare_output_dir(out)
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)

@@ -36,7 +36,7 @@ def loadgen_cmd(
     the latency percentiles the clients saw, in simulated ms. Exits 1 when the service ran no
     arrival of a rate (none answered ok or oom), naming the first failure."""
     from agentsched.cli.load_cmd import _floats
-    from agentsched.cli.output import emit
+    from agentsched.cli.output import check_output_file, emit
     from agentsched.experiments.load import seeded_arrivals
     from agentsched.experiments.loadgen import run_against, summarize_shots
 
@@ -53,6 +53,8 @@ def loadgen_cmd(
 
     inputs = parse_inputs(input_ or [], input_json)
     rate_list = _floats(rates, "--rates") or []
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")  # before the stream, not after it
     _check_served(url, workflows, token)
     rows: list[dict[str, Any]] = []
     for rate in rate_list:

@@ -34,7 +34,7 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
 from agentsched.planner.load import LoadPlanner
 from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, oracle_static
-from agentsched.testbeds.arrivals import Arrival, check_duration, make_arrivals
+from agentsched.testbeds.arrivals import Arrival, check_duration, check_rate, make_arrivals
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.stream import DEFAULT_CPU_SLOTS, StreamResult, run_stream
 from agentsched.model.live import StreamDecider
@@ -244,6 +244,8 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     # a bad arrival kind or trace file fails now, in one line, before minutes of capacity search
     make_arrivals(arrival, rate_per_s=1.0, duration_s=1.0, names=names, rng=random.Random(0))
     check_duration(duration_s)
+    for rate in rates or ():  # (a rate's stream is bounded as the search's will be: fail now)
+        check_rate(rate, duration_s)
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
     # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on

@@ -45,12 +45,18 @@ def check_duration(duration_s: float) -> None:
         raise TestbedError(f"duration {duration_s:,.0f} s: at most {MAX_DURATION_S:,.0f} simulated seconds")
 
 
-def _check(rate_per_s: float, duration_s: float, n_workflows: int) -> None:
+def check_rate(rate_per_s: float, duration_s: float) -> None:
+    """One-line ``TestbedError`` for a rate that is not a finite number > 0 per second, or that would
+    bring more than ``MAX_ARRIVALS`` arrivals in ``duration_s`` (checked too)."""
     if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
         raise TestbedError(f"arrival rate must be a finite number > 0 per second, got {rate_per_s!r}")
     check_duration(duration_s)
     if rate_per_s * duration_s > MAX_ARRIVALS:
         raise TestbedError(f"rate x duration = {rate_per_s * duration_s:,.0f} arrivals; at most {MAX_ARRIVALS:,}")
+
+
+def _check(rate_per_s: float, duration_s: float, n_workflows: int) -> None:
+    check_rate(rate_per_s, duration_s)
     if n_workflows < 1:
         raise TestbedError("an arrival stream needs at least one workflow")
 
@@ -105,8 +111,9 @@ def read_trace(path: str | Path, names: Sequence[str]) -> list[Arrival]:
             t_s = float(parts[0])
         except ValueError:
             raise TestbedError(f"trace {p}:{lineno}: time {parts[0][:30]!r} is not a number") from None
-        if not (math.isfinite(t_s) and t_s >= 0):
-            raise TestbedError(f"trace {p}:{lineno}: time must be finite and >= 0, got {parts[0][:30]!r}")
+        if not (math.isfinite(t_s) and 0 <= t_s <= MAX_DURATION_S):  # (1e308 s was finite, its ms not)
+            raise TestbedError(f"trace {p}:{lineno}: time must be a number of seconds in [0, {MAX_DURATION_S:,.0f}], "
+                               f"got {parts[0][:30]!r}")
         if parts[1] not in index:
             known = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             raise TestbedError(f"trace {p}:{lineno}: unknown workflow {parts[1][:40]!r} (the mix has {known})")
