@@ -164,3 +164,25 @@ def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_s
     finally:
         st.close()
     assert kinds == ["cut", "cut"]  # each recorded once
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_an_ipv6_address_is_printed_as_a_url_a_client_can_use(start_server, tmp_path):
+    """Before: http://::1:PORT, which no client takes."""
+    server = start_server(["S1", "--store", str(tmp_path / "s.db"), "--testbed", "sim", "--cards", "a5500",
+                           "--host", "::1"])
+    assert server.url is not None and server.url.startswith("http://[::1]:")
+    with server.client() as c:
+        assert c.get("/healthz").json()["status"] == "ok"
+    assert server.stop() == 0

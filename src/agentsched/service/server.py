@@ -126,6 +126,7 @@ class _DrainingServer(uvicorn.Server):
         for server in self.servers:
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
+                host = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed in a URL (RFC 3986)
                 print(f"agentsched serve: listening on http://{host}:{port} "
                       f"({len(self.service.runtimes)} workflow(s))", file=sys.stderr, flush=True)
 
