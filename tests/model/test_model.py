@@ -6,7 +6,7 @@ import pytest
 
 from agentsched import Mode, SimTestbed, brute_force, load_card_set, load_scenario, parse_mapping
 from agentsched.errors import CardError, MappingError, WorkflowError
-from agentsched.model.cards import builtin_card_sets
+from agentsched.model.cards import ToolCard, builtin_card_sets
 from agentsched.model.mapping import enumerate_mappings, format_mapping, oracle_match
 from agentsched.scenarios import list_scenarios, resolve_workflow
 
@@ -194,3 +194,19 @@ def test_oracle_measures_host_only_placements_once():
     for e in res.ranked:
         twin = res.entry({**e.mapping, "D": Mode.GPU_NOW if e.mapping["D"] is Mode.CPU else Mode.CPU})
         assert twin.e2e_ms == e.e2e_ms and twin.status is e.status
+
+
+def test_a_card_s_workload_is_one_line():
+    """It goes into the LLM's cards table: a newline in it broke the table's row."""
+    card = ToolCard(name="t", workload="multi\nline  workload\t", cpu_ms=1.0)
+    assert card.workload == "multi line workload"
+
+
+def test_an_invalid_card_file_is_named_by_its_path_not_its_set_name(tmp_path):
+    """A copy of a built-in set keeps its name: before, the error read as if the built-in set were broken."""
+    data = json.loads(load_card_set("a5500").to_json())
+    data["cards"]["clip"]["cpu_ms"] = -5
+    f = tmp_path / "c_neg.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(CardError, match=rf"^card file {f}: cards\.clip\.cpu_ms: Input should be greater than 0"):
+        load_card_set(str(f))

@@ -65,6 +65,12 @@ class ToolCard(BaseModel):
         _reject_contention(v, f"tool card {v.get('name', '?')!r}" if isinstance(v, dict) else "tool card")
         return v
 
+    @field_validator("workload", mode="before")
+    @classmethod
+    def _one_line(cls, v: Any) -> Any:
+        # why: it goes into the prompt's cards table and `show`; a newline broke the table's row
+        return " ".join(v.split()) if isinstance(v, str) else v
+
     @field_validator("tags", mode="before")
     @classmethod
     def _tags_tuple(cls, v: Any) -> Any:
@@ -167,15 +173,17 @@ class CardSet(BaseModel):
         Path(path).write_text(self.to_json() + "\n")
 
 
-def parse_card_set(data: Any, name: str) -> CardSet:
-    """Validate a decoded card-set document; raise CardError with a one-line reason."""
+def parse_card_set(data: Any, name: str, where: str | None = None) -> CardSet:
+    """Validate a decoded card-set document; raise CardError with a one-line reason, naming
+    ``where`` it came from (a file: its own ``name`` may be a built-in set's, e.g. a copy) else ``name``."""
+    what = where or f"card set {name!r}"
     if not isinstance(data, dict) or "cards" not in data:
-        raise CardError(f"card set {name!r}: expected an object with a 'cards' mapping")
+        raise CardError(f"{what}: expected an object with a 'cards' mapping")
     data = {"name": name, **data}
     try:
         return CardSet.model_validate(data)
     except ValidationError as e:
-        raise CardError(f"card set {name!r}: {validation_line(e.errors())}") from None
+        raise CardError(f"{what}: {validation_line(e.errors())}") from None
 
 
 def builtin_card_sets() -> list[str]:
@@ -201,4 +209,5 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
             f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
         )
     data = read_document(path, "card file", CardError)
-    return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem)
+    return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem,
+                          f"card file {path}")
