@@ -210,3 +210,12 @@ def test_an_invalid_card_file_is_named_by_its_path_not_its_set_name(tmp_path):
     f.write_text(json.dumps(data))
     with pytest.raises(CardError, match=rf"^card file {f}: cards\.clip\.cpu_ms: Input should be greater than 0"):
         load_card_set(str(f))
+
+
+def test_a_cycle_in_a_workflow_file_names_the_file(tmp_path):
+    from agentsched.model.workflow_io import load_workflow_file
+
+    f = tmp_path / "c.yaml"
+    f.write_text("name: cyc\ncards: a5500\ntasks:\n  A: {tool: clip}\n  B: {tool: ocr}\nedges: [[A, B], [B, A]]\n")
+    with pytest.raises(WorkflowError, match=rf"^{f}: workflow 'cyc' has a cycle: "):  # before: no file named
+        load_workflow_file(f)

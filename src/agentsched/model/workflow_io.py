@@ -103,8 +103,8 @@ def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = Non
         wf = Workflow.model_validate(data)
     except ValidationError as e:
         raise WorkflowError(f"{source}: {validation_line(e.errors(), 'workflow', more=False)}") from None
-    except AgentschedError:
-        raise
+    except AgentschedError as e:  # (a cycle, a card set: the file is named, as for every other error)
+        raise type(e)(f"{source}: {e}") from None
     try:
         wf.validate_against_cards()
     except AgentschedError as e:
