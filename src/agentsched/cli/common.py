@@ -73,6 +73,12 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+def existing_store(store: Any) -> None:
+    """One-line error unless ``store`` is a file (a command that reads a store never creates one)."""
+    if not store.is_file():
+        raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
+
+
 def positive(name: str, value: int) -> int:
     if value < 1:
         raise AgentschedError(f"{name} must be >= 1, got {value}")

@@ -253,10 +253,10 @@ def history_cmd(
 
 
 def _forget(store: Path, name: str, learner: int) -> None:
+    from agentsched.cli.common import existing_store
     from agentsched.store import Store
 
-    if not store.is_file():
-        raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
+    existing_store(store)
     st = Store(store)
     try:
         if learner not in [ln.id for ln in st.learners(name)]:

@@ -22,12 +22,12 @@ NAME_HELP = "the learner: its workflow's name, its key (or a unique prefix of 4+
 
 
 def _open(store: Path, wait_s: float, *, read_only: bool) -> Any:
+    from agentsched.cli.common import existing_store
     from agentsched.store import Store
 
     if not (wait_s >= 0 and wait_s < 1e6):
         raise AgentschedError(f"--wait-s must be a number in [0, 1e6), got {wait_s}")
-    if not store.is_file():  # never create an empty store by looking after it
-        raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
+    existing_store(store)  # never create an empty store by looking after it
     return Store(store, read_only=read_only, busy_timeout_s=wait_s, on_wait=lambda m: typer.echo(m, err=True))
 
 
