@@ -30,6 +30,14 @@ def test_load_rows_report_and_plot(cli, tmp_path):
     assert "latency_vs_load.png" in report and "| agentsched | 0.3 |" in report
     assert (out / "latency_vs_load.png").stat().st_size > 1000
     assert json.loads((out / "load.json").read_text()) == doc
+    # the floor: per load, the arrivals' latencies alone, which no policy's percentile goes below
+    assert [f["load"] for f in doc["isolation_floor"]] == [0.3, 0.6]
+    for f in doc["isolation_floor"]:
+        assert min(doc["isolated_ms"].values()) <= f["p50_ms"] <= f["p99_ms"] <= max(doc["isolated_ms"].values())
+        for r in doc["rows"]:
+            if r["load"] == f["load"]:  # noise sigma 0.03: a run alone may beat its expected time by a few %
+                assert r["p50_ms"] >= 0.9 * f["p50_ms"]
+    assert f"load 0.3: p50 {doc['isolation_floor'][0]['p50_ms']:g} ms" in report
 
 
 def test_rates_and_trace(cli, tmp_path):

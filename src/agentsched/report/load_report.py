@@ -54,6 +54,11 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
     for r in doc["rows"]:
         worst = max(r["slowdown_by_workflow"].values(), default=None)
         lines.append("| " + " | ".join(_cell(r[c]) for c in COLUMNS) + f" | {_cell(worst)} |")
+    floor = doc.get("isolation_floor") or []
+    if floor:
+        lines += ["", "Isolation floor (each arrival's latency alone on the machine; no policy goes below it, noise "
+                  "aside): " + "; ".join(f"load {f['load']:g}: p50 {_cell(f['p50_ms'])} ms, p99 {_cell(f['p99_ms'])} ms"
+                                         for f in floor)]
     lines += ["", "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
               + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items()), ""]
     return "\n".join(lines)
