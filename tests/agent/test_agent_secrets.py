@@ -52,6 +52,10 @@ def assert_clean(text: str) -> None:
     ("got 'user:s3cret@127.0.0.1:9'", (), "got '***@127.0.0.1:9'"),
     ("cannot reach the service at user:s3c@ret@[::1]:9: refused", (), "cannot reach the service at ***@[::1]:9: refused"),
     ("at 10:30 @home; mail a@b.c; a=b:c", (), "at 10:30 @home; mail a@b.c; a=b:c"),  # not credentials
+    # an option quoted back in an error: the value written after a secret key, whatever its quoting
+    ('llm={"api_key":"sk-LEAK","model":"m"}', (), 'llm={"api_key":***,"model":"m"}'),
+    ("{'api_key': 'sk a b', 'n': 1} api_key=sk-x y", (), "{'api_key': ***, 'n': 1} api_key=*** y"),
+    ("the api_key option is missing", (), "the api_key option is missing"),
 ])
 def test_redact(text, secrets, expected):
     assert redact(text, secrets) == expected

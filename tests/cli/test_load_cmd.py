@@ -38,6 +38,9 @@ def test_load_rows_report_and_plot(cli, tmp_path):
             if r["load"] == f["load"]:  # noise sigma 0.03: a run alone may beat its expected time by a few %
                 assert r["p50_ms"] >= 0.9 * f["p50_ms"]
     assert f"load 0.3: p50 {doc['isolation_floor'][0]['p50_ms']:g} ms" in report
+    # progress on stderr (stdout is the JSON): the capacity search takes most of a short study
+    rates = doc["capacity_by_baseline"]
+    assert f"capacity search: dmda+adm sustains {rates['dmda+adm']:g}/s (9/10 baselines)" in err.splitlines()
 
 
 def test_rates_and_trace(cli, tmp_path):

@@ -74,6 +74,25 @@ def test_bench_records_the_options_it_set(cli, tmp_path):
      "give it once"),
     (["run", "S5", "-p", "ucb1", "-O", "exploration=1", "-O", "ucb1.exploration=3"],
      "error: --policy-option ucb1.exploration=3: exploration of ucb1 is set by exploration=1 too; give it once"),
+    # the prefixed item is the bad one, not the bare 'exploration' ucb1 takes
+    (["bench", "--policies", "ucb1,heft", "-O", "exploration=2", "-O", "heft.exploration=1"],
+     "error: --policy-option heft.exploration: no such option (valid: heft: cpu_cores, machine)"),
+    # --llm-* beside -O llm={...}: one set of settings, each field once (the flags used to drop the mapping)
+    (["run", "S5", "-p", "agent-llm", "--llm-model", "m", "-O", 'llm={"base_url": "http://127.0.0.1:9/v1", '
+      '"model": "x"}'],
+     'error: --policy-option llm={"base_url": "http://127.0.0.1:9/v1", "model": "x"}: llm model is given by '
+     '--llm-model too; give it once'),
+    # a key in a JSON option is never echoed (the malformed JSON is quoted back as text)
+    (["run", "S5", "-p", "agent-llm", "-O", 'llm={"api_key": "sk-LEAKME123",}'],
+     "error: agent llm options must be a mapping of LLM settings, got '{\"api_key\": ***,}'"),
+    (["run", "S5", "-p", "agent-llm", "-O", 'llm={"api_key": "sk-LEAKME123", "base_url": "http://h:9/v1", '
+      '"model": "m"}', "-O", "llm={}"],
+     'error: --policy-option llm={}: llm of agent-llm is set by llm={"api_key": ***, "base_url": "http://h:9/v1", '
+     '"model": "m"} too; give it once'),
+    (["run", "S5", "-p", "agent-llm", "-O", 'llm={"api_key": 12345678, "base_url": "http://h:9/v1", "model": "m"}'],
+     "error: llm api_key must be a string, got int"),
+    (["run", "S5", "-p", "agent-llm", "-O", 'llm={"model": ["a"], "base_url": "http://h:9/v1"}'],
+     "error: llm model must be a string, got ['a']"),
     (["run", "S5", "--size", "huge"], "error: Invalid value for '--size': 'huge' is not one of 'paper', 'small'. "
                                       "(see 'agentsched run --help')"),
 ])
@@ -86,3 +105,12 @@ def test_unknown_keys_and_bad_values_are_one_line(cli, argv, message, tmp_path, 
     if message is not None:
         assert lines[0] == message
     assert not (tmp_path / "none.db").exists()  # refused before the store is opened
+
+
+def test_llm_flags_and_an_llm_mapping_make_one_config():
+    """--llm-model beside -O llm={"base_url": ...}: both apply (before, the flags replaced the mapping
+    whole and the endpoint was reported missing)."""
+    opts = policy_options(["agent-llm"], PolicyFlags(llm={"model": "m"}, items=(
+        'llm={"base_url": "http://127.0.0.1:9/v1", "temperature": 0}',)), single=True)
+    config = opts["agent-llm"]["llm"]
+    assert (config.base_url, config.model, config.temperature) == ("http://127.0.0.1:9/v1", "m", 0.0)

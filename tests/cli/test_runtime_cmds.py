@@ -63,6 +63,14 @@ def test_a_repeated_input_name_is_an_error(project, cli):
     assert not (project / "s.db").exists()  # refused before the store was opened
 
 
+def test_an_input_in_the_json_file_and_on_the_line_is_an_error(project, cli):
+    given = project / "in.json"
+    given.write_text('{"docs": "a"}')
+    code, out, err = _invoke(cli, project, "--input-json", str(given), "--input", "docs=b")
+    assert code != 0 and out == ""
+    assert err.splitlines() == [f"error: --input 'docs' is given by --input-json {given} too (give each input once)"]
+
+
 def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
     from agentsched.store import Store
     from agentsched.store import store as store_mod

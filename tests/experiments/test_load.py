@@ -69,7 +69,7 @@ def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monk
     must mean one rate whatever --duration-s."""
     searched: list[float] = []
 
-    def capacity(workflows, machine, oracle, duration_s, longest_ms=None):
+    def capacity(workflows, machine, oracle, duration_s, longest_ms=None, progress=None):
         searched.append(duration_s)
         raise _Searched
 

@@ -85,6 +85,20 @@ def test_gantt_has_legend_axis_labels_and_load_labels(tmp_path, saved_figures):
     assert "B bert_base_x12" in texts
 
 
+def test_gantt_of_a_run_where_nothing_started(tmp_path, saved_figures):
+    """An oom in the first instant starts no task: before, matplotlib refused the legend of 0 columns
+    and `simulate --gantt` was an internal error."""
+    from agentsched.scenarios import load_scenario
+    from agentsched.model.mapping import parse_mapping
+
+    wf = load_scenario("S13")
+    ex = SimTestbed(noise_sigma=0.0, seed=None).expected(wf, parse_mapping(wf, "A=now,B=now,C=now,D=cpu"))
+    assert ex.status.value == "oom" and not ex.spans
+    save_gantt(wf, [("all-gpu", ex)], tmp_path / "oom.png")
+    assert (tmp_path / "oom.png").stat().st_size > 0
+    assert "no task started" in [t.get_text() for t in saved_figures[-1].axes[0].texts]
+
+
 def test_user_text_the_font_lacks_draws_without_glyph_warnings(tmp_path):
     assert style.safe_label("plain A_1") == "plain A_1"
     assert style.safe_label("任务") == "\\u4efb\\u52a1"

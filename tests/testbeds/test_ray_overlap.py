@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -13,43 +15,46 @@ from agentsched.model.workflow import Mode
 from agentsched.runtime import Runtime, workflow_from_tools
 from agentsched.testbeds.spec import TestbedSpec
 
-NAP_S = 1.0  # long beside Ray's per-task overhead, so two overlapping runs show it
+MEET_S = 60.0  # how long a run waits for the other one to be running too
 
 
-class Nap(agentsched.Tool):
-    """Sleeps, then says when it ran (wall clock: the Ray workers share this machine's)."""
+class Meet(agentsched.Tool):
+    """Marks that it runs (a file in ``dir``), then waits until two runs have marked it: the number it
+    saw. Two runs that overlap both see 2; runs one after the other leave the first alone (it sees 1
+    after ``MEET_S``). Why not wall-clock spans: on a loaded machine a Ray worker may start a
+    second late, and spans of a 1 s nap then failed to overlap though the runs were concurrent."""
 
-    name = "nap"
+    name = "meet"
     has_gpu = False
-    input_names = ("seconds",)
+    input_names = ("dir",)
 
     def run(self, inputs):
-        t0 = time.time()
-        time.sleep(inputs["seconds"])
-        return [t0, time.time()]
+        folder = Path(inputs["dir"])
+        (folder / uuid.uuid4().hex).touch()
+        deadline = time.monotonic() + MEET_S
+        while len(list(folder.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(list(folder.iterdir()))
 
 
-def _two_at_once(rt: Runtime, seconds: float) -> list:
+def _two_at_once(rt: Runtime, folder: Path) -> list:
+    folder.mkdir()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(rt.invoke(seconds=seconds))) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: results.append(rt.invoke(dir=str(folder)))) for _ in range(2)]
     for th in threads:
         th.start()
     for th in threads:
-        th.join(120)
+        th.join(2 * MEET_S + 60)
     return results
 
 
 @pytest.mark.ray
-def test_invocations_served_at_once_run_at_once_on_ray():
+def test_invocations_served_at_once_run_at_once_on_ray(tmp_path):
     pytest.importorskip("ray")
-    w = workflow_from_tools("nap-overlap", {"A": Nap}, [])
+    w = workflow_from_tools("meet-overlap", {"A": Meet}, [])
     with Runtime(w, store=None, testbed=TestbedSpec(kind="ray", cpu_slots=2)) as rt:
         rt.pin({"A": Mode.CPU})
-        # warm-up: the cluster and both its workers (a second worker starting under a loaded machine
-        # took over NAP_S once, and the measured naps then ran one after the other)
-        assert all(r.ok for r in _two_at_once(rt, 0.3))
-        results = _two_at_once(rt, NAP_S)
+        results = _two_at_once(rt, tmp_path / "meet")
         assert rt.testbed.concurrent_runs
     assert len(results) == 2 and all(r.ok for r in results), [r.message for r in results]
-    (s1, e1), (s2, e2) = (r.outputs["A"] for r in results)
-    assert max(s1, s2) < min(e1, e2)  # the two naps overlapped: neither run waited for the other
+    assert [r.outputs["A"] for r in results] == [2, 2]  # each run was running while the other was

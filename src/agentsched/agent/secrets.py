@@ -29,6 +29,10 @@ _BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]
 #: option keys whose value is a secret, and keys whose value is a URL that may carry credentials
 SECRET_KEYS = frozenset({"api_key"})
 URL_KEYS = frozenset({"base_url"})
+#: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
+#: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
+_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',}\s]+)"""
+                           % "|".join(SECRET_KEYS))
 
 
 def redact_url(url: str) -> str:
@@ -64,9 +68,9 @@ def basic_token(url: str) -> str | None:
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with URL credentials and every occurrence of each of ``secrets`` replaced by ``***``
-    (secrets shorter than ``MIN_SECRET_CHARS`` and placeholder keys are left alone)."""
-    out = redact_url(str(text))
+    """``text`` with URL credentials, the value written after each secret key (``api_key=``, ``"api_key":``)
+    and every occurrence of each of ``secrets`` replaced by ``***`` (secrets shorter than ``MIN_SECRET_CHARS`` and placeholder keys are left alone)."""
+    out = _KEYED_SECRET.sub(lambda m: f"{m['key']}{MASK}", redact_url(str(text)))
     for s in sorted({s for s in secrets if s and s not in NOT_SECRETS and len(s) >= MIN_SECRET_CHARS},
                     key=len, reverse=True):  # longest first: a key that contains another is masked whole
         out = out.replace(s, MASK)

@@ -75,8 +75,11 @@ def load_cmd(
         budget = max(named) if named else None
     sigma = DEFAULT_NOISE_SIGMA if noise is None else noise
     machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
+    from agentsched.cli.common import err_console
+
+    # on stderr (stdout may be --json): a short study spends minutes in the capacity search
     doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
-                   arrival=arrival)
+                   arrival=arrival, progress=err_console.print)
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)

@@ -89,7 +89,8 @@ def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str,
             takers = [p for p in policies if key in get_spec(p).public_options]
         if not takers or key not in get_spec(takers[0]).public_options:
             valid = "; ".join(f"{p}: {_options_text(p)}" for p in (takers or policies))
-            raise AgentschedError(f"--policy-option {key}: no such option (valid: {valid})")
+            named = key if target is None else f"{target}.{key}"  # the item as given, not another one's key
+            raise AgentschedError(f"--policy-option {named}: no such option (valid: {valid})")
         if key in flagged:
             raise AgentschedError(f"--policy-option {key}: {flagged[key]} sets it too; give it once")
         for p in takers:
@@ -100,20 +101,48 @@ def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str,
             options.setdefault(p, {})[key] = value
 
 
-def _llm_options(policies: list[str], flags: PolicyFlags, single: bool, options: dict[str, dict[str, Any]]) -> None:
-    """--llm-* (an ``LLMConfig``, built and checked once here) and --llm-predictions for agent-llm."""
+def _llm_item(flags: PolicyFlags) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The LLM settings of the --llm-* flags and of a ``-O llm={...}`` beside them, each field given
+    once, and the items left. Why: the flags used to replace that mapping whole, and a ``base_url``
+    given in it was then reported missing."""
+    mine = [item for item in flags.items if _is_llm_item(item)]
+    if not flags.llm or not mine:
+        return dict(flags.llm), flags.items
+    if len(mine) > 1:
+        raise AgentschedError(f"--policy-option {mine[1]}: llm of agent-llm is set by {mine[0]} too; give it once")
+    value = parse_item(mine[0])[2]
+    both = sorted(set(value) & set(flags.llm))
+    if both:
+        raise AgentschedError(f"--policy-option {mine[0]}: llm {both[0]} is given by {LLM_FLAGS[both[0]]} too; "
+                              "give it once")
+    return {**value, **flags.llm}, tuple(item for item in flags.items if item not in mine)
+
+
+def _is_llm_item(item: str) -> bool:
+    """Is ``item`` a mapping of LLM settings for agent-llm (``llm={...}``, ``agent-llm.llm={...}``)?"""
+    target, key, value = parse_item(item)
+    return key == "llm" and target in (None, "agent-llm") and isinstance(value, dict)
+
+
+def _llm_options(policies: list[str], flags: PolicyFlags, single: bool,
+                 options: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+    """--llm-* (an ``LLMConfig``, built and checked once here, with a ``-O llm={...}`` beside them:
+    ``_llm_item``) and --llm-predictions for agent-llm; returns the --policy-option items left."""
     where = (f"to --policy agent-llm (got {policies[0]})" if single
              else "when agent-llm is among --policies")
     if flags.llm and "agent-llm" not in policies:
         raise AgentschedError(f"{flags_apply(flags.llm)} only {where}")
     if flags.predictions is not None and "agent-llm" not in policies:
         raise AgentschedError(f"--llm-predictions applies only {where}")
+    given, items = _llm_item(flags)
     if flags.llm:
         from agentsched.agent.llm import LLMConfig
 
-        options.setdefault("agent-llm", {})["llm"] = LLMConfig.from_options(flags.llm, names=LLM_FLAGS)
+        names = {k: v for k, v in LLM_FLAGS.items() if k in flags.llm}  # the rest came from -O llm=
+        options.setdefault("agent-llm", {})["llm"] = LLMConfig.from_options(given, names=names)
     if flags.predictions:  # off is the default: left out, so the policy is the plain agent-llm
         options.setdefault("agent-llm", {})["predictions"] = True
+    return items
 
 
 def policy_options(policies: list[str], flags: PolicyFlags, *, single: bool = False) -> dict[str, dict[str, Any]]:
@@ -131,7 +160,7 @@ def policy_options(policies: list[str], flags: PolicyFlags, *, single: bool = Fa
         for p in takers:  # make_policy refuses it in one line for a single policy without a start
             options.setdefault(p, {})["start"] = flags.start
         flagged["start"] = "--start"
-    _llm_options(policies, flags, single, options)
+    items = _llm_options(policies, flags, single, options)
     if flags.llm:
         flagged["llm"] = flags_apply(flags.llm).rsplit(" ", 1)[0]
     if flags.predictions is not None:
@@ -147,5 +176,5 @@ def policy_options(policies: list[str], flags: PolicyFlags, *, single: bool = Fa
         for p in policies:
             if accepts(p, "cpu_cores"):
                 options.setdefault(p, {})["cpu_cores"] = flags.cpu_slots
-    _apply_items(policies, flags.items, options, flagged)  # explicit values win over derived ones
+    _apply_items(policies, items, options, flagged)  # explicit values win over derived ones
     return options

@@ -33,7 +33,7 @@ def _nested_deeper(doc: Any, limit: int) -> bool:
 
 
 def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
-    """--input-json FILE (a JSON object) then --input NAME=VALUE items (text values) over it."""
+    """--input-json FILE (a JSON object) and --input NAME=VALUE items (text values), each name once."""
     inputs: dict[str, Any] = {}
     if json_file is not None:
         from agentsched.model.files import read_small_text
@@ -58,6 +58,9 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             raise AgentschedError(f"--input {item!r} is not NAME=VALUE")
         if name.strip() in seen:  # keeping only the last would drop a value silently
             raise AgentschedError(f"--input {name.strip()!r} is given more than once (give each input once)")
+        if name.strip() in inputs:  # the same: --input used to win over the file, silently
+            raise AgentschedError(f"--input {name.strip()!r} is given by --input-json {json_file} too "
+                                  "(give each input once)")
         seen.add(name.strip())
         inputs[name.strip()] = value
     return inputs

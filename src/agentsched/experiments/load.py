@@ -186,14 +186,18 @@ def max_sustainable_rate(workflows: Sequence[Workflow], make: Callable[[], Strea
 
 
 def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]],
-                   duration_s: float = CAPACITY_DURATION_S,
-                   longest_ms: float | None = None) -> tuple[float, dict[str, float]]:
+                   duration_s: float = CAPACITY_DURATION_S, longest_ms: float | None = None,
+                   progress: Callable[[str], None] | None = None) -> tuple[float, dict[str, float]]:
     """The mix's capacity (the best baseline's sustainable rate), and every baseline's;
-    ``longest_ms``: the mix's longest isolated latency (computed when not given)."""
+    ``longest_ms``: the mix's longest isolated latency (computed when not given); ``progress``: told
+    each baseline's rate as it is found (the search takes most of a short study)."""
     if longest_ms is None:
         longest_ms = max(isolated_ms(workflows, oracle, machine).values())
-    rates = {b: max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s, longest_ms)
-             for b in CAPACITY_POLICIES}
+    rates = {}
+    for i, b in enumerate(CAPACITY_POLICIES, 1):
+        rates[b] = max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s, longest_ms)
+        if progress is not None:
+            progress(f"capacity search: {b} sustains {rates[b]:g}/s ({i}/{len(CAPACITY_POLICIES)} baselines)")
     best = max(rates.values())
     if best <= 0:
         raise AgentschedError(f"no baseline sustains even {MIN_RATE_PER_S:g} arrivals/s on this machine (each drops "
@@ -284,7 +288,7 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
     search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
     longest_ms = max(isolated.values())
-    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s, longest_ms)
+    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s, longest_ms, progress)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     rows, floor = [], []
     for load, rate in points:
@@ -301,6 +305,8 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
         if name not in sustained:
             sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine,
                                                    search_s, longest_ms)
+            if progress is not None:
+                progress(f"saturation: {name} sustains {sustained[name]:g}/s")
     return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
             {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
             "arrival": arrival, "duration_s": duration_s, "seeds": seeds,

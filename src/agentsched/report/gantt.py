@@ -81,6 +81,8 @@ def save_gantt(workflow: Workflow, runs: Sequence[tuple[str, Execution]], path: 
             run_start = s.start_ms + s.load_ms
             ax.barh(y, end - run_start, left=run_start, color=_COLORS[s.mode], edgecolor="black", linewidth=0.5)
             _bar_label(ax, run_start, end, y, safe_label(f"{s.task} {s.tool}"), horizon, inside_color="white")
+        if not ex.spans:  # an oom in the first instant: nothing started (rules.Infeasible)
+            ax.text(0.5, 0.5, "no task started", transform=ax.transAxes, ha="center", va="center", fontsize=9)
         ax.set_yticks(range(len(ex.spans)))
         ax.set_yticklabels([safe_label(f"{s.task} ({sp.label(s.mode)})") for s in ex.spans], fontsize=8)
         ax.invert_yaxis()
@@ -106,7 +108,8 @@ def save_gantt(workflow: Workflow, runs: Sequence[tuple[str, Execution]], path: 
     if any_load:
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black", linewidth=0.5))
         labels.append("hatched: model load-in (gpu_queue admission)")
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
+    if labels:  # (matplotlib refuses a legend of 0 columns)
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

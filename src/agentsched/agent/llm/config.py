@@ -33,6 +33,7 @@ _ENV = (("base_url", ENV_BASE_URL), ("model", ENV_MODEL), ("api_key", ENV_API_KE
 _NUMBERS = (("temperature", float), ("timeout_s", float), ("max_retries", int), ("max_tokens", int),
             ("breaker_rounds", int), ("preflight_retries", int), ("backoff_s", float), ("notice_after_s", float),
             ("max_response_bytes", int))
+_STRINGS = ("base_url", "model", "api_key", "response_format", "server")
 _LOWER_BOUNDS = (("max_retries", 0), ("breaker_rounds", 0), ("max_tokens", 1), ("preflight_retries", 0),
                  ("max_response_bytes", 1024))
 
@@ -72,6 +73,7 @@ class LLMConfig:
             if key not in opts and env.get(var):
                 opts[key] = env[var]
                 source[key] = var
+        _check_strings(opts, source)
         if not opts.get("base_url"):
             raise PolicyError(f"agent-llm needs an endpoint: --llm-base-url or {ENV_BASE_URL} "
                               "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama)")
@@ -104,6 +106,15 @@ class LLMConfig:
         """For reports: everything but the key; the base URL without its credentials."""
         return {f.name: (self.safe_url if f.name == "base_url" else getattr(self, f.name))
                 for f in fields(self) if f.name != "api_key"}
+
+
+def _check_strings(opts: dict[str, Any], source: dict[str, str]) -> None:
+    """The text options are text (``{"api_key": 12345678}`` from a JSON option, a model given as a
+    list): one-line PolicyError naming the source, never the value of the key."""
+    for key in _STRINGS:
+        if key in opts and not isinstance(opts[key], str):
+            shown = type(opts[key]).__name__ if key == "api_key" else repr(opts[key])
+            raise PolicyError(redact(f"{source[key]} must be a string, got {shown}"))
 
 
 def _check_numbers(opts: dict[str, Any], source: dict[str, str]) -> None:
