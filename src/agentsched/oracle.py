@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from agentsched.errors import AgentschedError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import EQUIVALENCE_TOLERANCE, enumerate_mappings
-from agentsched.model.workflow import Mode, Workflow, effective_mode
+from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
 
 MAX_ORACLE_MAPPINGS = 60_000  # 3^10 = 59,049: about 10 s on the simulator; 3^12 took ~2 min
@@ -102,7 +102,7 @@ def brute_force(
     for i, mapping in enumerate(enumerate_mappings(workflow)):
         # A host-only tool on a GPU mode is the same run as on the CPU (rules.Dispatcher): measure
         # each distinct run once, so identical mappings tie exactly on a noisy testbed too.
-        canonical = tuple(effective_mode(cards[t], mapping[t]) for t in workflow.task_ids)
+        canonical = tuple(effective_mapping(cards, mapping).items())
         if canonical not in measured:
             exact = testbed.expected(workflow, mapping) if use_expected else None
             if exact is not None:

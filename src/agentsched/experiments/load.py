@@ -33,7 +33,7 @@ from typing import Any
 
 from agentsched.errors import AgentschedError
 from agentsched.model.mapping import enumerate_mappings
-from agentsched.model.workflow import Mode, Workflow, effective_mode
+from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
 from agentsched.planner.load import LoadPlanner
 from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, oracle_static
@@ -139,7 +139,7 @@ def _distinct_mappings(wf: Workflow) -> list[dict[str, Mode]]:
         return []
     distinct: dict[tuple[Mode, ...], dict[str, Mode]] = {}
     for mapping in enumerate_mappings(wf):
-        distinct.setdefault(tuple(effective_mode(cards[t], mapping[t]) for t in wf.task_ids), dict(mapping))
+        distinct.setdefault(tuple(effective_mapping(cards, mapping).items()), dict(mapping))
     return list(distinct.values()) if len(distinct) <= ISOLATION_MAPPINGS else []
 
 
@@ -225,7 +225,7 @@ def percentile(xs: list[float], q: float) -> float | None:
 def isolation_floor(load: float, streams: Sequence[Sequence[Arrival]], isolated_ms: Sequence[float]) -> dict[str, Any]:
     """The percentiles no policy goes below on these streams (noise aside): each arrival's latency
     alone (``isolated_ms`` by workflow index), pooled as a row's are. Why: a target on a percentile
-    is only as reachable as the floor lets it be (S1-S13 at 60%: the floor's p50 was 0.83x the best
+    is only as reachable as the floor lets it be (S1-S13 at 60%: the floor's p50 was 0.80x the best
     baseline's)."""
     lat = [isolated_ms[a.workflow] for stream in streams for a in stream]
     return {"load": load, "p50_ms": _rnd(percentile(lat, 0.5)), "p99_ms": _rnd(percentile(lat, 0.99))}
