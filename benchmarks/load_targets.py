@@ -46,6 +46,7 @@ import sys
 import time
 
 from agentsched.errors import AgentschedError
+from agentsched.experiments.jobs import default_jobs
 from agentsched.experiments.load import BASELINES, Machine, make_decider, run_load
 from agentsched.testbeds.arrivals import poisson_arrivals
 from agentsched.testbeds.stream import run_stream
@@ -141,7 +142,7 @@ def ratios(doc: dict) -> dict[str, object]:
 
 
 def robustness(worlds: list[str], chosen: list[str], seeds: int, duration: float, base: Machine,
-               arrival: str) -> None:
+               arrival: str, jobs: int) -> None:
     """The compact table of the module docstring: one row per world and mix."""
     head = " / ".join(f"{int(100 * ld)}%" for ld in LOADS)
     print(f"{'world':18s} {'mix':10s} {'p50 ratio ' + head:>28s} {'p99 ratio ' + head:>28s} {'sat':>6s} {'oom':>4s}")
@@ -151,7 +152,7 @@ def robustness(worlds: list[str], chosen: list[str], seeds: int, duration: float
             if mix not in chosen:
                 continue
             got = ratios(run_load(wfs, POLICIES, machine=machine, duration_s=duration, seeds=seeds, loads=LOADS,
-                                  arrival=arrival))
+                                  arrival=arrival, jobs=jobs))
             print(f"{world:18s} {mix:10s} {_by_load(got, 'p50'):>28s} {_by_load(got, 'p99'):>28s} "
                   f"{got['sat']:6.3f} {got['oom']:4d}", flush=True)
 
@@ -168,6 +169,8 @@ def main() -> int:
     ap.add_argument("--arrival", choices=("poisson", "bursty"), default="poisson", help="the arrival pattern")
     ap.add_argument("--vram-budget-mb", type=float, default=MACHINE.vram_budget_mb, help="the shared GPU's budget")
     ap.add_argument("--cpu-slots", type=int, default=MACHINE.cpu_slots, help="CPU slots of the machine")
+    ap.add_argument("--jobs", type=int, default=default_jobs(), help="simulations side by side in this many "
+                                                                     "processes (the figures do not depend on it)")
     args = ap.parse_args()
     seeds, duration = (1, 40.0) if args.quick else (SEEDS, DURATION_S)
     machine = dataclasses.replace(MACHINE, vram_budget_mb=args.vram_budget_mb, cpu_slots=args.cpu_slots)
@@ -183,14 +186,14 @@ def main() -> int:
             for world in args.worlds.split(","):  # a bad name fails now, in one line, not after minutes
                 load_world(world.strip())
             robustness([w.strip() for w in args.worlds.split(",") if w.strip()], chosen, seeds, duration, machine,
-                       args.arrival)
+                       args.arrival, args.jobs)
         except AgentschedError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"{time.perf_counter() - t0:.0f} s wall")
         return 0
     try:
-        results = targets(machine, seeds, duration, args.arrival)
+        results = targets(machine, seeds, duration, args.arrival, args.jobs)
     except AgentschedError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -203,12 +206,12 @@ def main() -> int:
     return 0
 
 
-def targets(machine: Machine, seeds: int, duration: float, arrival: str) -> list[tuple[str, bool]]:
+def targets(machine: Machine, seeds: int, duration: float, arrival: str, jobs: int) -> list[tuple[str, bool]]:
     """Every mix's table and its target lines."""
     results = []
     for mix, wfs in mixes().items():
         doc = run_load(wfs, POLICIES, machine=machine, duration_s=duration, seeds=seeds, loads=LOADS,
-                       arrival=arrival)
+                       arrival=arrival, jobs=jobs)
         print(f"\n== {mix}: capacity {doc['capacity_per_s']} invocations/s; saturation "
               f"{doc['saturation_throughput_per_s']}")
         print(f"{'policy':20s} {'load':>5s} {'p50_ms':>9s} {'p95_ms':>9s} {'p99_ms':>9s} {'tput/s':>7s} "

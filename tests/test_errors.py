@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agentsched.errors import validation_line
+from agentsched.errors import one_line, validation_line
 
 
 class _Card(BaseModel):
@@ -46,3 +46,16 @@ def test_a_missing_key_beside_an_unknown_one_names_the_unknown_one():
     with pytest.raises(ValidationError) as e:
         _Strict.model_validate({})
     assert validation_line(e.value.errors()) == "tasks: Field required"  # nothing unknown: nothing said
+
+
+@pytest.mark.parametrize("message, line", [
+    ("connect failed http://user:hunter2@db.example/x api_key=sk-SECRET123",
+     "RuntimeError: connect failed http://***@db.example/x api_key=***"),
+    ('bad settings {"password": "pw-1234", "host": "h"}', 'RuntimeError: bad settings {"password": ***, "host": "h"}'),
+    ("auth Token: abcdef failed", "RuntimeError: auth Token: *** failed"),
+    ("\x1b[31mRED\x1b[0m \u202eevil\tend\nsecond line", "RuntimeError: \\x1b[31mRED\\x1b[0m \\u202eevil\\tend"),
+    ("max_tokens=5 tokens: 7", "RuntimeError: max_tokens=5 tokens: 7"),  # not secret keys
+])
+def test_a_foreign_error_is_quoted_without_its_secrets_or_terminal_control(message, line):
+    """A tool's error was printed, stored and served as it was: credentials, ESC sequences and all."""
+    assert one_line(RuntimeError(message)) == line

@@ -6,9 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentsched.masking import mask_secrets, printable
+
 
 class AgentschedError(Exception):
     """Base class of every error agentsched reports to a user as one line."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a supervisor, ``timeout``), raised where Ctrl-C's ``KeyboardInterrupt`` is: a command
+    stops its runs and records them as it does for Ctrl-C (``cli/main.py``)."""
 
 
 class CardError(AgentschedError):
@@ -68,9 +75,11 @@ def validation_line(errors: Sequence[Mapping[str, Any]], default_loc: str = "", 
 
 def one_line(exc: BaseException) -> str:
     """``Type: first line of the message`` of an exception: how a foreign error (a tool's, a
-    library's) is quoted inside an agentsched one-line message."""
+    library's) is quoted inside an agentsched one-line message; URL credentials and secret keys'
+    values masked, terminal control escaped (``masking.py``). Why: a tool's error quoting its
+    connection string was printed, stored and served as it was, ESC sequences included."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return printable(mask_secrets(f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")))
 
 
 def address_secrets(address: str) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ import pytest
 from agentsched.agent.llm import LLMConfig, LLMReasoner
 from agentsched.agent.local_llm import error_body
 from agentsched.agent.policy import AgentPolicy
-from agentsched.agent.secrets import redact, redact_options, redact_url, url_secrets
+from agentsched.agent.secrets import redact, redact_options, url_secrets
+from agentsched.masking import redact_url
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import run_loop
 from agentsched.scenarios import load_scenario
@@ -89,6 +90,30 @@ def test_config_errors_and_reports_hide_url_credentials():
     c = LLMConfig.from_options({"base_url": f"http://bob:{PASSWORD}@h/v1", "model": "m", "api_key": KEY}, {})
     assert c.to_dict()["base_url"] == "http://***@h/v1" and "api_key" not in c.to_dict()
     assert_clean(json.dumps(AgentPolicy("llm", llm={"base_url": c.base_url, "model": "m", "api_key": KEY}).describe()))
+
+
+@pytest.mark.parametrize("options, message", [
+    # the key given in the options, quoted back in another value's error (a URL's query, a number)
+    ({"base_url": f"ftp://h/v1?key={KEY}", "model": "m", "api_key": KEY},
+     "llm base_url must be an http:// or https:// URL with a host (or gguf:/path/to/model.gguf), got 'ftp://h/v1?key=***'"),
+    ({"base_url": "http://h:9/v1", "model": "m", "api_key": KEY, "timeout_s": KEY}, "llm timeout_s must be a number, got '***'"),
+    ({"base_url": f"http://bob:{PASSWORD}@h/v1", "model": "m", "max_tokens": f"x{PASSWORD}"},
+     "llm max_tokens must be an integer, got 'x***'"),
+])
+def test_a_config_error_never_quotes_a_secret_given_beside_it(options, message):
+    with pytest.raises(PolicyError) as e:
+        LLMConfig.from_options(options, {})
+    assert str(e.value) == message
+
+
+def test_llm_options_that_are_not_a_mapping_are_not_quoted():
+    """A URL with credentials (or a key) given where the mapping goes: the API's error names its type only."""
+    with pytest.raises(PolicyError) as e:
+        AgentPolicy("llm", llm=f"http://bob:{PASSWORD}@127.0.0.1:9/v1")
+    assert str(e.value) == ("agent llm options must be a mapping of LLM settings (base_url, model, api_key, ...), "
+                            "got text, not a JSON object")
+    with pytest.raises(PolicyError, match=r"got a list$"):
+        AgentPolicy("llm", llm=[KEY])
 
 
 def test_preflight_error_hides_the_key_the_server_quotes(serve):

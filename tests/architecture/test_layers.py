@@ -17,7 +17,7 @@ SRC = Path(agentsched.__file__).parent
 # Rank of every top-level part of the package: a module may import parts of a lower rank, and its own
 # part. Equal ranks may not import each other. The architecture, written once.
 LAYERS: dict[str, float] = {
-    "errors": 0, "data": 0, "model": 1, "scenarios": 1.5,
+    "masking": -1, "errors": 0, "data": 0, "model": 1, "scenarios": 1.5,
     "tools": 2, "store": 2, "monitor": 2,
     "testbeds": 3, "oracle": 3.5, "profiler": 3.5,
     "policies": 5, "planner": 5.25, "agent": 5.5,

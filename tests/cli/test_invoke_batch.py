@@ -50,4 +50,6 @@ def test_mapping_pins_the_invocation_and_history_best(tmp_path):
     (learner,) = json.loads(r.stdout)["learners"]
     assert learner["rounds"] == 1 and learner["best_round"] == 0 and set(learner["best_mapping"]) == set("ABCD")
     assert learner["best_e2e_ms"] > 0
-    assert "best A=" in _cli("history", "S1", "--best", "--store", db).stdout
+    # S1 is binary: its terminal mappings say gpu, as every other table does (before: gpu_now)
+    shown = ",".join(f"{t}={'gpu' if m == 'gpu_now' else m}" for t, m in learner["best_mapping"].items())
+    assert f"best {shown} (round 0" in _cli("history", "S1", "--best", "--store", db).stdout

@@ -84,7 +84,8 @@ def test_bench_records_the_options_it_set(cli, tmp_path):
      '--llm-model too; give it once'),
     # a key in a JSON option is never echoed (the malformed JSON is quoted back as text)
     (["run", "S5", "-p", "agent-llm", "-O", 'llm={"api_key": "sk-LEAKME123",}'],
-     "error: agent llm options must be a mapping of LLM settings, got '{\"api_key\": ***,}'"),
+     "error: agent llm options must be a mapping of LLM settings (base_url, model, api_key, ...), got text, not a "
+     "JSON object"),
     (["run", "S5", "-p", "agent-llm", "-O", 'llm={"api_key": "sk-LEAKME123", "base_url": "http://h:9/v1", '
       '"model": "m"}', "-O", "llm={}"],
      'error: --policy-option llm={}: llm of agent-llm is set by llm={"api_key": ***, "base_url": "http://h:9/v1", '

@@ -159,6 +159,19 @@ def test_show_never_imports_user_tool_modules(project, cli, monkeypatch):
     assert code == 0 and "imported!" not in out and "noisy_tools:Loud" in out
 
 
+def test_history_of_a_workflow_file_never_imports_its_tool_modules(project, cli):
+    """Before, history imported them to learn the workflow's name: a module that exits on import (or is
+    not on the path there) ended the command with no output."""
+    import sys
+
+    assert _invoke(cli, project, "-i", "docs=x")[0] == 0
+    (project / "rtfix_tools.py").write_text("import sys\nsys.exit(5)\n")
+    sys.modules.pop("rtfix_tools", None)
+    code, out, err = cli("history", str(project / "echo.yaml"), "--store", str(project / "s.db"), "--best")
+    assert code == 0, err
+    assert out.startswith("learner 1 (agent-plan-cold): ") and "rtfix_tools" not in sys.modules
+
+
 def test_history_plot_before_the_first_full_round_says_so(project, cli):
     code, _, err = _invoke(cli, project, "--input", "docs=a", "--round-size", "3")
     assert code == 0, err

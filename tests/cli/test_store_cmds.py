@@ -99,6 +99,11 @@ def test_a_missing_or_corrupt_store_is_one_line(cli, tmp_path, command):
     code, _, err = cli("store", *command, "--store", str(bad))
     assert code == 2 and "is corrupt or not an SQLite file" in _one_line(err)
     assert bad.read_bytes() == b"not a database at all" * 300  # left as it was
+    empty = tmp_path / "empty.db"  # before, vacuum and forget made it a new store
+    empty.write_bytes(b"")
+    code, _, err = cli("store", *command, "--store", str(empty))
+    assert code == 2 and _one_line(err) == f"error: store {empty} is empty (no runtime has written to it yet)"
+    assert empty.read_bytes() == b""
 
 
 def test_a_locked_store_is_one_line_and_loses_nothing(cli, db):

@@ -69,11 +69,11 @@ def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monk
     must mean one rate whatever --duration-s."""
     searched: list[float] = []
 
-    def capacity(workflows, machine, oracle, duration_s, longest_ms=None, progress=None):
+    def rates(workflows, names, machine, oracle, duration_s, longest_ms, **kwargs):
         searched.append(duration_s)
         raise _Searched
 
-    monkeypatch.setattr(load, "capacity_per_s", capacity)
+    monkeypatch.setattr(load, "sustainable_rates", rates)
     for study_s in (20.0, 60.0, 90.0, 300.0):
         with pytest.raises(_Searched):
             load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=study_s, seeds=1,
@@ -82,7 +82,7 @@ def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monk
 
 
 def test_a_study_too_long_is_refused_before_the_capacity_search(monkeypatch):
-    monkeypatch.setattr(load, "capacity_per_s", lambda *a, **k: pytest.fail("searched"))
+    monkeypatch.setattr(load, "sustainable_rates", lambda *a, **k: pytest.fail("searched"))
     with pytest.raises(AgentschedError, match="at most 1,000,000 simulated seconds"):
         load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=1e9, seeds=1, loads=[0.3])
 

@@ -44,6 +44,12 @@ def test_tool_node_rejects_what_is_not_a_tool() -> None:
         tool_node(Abstract)
     with pytest.raises(NodeError, match="reads must be a list of state keys"):
         tool_node(Words, reads="text")
+    # before: a bare TypeError ("'int' object is not iterable")
+    with pytest.raises(NodeError, match=r"^tool_node: reads must be a list of state keys or a dict of input name "
+                                        r"to key, got int$"):
+        tool_node(Words, reads=5)  # type: ignore[arg-type]
+    with pytest.raises(NodeError, match=r"^tool_node: writes must be a state key \(a string\), got int$"):
+        tool_node(Words, writes=5)  # type: ignore[arg-type]
 
 
 def test_placeable_rejects_bad_declarations() -> None:

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from agentsched.integrations.langgraph import GraphError, GraphRuntime, tool_node  # noqa: E402
 from agentsched.model.execution import Status  # noqa: E402
+from agentsched.model.tool import Tool  # noqa: E402
 
 TOOLS = '''
 import threading
@@ -432,3 +433,96 @@ def test_without_cuda_the_runtime_says_every_placement_runs_on_the_host(pipe, ca
     finally:
         bed.close()
         fake.close()
+
+
+def test_a_testbed_kind_name_is_shorthand_as_for_runtime(pipe) -> None:
+    """Before, testbed="local" was an internal AttributeError ('str' object has no attribute 'kind')."""
+    folder, mod = pipe
+    with GraphRuntime(words_graph(mod), "words-graph", store=None, testbed="local") as rt:
+        assert rt.invoke(documents=["a b"]).ok
+    for kind, message in (("sim", "a LangGraph graph runs on the local testbed (got sim)"),
+                          ("tpu", "unknown testbed 'tpu' (valid: sim, local, ray)")):
+        with pytest.raises(Exception) as e:
+            GraphRuntime(words_graph(mod), "words-graph", store=None, testbed=kind)
+        assert str(e.value) == message
+
+
+class Held(Tool):
+    """A long model call: says it started, then stays in run until ``release`` is set."""
+
+    name = "held"
+    workload = "waits until released"
+    has_gpu = False
+    concurrent_safe = True
+    input_names = ("x",)
+    release = threading.Event()
+    started: list[Any] = []
+    inside = 0
+    lock = threading.Lock()
+
+    def run(self, inputs):
+        cls = type(self)
+        with cls.lock:
+            cls.started.append(inputs["x"])
+            cls.inside += 1
+        cls.release.wait(30)
+        with cls.lock:
+            cls.inside -= 1
+        return inputs["x"]
+
+
+def test_close_starts_no_node_call_after_it_and_returns_without_waiting_for_the_calls_running() -> None:
+    """Before, a node waiting for a CPU slot started when a running call ended, 6 s after close(0.5),
+    and close waited for it (16 s): the testbed's close waited 60 s for calls it cannot stop."""
+    from agentsched.testbeds.spec import TestbedSpec
+
+    Held.release.clear()
+    Held.started.clear()
+
+    class S(TypedDict, total=False):
+        x: Any
+        held: Any
+
+    g = StateGraph(S)
+    g.add_node("held", tool_node(Held))
+    g.add_edge(START, "held")
+    g.add_edge("held", END)
+    rt = GraphRuntime(g, "held-graph", store=None, round_size=3, testbed=TestbedSpec(kind="local", cpu_slots=2))
+    answers: list[str] = []
+
+    def call(i: int) -> None:
+        try:
+            answers.append(f"ok {rt.invoke(x=i).status}")
+        except Exception as e:  # noqa: BLE001 - what the caller is told
+            answers.append(str(e))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    deadline = threading.Event()
+    for _ in range(1000):  # two calls hold the two slots; the third invocation waits for one
+        if len(Held.started) == 2 and rt.runtime.in_flight == 3:
+            break
+        deadline.wait(0.01)
+    try:
+        rt.close(wait_s=0.1)
+        assert Held.inside == 2  # it returned while the calls it cannot stop still run
+        for _ in range(1000):  # (a deadline, not a measure)
+            if answers:
+                break
+            deadline.wait(0.01)
+        assert answers == ["runtime is closed"]  # the invocation waiting for its node is answered now
+    finally:
+        Held.release.set()
+    for t in threads:
+        t.join(30)
+    assert len(Held.started) == 2  # the waiting node never started
+    assert answers == ["runtime is closed"] * 3
+
+
+@pytest.mark.parametrize("device", ["tpu:7", 0, "cpu", "cuda:x"])
+def test_a_device_that_is_not_a_gpu_is_one_line(pipe, device) -> None:
+    folder, mod = pipe
+    with pytest.raises(Exception) as e:
+        GraphRuntime(words_graph(mod), "words-graph", store=None, device=device)
+    assert str(e.value) == f"device must be cuda or cuda:N (where GPU placements run), got {device!r}"

@@ -341,7 +341,11 @@ def test_function_node_gets_the_state_and_its_device(make_workflow) -> None:
 
 
 def test_gpu_placement_without_cuda_is_refused(wf) -> None:
-    bed = LangGraphTestbed(diamond(), device="cpu")
+    class NoCuda(LangGraphTestbed):
+        def _cuda_available(self) -> bool:
+            return False
+
+    bed = NoCuda(diamond())
     with pytest.raises(TestbedError, match="^task b is mapped to gpu_now but this machine has no CUDA GPU"):
         bed.run(wf, {"a": C, "b": N, "c": C, "d": C}, inputs={"q": "x"})
     with pytest.raises(TestbedError, match="^task a is mapped to gpu_now"):

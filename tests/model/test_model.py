@@ -1,13 +1,14 @@
 """Cards, workflows, mappings and the oracle."""
 
 import json
+import re
 
 import pytest
 
 from agentsched import Mode, SimTestbed, brute_force, load_card_set, load_scenario, parse_mapping
 from agentsched.errors import CardError, MappingError, WorkflowError
 from agentsched.model.cards import ToolCard, builtin_card_sets
-from agentsched.model.mapping import enumerate_mappings, format_mapping, oracle_match
+from agentsched.model.mapping import enumerate_mappings, format_mapping, oracle_match, validate_mapping
 from agentsched.scenarios import list_scenarios, resolve_workflow
 
 
@@ -91,6 +92,17 @@ def test_bad_mappings(text, needle):
         parse_mapping(load_scenario("S5"), text)
 
 
+def test_a_mapping_given_as_text_or_not_a_mapping():
+    """Runtime.pin("A=cpu") read the text letter by letter ("unknown task(s) =, c, p, u"); pin(None)
+    was a TypeError."""
+    wf = load_scenario("S5")
+    assert validate_mapping(wf, "A=gpu,B=cpu,C=cpu,D=gpu") == parse_mapping(wf, "A=gpu,B=cpu,C=cpu,D=gpu")
+    for bad, name in ((None, "NoneType"), (["A"], "list"), (3, "int")):
+        with pytest.raises(MappingError) as e:
+            validate_mapping(wf, bad)
+        assert str(e.value) == f"a mapping must be task -> mode (a dict, or the text A=gpu_now,B=cpu), got {name}"
+
+
 def _write(tmp_path, text, name="w.yaml"):
     p = tmp_path / name
     p.write_text(text)
@@ -101,7 +113,8 @@ def _write(tmp_path, text, name="w.yaml"):
     ("tasks: {A: {tool: clip}}\nedges: [[A, B]]", "unknown task 'B'"),
     ("tasks: {A: {tool: clip}, B: {tool: clip}}\nedges: [[A, B], [B, A]]", "cycle: A -> B -> A"),
     ("tasks: {A: {tool: nope}}", "unknown tool 'nope'"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -5", "negative vram_budget_mb"),
+    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -5", "vram_budget_mb must be a number > 0 (none: omit it), got -5"),
+    ("tasks: {A: {tool: clip}}\nvram_budget_mb: 0", "vram_budget_mb must be a number > 0 (none: omit it), got 0"),
     ("tasks: {A: {tool: clip}}\nvram_budget_mb: 10", "below every tool's VRAM"),
     ("tasks: {A: {tool: clip}}\ndecision_space: four_way", "decision_space"),
     ("tasks: {A: {tool: clip, repeat: 0}}", "repeat"),
@@ -119,7 +132,7 @@ def _write(tmp_path, text, name="w.yaml"):
     ("tasks: {A: {tool: clip}}\nvram_budget_mb: .nan", "vram_budget_mb"),
 ])
 def test_bad_workflow_files(tmp_path, text, needle):
-    with pytest.raises(WorkflowError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(WorkflowError, match=re.escape(needle)):
         resolve_workflow(_write(tmp_path, text))
 
 

@@ -200,3 +200,21 @@ def test_builtin_run_takes_named_arguments():
     data, written = pdf_document(1, 3, seed=2)
     text = pdf.run({"pdf": data})["text"]
     assert all(line in text for line in written)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"tags": "compute-bound"}, "tags must be a tuple of strings, not the string 'compute-bound' (write ('compute-bound',))"),
+    ({"input_names": "text"}, "input_names must be a tuple of strings, not the string 'text' (write ('text',))"),
+    ({"tags": ("compute-bound", 3)}, "tags must be a tuple of strings, got ('compute-bound', 3)"),
+    ({"workload": 5}, "workload must be a string (one line), got int"),
+    ({"has_gpu": "yes"}, "has_gpu must be True or False, got 'yes'"),
+    ({"concurrent_safe": 1}, "concurrent_safe must be True or False, got 1"),
+])
+def test_a_class_attribute_of_the_wrong_type_is_a_one_line_error(attrs, message):
+    """Before, tags = "compute-bound" became the tags 'c', 'o', 'm', ... of its cold card."""
+    bad = type("Bad", (Echo,), attrs)
+    with pytest.raises(ToolError) as e:
+        register_tool(bad)
+    assert str(e.value).endswith(message) and "Bad" in str(e.value)
+    with pytest.raises(ToolError, match="must be"):
+        register_tool(bad())

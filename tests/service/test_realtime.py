@@ -130,3 +130,25 @@ def test_time_scale_and_budget_options_are_checked_in_one_line(tmp_path):
         ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=0.0)
     with pytest.raises(AgentschedError, match="--vram-budget-mb must be"):
         ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, vram_budget_mb=-1.0)
+
+
+def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
+    """Before, S1 served beside S13 (1,100 MB) planned for no budget: its first rounds placed llama_1b
+    (2,484 MB) on the GPU, and every invocation of them was an oom."""
+    from agentsched.errors import WorkflowError
+    from agentsched.service.service import Service, ServiceConfig
+
+    config = ServiceConfig(workflows=("S1", "S13"), store=tmp_path / "s.db", testbed=SPEC, realtime=True,
+                           time_scale=1e6)
+    service = Service(config)
+    try:
+        rt = service.runtimes["S1"]
+        assert rt.workflow.vram_budget_mb == 1100.0 == service.runtimes["S13"].workflow.vram_budget_mb
+        results = [rt.invoke() for _ in range(5)]  # round 0
+        assert [r.status for r in results] == [Status.OK] * 5, [r.message for r in results]
+    finally:
+        service.close()
+    with pytest.raises(WorkflowError, match="vram_budget_mb 100 is below every tool's VRAM"):
+        Service(ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True,
+                              vram_budget_mb=100.0))
+    assert not (tmp_path / "t.db").exists()

@@ -48,3 +48,25 @@ def test_a_source_tool_without_input_names_takes_the_invocations_arguments(tmp_p
             svc.check_inputs("anyin", {})
     finally:
         svc.close()
+
+
+def test_served_workflow_names_are_unique_and_routable(tmp_path):
+    """A name with a '/' was listed but no request could reach it; two files of one name were refused
+    without naming the files."""
+    import pytest
+
+    from agentsched.errors import WorkflowError
+    from agentsched.service.service import workflow_files
+
+    (tmp_path / "a.yaml").write_text("name: same\ntasks: {A: clip}\n")
+    (tmp_path / "b.yaml").write_text("name: same\ntasks: {A: clip}\n")
+    with pytest.raises(WorkflowError) as e:
+        workflow_files((str(tmp_path),))
+    assert str(e.value) == (f"two workflows are named same ({tmp_path / 'a.yaml'} and {tmp_path / 'b.yaml'}): "
+                            "each served workflow needs its own name")
+    (tmp_path / "c.yaml").write_text('name: "a/b"\ntasks: {A: clip}\n')
+    with pytest.raises(WorkflowError) as e:
+        workflow_files((str(tmp_path / "c.yaml"),))
+    assert str(e.value) == (f"workflow 'a/b' ({tmp_path / 'c.yaml'}): a served workflow's name is part of its URL "
+                            "and may not hold a '/'")
+    assert [w.name for w in workflow_files((str(tmp_path / "a.yaml"), "S1"))] == ["same", "S1"]

@@ -83,6 +83,7 @@ def test_export_holds_every_record_and_reads_back(filled, tmp_path):
     back = [execution_from_doc(e["record"]) for e in doc["executions"]]
     assert [x.e2e_ms for x in back] == [30.0, 20.0, 25.0] and back[0].mapping == {"A": Mode.CPU}
     assert not list(tmp_path.glob(".e.json.*"))  # no temporary file left
+    assert read_export(str(out)) == doc  # a text path too
     (tmp_path / "x.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(StoreError, match="not an agentsched learner export"):
         read_export(tmp_path / "x.json")

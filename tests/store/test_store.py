@@ -109,6 +109,25 @@ def test_corrupt_store_is_refused(tmp_path, content):
     assert p.read_bytes() == content  # left untouched
 
 
+def test_a_store_with_a_damaged_page_is_refused_at_open(tmp_path):
+    """Before, it opened: every write failed, and each process kept its records aside and exited 0."""
+    p = tmp_path / "s.db"
+    Store(p).close()
+    with sqlite3.connect(p) as c:  # pages beyond the schema's
+        c.execute("CREATE TABLE pad (x TEXT)")
+        c.executemany("INSERT INTO pad VALUES (?)", [("x" * 2000,)] * 40)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    pages = p.stat().st_size // 4096
+    with open(p, "r+b") as f:
+        f.seek((pages - 2) * 4096)
+        f.write(b"\xab" * 4096)
+    with pytest.raises(StoreError) as e:
+        Store(p)
+    assert str(e.value).startswith(f"store {p} is corrupt or not an SQLite file: ") and "\n" not in str(e.value)
+    assert not list(tmp_path.glob("*.unwritten*"))
+
+
 def test_foreign_sqlite_file_is_refused(tmp_path):
     p = tmp_path / "other.db"
     with sqlite3.connect(p) as c:

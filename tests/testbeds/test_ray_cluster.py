@@ -176,6 +176,38 @@ def test_runtime_invokes_user_tools_on_the_cluster(cluster):
     assert all(sorted(sp["task"] for sp in r.timeline) == ["A", "B"] for r in results)
 
 
+class SlowLoad(agentsched.Tool):
+    """A user tool whose load takes longer than the task timeout of the test; its run is instant."""
+
+    name = "slow_load"
+    has_gpu = True
+    input_names = ("text",)
+    load_s = 1.5
+
+    def load(self, device):
+        time.sleep(self.load_s)
+        self.device = device
+
+    def run(self, inputs):
+        return inputs["text"].upper()
+
+
+def test_a_task_timeout_shorter_than_a_tools_load_still_runs_it(cluster):
+    """Before, the load before the clock was bounded by the task timeout: every invocation failed with
+    Ray's "GetTimeoutError: Get timed out: some object(s) not ready." though the run takes no time."""
+    from agentsched.runtime import Runtime, workflow_from_tools
+
+    w = workflow_from_tools("slow-load", {"A": SlowLoad}, [])
+    tb = make_tb(cluster, timeout_s=SlowLoad.load_s / 3)
+    try:
+        with Runtime(w, policy="agent-rules-cold", store=None, testbed=tb, round_size=1) as rt:
+            results = [rt.invoke(text="hi") for _ in range(2)]
+    finally:
+        tb.close()
+    assert [r.status for r in results] == ["ok"] * 2, [r.message for r in results]
+    assert all(r.outputs == {"A": "HI"} for r in results)
+
+
 def test_a_task_no_node_can_ever_hold_runs_on_the_cpu_from_the_first_invocation(cluster, caplog):
     """Before, the learner kept proposing GPU placements of it, and each such invocation failed."""
     from agentsched.model.mapping import mapping_key

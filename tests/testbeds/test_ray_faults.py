@@ -108,3 +108,17 @@ def test_a_worker_warm_up_that_times_out_never_fails_the_run_and_is_not_retried(
     c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)  # no exception
     c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)
     assert asked == [cl.WORKER_WARMUP_S]  # waited once, its own bound (not the task timeout of 2 s)
+
+
+def test_a_load_past_its_deadline_is_said_in_words_naming_the_setting():
+    """Before, it was Ray's own text: "GetTimeoutError: Get timed out: some object(s) not ready."."""
+    import ray.exceptions as rex
+
+    from agentsched.testbeds.ray.backend import LOAD_TIMEOUT_S, load_error
+
+    message = load_error(rex.GetTimeoutError("Get timed out: some object(s) not ready."))
+    assert message == (f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load "
+                       "deadline, agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, "
+                       "not loads)")
+    assert load_error(ValueError("no such model")) == ("loading the tools on the Ray cluster failed: "
+                                                        "ValueError: no such model")

@@ -28,6 +28,7 @@ from agentsched.testbeds.world import World, load_world
     ({"ray_address": "auto"}, "ray_address applies only to the ray testbed (got sim)"),
     ({"kind": "local", "emulate_gpu": True}, "emulate_gpu applies only to the ray testbed (got local)"),
     ({"timeout_s": 5.0}, "timeout_s applies only to the local and ray testbeds (got sim)"),
+    ({"size": "paper"}, "size applies only to the local and ray testbeds (got sim)"),  # (it was ignored)
 ])
 def test_each_invalid_argument_is_a_one_line_testbed_error(kwargs, message):
     with pytest.raises(TestbedError) as e:

@@ -173,23 +173,28 @@ def test_ctrl_c_while_the_process_exits_keeps_its_status(project, exit_step):
     assert (project / "done").exists() == (exit_step == "after")
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="needs POSIX signals")
-def test_one_ctrl_c_ends_an_invoke_whose_tool_hangs_and_keeps_its_record(project):
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+@pytest.mark.parametrize("sig, status, line, why", [
+    ("SIGINT", 130, "interrupted", "interrupted (Ctrl-C)"),
+    # SIGTERM is what `timeout` and supervisors send: before, it killed `invoke` (no line, no record)
+    ("SIGTERM", 143, "terminated", "terminated (SIGTERM)"),
+])
+def test_one_signal_ends_an_invoke_whose_tool_hangs_and_keeps_its_record(project, sig, status, line, why):
     """Before, the first Ctrl-C waited for the tool to return (forever here) and the invocation was
     never recorded."""
     p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"), cwd=project,
                          env=_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "started"  # the tool hangs now
-        p.send_signal(signal.SIGINT)
+        p.send_signal(getattr(signal, sig))
         _, err = p.communicate(timeout=20)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130 and err.splitlines() == ["error: interrupted"]
+    assert p.returncode == status and err.splitlines() == [f"error: {line}"]
     h = subprocess.run(_cmd("history", "hang", "--store", "s.db", "--json"), cwd=project, env=_env(project),
                        capture_output=True, text=True, timeout=60)
     import json
 
     (ex,) = json.loads(h.stdout)["learners"][0]["executions"]
-    assert ex["status"] == "error" and ex["kind"] == "cut" and ex["message"].startswith("interrupted (Ctrl-C)")
+    assert ex["status"] == "error" and ex["kind"] == "cut" and ex["message"].startswith(why)

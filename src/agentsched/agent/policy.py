@@ -79,7 +79,9 @@ class AgentPolicy(Policy):
         if reasoner != "llm" and llm:
             raise PolicyError("llm options are only valid with the llm reasoner (agent-llm)")
         if llm is not None and not isinstance(llm, Mapping) and type(llm).__name__ != "LLMConfig":
-            raise PolicyError(f"agent llm options must be a mapping of LLM settings, got {llm!r}")
+            # (the value is not quoted: a URL or a key given where the mapping goes may be a secret)
+            raise PolicyError("agent llm options must be a mapping of LLM settings (base_url, model, api_key, ...), "
+                              f"got {'text, not a JSON object' if isinstance(llm, str) else 'a ' + type(llm).__name__}")
         self.reasoner: Reasoner = RulesReasoner(initial=initial)
         if reasoner == "llm":
             from agentsched.agent.llm import LLMConfig, LLMReasoner

@@ -77,6 +77,8 @@ def existing_store(store: Any) -> None:
     """One-line error unless ``store`` is a file (a command that reads a store never creates one)."""
     if not store.is_file():
         raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
+    if store.stat().st_size == 0:  # (SQLite would make it a new store: vacuum and forget did)
+        raise AgentschedError(f"store {store} is empty (no runtime has written to it yet)")
 
 
 def positive(name: str, value: int) -> int:

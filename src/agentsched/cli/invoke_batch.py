@@ -70,7 +70,12 @@ def best_docs(st: Any, learners: list[Any]) -> list[dict[str, Any]]:
     return [{"learner": ln.id, "policy": ln.policy, **best_round(st, ln.id)} for ln in learners]
 
 
-def print_best(name: str, docs: list[dict[str, Any]], json_out: bool) -> None:
+def print_best(name: str, docs: list[dict[str, Any]], json_out: bool,
+               spaces: dict[int, str] | None = None) -> None:
+    """``spaces``: each learner's decision space (its name), for the terminal's mode labels (a binary
+    workflow's ``gpu``, as every other table prints it; JSON keeps the mode)."""
+    from agentsched.model.workflow import DecisionSpace, Mode
+
     if json_out:
         typer.echo(json.dumps({"workflow": name, "learners": docs}, indent=2))
         return
@@ -78,6 +83,7 @@ def print_best(name: str, docs: list[dict[str, Any]], json_out: bool) -> None:
         if d["best_mapping"] is None:
             typer.echo(f"learner {d['learner']} ({d['policy']}): no round observed ok yet")
             continue
-        mapping = ",".join(f"{t}={m}" for t, m in d["best_mapping"].items())
+        space = DecisionSpace((spaces or {}).get(d["learner"], "three_way"))
+        mapping = ",".join(f"{t}={space.label(Mode(m))}" for t, m in d["best_mapping"].items())
         typer.echo(f"learner {d['learner']} ({d['policy']}): best {mapping} (round {d['best_round']}, "
                    f"median E2E {d['best_e2e_ms']:,.1f} ms, of {d['rounds']} ok rounds)")

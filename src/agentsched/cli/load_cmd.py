@@ -45,11 +45,15 @@ def load_cmd(
     no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
     json_out: bool = opt.JSON,
     json_file: str = opt.JSON_OUT,
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="simulations side by side in this many processes "
+                                                           "(default: one per core, at most 16; the figures "
+                                                           "do not depend on it)"),
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
     from agentsched.cli.common import load_workflow_and_world, positive, testbed_spec
     from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
-    from agentsched.experiments.load import DEFAULT_POLICIES, Machine, run_load
+    from agentsched.experiments.jobs import default_jobs
+    from agentsched.experiments.load import DEFAULT_POLICIES, Machine, check_study, run_load
     from agentsched.report.load_report import load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
@@ -58,17 +62,21 @@ def load_cmd(
         raise AgentschedError("give exactly one of --load and --rates")
     positive("--seeds", seeds)
     positive("--cpu-slots", cpu_slots)
+    if jobs is not None:
+        positive("--jobs", jobs)
     testbed_spec(opt.TestbedKind.SIM, noise=noise)  # a bad --noise fails now, as in run
-    # the outputs are checked before minutes of capacity search, not after them
-    out_dir = prepare_output_dir(out)
-    if json_file is not None:
-        check_output_file(json_file, "--json-out")
     from agentsched.testbeds.world import choose_world
 
     with_worlds = [load_workflow_and_world(w) for w in workflows]
     wfs = [wf for wf, _ in with_worlds]
     world = str(choose_world(world, [w for _, w in with_worlds]))  # --world, else the files' world: key
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
+    # the study and the outputs are checked before minutes of capacity search, not after them (and the
+    # folder is made only for a study that can run)
+    check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival)
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")
+    out_dir = prepare_output_dir(out)
     budget = vram_budget_mb
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
@@ -79,7 +87,7 @@ def load_cmd(
 
     # on stderr (stdout may be --json): a short study spends minutes in the capacity search
     doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
-                   arrival=arrival, progress=err_console.print)
+                   arrival=arrival, progress=err_console.print, jobs=default_jobs() if jobs is None else jobs)
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)

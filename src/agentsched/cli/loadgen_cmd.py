@@ -61,7 +61,7 @@ def loadgen_cmd(
         arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
         shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token, inputs=inputs)
         rows.append({"rate_per_s": rate, **summarize_shots(shots)})
-    from agentsched.agent.secrets import redact_url
+    from agentsched.masking import redact_url
 
     doc = {"url": redact_url(url), "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}
@@ -95,7 +95,7 @@ def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
     failed = [r for r in rows if none_ran(r)]
     if failed:
         rates = ", ".join(f"{r['rate_per_s']:g}" for r in failed)
-        from agentsched.agent.secrets import redact_url
+        from agentsched.masking import redact_url
 
         # through redact_url: a failure's text may quote the URL, credentials and all
         typer.echo(redact_url(f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first "

@@ -15,6 +15,7 @@ import threading
 import typer
 
 from agentsched.cli.options import LLM_FLAGS
+from agentsched.errors import Terminated
 
 
 def _hide_flag_types() -> None:
@@ -132,23 +133,29 @@ def _error(text: str, argv: list[str]) -> None:
     """One ``error: ...`` line on stderr, with URL credentials and every given secret masked."""
     from agentsched.agent.secrets import redact
 
-    if text == "interrupted":
+    if text in ("interrupted", "terminated"):
         _ctrl_c["said"] = True
     print(redact(f"error: {text}", _secrets(argv)), file=sys.stderr, flush=True)
 
 
 # Ctrl-C: the first raises KeyboardInterrupt (the command stops its runs and closes its store); a
-# second exits at once, whatever is still waiting (a tool that never returns), with one line
-_ctrl_c: dict[str, object] = {"count": 0, "said": False, "at_exit": False}
+# second exits at once, whatever is still waiting (a tool that never returns), with one line.
+# SIGTERM (a supervisor, `timeout`) the same, as Terminated, with its own line and status 143: before,
+# it killed the process and the invocation running was never recorded.
+_ctrl_c: dict[str, object] = {"count": 0, "said": False, "at_exit": False, "term": False}
+_STOPPED = {False: ("interrupted", 130), True: ("terminated", 143)}  # (the error line, the status)
 
 
 def _on_sigint(signum: int, frame: object) -> None:
+    term = signum == getattr(signal, "SIGTERM", None)
     if _ctrl_c["count"]:
+        line, status = _STOPPED[bool(_ctrl_c["term"])]
         if not _ctrl_c["said"]:
-            os.write(2, b"error: interrupted\n")
-        os._exit(130)
+            os.write(2, f"error: {line}\n".encode())
+        os._exit(status)
     _ctrl_c["count"] += 1
-    raise KeyboardInterrupt
+    _ctrl_c["term"] = term
+    raise Terminated if term else KeyboardInterrupt
 
 
 def _second_ctrl_c_exits(console: bool) -> object:
@@ -157,10 +164,12 @@ def _second_ctrl_c_exits(console: bool) -> object:
     ``console``: the process ends with this command, so a Ctrl-C after its last exit step is ignored."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    _ctrl_c.update(count=0, said=False)
+    _ctrl_c.update(count=0, said=False, term=False)
     if console and not _ctrl_c.get("at_exit"):
         atexit.register(_late_ctrl_c_ignored)  # registered first, so it runs last
         _ctrl_c["at_exit"] = True
+    if console and hasattr(signal, "SIGTERM"):  # (in-process calls leave the caller's SIGTERM alone)
+        signal.signal(signal.SIGTERM, _on_sigint)
     return signal.signal(signal.SIGINT, _on_sigint)
 
 
@@ -170,8 +179,9 @@ def _late_ctrl_c_ignored() -> None:
     Why: the exit code is decided and the threads and other exit steps are done; just after this,
     Python resets SIGINT to its default, and a Ctrl-C then would kill the process by signal (status
     -2, no ``error:`` line) instead of letting it end with its code."""
-    if signal.getsignal(signal.SIGINT) is _on_sigint:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
+        if sig is not None and signal.getsignal(sig) is _on_sigint:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,7 +210,8 @@ def _main(args: list[str], argv: list[str] | None) -> None:
         # typer turns Ctrl-C into Exit(130), which non-standalone click *returns*: exit with it
         if isinstance(code, int) and not isinstance(code, bool) and code:
             if code == 130:
-                _error("interrupted", args)
+                line, code = _STOPPED[bool(_ctrl_c["term"])]
+                _error(line, args)
             sys.exit(code)
     except typer.Exit as e:  # --help and friends
         sys.exit(e.exit_code)
@@ -225,9 +236,10 @@ def _main(args: list[str], argv: list[str] | None) -> None:
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         _error(f"cannot write{where}: {e.strerror or e}", args)
         sys.exit(1)
-    except KeyboardInterrupt:
-        _error("interrupted", args)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        line, status = _STOPPED[isinstance(e, Terminated) or bool(_ctrl_c["term"])]
+        _error(line, args)
+        sys.exit(status)
     except Exception as e:  # noqa: BLE001 - last resort: one line, traceback only on request
         if os.environ.get("AGENTSCHED_DEBUG"):
             raise

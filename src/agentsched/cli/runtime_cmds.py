@@ -232,7 +232,9 @@ def history_cmd(
         if best:
             from agentsched.cli.invoke_batch import best_docs, print_best
 
-            print_best(name, best_docs(st, learners), json_out)
+            spaces = {ln.id: (st.workflow_doc(ln.workflow_hash) or {}).get("decision_space", "three_way")
+                      for ln in learners}
+            print_best(name, best_docs(st, learners), json_out, spaces)
             return
         doc = [_learner_doc(st, ln) for ln in learners]
     finally:
@@ -273,9 +275,11 @@ def _forget(store: Path, name: str, learner: int) -> None:
 def _workflow_name(text: str) -> str:
     p = Path(text)
     if p.suffix in (".yaml", ".yml", ".json") or p.is_file():
+        from agentsched.model.tool import without_tool_imports
         from agentsched.scenarios import resolve_workflow
 
-        return resolve_workflow(text).name
+        with without_tool_imports():  # its name only: reading a store never runs the user's tool modules
+            return resolve_workflow(text).name
     return text
 
 

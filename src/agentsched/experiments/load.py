@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import AgentschedError
+from agentsched.experiments.jobs import check_jobs, run_jobs
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.oracle import MAX_ORACLE_MAPPINGS, brute_force
@@ -185,25 +186,60 @@ def max_sustainable_rate(workflows: Sequence[Workflow], make: Callable[[], Strea
     return lo
 
 
+def sustainable_rate(workflows: Sequence[Workflow], name: str, oracle: Mapping[str, Mapping[str, Mode]],
+                     machine: Machine, duration_s: float, longest_ms: float) -> float:
+    """Policy ``name``'s sustainable rate (``max_sustainable_rate``): one job of ``sustainable_rates``."""
+    return max_sustainable_rate(workflows, lambda: make_decider(name, oracle), machine, duration_s, longest_ms)
+
+
+def sustainable_rates(workflows: Sequence[Workflow], names: Sequence[str], machine: Machine,
+                      oracle: Mapping[str, Mapping[str, Mode]], duration_s: float, longest_ms: float, *,
+                      jobs: int = 1, done: Callable[[str, float], None] | None = None) -> dict[str, float]:
+    """Each named policy's sustainable rate, searched side by side on ``jobs`` processes
+    (``jobs.run_jobs``: the same rates as one after the other); ``done(name, rate)`` as each is found."""
+    calls = [(sustainable_rate, (workflows, n, oracle, machine, duration_s, longest_ms)) for n in names]
+    rates = run_jobs(calls, jobs, None if done is None else lambda i, rate: done(names[i], rate))
+    return dict(zip(names, rates))
+
+
 def capacity_per_s(workflows: Sequence[Workflow], machine: Machine, oracle: Mapping[str, Mapping[str, Mode]],
                    duration_s: float = CAPACITY_DURATION_S, longest_ms: float | None = None,
-                   progress: Callable[[str], None] | None = None) -> tuple[float, dict[str, float]]:
+                   progress: Callable[[str], None] | None = None, jobs: int = 1) -> tuple[float, dict[str, float]]:
     """The mix's capacity (the best baseline's sustainable rate), and every baseline's;
     ``longest_ms``: the mix's longest isolated latency (computed when not given); ``progress``: told
-    each baseline's rate as it is found (the search takes most of a short study)."""
+    each baseline's rate as it is found (the search takes most of a short study); ``jobs``: processes."""
     if longest_ms is None:
         longest_ms = max(isolated_ms(workflows, oracle, machine).values())
-    rates = {}
-    for i, b in enumerate(CAPACITY_POLICIES, 1):
-        rates[b] = max_sustainable_rate(workflows, lambda b=b: make_decider(b, oracle), machine, duration_s, longest_ms)
-        if progress is not None:
-            progress(f"capacity search: {b} sustains {rates[b]:g}/s ({i}/{len(CAPACITY_POLICIES)} baselines)")
-    best = max(rates.values())
+    rates = sustainable_rates(workflows, CAPACITY_POLICIES, machine, oracle, duration_s, longest_ms, jobs=jobs,
+                              done=_search_told(progress))
+    return _capacity(rates), rates
+
+
+def _capacity(rates: Mapping[str, float]) -> float:
+    """The best of the baselines' sustainable ``rates`` (a one-line error when none sustains any)."""
+    best = max(rates[b] for b in CAPACITY_POLICIES)
     if best <= 0:
         raise AgentschedError(f"no baseline sustains even {MIN_RATE_PER_S:g} arrivals/s on this machine (each drops "
                               "invocations to oom or falls behind): give a larger --vram-budget-mb or more "
                               "--cpu-slots")
-    return best, rates
+    return best
+
+
+def _search_told(progress: Callable[[str], None] | None) -> Callable[[str, float], None] | None:
+    """What ``progress`` is told as each search ends: a baseline's rate (the capacity search), or a
+    policy's own (its throughput at saturation)."""
+    if progress is None:
+        return None
+    found = 0
+
+    def told(name: str, rate: float) -> None:
+        nonlocal found
+        if name in CAPACITY_POLICIES:
+            found += 1
+            progress(f"capacity search: {name} sustains {rate:g}/s ({found}/{len(CAPACITY_POLICIES)} baselines)")
+        else:
+            progress(f"saturation: {name} sustains {rate:g}/s")
+    return told
 
 
 def seeded_arrivals(arrival: str, rate_per_s: float, duration_s: float, names: Sequence[str],
@@ -263,8 +299,44 @@ def summarize(policy: str, load: float | None, rate: float, results: list[Stream
 
 def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine: Machine, duration_s: float,
              seeds: int, loads: Sequence[float] | None = None, rates: Sequence[float] | None = None,
-             arrival: str = "poisson", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every policy at every load (or rate), ``seeds`` streams each (the same streams for every policy)."""
+             arrival: str = "poisson", progress: Callable[[str], None] | None = None,
+             jobs: int = 1) -> dict[str, Any]:
+    """Every policy at every load (or rate), ``seeds`` streams each (the same streams for every
+    policy); the searches, then the rows, run side by side on ``jobs`` processes."""
+    check_study(workflows, policies, duration_s, seeds, loads, rates, arrival)
+    check_jobs(jobs)
+    names = [wf.name for wf in workflows]
+    oracle = oracle_mappings(workflows, machine.world)
+    isolated = isolated_ms(workflows, oracle, machine)
+    # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on
+    # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
+    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
+    longest_ms = max(isolated.values())
+    # every search at once: a policy's own (its throughput at saturation) does not need the capacity
+    searched = CAPACITY_POLICIES + tuple(n for n in policies if n not in CAPACITY_POLICIES)
+    sustained = sustainable_rates(workflows, searched, machine, oracle, search_s, longest_ms, jobs=jobs,
+                                  done=_search_told(progress))
+    baseline_rates = {b: sustained[b] for b in CAPACITY_POLICIES}
+    capacity = _capacity(baseline_rates)
+    points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
+    floor = [isolation_floor(round(load, 4), [seeded_arrivals(arrival, rate, duration_s, names, seed)
+                                              for seed in range(seeds)], [isolated[n] for n in names])
+             for load, rate in points]
+    calls = [(study_row, (workflows, name, oracle, machine, round(load, 4), rate, arrival, duration_s, seeds, isolated))
+             for load, rate in points for name in policies]
+    rows = run_jobs(calls, jobs, None if progress is None
+                    else lambda i, row: progress(f"{row['policy']} at load {row['load']:.2f}"))
+    return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
+            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
+            "arrival": arrival, "duration_s": duration_s, "seeds": seeds,
+            "machine": {"vram_budget_mb": machine.vram_budget_mb, "cpu_slots": machine.cpu_slots,
+                        "noise_sigma": machine.noise_sigma, "world": machine.world or "a5500"},
+            "isolation_floor": floor, "rows": rows}
+
+
+def check_study(workflows: Sequence[Workflow], policies: Sequence[str], duration_s: float, seeds: int,
+                 loads: Sequence[float] | None, rates: Sequence[float] | None, arrival: str) -> None:
+    """A one-line error for a study that cannot run, before minutes of capacity search."""
     if (loads is None) == (rates is None):
         raise AgentschedError("give either loads or rates")
     if seeds < 1:
@@ -282,34 +354,13 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
     check_duration(duration_s)
     for rate in rates or ():  # (a rate's stream is bounded as the search's will be: fail now)
         check_rate(rate, duration_s)
-    oracle = oracle_mappings(workflows, machine.world)
-    isolated = isolated_ms(workflows, oracle, machine)
-    # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on
-    # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
-    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
-    longest_ms = max(isolated.values())
-    capacity, baseline_rates = capacity_per_s(workflows, machine, oracle, search_s, longest_ms, progress)
-    points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
-    rows, floor = [], []
-    for load, rate in points:
-        streams = [seeded_arrivals(arrival, rate, duration_s, names, seed) for seed in range(seeds)]
-        floor.append(isolation_floor(round(load, 4), streams, [isolated[n] for n in names]))
-        for name in policies:
-            results = [run_stream(workflows, streams[seed], make_decider(name, oracle), **machine.kwargs(seed))
-                       for seed in range(seeds)]
-            rows.append(summarize(name, round(load, 4), rate, results, duration_s, isolated))
-            if progress is not None:
-                progress(f"{name} at load {load:.2f}")
-    sustained = dict(baseline_rates)
-    for name in policies:  # throughput at saturation: every policy's sustainable rate, the same search
-        if name not in sustained:
-            sustained[name] = max_sustainable_rate(workflows, lambda n=name: make_decider(n, oracle), machine,
-                                                   search_s, longest_ms)
-            if progress is not None:
-                progress(f"saturation: {name} sustains {sustained[name]:g}/s")
-    return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
-            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
-            "arrival": arrival, "duration_s": duration_s, "seeds": seeds,
-            "machine": {"vram_budget_mb": machine.vram_budget_mb, "cpu_slots": machine.cpu_slots,
-                        "noise_sigma": machine.noise_sigma, "world": machine.world or "a5500"},
-            "isolation_floor": floor, "rows": rows}
+
+
+def study_row(workflows: Sequence[Workflow], name: str, oracle: Mapping[str, Mapping[str, Mode]], machine: Machine,
+              load: float | None, rate: float, arrival: str, duration_s: float, seeds: int,
+              isolated: Mapping[str, float]) -> dict[str, Any]:
+    """One row: policy ``name`` over the study's ``seeds`` streams at ``rate`` (a job of ``run_load``)."""
+    names = [wf.name for wf in workflows]
+    results = [run_stream(workflows, seeded_arrivals(arrival, rate, duration_s, names, seed),
+                          make_decider(name, oracle), **machine.kwargs(seed)) for seed in range(seeds)]
+    return summarize(name, load, rate, results, duration_s, isolated)

@@ -36,8 +36,14 @@ def parse_mode(text: str, space: DecisionSpace) -> Mode:
     return mode
 
 
-def validate_mapping(workflow: Workflow, mapping: Mapping[str, Mode | str]) -> MappingT:
-    """A complete mapping in task order; one-line errors for missing/unknown tasks or bad modes."""
+def validate_mapping(workflow: Workflow, mapping: Mapping[str, Mode | str] | str) -> MappingT:
+    """A complete mapping in task order; one-line errors for missing/unknown tasks or bad modes.
+    ``mapping`` may be given as the text ``A=gpu_now,B=cpu`` (``parse_mapping``)."""
+    if isinstance(mapping, str):  # (before, a text was read letter by letter: "unknown task(s) =, c, p, u")
+        return parse_mapping(workflow, mapping)
+    if not isinstance(mapping, Mapping):
+        raise MappingError(f"a mapping must be task -> mode (a dict, or the text A=gpu_now,B=cpu), "
+                           f"got {type(mapping).__name__}")
     unknown = [t for t in mapping if t not in workflow.tasks]
     if unknown:
         raise MappingError(

@@ -48,8 +48,9 @@ UNMEASURED_MS = 1.0
 class Tool(ABC):
     """Base class of a user tool. Subclasses set the class attributes and implement ``run``.
 
-    ``load``/``unload`` default to no-ops (a tool without a model); ``sync``, ``move`` and
-    ``example_inputs`` are optional hooks with working defaults.
+    ``load``/``unload`` default to no-ops (a tool without a model); ``sync`` and ``move`` are
+    optional hooks with working defaults; ``example_inputs`` returns None by default, and
+    ``agentsched profile`` needs it to time the tool.
     """
 
     name: ClassVar[str] = ""  # short name shown to schedulers (default: the class name)
@@ -125,6 +126,7 @@ def register_tool(obj: type[Tool] | Tool, label: str | None = None) -> str:
         if not issubclass(obj, Tool):
             raise ToolError(f"{obj.__module__}.{obj.__qualname__} is not an agentsched.Tool subclass")
         path = f"{obj.__module__}:{obj.__qualname__}"
+        check_declared(obj, path)
         try:
             if "<locals>" not in path and _import_attr(path) is obj:
                 return path
@@ -132,6 +134,8 @@ def register_tool(obj: type[Tool] | Tool, label: str | None = None) -> str:
             pass
     elif not isinstance(obj, Tool):
         raise ToolError(f"{type(obj).__name__} object is not an agentsched.Tool (subclass it)")
+    else:
+        check_declared(type(obj), f"{type(obj).__module__}:{type(obj).__qualname__}")
     key = _registry_key(obj, label).replace("<locals>.", "")
     _IN_MEMORY[key] = obj
     return key
@@ -171,7 +175,26 @@ def resolve_tool(path: str) -> type[Tool] | Tool:
         raise ToolError(f"tool {path}: {what} is not an agentsched.Tool subclass")
     if inspect.isabstract(obj):
         raise ToolError(f"tool {path}: class {obj.__name__} does not implement run(inputs)")
+    check_declared(obj, path)
     return obj
+
+
+def check_declared(cls: type[Tool], path: str) -> None:
+    """The class attributes schedulers read have their documented types; else a one-line ToolError.
+    Why: a string where a tuple of strings goes (``tags = "compute-bound"``) was read letter by
+    letter, and cold-start schedulers placed the tool on tags 'c', 'o', 'm', ..."""
+    for attr in ("tags", "input_names"):
+        value = getattr(cls, attr)
+        if isinstance(value, str):
+            raise ToolError(f"tool {path}: {attr} must be a tuple of strings, not the string {value!r} "
+                            f"(write ({value!r},))")
+        if not isinstance(value, (tuple, list)) or not all(isinstance(x, str) for x in value):
+            raise ToolError(f"tool {path}: {attr} must be a tuple of strings, got {value!r}")
+    if not isinstance(cls.workload, str):
+        raise ToolError(f"tool {path}: workload must be a string (one line), got {type(cls.workload).__name__}")
+    for attr in ("has_gpu", "concurrent_safe"):
+        if not isinstance(getattr(cls, attr), bool):
+            raise ToolError(f"tool {path}: {attr} must be True or False, got {getattr(cls, attr)!r}")
 
 
 def tool_class(path: str) -> type[Tool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -168,8 +169,11 @@ class Workflow(BaseModel):
             cycle = nx.find_cycle(g)
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             raise WorkflowError(f"workflow {self.name!r} has a cycle: {path}")
-        if self.vram_budget_mb is not None and self.vram_budget_mb < 0:
-            raise WorkflowError(f"workflow {self.name!r}: negative vram_budget_mb {self.vram_budget_mb:g}")
+        if self.vram_budget_mb is not None and not (math.isfinite(self.vram_budget_mb) and self.vram_budget_mb > 0):
+            # why 0 too: an unprofiled GPU tool's card holds the whole budget (never an overrun), so 0 MB made
+            # every such tool hold nothing and all of them ran gpu_now at once
+            raise WorkflowError(f"workflow {self.name!r}: vram_budget_mb must be a number > 0 (none: omit it), "
+                                f"got {self.vram_budget_mb:g}")
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
@@ -281,6 +285,19 @@ class Workflow(BaseModel):
             wf.validate_against_cards()
             return wf
         wf = Workflow.model_validate({**self.model_dump(), "cards": str(cards)})
+        wf.validate_against_cards()
+        return wf
+
+    def within_budget(self, vram_budget_mb: float | None) -> Workflow:
+        """The same workflow on a GPU whose VRAM budget is ``vram_budget_mb`` (its own when that is
+        smaller; itself when None): what its policy must plan for where workflows share one GPU
+        (``serve``). Why: served on a shared budget smaller than their own, policies planned for the
+        whole GPU and ran mappings that could never fit (every round an oom, until they learnt it)."""
+        budget = vram_budget_mb if self.vram_budget_mb is None else min(self.vram_budget_mb, vram_budget_mb or math.inf)
+        if budget == self.vram_budget_mb:
+            return self
+        wf = self.model_copy(update={"vram_budget_mb": budget})
+        wf.__dict__.pop("task_cards", None)  # an unprofiled GPU tool's card holds the budget
         wf.validate_against_cards()
         return wf
 

@@ -42,15 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsched.errors import AgentschedError, StoreError
+from agentsched.errors import AgentschedError, StoreError, Terminated
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
-from agentsched.runtime.setup import (build_policy, build_workflow, check_round_settings, check_sim_cards,
-                                      host_only_where_needed)
+from agentsched.runtime.setup import (build_policy, build_workflow, check_round_settings, check_runtime_arguments,
+                                      check_sim_cards, host_only_where_needed)
 from agentsched.runtime.write_behind import WriteBehind
 from agentsched.store import unwritten
 from agentsched.store.store import Store
@@ -60,6 +60,7 @@ from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
 log = logging.getLogger("agentsched.runtime")
 CLOSE_WAIT_S = 60.0  # close() waits this long for invocations running to end and be recorded
 INTERRUPTED = "interrupted (Ctrl-C) while it ran: its tool calls were abandoned"
+TERMINATED = "terminated (SIGTERM) while it ran: its tool calls were abandoned"
 
 
 
@@ -123,6 +124,7 @@ class Runtime:
         kind's default spec (``"local"``, ``"sim"``, ``"ray"``), or a built ``Testbed`` (the caller
         closes it)."""
         check_round_settings(round_size, explore_fraction)
+        check_runtime_arguments(seed, store, policy_options)
         self.workflow = build_workflow(workflow, cards)  # what runs
         self.round_size = round_size  # invocations per round (one mapping each)
         self.explore_fraction = float(explore_fraction)  # share of invocations probes may take
@@ -206,8 +208,9 @@ class Runtime:
         """Invocations accepted and not yet answered (waiting or running)."""
         return self._dispatch.in_flight
 
-    def pin(self, mapping: dict[str, Mode | str]) -> dict[str, Mode]:
-        """Run every later invocation under ``mapping`` and stop learning (``unpin`` resumes). Pinned
+    def pin(self, mapping: dict[str, Mode | str] | str) -> dict[str, Mode]:
+        """Run every later invocation under ``mapping`` (task -> mode, or the text ``A=gpu_now,B=cpu``)
+        and stop learning (``unpin`` resumes). Pinned
         invocations are kept in the store outside the learner's sequence (kind ``pinned``), so the
         policy's state, and a replay of it, are as if they had not happened."""
         from agentsched.model.mapping import validate_mapping
@@ -462,9 +465,10 @@ class Runtime:
                 return self.testbed.run(self.workflow, mapping, rng=rng, inputs=inputs)
         except AgentschedError as e:  # the testbed refused this mapping (e.g. no GPU): a failed invocation
             return self._failed(mapping, 0.0, str(e))
-        except KeyboardInterrupt:  # kept, outside the learner's sequence, as the service keeps a cut one
+        except KeyboardInterrupt as e:  # kept, outside the learner's sequence, as the service keeps a cut one
+            why = TERMINATED if isinstance(e, Terminated) else INTERRUPTED
             with contextlib.suppress(AgentschedError):
-                self.record(self._failed(mapping, (time.monotonic() - t0) * 1000, INTERRUPTED), "cut")
+                self.record(self._failed(mapping, (time.monotonic() - t0) * 1000, why), "cut")
             raise
 
     def _failed(self, mapping: dict[str, Mode], elapsed_ms: float, message: str) -> Execution:

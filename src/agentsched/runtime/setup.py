@@ -4,6 +4,7 @@ when a task has no card), and the check that the simulator is not handed placeho
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,19 @@ def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
     raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
                        f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
+
+
+def check_runtime_arguments(seed: Any, store: Any, policy_options: Any) -> None:
+    """One-line errors naming the argument (before, a wrong type was a bare TypeError, or accepted)."""
+    from agentsched.store import Store
+
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise AgentschedError(f"seed must be an integer, got {seed!r}")
+    if store is not None and not isinstance(store, (str, Path, Store)):
+        raise AgentschedError(f"store must be a file path, a Store or None, got {type(store).__name__}")
+    if policy_options is not None and not isinstance(policy_options, Mapping):
+        raise AgentschedError(f"policy_options must be a mapping of option names to values, got "
+                              f"{type(policy_options).__name__}")
 
 
 def check_round_settings(round_size: Any, explore_fraction: Any) -> None:

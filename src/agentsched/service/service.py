@@ -148,6 +148,7 @@ def workflow_files(items: tuple[str, ...]) -> list[Workflow]:
     """Each item: a workflow file, a folder (its *.yaml/*.yml files) or a built-in scenario name."""
     from agentsched.scenarios import resolve_workflow
 
+    sources: dict[str, str] = {}  # workflow name -> where it came from
     out: list[Workflow] = []
     for item in items:
         p = Path(item)
@@ -155,13 +156,18 @@ def workflow_files(items: tuple[str, ...]) -> list[Workflow]:
             files = sorted(f for f in p.iterdir() if f.suffix in WORKFLOW_SUFFIXES)
             if not files:
                 raise WorkflowError(f"folder {item} holds no workflow file (*.yaml, *.yml)")
-            out.extend(resolve_workflow(str(f)) for f in files)
+            found = [(resolve_workflow(str(f)), str(f)) for f in files]
         else:
-            out.append(resolve_workflow(item))
-    names = [w.name for w in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise WorkflowError(f"two workflows are named {', '.join(dup)}: each served workflow needs its own name")
+            found = [(resolve_workflow(item), item)]
+        for wf, source in found:
+            if wf.name in sources:
+                raise WorkflowError(f"two workflows are named {wf.name} ({sources[wf.name]} and {source}): each "
+                                    "served workflow needs its own name")
+            if "/" in wf.name:  # (it was listed, and no request could reach it)
+                raise WorkflowError(f"workflow {wf.name!r} ({source}): a served workflow's name is part of its URL "
+                                    "and may not hold a '/'")
+            sources[wf.name] = source
+            out.append(wf)
     if not out:
         raise WorkflowError("no workflow to serve")
     return out
@@ -179,8 +185,9 @@ class Service:
         self.live: LiveMachine | None = None  # live placement on the local testbed: this process as a machine
         self.contention: ContentionMemory | None = None  # live placement's learned contention, kept
         budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
-        # one GPU serves every workflow: its budget is the smallest any of them declares
+        # one GPU serves every workflow: its budget is the smallest any of them declares; each plans for it
         budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
+        workflows = [w.within_budget(budget) for w in workflows]
         if config.realtime:
             for wf in workflows:
                 check_sim_cards(config.testbed, wf)  # the simulator needs real cards

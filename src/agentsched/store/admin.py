@@ -29,8 +29,9 @@ class UnknownLearnerError(StoreError):
     """No learner, or more than one, answers to the name given."""
 
 
-def file_bytes(path: Path) -> int:
+def file_bytes(path: str | Path) -> int:
     """The store's size on disk: its file and its write-ahead log (``-wal``)."""
+    path = Path(path)
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.is_file())
 
 
@@ -116,8 +117,9 @@ def _decoded(st: Store, text: Any, what: str) -> dict[str, Any]:
         raise StoreError(f"store {st.path} is damaged: {e}") from None
 
 
-def write_export(doc: dict[str, Any], out: Path) -> None:
+def write_export(doc: dict[str, Any], out: str | Path) -> None:
     """Write the export whole or not at all (a temporary file renamed over ``out``)."""
+    out = Path(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
@@ -126,8 +128,9 @@ def write_export(doc: dict[str, Any], out: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def read_export(path: Path) -> dict[str, Any]:
+def read_export(path: str | Path) -> dict[str, Any]:
     """An export read back (checked to be one); a one-line ``StoreError`` otherwise."""
+    path = Path(path)  # (a text path, as docs/runtime.md writes it, was an AttributeError)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:

@@ -113,6 +113,8 @@ class TestbedSpec:
             object.__setattr__(self, "size", parse_size(self.size))
         except Exception:  # noqa: BLE001 - a ToolError; named here as a testbed option
             raise TestbedError(f"testbed size must be small or paper, got {self.size!r}") from None
+        if kind is TestbedKind.SIM and self.size is not Size.SMALL:  # (the simulator runs no tool: it was ignored)
+            raise TestbedError("size applies only to the local and ray testbeds (got sim)")
         _check_number("noise_sigma", self.noise_sigma, low=0.0, high=MAX_NOISE_SIGMA)
         _check_number("timeout_s", self.timeout_s, low=0.0, low_open=True)
         if self.cpu_slots is not None and (isinstance(self.cpu_slots, bool) or not isinstance(self.cpu_slots, int)

@@ -12,7 +12,8 @@ from typing import Any
 
 from agentsched.agent.llm.dialects import LINKS, SERVERS
 from agentsched.agent.local_llm import GGUF_SCHEME, require_llama_cpp
-from agentsched.agent.secrets import redact, redact_url, url_secrets
+from agentsched.agent.secrets import redact, url_secrets
+from agentsched.masking import redact_url
 from agentsched.errors import PolicyError
 
 ENV_BASE_URL = "AGENTSCHED_LLM_BASE_URL"
@@ -73,6 +74,14 @@ class LLMConfig:
             if key not in opts and env.get(var):
                 opts[key] = env[var]
                 source[key] = var
+        try:
+            return cls._checked(opts, source)
+        except PolicyError as e:  # why: a check may quote another value that holds the key (a URL's query)
+            raise PolicyError(redact(str(e), _given_secrets(opts))) from None
+
+    @classmethod
+    def _checked(cls, opts: dict[str, Any], source: dict[str, str]) -> LLMConfig:
+        """The config of ``opts`` (options and environment merged), each value checked."""
         _check_strings(opts, source)
         if not opts.get("base_url"):
             raise PolicyError(f"agent-llm needs an endpoint: --llm-base-url or {ENV_BASE_URL} "
@@ -106,6 +115,12 @@ class LLMConfig:
         """For reports: everything but the key; the base URL without its credentials."""
         return {f.name: (self.safe_url if f.name == "base_url" else getattr(self, f.name))
                 for f in fields(self) if f.name != "api_key"}
+
+
+def _given_secrets(opts: Mapping[str, Any]) -> tuple[str, ...]:
+    """The API key and the base URL's credentials among ``opts``, whatever their types."""
+    key, url = opts.get("api_key"), opts.get("base_url")
+    return ((key,) if isinstance(key, str) else ()) + (url_secrets(url) if isinstance(url, str) else ())
 
 
 def _check_strings(opts: dict[str, Any], source: dict[str, str]) -> None:

@@ -242,3 +242,15 @@ def _inputs_of(task: str, node: PlaceableNode, placeable: Mapping[str, Placeable
         if key in channels:  # (a tool node's key was checked above; a function node may write others)
             keys.append((p, key))
     return TaskInputs(invocation=invocation, keys=tuple(keys))
+
+
+def refuse_compile_options(compiled: Any) -> None:
+    """A compiled graph whose invocations need a thread or may pause cannot be one invocation."""
+    if getattr(compiled, "checkpointer", None) not in (None, False):
+        raise GraphError("the graph was compiled with a checkpointer (each invocation would need a "
+                         "thread_id): give GraphRuntime the StateGraph, or compile it without one")
+    paused = list(getattr(compiled, "interrupt_before_nodes", None) or []) + list(
+        getattr(compiled, "interrupt_after_nodes", None) or [])
+    if paused:
+        raise GraphError(f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
+                         "invocation to its end; compile it without interrupts")

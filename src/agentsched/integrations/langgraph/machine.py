@@ -77,10 +77,11 @@ class _Host:
             self.cond.notify_all()
 
     @contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one of the host's slots while the block runs (waiting for it first, in line)."""
+    def slot(self, stop: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """Hold one of the host's slots while the block runs (waiting for it first, in line; a
+        ``TestbedError`` once ``stop()`` while it waits)."""
         with self.cond:
-            _wait_in_line(self.cond, self.line, next(self.tickets), lambda: self.busy < self.slots)
+            _wait_in_line(self.cond, self.line, next(self.tickets), lambda: self.busy < self.slots, stop)
             self.busy += 1
         try:
             yield
@@ -90,17 +91,25 @@ class _Host:
                 self.cond.notify_all()
 
 
-def _wait_in_line(cond: threading.Condition, line: deque[int], ticket: int, free: Callable[[], bool]) -> None:
-    """Wait (``cond`` held) until ``ticket`` heads ``line`` and ``free()``; then leave the line."""
+def _wait_in_line(cond: threading.Condition, line: deque[int], ticket: int, free: Callable[[], bool],
+                  stop: Callable[[], bool] = lambda: False) -> None:
+    """Wait (``cond`` held) until ``ticket`` heads ``line`` and ``free()``; then leave the line.
+    ``stop()`` while it waits: leave the line and raise the closed machine's ``TestbedError``."""
     line.append(ticket)
     try:
-        cond.wait_for(lambda: line[0] == ticket and free())
+        cond.wait_for(lambda: stop() or (line[0] == ticket and free()))
+        if stop():
+            raise _closed()
     except BaseException:  # interrupted: a ticket left in the line would stop every later one
         line.remove(ticket)
         cond.notify_all()
         raise
     line.popleft()
     cond.notify_all()  # the next in line may be free too (another slot)
+
+
+def _closed() -> TestbedError:
+    return TestbedError("the LangGraph testbed is closed: no node call starts any more")
 
 
 _HOST = _Host()  # the process's host
@@ -181,47 +190,69 @@ class GraphMachine:
         moves = mode is Mode.GPU_QUEUE or (mode is Mode.GPU_NOW and staged)  # loaded/moved for this run
         held_vram = vram_mb if moves else 0.0
         alone = moves or not shared  # a tool this run moves serves no other run meanwhile
-        gpu = self._gpu
         with self._cond:
-            self._cond.wait_for(lambda: task not in self._tools_alone
-                                and (not alone or not self._tools_busy.get(task)))
+            self._wait_open(lambda: task not in self._tools_alone and (not alone or not self._tools_busy.get(task)))
             self._tools_busy[task] = self._tools_busy.get(task, 0) + 1
             if alone:
                 self._tools_alone.add(task)
-            if mode is Mode.CPU:
-                self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
-                self._cpu_busy += 1
-            elif mode is Mode.GPU_QUEUE:
-                self._wait_turn(gpu.queue_line,
-                                lambda: not gpu.queue_busy and fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
-                gpu.queue_busy = True
-            elif held_vram:
-                self._cond.wait_for(lambda: fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
-            gpu.vram_held_mb += held_vram
+            try:
+                self._take_device(mode, held_vram, budget_mb)
+            except BaseException:  # closed while it waited: the tool it took serves the others again
+                self._give_back(task, None, 0.0)
+                raise
         try:  # (the host's slot after the graph's, outside the device's lock: no lock is held while waiting)
-            with self._host.slot() if mode is Mode.CPU else nullcontext():
+            with self._host.slot(lambda: self._closed) if mode is Mode.CPU else nullcontext():
                 yield
         finally:
             with self._cond:
-                self._tools_busy[task] -= 1
-                self._tools_alone.discard(task)
-                if mode is Mode.CPU:
-                    self._cpu_busy -= 1
-                elif mode is Mode.GPU_QUEUE:
-                    gpu.queue_busy = False
-                gpu.vram_held_mb -= held_vram
-                self._cond.notify_all()
+                self._give_back(task, mode, held_vram)
+
+    def _take_device(self, mode: Mode, held_vram: float, budget_mb: float | None) -> None:
+        """Wait (lock held) for the node's CPU slot, GPU queue turn or VRAM, and take it."""
+        gpu = self._gpu
+        if mode is Mode.CPU:
+            self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
+            self._cpu_busy += 1
+        elif mode is Mode.GPU_QUEUE:
+            self._wait_turn(gpu.queue_line,
+                            lambda: not gpu.queue_busy and fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
+            gpu.queue_busy = True
+        elif held_vram:
+            self._wait_open(lambda: fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
+        gpu.vram_held_mb += held_vram
+
+    def _give_back(self, task: str, mode: Mode | None, held_vram: float) -> None:
+        """Release (lock held) the node's tool and what ``mode`` took (None: nothing on the device)."""
+        self._tools_busy[task] -= 1
+        self._tools_alone.discard(task)
+        if mode is Mode.CPU:
+            self._cpu_busy -= 1
+        elif mode is Mode.GPU_QUEUE:
+            self._gpu.queue_busy = False
+        self._gpu.vram_held_mb -= held_vram
+        self._cond.notify_all()
+
+    def _wait_open(self, ok: Callable[[], bool]) -> None:
+        """Wait (lock held) until ``ok()``; a ``TestbedError`` once the machine is closed (``close``)."""
+        self._cond.wait_for(lambda: self._closed or ok())
+        if self._closed:
+            raise _closed()
 
     def _wait_turn(self, line: deque[int], free: Callable[[], bool]) -> None:
-        """Wait (lock held) until this node heads ``line`` and ``free()``; then leave the line."""
-        _wait_in_line(self._cond, line, next(self._gpu.tickets), free)
+        """Wait (lock held) until this node heads ``line`` and ``free()``; then leave the line. A
+        ``TestbedError`` once the machine is closed."""
+        _wait_in_line(self._cond, line, next(self._gpu.tickets), free, lambda: self._closed)
 
     def close(self, timeout_s: float) -> bool:
-        """Start no run any more; wait up to ``timeout_s`` for the runs in progress to end. True when
-        none runs any more (the tools may be unloaded)."""
+        """Start no run and no node any more (a node waiting for its start raises ``TestbedError``);
+        wait up to ``timeout_s`` for the runs in progress to end. True when none runs any more (the
+        tools may be unloaded)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        with self._host.cond:  # a node waiting for one of the host's slots looks again
+            self._host.cond.notify_all()
+        with self._cond:
             return self._cond.wait_for(lambda: self._runs == 0 and not self._placing, timeout=timeout_s)
 
     @property

@@ -92,6 +92,11 @@ class ToolNode(PlaceableNode):
             raise NodeError(f"tool_node: a {type(tool).__name__} object is not an agentsched.Tool")
         if isinstance(reads, str):
             raise NodeError(f"tool_node: reads must be a list of state keys, not the string {reads!r}")
+        if reads is not None and not isinstance(reads, (Mapping, list, tuple, set, frozenset)):
+            raise NodeError(f"tool_node: reads must be a list of state keys or a dict of input name to key, "
+                            f"got {type(reads).__name__}")
+        if writes is not None and not isinstance(writes, str):
+            raise NodeError(f"tool_node: writes must be a state key (a string), got {type(writes).__name__}")
         self.tool = tool  # the class (one instance per task) or the user's own instance
         #: input name -> state key whose value ``inputs`` carries under that name; None: the
         #: node's predecessors (a list of keys reads each key under its own name)

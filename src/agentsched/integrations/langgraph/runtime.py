@@ -15,6 +15,7 @@ invocations, and a new ``GraphRuntime`` on the same store and graph resumes lear
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from agentsched.integrations.langgraph.testbed import RESULT_KEY, LangGraphTestb
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.runtime.runtime import CLOSE_WAIT_S
-from agentsched.testbeds.spec import TestbedKind, TestbedSpec
+from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
 
 
 class GraphInputError(AgentschedError):
@@ -82,15 +83,16 @@ class GraphRuntime:
                  explore_fraction: float = 0.1, seed: int = 0, decision_space: str = "three_way",
                  vram_budget_mb: float | None = None, cards: Any = None, device: str = "cuda:0",
                  policy_options: dict[str, Any] | None = None,
-                 testbed: TestbedSpec | LangGraphTestbed | None = None) -> None:
+                 testbed: TestbedSpec | TestbedKind | str | LangGraphTestbed | None = None) -> None:
         """``policy``: None runs ``agent-plan`` (``agent-plan-cold`` when a node has no card);
         ``testbed``: a ``TestbedSpec`` of kind local (the graph runs in this process; its
-        ``cpu_slots`` is the CPU worker pool), or a built ``LangGraphTestbed``."""
+        ``cpu_slots`` is the CPU worker pool), the kind ``"local"`` as shorthand (as for
+        ``Runtime``), or a built ``LangGraphTestbed``."""
         from agentsched.runtime import Runtime
 
         self._own_testbed = not isinstance(testbed, LangGraphTestbed)
         if not isinstance(testbed, LangGraphTestbed):
-            spec = testbed if testbed is not None else TestbedSpec(kind=TestbedKind.LOCAL)
+            spec = as_spec(testbed if testbed is not None else TestbedKind.LOCAL)
             if spec.kind is not TestbedKind.LOCAL:
                 raise AgentschedError(f"a LangGraph graph runs on the local testbed (got {spec.kind.value})")
             testbed = LangGraphTestbed(graph, device=device, cpu_workers=spec.cpu_slots, node_timeout_s=spec.timeout_s)
@@ -145,13 +147,15 @@ class GraphRuntime:
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stop the runtime (``Runtime.close``: the invocations running end and are recorded, for at
-        most ``wait_s``), close the store, and unload the tools of a testbed it built (a
+        most ``wait_s``), close the store, and close a testbed it built: no node call starts any more,
+        and its tools unload once the calls running end, without waiting for them here (a
         ``LangGraphTestbed`` passed in is the caller's to close: it may serve another runtime)."""
+        deadline_s = time.monotonic() + wait_s
         try:
             self.runtime.close(wait_s)
         finally:
             if self._own_testbed:
-                self.testbed.close()
+                self.testbed.close(max(0.0, deadline_s - time.monotonic()))
 
     def __enter__(self) -> GraphRuntime:
         return self

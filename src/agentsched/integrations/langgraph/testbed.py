@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -25,7 +26,8 @@ from typing import Any
 
 from agentsched.errors import TestbedError, one_line
 from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
-from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, builder_of, inspect_graph
+from agentsched.integrations.langgraph.graph import GraphSpec, builder_of, inspect_graph, refuse_compile_options
+from agentsched.integrations.langgraph.host_timer import HostTimer
 from agentsched.integrations.langgraph.machine import GraphMachine
 from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
 from agentsched.model.execution import Execution, Status, TaskSpan
@@ -219,59 +221,6 @@ class _Invocation:
         return None
 
 
-class _HostTimer:
-    """LangGraph callback handler timing every node run (host nodes are read from it)."""
-
-    def __init__(self) -> None:
-        from langchain_core.callbacks import BaseCallbackHandler
-
-        timer = self
-
-        class Handler(BaseCallbackHandler):
-            def on_chain_start(self, serialized, inputs, *, run_id, tags=None, metadata=None, **kw):  # noqa: ANN001, ANN201
-                node = (metadata or {}).get("langgraph_node")
-                if node is not None and kw.get("name") == node and any(
-                        str(t).startswith("graph:step:") for t in (tags or ())):
-                    with timer.lock:
-                        timer.open[run_id] = (node, time.perf_counter())
-
-            def on_chain_end(self, outputs, *, run_id, **kw):  # noqa: ANN001, ANN201
-                timer.close(run_id, None)
-
-            def on_chain_error(self, error, *, run_id, **kw):  # noqa: ANN001, ANN201
-                timer.close(run_id, error)
-
-        self.handler = Handler()
-        self.lock = threading.Lock()
-        self.open: dict[Any, tuple[str, float]] = {}
-        self.done: list[tuple[str, float, float]] = []  # (node, start s, end s)
-        self.failed: list[tuple[str, BaseException]] = []  # (node, error) in order
-        self.failed_from: dict[str, tuple[float, float]] = {}  # node -> (start s, end s) of its first failed run
-
-    def close(self, run_id: Any, error: BaseException | None) -> None:
-        end = time.perf_counter()
-        with self.lock:
-            item = self.open.pop(run_id, None)
-            if item is None:
-                return
-            self.done.append((item[0], item[1], end))
-            if error is not None:
-                self.failed.append((item[0], error))
-                self.failed_from.setdefault(item[0], (item[1], end))
-
-
-def _refuse_compile_options(compiled: Any) -> None:
-    """A compiled graph whose invocations need a thread or may pause cannot be one invocation."""
-    if getattr(compiled, "checkpointer", None) not in (None, False):
-        raise GraphError("the graph was compiled with a checkpointer (each invocation would need a "
-                         "thread_id): give GraphRuntime the StateGraph, or compile it without one")
-    paused = list(getattr(compiled, "interrupt_before_nodes", None) or []) + list(
-        getattr(compiled, "interrupt_after_nodes", None) or [])
-    if paused:
-        raise GraphError(f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
-                         "invocation to its end; compile it without interrupts")
-
-
 class LangGraphTestbed(Testbed):
     """Runs a LangGraph graph with its placeable nodes where a mapping places them."""
 
@@ -284,9 +233,11 @@ class LangGraphTestbed(Testbed):
         self.spec: GraphSpec = inspect_graph(graph)  # raises GraphError naming an unmappable node
         builder = builder_of(graph)
         if graph is not builder:
-            _refuse_compile_options(graph)
+            refuse_compile_options(graph)
         # the user's compiled graph keeps its compile options; a builder is compiled plainly
         self.compiled = graph if graph is not builder else builder.compile()
+        if not (isinstance(device, str) and re.fullmatch(r"(cuda|gpu)(:\d+)?", device)):  # (tpu:7, 0: accepted before)
+            raise TestbedError(f"device must be cuda or cuda:N (where GPU placements run), got {device!r}")
         self.device = "cuda:0" if device in ("cuda", "gpu") else device  # where GPU placements run
         workers = cpu_workers if cpu_workers is not None else (os.cpu_count() or 1)
         if workers < 1:
@@ -348,14 +299,26 @@ class LangGraphTestbed(Testbed):
             tool.move(device)
         self._where[task] = device
 
-    def close(self) -> None:
-        """Start no invocation any more, let the runs in progress end (at most ``CLOSE_WAIT_S``), then
-        unload the tools; while a run still goes on then, every tool is left loaded, with a warning."""
-        if not self.machine.close(CLOSE_WAIT_S):
-            # a run may still call any node (it may be in a host node now): nothing is unloaded under it
-            log.warning("LangGraph testbed closed while invocations still ran after %g s: the tools are left "
-                        "loaded", CLOSE_WAIT_S)
+    def close(self, wait_s: float | None = None) -> None:
+        """Start no invocation and no node call any more (a node waiting for its start fails its
+        invocation), let the runs in progress end (at most ``wait_s``, default ``CLOSE_WAIT_S``), then
+        unload the tools. Runs still going on then keep every tool loaded: a thread of its own unloads
+        them once those runs end (at most ``CLOSE_WAIT_S`` more; past it they stay loaded, with a warning)."""
+        if self.machine.close(CLOSE_WAIT_S if wait_s is None else wait_s):
+            self._unload_all()
             return
+        # why a thread: a node call cannot be stopped, and close must not wait for it past wait_s
+        threading.Thread(target=self._unload_when_idle, name="agentsched-langgraph-unload", daemon=True).start()
+
+    def _unload_when_idle(self) -> None:
+        if self.machine.close(CLOSE_WAIT_S):
+            self._unload_all()
+            return
+        # a run may still call any node (it may be in a host node now): nothing is unloaded under it
+        log.warning("LangGraph testbed closed while invocations still ran after %g s: the tools are left "
+                    "loaded", CLOSE_WAIT_S)
+
+    def _unload_all(self) -> None:
         for task in list(self._tools):
             if self._where.get(task) is not None:
                 self._tools[task].unload()
@@ -421,7 +384,7 @@ class LangGraphTestbed(Testbed):
                 raise _LoadFailed(task, exc) from exc
 
     def _invoke(self, workflow: Workflow, inv: _Invocation) -> Execution:
-        timer = _HostTimer()
+        timer = HostTimer()
         config: dict[str, Any] = {"configurable": {CONTEXT_KEY: inv}, "callbacks": [timer.handler]}
         if self.recursion_limit is not None:
             config["recursion_limit"] = self.recursion_limit
@@ -435,7 +398,7 @@ class LangGraphTestbed(Testbed):
         inv.gate.abort()  # nothing may still wait (a failed step's other nodes)
         return self._record(workflow, inv, timer, t0, t_end, state, error)
 
-    def _record(self, workflow: Workflow, inv: _Invocation, timer: _HostTimer, t0: float, t_end: float,
+    def _record(self, workflow: Workflow, inv: _Invocation, timer: HostTimer, t0: float, t_end: float,
                 state: Any, error: BaseException | None) -> Execution:
         def ms(at: float) -> float:
             return (at - t0) * 1000
@@ -474,7 +437,7 @@ class LangGraphTestbed(Testbed):
                          extra={**extra, **failed},
                          outputs=dict(inv.outputs), **common)
 
-    def _failure(self, inv: _Invocation, timer: _HostTimer,
+    def _failure(self, inv: _Invocation, timer: HostTimer,
                  error: BaseException) -> tuple[Status, str, str | None, BaseException]:
         """Status, one-line message, failing node and its error, of a failed invocation."""
         failed = inv.failure(error)

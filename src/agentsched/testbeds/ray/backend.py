@@ -3,7 +3,9 @@
 Start rules: the shared ``rules.Dispatcher``, exactly as the simulator and the local testbed drive
 it (a start that cannot fit the workflow's VRAM budget is an ``oom`` execution). A node that dies
 mid-run makes Ray retry the lease elsewhere (``LEASE_RETRIES``) or ends the run as ``error``; every
-task is bounded by the cluster's ``timeout_s`` (``--task-timeout-s``).
+task's run is bounded by the cluster's ``timeout_s`` (``--task-timeout-s``), measured on its node; the
+loading of the tools before the clock (``LOAD_TIMEOUT_S``) and a lease's start-up (``LEASE_START_S``)
+have bounds of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from agentsched.testbeds.ray.cluster import EMULATED_NOTE, Cluster, ray_module, 
 from agentsched.testbeds.ray.placement import lease_options, plan, resolve_user_tools, unplaceable
 from agentsched.testbeds.real import base_and_k, load_failure, task_timeout
 
+# Loading the tools before the clock: its own bound, not the task timeout (a first load may import
+# libraries or download a model; before, a short --task-timeout-s failed every run while loading)
+LOAD_TIMEOUT_S = 3600.0
+# A lease's start-up beside its run: a cold worker process, the imports its inputs and output need
+# (torch for a tensor: seconds), their transfer. The driver waits this much beyond the task timeout;
+# the timeout itself is judged on the run the node measured.
+LEASE_START_S = 30.0
+
 
 class RunState:
     """One run's state inside a backend (begin .. end)."""
@@ -33,7 +43,7 @@ class RunState:
         self.workflow = workflow
         self.modes = modes  # where each task really runs (host-only tools on a GPU mode: cpu)
         self.keys, self.bases, self.staged, self.user_tools = keys, bases, staged, user_tools
-        self.timeout_s = timeout_s  # a task running longer ends the run as error
+        self.timeout_s = timeout_s  # a task whose run takes longer ends the run as error
         self.t0 = time.time()  # the clock's zero (wall clock: leases report node wall-clock times)
         self.pending: dict[Any, tuple[str, float]] = {}  # timings ObjectRef -> (task, submitted at)
         self.out_refs: dict[str, Any] = {}  # task -> ObjectRef of its output
@@ -44,9 +54,9 @@ class RunState:
 
     @property
     def deadline_s(self) -> float:
-        """Wall clock when the longest-running pending task runs over its timeout."""
+        """Wall clock when the longest-running pending task runs over its timeout and start-up."""
         first = min((s for _, s in self.pending.values()), default=time.time())
-        return first + self.timeout_s
+        return first + self.timeout_s + LEASE_START_S
 
 
 class RayBackend(Backend):
@@ -92,12 +102,10 @@ class RayBackend(Backend):
             hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
             if any(m is Mode.GPU_QUEUE for m in modes.values()):
                 c.queues([n for n in nodes if n.gpus > 0])
-            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=c.timeout_s)
+            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=LOAD_TIMEOUT_S)
                         if f is not None]
         except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
-            cause = getattr(exc, "cause", None) or exc
-            return Failure(Status.ERROR, workflow.task_ids[0],
-                           f"loading the tools on the Ray cluster failed: {one_line(cause)}",
+            return Failure(Status.ERROR, workflow.task_ids[0], load_error(exc),
                            machine_lost=isinstance(machine_lost(exc), MachineLost) or type(exc).__name__ in SETUP_ERRORS)
         if failures:
             key, oom, reason = failures[0]
@@ -153,6 +161,9 @@ class RayBackend(Backend):
             start = min(max(d["start_s"], submitted), observed)  # clamped: node clocks may differ
             end = min(max(d["end_s"], start), observed)
             r.nodes[task] = d["node"]
+            if d["end_s"] - d["start_s"] - d["load_ms"] / 1000 > r.timeout_s:  # its run, as its node measured it
+                out.append(Completion(task, r.ms(start), r.ms(end), error=task_timeout(r.timeout_s)))
+                continue
             out.append(Completion(task, r.ms(start), r.ms(end), d["load_ms"], output))
         return sorted(out, key=lambda c: c.end_ms)
 
@@ -189,6 +200,14 @@ class RayBackend(Backend):
 
     def close(self) -> None:
         self.cluster.close()
+
+
+def load_error(exc: BaseException) -> str:
+    """The one line of a failed load of the tools on the cluster (Ray's timeout said in words)."""
+    if type(exc).__name__ == "GetTimeoutError":
+        return (f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load deadline, "
+                "agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, not loads)")
+    return f"loading the tools on the Ray cluster failed: {one_line(getattr(exc, 'cause', None) or exc)}"
 
 
 def _consume(ray: Any, ref: Any, timeout_s: float | None = None) -> None:

@@ -1,0 +1,46 @@
+"""Secrets and terminal control out of a text, for every message that quotes one: the patterns.
+
+URL credentials (``http://user:SECRET@host``) and the value written after a secret key
+(``api_key=sk-...``, ``"password": "..."``) are masked; characters a terminal would act on (ESC
+sequences, bidirectional overrides, newlines) are escaped. Below every layer: ``errors.one_line``
+quotes a foreign error (a tool's, a library's) through it, and ``agent/secrets.py`` adds the
+secrets a reasoner knows by value.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+#: scheme://userinfo@ anywhere in a text (userinfo: up to the last '@' before a '/', whitespace or
+#: quote: a password may hold an '@', http://user:p@ss@host, and must not show its end)
+USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s'\"]+)@")
+#: user:password@host without a scheme (a URL given without one, quoted back in an error): a token
+#: holding a ':' before its last '@', at the start of a word (not a scheme's ``://``)
+BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]+:[^/\s'\"]*)@(?=[\w\[])")
+#: option keys whose value is a secret (also in free text: a tool's error may quote its connection
+#: settings), and keys whose value is a URL that may carry credentials
+SECRET_KEYS = frozenset({"api_key", "apikey", "password", "passwd", "secret", "token", "access_token"})
+URL_KEYS = frozenset({"base_url"})
+#: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
+#: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
+_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',}\s]+)"""
+                           % "|".join(sorted(SECRET_KEYS, key=len, reverse=True)), re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` (or any text) with each URL's userinfo (``user:password@``, with a scheme or without
+    one) replaced by ``***@``; other URLs unchanged."""
+    out = USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
+    return BARE_USERINFO.sub(f"{MASK}@", out)
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with URL credentials and the value after each secret key masked."""
+    return _KEYED_SECRET.sub(lambda m: f"{m['key']}{MASK}", redact_url(text))
+
+
+def printable(text: str) -> str:
+    """``text`` with each character a terminal would act on (ESC, bidirectional overrides, line
+    breaks) written as its escape (``\\x1b``, ``\\u202e``)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
