@@ -36,7 +36,6 @@ from typing import Any, TypedDict
 from agentsched.experiments.load import percentile
 from agentsched.integrations.langgraph import GraphRuntime, LangGraphTestbed, tool_node
 from agentsched.model.tool import Tool
-from agentsched.testbeds.spec import TestbedKind, TestbedSpec
 
 SLEEP_MS = {"parse": 30, "embed": 60, "rerank": 40, "llm": 80}
 CPU_SLOTS = 4
