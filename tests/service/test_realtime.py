@@ -152,3 +152,33 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
         Service(ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True,
                               vram_budget_mb=100.0))
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp_path, monkeypatch):
+    """Before, `invocations` right after a restart counted only those replayed so far (116 of 203)."""
+    from agentsched.runtime.runtime import Runtime
+    from agentsched.service.service import Service, ServiceConfig
+
+    config = ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6,
+                           round_size=3)
+    first = Service(config)
+    try:
+        assert all(first.runtimes["S1"].invoke().ok for _ in range(6))
+    finally:
+        first.close()
+    go, stored = threading.Event(), Runtime._stored
+
+    def slow_replay(self, seq, mapping):  # the replay stops after its first 2 places until `go`
+        if seq >= 2:
+            assert go.wait(SYNC_S)
+        return stored(self, seq, mapping)
+
+    monkeypatch.setattr(Runtime, "_stored", slow_replay)
+    again = Service(config)
+    try:
+        _wait_for(lambda: again.runtimes["S1"].replayed == 2)
+        d = again.describe("S1")
+        assert (d["replayed"], d["invocations"]) == (2, 6)
+    finally:
+        go.set()
+        again.close()

@@ -236,6 +236,11 @@ class Service:
         self.outside_runs: dict[str, int] = {name: 0 if rt.learner_id is None else
                                              self.store.sequence_length(rt.learner_id, outside=True)
                                              for name, rt in self.runtimes.items()}
+        # the learner's sequence as stored at start: while the replay goes on (the loop thread's work; a trial
+        # saw 116 of 203 stored invocations replayed at first) `invocations` still counts every one recorded
+        self.stored_runs: dict[str, int] = {name: 0 if rt.learner_id is None else
+                                            self.store.sequence_length(rt.learner_id)
+                                            for name, rt in self.runtimes.items()}
 
     def _local_machine(self, workflows: list[Workflow], budget: float | None) -> LiveMachine:
         """Live placement on the local testbed: the process's tasks, its VRAM budget and CPU slots
@@ -405,7 +410,8 @@ class Service:
         return {"name": name, "policy": rt.policy.label, "tasks": list(rt.workflow.task_ids),
                 "pinned": rt.pinned is not None, "current_mapping": None if live else _modes(rt.pinned or rt.current),
                 "best_mapping": _modes(best[1]) if best else None, "best_e2e_ms": best[0] if best else None,
-                "invocations": rt.executions + self.outside_runs[name], "replayed": rt.replayed,
+                "invocations": max(rt.executions, self.stored_runs[name]) + self.outside_runs[name],
+                "replayed": rt.replayed,
                 "placement": "pinned" if rt.pinned is not None else self.config.placement,
                 # no CUDA here: every GPU placement (a pinned gpu_now too) runs as host code on the CPU
                 "host_only": rt.host_only, "learner": rt.learner_id}
