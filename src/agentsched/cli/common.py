@@ -78,7 +78,9 @@ def existing_store(store: Any) -> None:
     if not store.is_file():
         raise AgentschedError(f"store {store} {'is not a regular file' if store.exists() else 'does not exist'}")
     if store.stat().st_size == 0:  # (SQLite would make it a new store: vacuum and forget did)
-        raise AgentschedError(f"store {store} is empty (no runtime has written to it yet)")
+        from agentsched.store.store import EMPTY
+
+        raise AgentschedError(f"store {store} {EMPTY}")
 
 
 def positive(name: str, value: int) -> int:

@@ -141,7 +141,9 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-# ---- the store ----------------------------------------------------------------------------------
+EMPTY = "is empty (no runtime has written to it yet)"  # a store file with nothing in it (store commands too)
+
+
 class Store(ContentionTable, UnwrittenRecords):
     """One SQLite store file. Thread-safe (one connection, serialised); many processes may share it."""
 
@@ -289,7 +291,7 @@ class Store(ContentionTable, UnwrittenRecords):
                     found = " ".join(str(problem).replace("*** in database main ***", "").split())
                     raise self._fail(f"is corrupt or not an SQLite file: {found}")
         elif not tables:
-            raise self._fail("is empty (no runtime has written to it yet)")
+            raise self._fail(EMPTY)
         self._check_version(conn)
 
     def _create(self, conn: sqlite3.Connection) -> None:
