@@ -26,6 +26,7 @@ from typing import Any
 from agentsched.errors import AgentschedError
 
 MAX_DEFAULT_JOBS = 16  # the default: one worker per core, up to this many
+KILL_WAIT_S = 5.0  # how long a killed worker is waited for (SIGKILL ends it at once)
 
 Call = tuple[Callable[..., Any], tuple[Any, ...]]  # (function, its arguments)
 
@@ -81,6 +82,8 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     for process in processes:
         if process.is_alive():
             process.kill()
+    for process in processes:  # reaped here, so none is left behind when run_jobs returns
+        process.join(KILL_WAIT_S)
 
 
 def _ignore_interrupt() -> None:
