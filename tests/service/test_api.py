@@ -85,6 +85,14 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         assert r.status_code == 422 and r.json()["detail"] == "body.input: Extra inputs are not permitted"
         r = c.post("/v1/workflows/sleepy/invocations", content=b"{not json", headers={"content-type": "application/json"})
         assert r.status_code == 422 and r.json()["detail"].startswith("body.1: JSON decode error")
+        # JSON sent under another content type (curl -d alone sends a form's), or no body at all
+        r = c.post("/v1/workflows/sleepy/invocations", content=b'{"inputs": {}}',
+                   headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 415 and r.json()["detail"] == (
+            "the request body must be JSON (content-type: application/json), got content-type "
+            "'application/x-www-form-urlencoded'")
+        r = c.post("/v1/workflows/sleepy/invocations")
+        assert r.status_code == 422 and r.json()["detail"].startswith("the request body is missing: send a JSON")
         slow: list[httpx.Response] = []
         t = threading.Thread(target=lambda: slow.append(
             server.client().post("/v1/workflows/sleepy/invocations", json={"inputs": {"seconds": 3}})))

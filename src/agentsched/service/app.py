@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentsched.errors import AgentschedError, MappingError, ToolError, validation_line
+from agentsched.masking import printable
 from agentsched.runtime.runtime import InvokeResult
 from agentsched.service.metrics import Metrics
 from agentsched.service.service import Service, UnknownWorkflowError, jsonable
@@ -46,6 +47,20 @@ class MappingIn(BaseModel):
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def _body_problem(content_type: str, errors: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
+    """The status and one line for a request FastAPI could not read. Why not its own line: a body
+    sent without ``content-type: application/json`` (curl's -d alone sends a form type) was answered
+    "body: Input should be a valid dictionary ...", which does not say what to change."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    about_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors)
+    if about_body and media and media != "application/json" and not media.endswith("+json"):
+        return 415, ("the request body must be JSON (content-type: application/json), got content-type "
+                     f"{printable(media[:80])!r}")
+    if [tuple(e.get("loc", ())) for e in errors] == [("body",)] and errors[0].get("type") == "missing":
+        return 422, "the request body is missing: send a JSON object (content-type: application/json)"
+    return 422, validation_line(errors)
 
 
 def create_app(service: Service, *, token: str | None = None) -> FastAPI:
@@ -77,7 +92,7 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(422, validation_line(exc.errors()))
+        return _error(*_body_problem(request.headers.get("content-type", ""), exc.errors()))
 
     _invocation_route(v1, service, metrics, limiter)
     _view_routes(v1, service)
