@@ -26,6 +26,7 @@ def test_load_rows_report_and_plot(cli, tmp_path):
         assert set(r["slowdown_by_workflow"]) <= {"S1", "S10"}
         assert r["rate_per_s"] == pytest.approx(r["load"] * doc["capacity_per_s"], rel=1e-3)
     assert doc["capacity_per_s"] > 0 and set(doc["saturation_throughput_per_s"]) == {"agentsched", "dmda", "all-gpu+adm"}
+    assert doc["capacity_searched"] is True
     report = (out / "report.md").read_text()
     assert "latency_vs_load.png" in report and "| agentsched | 0.3 |" in report
     assert (out / "latency_vs_load.png").stat().st_size > 1000
@@ -47,14 +48,22 @@ def test_load_rows_report_and_plot(cli, tmp_path):
     assert f"saturation: agentsched sustains {doc['saturation_throughput_per_s']['agentsched']:g}/s" in lines
 
 
-def test_rates_and_trace(cli, tmp_path):
+def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("0,S1\n0.5,S10\n1.0,S1\n")
     code, stdout, err = cli("load", "S1", "S10", "--rates", "1", "--arrival", f"trace:{trace}", "--seeds", "1",
-                            "--duration-s", "5", "--policies", "dmda", "--out", str(tmp_path / "o"), "--no-plot", "--json")
+                            "--duration-s", "5", "--policies", "dmda", "--out", str(tmp_path / "o"), "--no-plot", "--json",
+                            "--capacity-per-s", "4")
     assert code == 0, err
-    row = json.loads(stdout)["rows"][0]
-    assert row["invocations"] == 3 and row["oom"] == 0
+    doc = json.loads(stdout)
+    row = doc["rows"][0]
+    assert row["invocations"] == 3 and row["oom"] == 0 and row["load"] == 0.25  # 1/s over the given 4/s
+    assert doc["capacity_per_s"] == 4 and doc["capacity_searched"] is False
+    assert doc["capacity_by_baseline"] == {} and doc["saturation_throughput_per_s"] == {}
+    assert "capacity search" not in err and "saturation:" not in err
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "capacity = 4 invocations/s, as given (--capacity-per-s: no search ran)" in report
+    assert "Throughput at saturation" not in report
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -67,6 +76,9 @@ def test_rates_and_trace(cli, tmp_path):
     (("--load", "0.3", "--arrival", "uniform", "--policies", "dmda"), "unknown arrival kind"),
     (("--load", "0.3", "--seeds", "0"), "--seeds must be >= 1"),
     (("--load", "0.3", "--jobs", "0"), "--jobs must be >= 1, got 0"),
+    (("--load", "0.3", "--capacity-per-s", "0"), "capacity must be a finite number > 0 per second, got 0.0"),
+    (("--load", "0.3", "--capacity-per-s", "nan"), "capacity must be a finite number > 0 per second, got nan"),
+    (("--load", "0.9", "--capacity-per-s", "1e9"), "arrivals; at most"),
     # before, these three failed only after the capacity search (minutes), or after the whole study
     (("--load", "0.3", "--noise", "5"), "--noise must be a number in [0, 1], got 5.0"),
     (("--load", "0.3", "--json-out", "/nonexistent/x.json"), "--json-out: folder /nonexistent does not exist"),

@@ -45,6 +45,9 @@ def load_cmd(
     no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
     json_out: bool = opt.JSON,
     json_file: str = opt.JSON_OUT,
+    capacity_per_s: Optional[float] = typer.Option(None, "--capacity-per-s", help="the mix's capacity, from an "
+                                                   "earlier study's load.json: skips the capacity and saturation "
+                                                   "searches (minutes)"),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="simulations side by side in this many processes "
                                                            "(default: one per core, at most 16; the figures "
                                                            "do not depend on it)"),
@@ -73,7 +76,7 @@ def load_cmd(
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
     # the study and the outputs are checked before minutes of capacity search, not after them (and the
     # folder is made only for a study that can run)
-    check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival)
+    check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)
     if json_file is not None:
         check_output_file(json_file, "--json-out")
     out_dir = prepare_output_dir(out)
@@ -87,7 +90,8 @@ def load_cmd(
 
     # on stderr (stdout may be --json): a short study spends minutes in the capacity search
     doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
-                   arrival=arrival, progress=err_console.print, jobs=default_jobs() if jobs is None else jobs)
+                   arrival=arrival, progress=err_console.print, jobs=default_jobs() if jobs is None else jobs,
+                   capacity_per_s=capacity_per_s)
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)

@@ -25,6 +25,7 @@ stream's arrivals' isolated latencies, which no policy goes below (noise aside).
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -300,24 +301,22 @@ def summarize(policy: str, load: float | None, rate: float, results: list[Stream
 def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine: Machine, duration_s: float,
              seeds: int, loads: Sequence[float] | None = None, rates: Sequence[float] | None = None,
              arrival: str = "poisson", progress: Callable[[str], None] | None = None,
-             jobs: int = 1) -> dict[str, Any]:
+             jobs: int = 1, capacity_per_s: float | None = None) -> dict[str, Any]:
     """Every policy at every load (or rate), ``seeds`` streams each (the same streams for every
-    policy); the searches, then the rows, run side by side on ``jobs`` processes."""
-    check_study(workflows, policies, duration_s, seeds, loads, rates, arrival)
+    policy); the searches, then the rows, run side by side on ``jobs`` processes. A given
+    ``capacity_per_s`` (an earlier study's) skips every search: no saturation throughput then."""
+    check_study(workflows, policies, duration_s, seeds, loads, rates, arrival, capacity_per_s)
     check_jobs(jobs)
     names = [wf.name for wf in workflows]
     oracle = oracle_mappings(workflows, machine.world)
     isolated = isolated_ms(workflows, oracle, machine)
-    # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on
-    # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
-    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
-    longest_ms = max(isolated.values())
-    # every search at once: a policy's own (its throughput at saturation) does not need the capacity
-    searched = CAPACITY_POLICIES + tuple(n for n in policies if n not in CAPACITY_POLICIES)
-    sustained = sustainable_rates(workflows, searched, machine, oracle, search_s, longest_ms, jobs=jobs,
-                                  done=_search_told(progress))
-    baseline_rates = {b: sustained[b] for b in CAPACITY_POLICIES}
-    capacity = _capacity(baseline_rates)
+    if capacity_per_s is None:
+        sustained = _searches(workflows, policies, machine, oracle, duration_s, max(isolated.values()), jobs,
+                              progress)
+        baseline_rates = {b: sustained[b] for b in CAPACITY_POLICIES}
+        capacity = _capacity(baseline_rates)
+    else:
+        sustained, baseline_rates, capacity = {}, {}, float(capacity_per_s)
     points = [(ld, ld * capacity) for ld in loads] if loads is not None else [(r / capacity, r) for r in rates]  # type: ignore[union-attr]
     floor = [isolation_floor(round(load, 4), [seeded_arrivals(arrival, rate, duration_s, names, seed)
                                               for seed in range(seeds)], [isolated[n] for n in names])
@@ -326,19 +325,40 @@ def run_load(workflows: Sequence[Workflow], policies: Sequence[str], *, machine:
              for load, rate in points for name in policies]
     rows = run_jobs(calls, jobs, None if progress is None
                     else lambda i, row: progress(f"{row['policy']} at load {row['load']:.2f}"))
-    return {"capacity_per_s": round(capacity, 4), "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
-            {k: round(v, 3) for k, v in isolated.items()}, "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies},
+    return {"capacity_per_s": round(capacity, 4), "capacity_searched": capacity_per_s is None,
+            "capacity_by_baseline": {k: round(v, 4) for k, v in baseline_rates.items()}, "isolated_ms":
+            {k: round(v, 3) for k, v in isolated.items()},
+            "saturation_throughput_per_s": {n: round(sustained[n], 4) for n in policies if n in sustained},
             "arrival": arrival, "duration_s": duration_s, "seeds": seeds,
             "machine": {"vram_budget_mb": machine.vram_budget_mb, "cpu_slots": machine.cpu_slots,
                         "noise_sigma": machine.noise_sigma, "world": machine.world or "a5500"},
             "isolation_floor": floor, "rows": rows}
 
 
+def _searches(workflows: Sequence[Workflow], policies: Sequence[str], machine: Machine,
+              oracle: Mapping[str, Mapping[str, Mode]], duration_s: float, longest_ms: float, jobs: int,
+              progress: Callable[[str], None] | None) -> dict[str, float]:
+    """Every baseline's sustainable rate (the capacity search) and each policy's (its throughput at
+    saturation), side by side: a policy's own search does not need the capacity."""
+    # why a floor: shorter search streams judge a rate by a handful of arrivals (S1+S7: capacity 5.75/s on
+    # 30 s streams, 9.9-10.6/s on 60-240 s ones), and "load" would mean another rate at every --duration-s
+    search_s = min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
+    searched = CAPACITY_POLICIES + tuple(n for n in policies if n not in CAPACITY_POLICIES)
+    return sustainable_rates(workflows, searched, machine, oracle, search_s, longest_ms, jobs=jobs,
+                             done=_search_told(progress))
+
+
 def check_study(workflows: Sequence[Workflow], policies: Sequence[str], duration_s: float, seeds: int,
-                 loads: Sequence[float] | None, rates: Sequence[float] | None, arrival: str) -> None:
+                loads: Sequence[float] | None, rates: Sequence[float] | None, arrival: str,
+                capacity_per_s: float | None = None) -> None:
     """A one-line error for a study that cannot run, before minutes of capacity search."""
     if (loads is None) == (rates is None):
         raise AgentschedError("give either loads or rates")
+    if capacity_per_s is not None:
+        if isinstance(capacity_per_s, bool) or not isinstance(capacity_per_s, (int, float)) \
+                or not (math.isfinite(capacity_per_s) and capacity_per_s > 0):
+            raise AgentschedError(f"capacity must be a finite number > 0 per second, got {capacity_per_s!r}")
+        rates = [ld * capacity_per_s for ld in loads] if loads is not None else rates
     if seeds < 1:
         raise AgentschedError(f"seeds must be >= 1, got {seeds}")
     for name in policies:

@@ -46,8 +46,9 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
              f"{m['cpu_slots']} CPU slots, world "
              f"{m['world']}, noise sigma {m['noise_sigma']:g}. Arrivals: {doc['arrival']}, "
              f"{doc['duration_s']:g} simulated s, {doc['seeds']} seed(s).", "",
-             f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, the best "
-             "saturation throughput of the baselines (docs/load.md).", ""]
+             f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, "
+             + ("the best saturation throughput of the baselines (docs/load.md)." if doc.get("capacity_searched", True)
+                else "as given (--capacity-per-s: no search ran)."), ""]
     if figure:
         lines += [f"![latency vs load]({figure})", ""]
     lines += ["| " + " | ".join(COLUMNS) + " | max slowdown |", "|" + "---|" * (len(COLUMNS) + 1)]
@@ -59,8 +60,10 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
         lines += ["", "Isolation floor (each arrival's latency alone on the machine; no policy goes below it, noise "
                   "aside): " + "; ".join(f"load {f['load']:g}: p50 {_cell(f['p50_ms'])} ms, p99 {_cell(f['p99_ms'])} ms"
                                          for f in floor)]
-    lines += ["", "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
-              + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items()), ""]
+    if doc["saturation_throughput_per_s"]:
+        lines += ["", "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
+                  + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items())]
+    lines.append("")
     return "\n".join(lines)
 
 
