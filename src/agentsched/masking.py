@@ -20,18 +20,25 @@ USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/
 BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]+:[^/\s'\"]*)@(?=[\w\[])")
 #: option keys whose value is a secret (also in free text: a tool's error may quote its connection
 #: settings), and keys whose value is a URL that may carry credentials
-SECRET_KEYS = frozenset({"api_key", "apikey", "password", "passwd", "secret", "token", "access_token"})
+SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password", "passwd", "secret", "token",
+                         "access_token"})
+#: a URL query parameter whose name says it holds a secret: ``?key=`` (Google), ``?api-key=`` (Azure),
+#: ``&sig=`` (a signed URL), ``?access_token=``, ``?client_secret=``
+QUERY_SECRET = re.compile(r"(?P<name>[?&;][\w.-]*?(?:key|token|secret|passw(?:or)?d|sig|signature|auth|credential)"
+                          r"[\w.-]*=)(?P<value>[^&#\s'\"]+)", re.IGNORECASE)
 URL_KEYS = frozenset({"base_url"})
 #: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
 #: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
-_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',}\s]+)"""
+_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',}\s&#]+)"""
                            % "|".join(sorted(SECRET_KEYS, key=len, reverse=True)), re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
     """``url`` (or any text) with each URL's userinfo (``user:password@``, with a scheme or without
-    one) replaced by ``***@``; other URLs unchanged."""
+    one) replaced by ``***@``, and the value of each secret query parameter (``QUERY_SECRET``) by
+    ``***``; other URLs unchanged."""
     out = USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
+    out = QUERY_SECRET.sub(lambda m: f"{m['name']}{MASK}", out)
     return BARE_USERINFO.sub(f"{MASK}@", out)
 
 

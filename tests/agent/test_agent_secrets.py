@@ -57,6 +57,12 @@ def assert_clean(text: str) -> None:
     ('llm={"api_key":"sk-LEAK","model":"m"}', (), 'llm={"api_key":***,"model":"m"}'),
     ("{'api_key': 'sk a b', 'n': 1} api_key=sk-x y", (), "{'api_key': ***, 'n': 1} api_key=*** y"),
     ("the api_key option is missing", (), "the api_key option is missing"),
+    # a key in the URL's query (Google's ?key=, Azure's ?api-key=, a header name, a signed URL's sig):
+    # before, shown whole in errors and in run/bench JSON
+    ("endpoint http://h:9/v1?key=K2SECRET is down", (), "endpoint http://h:9/v1?key=*** is down"),
+    ("http://h/v1?api-version=2&api-key=K2&x-api-key=K3#f", (), "http://h/v1?api-version=2&api-key=***&x-api-key=***#f"),
+    ("https://b/x?sv=1&sig=abc%2Fd&se=2 and x-api-key: K4", (), "https://b/x?sv=1&sig=***&se=2 and x-api-key: ***"),
+    ("http://h/v1?keyboard=1&monkey=2", (), "http://h/v1?keyboard=***&monkey=***"),  # (masked too: safe side)
 ])
 def test_redact(text, secrets, expected):
     assert redact(text, secrets) == expected
@@ -66,6 +72,7 @@ def test_url_secrets_and_redact_url():
     # the Basic-auth token a client sends (base64 of "bob:p@ss"), and of the text as written
     assert url_secrets("http://bob:p%40ss@h/v1") == ("bob", "p%40ss", "p@ss", "Ym9iOnBAc3M=", "Ym9iOnAlNDBzcw==")
     assert url_secrets("http://h/v1") == ()
+    assert url_secrets("http://h/v1?api-key=a%2Fb") == ("a%2Fb", "a/b")  # a server may echo it decoded
     assert url_secrets("user:s3c@ret@127.0.0.1:9")[:2] == ("user", "s3c@ret")  # no scheme, an '@' in the password
     assert redact_url("gguf:/models/x.gguf") == "gguf:/models/x.gguf"
 

@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentsched.masking import BARE_USERINFO, MASK, SECRET_KEYS, URL_KEYS, USERINFO, mask_secrets
+from agentsched.masking import BARE_USERINFO, MASK, QUERY_SECRET, SECRET_KEYS, URL_KEYS, USERINFO, mask_secrets
 
 #: a secret shorter than this is not searched for in free text (masking every "k" would garble the
 #: message, and such a key protects nothing); URL credentials are masked whatever their length
@@ -23,12 +23,14 @@ NOT_SECRETS = frozenset({"", "EMPTY", "none", "None", "sk-no-key-required"})
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The user name and password of ``url`` (as written and percent-decoded), and the Basic-auth token
-    a client sends for them (base64 of ``user:password``, which a server may echo), for ``redact``."""
+    """The values of ``url``'s secret query parameters, its user name and password (as written and
+    percent-decoded), and the Basic-auth token a client sends for them (base64 of ``user:password``,
+    which a server may echo), for ``redact``."""
+    query = [v for q in QUERY_SECRET.finditer(url) for v in (q["value"], urllib.parse.unquote(q["value"]))]
     m = USERINFO.search(url) or BARE_USERINFO.search(url)
     if m is None:
-        return ()
-    out: list[str] = []
+        return tuple(dict.fromkeys(query))
+    out: list[str] = query
     for part in m["userinfo"].split(":", 1):
         out += [part, urllib.parse.unquote(part)]
     written = m["userinfo"] if ":" in m["userinfo"] else f'{m["userinfo"]}:'
