@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
 import pytest
 
@@ -112,3 +114,39 @@ def test_loadgen_checks_its_json_out_before_the_stream(cli):
     code, _, err = cli("loadgen", "http://127.0.0.1:9", "S1", "--rates", "1", "--duration-s", "1",
                        "--json-out", "/nonexistent/x.json")
     assert code == 2 and err.strip() == "error: --json-out: folder /nonexistent does not exist"
+
+
+class _NotAgentsched(http.server.BaseHTTPRequestHandler):
+    """Another kind of server: an OpenAI-style JSON object at /v1/workflows, an HTML page elsewhere."""
+
+    def do_GET(self):  # noqa: N802 - the http.server name
+        if self.path.startswith("/json/"):
+            body, status, kind = b'{"object": "list", "data": []}', 200, "application/json"
+        else:
+            body, status, kind = b"<!DOCTYPE HTML>\n<html lang=\"en\">\n<body>Not Found</body>\n</html>\n", 404, "text/html"
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("prefix, needle", [
+    ("/json", "is not an agentsched service: GET /v1/workflows answered '{\"object\": \"list\", \"data\": []}', "
+              "not a list of workflows"),
+    ("/html", "/v1/workflows answered HTTP 404: <!DOCTYPE HTML>"),
+])
+def test_loadgen_against_another_kind_of_server_is_one_line(cli, prefix, needle):
+    """(Before: `internal error: AttributeError`, or a 6-line error quoting the HTML page.)"""
+    pytest.importorskip("httpx")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAgentsched)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+        code, _, err = cli("loadgen", url, "S1", "--rates", "1", "--duration-s", "1")
+    finally:
+        server.shutdown()
+    assert code != 0 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -130,8 +130,28 @@ def test_ablation_journal_resumes(cli, tmp_path):
     assert code == 0, err
     code, second, err = cli(*args, "--resume")
     assert code == 0, err
-    assert "resumed: 10 finished runs" in second  # 5 variants x 2 seeds
-    assert second.replace("resumed: 10 finished runs taken from " + str(tmp_path / "a.sqlite") + "\n", "") == first
+    assert "resumed: 10 finished runs" in err and second == first  # 5 variants x 2 seeds; the note on stderr
+    code, doc, err = cli(*args, "--resume", "--json")
+    assert code == 0 and json.loads(doc)  # (before, the note came first on stdout: not JSON)
+    code, third, err = cli(*args)  # it finished: run again without --resume, it starts over
+    assert code == 0 and third == first, err
+
+
+def test_without_resume_an_interrupted_journal_of_the_same_experiment_is_refused(tmp_path):
+    """(A re-run that forgot --resume wiped the 109 runs of an interrupted bench.)"""
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.put("k", 1)
+    j.close()
+    with pytest.raises(AgentschedError, match=r"holds 1 finished runs of this experiment, which was interrupted: "
+                                              r"add --resume to continue it, or remove the file to start again$"):
+        RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+    assert again.get("k") == 1
+    again.finish()
+    again.close()
+    fresh = RunJournal(tmp_path / "j.sqlite", {"a": 1})  # finished: a new run starts over
+    assert len(fresh) == 0
+    fresh.close()
 
 
 @pytest.mark.parametrize("content", [b"my precious notes\n", None])

@@ -51,3 +51,20 @@ def test_oracle_mappings_feed_back_to_simulate(cli, tmp_path):
     code, out, err = cli("simulate", str(p), "-m", text, "--noise", "0", "--json")
     assert code == 0, err
     assert json.loads(out)["e2e_ms"] == best["e2e_ms"]
+
+
+@pytest.mark.parametrize("name", ["ev\x1b]0;TITLE\x07il", "a\nb", "ab\u202e", "x\x00"])
+def test_a_workflow_name_with_a_control_character_is_a_one_line_error(tmp_path, name):
+    """(Names are free text, but one holding ESC sequences retitled and cleared the terminal.)"""
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"name": name, "tasks": {"A": "clip"}}))
+    with pytest.raises(WorkflowError, match=r"holds a control character \(a name is one printable line\)") as e:
+        load_workflow_file(p)
+    assert "\x1b" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["S5", "my pipeline (v2)", "../../escape/évil", "任务"])
+def test_a_printable_workflow_name_is_free_text(tmp_path, name):
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"name": name, "tasks": {"A": "clip"}}))
+    assert load_workflow_file(p).name == name

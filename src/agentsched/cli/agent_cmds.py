@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from agentsched.cli import options as o
-from agentsched.cli.common import console, load_workflow, load_workflow_and_world, loop_counts, testbed_spec
+from agentsched.cli.common import console, err_console, load_workflow, load_workflow_and_world, loop_counts, testbed_spec
 from agentsched.cli.options import WORLD, InitialRule, StartKind
 from agentsched.cli.output import check_output_file, emit
 from agentsched.errors import AgentschedError
@@ -79,11 +79,17 @@ def ablation_cmd(
         res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start.value,
                            initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
                            journal=journal, testbed=spec)
+        if journal is not None:
+            journal.finish()
+    except KeyboardInterrupt:
+        if journal is not None:
+            err_console.print(f"the finished runs are kept in {journal_file}: continue with --resume")
+        raise
     finally:
         if journal is not None:
             journal.close()
-    if journal is not None and journal.resumed:
-        console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
+    if journal is not None and journal.resumed:  # on stderr: stdout may be --json
+        err_console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
     emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
 
 

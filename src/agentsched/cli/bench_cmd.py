@@ -119,6 +119,10 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
             journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
             try:
                 result = run_bench(config, testbed=tb, journal=journal, progress=progress)
+                journal.finish()
+            except KeyboardInterrupt:
+                err_console.print(f"the finished runs are kept in {Path(out) / JOURNAL_NAME}: continue with --resume")
+                raise
             finally:
                 journal.close()
         if journal.resumed:

@@ -79,12 +79,35 @@ def _check_served(url: str, names: list[str], token: str | None) -> None:
     except httpx.HTTPError as e:
         raise AgentschedError(f"cannot reach the service at {url}: {type(e).__name__}: {e}") from None
     if r.status_code != 200:
-        raise AgentschedError(f"{url}/v1/workflows answered HTTP {r.status_code}: {r.text[:120]}")
-    served = {w.get("name") for w in r.json()}
+        raise AgentschedError(f"{url}/v1/workflows answered HTTP {r.status_code}: {_first_line(r.text)}")
+    served = _served_names(r)
+    if served is None:  # (before: an AttributeError from another kind of server's answer)
+        raise AgentschedError(f"{url} is not an agentsched service: GET /v1/workflows answered "
+                              f"{_first_line(r.text)!r}, not a list of workflows")
     missing = [n for n in names if n not in served]
     if missing:
         raise AgentschedError(f"the service does not serve {', '.join(missing)} (it serves "
                               f"{', '.join(sorted(str(s) for s in served))})")
+
+
+def _served_names(r: Any) -> set[str] | None:
+    """The workflow names of an agentsched ``GET /v1/workflows`` answer; None for anything else."""
+    try:
+        doc = r.json()
+    except ValueError:
+        return None
+    if not isinstance(doc, list) or not all(isinstance(w, dict) and isinstance(w.get("name"), str) for w in doc):
+        return None
+    return {w["name"] for w in doc}
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    """The first non-blank line of a body, cut at ``limit`` characters, terminal control escaped (an
+    HTML error page quoted whole made a multi-line error)."""
+    from agentsched.masking import printable
+
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return printable(line[:limit] + ("..." if len(line) > limit else ""))
 
 
 def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:

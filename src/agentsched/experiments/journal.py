@@ -22,6 +22,7 @@ from agentsched.experiments.journal_codec import ROW_FORMAT, JournalRowError, de
 
 T = TypeVar("T")
 JOURNAL_NAME = "journal.sqlite"  # inside a bench's output folder
+FINISHED = "finished"  # the meta key an experiment that ran to its end writes
 
 
 def _version() -> str:
@@ -39,6 +40,7 @@ class RunJournal:
         self.resumed = 0  # runs taken from the journal instead of being run again
         if not resume and self.path.exists() and self.path.stat().st_size > 0:
             self._check_is_journal()  # never replace a file that holds something else (an empty one holds nothing)
+            self._check_not_unfinished()
             self._remove()
         try:
             self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
@@ -59,6 +61,24 @@ class RunJournal:
         if tables != {"meta", "runs"}:
             raise AgentschedError(f"run journal {self.path}: the file exists and is not a run journal; "
                                   "choose another path (it was left untouched)")
+
+    def _check_not_unfinished(self) -> None:
+        """Raise when ``self.path`` holds finished runs of this same experiment, which never ended: a
+        run without ``--resume`` would throw them away (a re-run forgetting the flag wiped 109 runs)."""
+        with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0) as db:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        same = (meta.get("config"), meta.get("version"), meta.get("format")) == (self.config_json, _version(),
+                                                                                 ROW_FORMAT)
+        if same and runs and FINISHED not in meta:
+            raise AgentschedError(f"run journal {self.path} holds {runs} finished runs of this experiment, which "
+                                  "was interrupted: add --resume to continue it, or remove the file to start again")
+
+    def finish(self) -> None:
+        """Mark the experiment complete: a later run of it without ``--resume`` starts again."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FINISHED, "1"))
 
     def _remove(self) -> None:
         for suffix in ("", "-wal", "-shm"):

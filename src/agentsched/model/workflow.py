@@ -121,6 +121,15 @@ class Workflow(BaseModel):
     tasks: dict[str, Task]
     edges: tuple[tuple[str, str], ...] = ()
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v: str) -> str:
+        # why: a name is printed in every header and table; one holding ESC sequences retitled and
+        # cleared the user's terminal (free text otherwise: docs/workflows.md)
+        if not v.isprintable():
+            raise ValueError(f"workflow name {ascii(v[:80])} holds a control character (a name is one printable line)")
+        return v
+
     @field_validator("tasks", mode="before")
     @classmethod
     def _short_tasks(cls, v: Any) -> Any:

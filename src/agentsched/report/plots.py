@@ -4,6 +4,7 @@ curves, and a Gantt chart of all-GPU vs the oracle. matplotlib is imported lazil
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -169,5 +170,12 @@ def write_plots(result: BenchResult, out: Path) -> list[Path]:
     paths = [plot_e2e_normalised(result, out / E2E_FIGURE), plot_convergence(result, out / CONVERGENCE_FIGURE)]
     g = result.config.gantt_scenario
     if g in result.workflows and result.gantt:
-        paths.append(plot_gantt(result, g, out / f"gantt_{g}_all_gpu_vs_oracle.png"))
+        paths.append(plot_gantt(result, g, out / f"gantt_{file_stem(g)}_all_gpu_vs_oracle.png"))
     return paths
+
+
+def file_stem(name: str) -> str:
+    """A workflow name as part of a file name inside the output folder: each run of characters other
+    than letters, digits, '-' and '_' becomes one '_'. Why: names are free text, and one of
+    ``../../x`` wrote its chart outside ``--out``."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "workflow"
