@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -150,3 +152,27 @@ def test_loadgen_against_another_kind_of_server_is_one_line(cli, prefix, needle)
     finally:
         server.shutdown()
     assert code != 0 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_folder_where_an_output_file_goes_is_refused_before_the_study(cli, tmp_path):
+    (tmp_path / "o" / "report.md").mkdir(parents=True)
+    code, _, err = cli("load", "S1", "--load", "0.3", "--duration-s", "5", "--out", str(tmp_path / "o"))
+    assert code != 0 and err.strip() == (f"error: --out: {tmp_path / 'o' / 'report.md'} is a folder, where the "
+                                         "output file report.md goes; remove or rename it")
+    assert "capacity search" not in err
+
+
+def test_a_second_study_on_a_folder_in_use_is_refused(cli, tmp_path):
+    """(Two studies on one --out overwrote each other's files, both exiting 0.)"""
+    out = tmp_path / "o"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from agentsched.experiments.folder_lock import "
+                               "hold_folder; hold_folder(sys.argv[1]); print('held', flush=True); time.sleep(120)",
+                               str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = cli("load", "S1", "--load", "0.3", "--duration-s", "5", "--out", str(out))
+        assert code != 0 and f"--out {out} is in use by another running bench or load study (pid {holder.pid})" in err
+    finally:
+        holder.kill()
+        holder.wait()

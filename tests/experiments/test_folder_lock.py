@@ -45,7 +45,7 @@ def test_a_second_bench_on_a_running_benchs_out_is_refused_in_one_line(tmp_path)
         second = _bench(out)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2
-        assert err.strip() == (f"error: --out {out} is in use by another running bench (pid {first.pid}); "
+        assert err.strip() == (f"error: --out {out} is in use by another running bench or load study (pid {first.pid}); "
                                "wait for it to end or choose another folder")
         assert first.poll() is None and _runs_recorded(out) >= 2  # the running bench's journal is untouched
         _, err = first.communicate(timeout=300)

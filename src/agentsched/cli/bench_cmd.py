@@ -106,12 +106,14 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
     from agentsched.experiments.bench import run_bench
     from agentsched.experiments.folder_lock import hold_folder
     from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
+    from agentsched.report.outputs import output_names
 
     tb = spec.build()
     notes[:0] = testbed_notes(tb)
     try:
         preflight(tb, wfs)  # e.g. the local testbed without CUDA: one line, before any run
-        prepare_output_dir(out)  # an unwritable --out fails now, not after the runs
+        # an unwritable --out, or a folder where an output file goes, fails now, not after the runs
+        prepare_output_dir(out, files=(*output_names(config.gantt_scenario), JOURNAL_NAME))
         hold_folder(out)  # one bench per --out: a second one is refused while this one runs
         # progress starts after every check: an error above is the only line on stderr
         runs = len(config.policies) * len(config.seeds)

@@ -57,7 +57,8 @@ def load_cmd(
     from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
     from agentsched.experiments.jobs import default_jobs
     from agentsched.experiments.load import DEFAULT_POLICIES, Machine, check_study, run_load
-    from agentsched.report.load_report import load_markdown, write_load_report
+    from agentsched.experiments.folder_lock import hold_folder
+    from agentsched.report.load_report import LOAD_OUTPUTS, load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
     loads, rate_list = _floats(load, "--load"), _floats(rates, "--rates")
@@ -79,7 +80,8 @@ def load_cmd(
     check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)
     if json_file is not None:
         check_output_file(json_file, "--json-out")
-    out_dir = prepare_output_dir(out)
+    out_dir = prepare_output_dir(out, files=LOAD_OUTPUTS)
+    hold_folder(out_dir)  # one study per --out: a second one would overwrite this one's files
     budget = vram_budget_mb
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]

@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,10 @@ def check_output_file(path: str | Path, flag: str, *, create_parent: bool = Fals
     return p
 
 
-def prepare_output_dir(path: str | Path, flag: str = "--out") -> Path:
-    """Create output folder ``path`` (and its parents) and check that files can be written in it."""
+def prepare_output_dir(path: str | Path, flag: str = "--out", files: Sequence[str] = ()) -> Path:
+    """Create output folder ``path`` (and its parents) and check that files can be written in it, and
+    that none of ``files`` (the names the command writes there) is taken by a folder or another
+    non-file: before, a folder named report.md failed the command after its runs."""
     out = Path(path)
     why = _dangling_link(out)
     if why is not None:
@@ -85,6 +88,11 @@ def prepare_output_dir(path: str | Path, flag: str = "--out") -> Path:
         os.unlink(probe)
     except OSError as e:
         raise AgentschedError(f"cannot write in output folder {out}: {_reason(e)}") from None
+    for name in files:
+        taken = out / name
+        if taken.exists() and not taken.is_file():
+            raise AgentschedError(f"{flag}: {taken} is {'a folder' if taken.is_dir() else 'not a file'}, where "
+                                  f"the output file {name} goes; remove or rename it")
     return out
 
 

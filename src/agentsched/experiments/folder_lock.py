@@ -43,7 +43,7 @@ class FolderLock:
             holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
             self.release()
             who = f" (pid {holder})" if holder.isdigit() else ""
-            raise AgentschedError(f"{flag} {folder} is in use by another running bench{who}; "
+            raise AgentschedError(f"{flag} {folder} is in use by another running bench or load study{who}; "
                                   "wait for it to end or choose another folder") from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)  # who holds it, for the refusal above

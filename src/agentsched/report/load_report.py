@@ -8,6 +8,7 @@ from typing import Any
 from agentsched.report import style
 
 LOAD_FIGURE = "latency_vs_load.png"
+LOAD_OUTPUTS = ("load.json", "report.md", LOAD_FIGURE)  # the files `load` writes in its folder
 COLUMNS = ("policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms", "throughput_per_s", "oom", "errors",
            "gpu_util", "decision_ms_p50")
 

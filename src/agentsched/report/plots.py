@@ -170,8 +170,13 @@ def write_plots(result: BenchResult, out: Path) -> list[Path]:
     paths = [plot_e2e_normalised(result, out / E2E_FIGURE), plot_convergence(result, out / CONVERGENCE_FIGURE)]
     g = result.config.gantt_scenario
     if g in result.workflows and result.gantt:
-        paths.append(plot_gantt(result, g, out / f"gantt_{file_stem(g)}_all_gpu_vs_oracle.png"))
+        paths.append(plot_gantt(result, g, out / gantt_name(g)))
     return paths
+
+
+def gantt_name(scenario: str) -> str:
+    """The Gantt chart's file name for ``scenario``."""
+    return f"gantt_{file_stem(scenario)}_all_gpu_vs_oracle.png"
 
 
 def file_stem(name: str) -> str:
