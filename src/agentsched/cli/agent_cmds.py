@@ -60,6 +60,9 @@ def ablation_cmd(
     loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
     wf, wf_world = load_workflow_and_world(workflow, cards)
     spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[wf_world])  # the ablation runs on the simulator
+    from agentsched.runtime.setup import check_sim_cards
+
+    check_sim_cards(spec, wf)
     if json_file:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     from agentsched.experiments.journal import RunJournal
@@ -114,6 +117,10 @@ def agent_check_cmd(
     loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
     wfs = [wf for wf, _ in loaded]
     spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[w for _, w in loaded])  # on the simulator
+    from agentsched.runtime.setup import check_sim_cards
+
+    for wf in wfs:
+        check_sim_cards(spec, wf)
     if json_file:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,

@@ -185,6 +185,10 @@ def bench_cmd(
     spec = testbed_spec(testbed, seed=0, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
                         from_workflows=[w for _, w in loaded], ray_address=ray_address, emulate_gpu=emulate_gpu,
                         task_timeout_s=task_timeout_s)
+    from agentsched.runtime.setup import check_sim_cards
+
+    for wf in wfs:  # user tools without cards: the simulator would report placeholder times
+        check_sim_cards(spec, wf)
     _check_policies(pols, options, wfs)
     # the ablation runs on the simulator: on by default only when the bench does too
     want_ablation = ("agent-rules" in pols and spec.simulated) if ablation is None else ablation

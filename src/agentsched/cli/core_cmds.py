@@ -136,8 +136,11 @@ def simulate_cmd(
     gantt_path = check_gantt_path(gantt) if gantt else None  # fail before any work
     wf, wf_world = load_workflow_and_world(workflow, cards)
     m = parse_mapping(wf, mapping)
-    tb = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
-                      from_workflows=[wf_world], task_timeout_s=task_timeout_s).build()
+    spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
+                        from_workflows=[wf_world], task_timeout_s=task_timeout_s)
+    from agentsched.runtime.setup import check_sim_cards
+    check_sim_cards(spec, wf)  # user tools without cards: placeholder times, not an E2E
+    tb = spec.build()
     try:
         ex = tb.run(wf, m, rng=noise_stream(seed))
     finally:
@@ -173,9 +176,11 @@ def oracle_cmd(
     positive("--top", top)
     positive("--repeats", repeats)
     wf, wf_world = load_workflow_and_world(workflow, cards)
-    tb = testbed_spec(testbed, seed=seed, noise=0.0 if testbed is o.TestbedKind.SIM else None, size=size,
-                      cpu_slots=cpu_slots, world=world, from_workflows=[wf_world],
-                      task_timeout_s=task_timeout_s).build()
+    spec = testbed_spec(testbed, seed=seed, noise=0.0 if testbed is o.TestbedKind.SIM else None, size=size,
+                        cpu_slots=cpu_slots, world=world, from_workflows=[wf_world], task_timeout_s=task_timeout_s)
+    from agentsched.runtime.setup import check_sim_cards
+    check_sim_cards(spec, wf)  # user tools without cards: it would rank placeholder times
+    tb = spec.build()
     try:
         tb.preflight(wf)  # the local testbed: no CUDA -> one line, before any run
         res = brute_force(wf, tb, repeats=repeats)

@@ -167,6 +167,8 @@ def run_cmd(
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
                         from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,
                         task_timeout_s=task_timeout_s)
+    from agentsched.runtime.setup import check_sim_cards
+    check_sim_cards(spec, wf)  # user tools without cards: the simulator would report placeholder times
     if not spec.simulated:  # (the simulator never calls the tools)
         try:  # a note, not a refusal: a tool may do without what it names (inputs.get(...))
             check_needs_no_inputs(wf, "run")
