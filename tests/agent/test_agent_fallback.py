@@ -127,3 +127,23 @@ def test_rules_reasoner_always_decides_with_an_audit():
     run = _run(policy, wf, rounds=2)
     assert all(rec.proposal_info["reasoner"] == "rules" and rec.proposal_info["reason"] for rec in run.records)
     assert isinstance(policy.reasoner, RulesReasoner) and not isinstance(policy.reasoner, FallbackReasoner)
+
+
+def test_a_bench_says_how_many_rounds_the_fallback_decided(serve):
+    """(An endpoint answering garbage every round gave an agent-llm bench row with no note, read as the
+    LLM's own results.)"""
+    import jsonschema
+
+    from agentsched.experiments.bench import BenchConfig, run_bench
+    from agentsched.experiments.results import results_dict, results_schema
+
+    server, _ = serve("I believe the GPU is a kind of potato")
+    config = BenchConfig(scenarios=("S1",), policies=("agent-llm", "heft"), rounds=3, repeats=1, seeds=(0,),
+                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}})
+    doc = results_dict(run_bench(config))
+    assert "agent-llm: 3 of 3 rounds were decided by its fallback reasoner" in " ".join(doc["notes"])
+    assert not any(n.startswith("heft:") for n in doc["notes"])
+    runs = {r["policy"]: r for r in doc["records"]}
+    assert all("falling back to the rules reasoner" in d["fallback"] for d in runs["agent-llm"]["rounds"])
+    assert not any("fallback" in d for d in runs["heft"]["rounds"])
+    jsonschema.validate(doc, results_schema())

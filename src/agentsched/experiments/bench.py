@@ -110,6 +110,7 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         oracles = {name: res for name, (res, _) in scored.items()}
         views = {name: view for name, (_, view) in scored.items()}
         records, policy_info = _run_all(config, workflows, oracles, views, tb, journal, progress, notes, limits)
+        notes.extend(fallback_notes(records))
         gantt = gantt_timelines(kept.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
                                 config.spec.cpu_slots)
         chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
@@ -291,6 +292,19 @@ def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: 
 
 
 # ---- helpers -------------------------------------------------------------------------------------
+
+
+def fallback_notes(records: Sequence[BenchRecord]) -> list[str]:
+    """One note per policy some of whose rounds its fallback reasoner decided (an LLM that answered
+    garbage: before, its bench row read as the LLM's own results, with no note)."""
+    rounds: dict[str, list[int]] = {}
+    for r in records:
+        counts = rounds.setdefault(r.policy, [0, 0])
+        counts[0] += sum("fallback" in rec.proposal_info for rec in r.run.records)
+        counts[1] += len(r.run.records)
+    return [f"{pol}: {k} of {n} rounds were decided by its fallback reasoner (the LLM's answer was unusable or "
+            "its endpoint down: each round's `fallback` in results.json says why)"
+            for pol, (k, n) in rounds.items() if k]
 
 
 def _circuit_opened(run: LoopRun) -> str | None:
