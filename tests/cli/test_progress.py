@@ -31,6 +31,16 @@ def test_one_line_per_finished_scenario_with_eta():
     ]
 
 
+def test_skipped_runs_are_said_in_the_count():
+    """(12/12 runs, then "10 runs" in the summary: two were a policy's skipped pairs.)"""
+    buf = io.StringIO()
+    lines = ScenarioLines(Console(file=buf, width=200), scenarios=2, runs_per_scenario=2, clock=FakeClock())
+    for label in ("S1 ucb1 seed 0 (skipped)", "S1 heft seed 0", "S2 ucb1 seed 0 (skipped)", "S2 heft seed 0"):
+        lines(label)
+    assert [line.split(", ")[1] for line in buf.getvalue().splitlines()] == ["2/4 runs (1 skipped)",
+                                                                             "4/4 runs (2 skipped)"]
+
+
 def test_plain_lines_without_a_terminal_and_a_bar_with_eta_on_one():
     plain = Console(file=io.StringIO(), force_terminal=False)
     with bench_progress(plain, scenarios=1, runs_per_scenario=1) as progress:

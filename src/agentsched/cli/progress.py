@@ -28,11 +28,13 @@ class ScenarioLines:
         self.per_scenario = runs_per_scenario
         self.total = scenarios * runs_per_scenario
         self.done = 0
+        self.skipped = 0  # runs a policy's limit left out: counted (the total holds them), and said
         self.clock = clock
         self.t0 = clock()
 
     def __call__(self, label: str) -> None:
         self.done += 1
+        self.skipped += label.endswith("(skipped)")
         if self.done % self.per_scenario and self.done != self.total:
             return
         elapsed = self.clock() - self.t0
@@ -40,7 +42,8 @@ class ScenarioLines:
         left = elapsed / self.done * (self.total - self.done)
         eta = f", about {_fmt_s(left)} left" if self.done < self.total else ""
         self.console.print(f"{label.split()[0]} done: {finished}/{self.scenarios} scenarios, "
-                           f"{self.done}/{self.total} runs, {_fmt_s(elapsed)}{eta}",
+                           f"{self.done}/{self.total} runs"
+                           f"{f' ({self.skipped} skipped)' if self.skipped else ''}, {_fmt_s(elapsed)}{eta}",
                            highlight=False, markup=False, soft_wrap=True)
         self.console.file.flush()
 
