@@ -190,6 +190,12 @@ def noise_stream(seed: int) -> random.Random:
     return random.Random(f"noise:{seed}")
 
 
+def noise_at(seed: int, place: int) -> random.Random:
+    """The testbed-noise generator of execution ``place`` of a runtime's history under ``seed``: the
+    same for that place in any process, whatever was replayed before it."""
+    return random.Random(f"noise:{seed}:{place}")
+
+
 def policy_stream(seed: int) -> random.Random:
     """The policy generator of ``--seed S`` (see ``noise_stream``)."""
     return random.Random(f"policy:{seed}")

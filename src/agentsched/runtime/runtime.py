@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsched.errors import AgentschedError, StoreError, Terminated
-from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, run_loop
+from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, noise_at, run_loop
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
@@ -333,6 +333,9 @@ class Runtime:
         if stored is not None:
             self.replayed += 1
             return self._count(kind, stored)
+        # why per place: the loop's one stream restarts in every process while stored runs are
+        # replayed without drawing, so each `invoke` process drew the same noise (identical E2Es)
+        rng = None if rng is None else noise_at(self.seed, seq)
         self._rng = rng
         if kind == "round":  # run in its caller's thread, at once with the rest of the round
             req = self._dispatch.next_slot(mapping, runs_left)
