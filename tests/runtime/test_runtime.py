@@ -98,6 +98,20 @@ def test_a_new_runtime_resumes_learning_where_the_last_stopped(tmp_path):
     assert len(st.executions(1)) == 30
 
 
+def test_each_process_draws_the_noise_of_its_place_not_the_first_again(tmp_path):
+    """(Every `invoke` process replayed the stored runs without drawing, then drew the stream's first
+    noise again: the same E2E each time, a noise-free history the learner took for noisy.)"""
+    wf = load_scenario("S1")
+    db = tmp_path / "s.db"
+    apart = []
+    for _ in range(4):  # four processes, one invocation each
+        with Runtime(wf, "agent-rules", store=db, testbed=SimTestbed(noise_sigma=0.05), round_size=2) as rt:
+            apart.append(rt.invoke().e2e_ms)
+    with Runtime(wf, "agent-rules", store=None, testbed=SimTestbed(noise_sigma=0.05), round_size=2) as rt:
+        straight = [rt.invoke().e2e_ms for _ in range(4)]
+    assert len(set(apart)) == 4 and apart == pytest.approx(straight)  # each place's own draw, in any process
+
+
 def test_other_settings_start_another_learner(tmp_path):
     wf = load_scenario("S5")
     db = tmp_path / "s.db"
