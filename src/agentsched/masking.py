@@ -24,12 +24,13 @@ SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password"
                          "access_token"})
 #: a URL query parameter whose name says it holds a secret: ``?key=`` (Google), ``?api-key=`` (Azure),
 #: ``&sig=`` (a signed URL), ``?access_token=``, ``?client_secret=``
-QUERY_SECRET = re.compile(r"(?P<name>[?&;][\w.-]*?(?:key|token|secret|passw(?:or)?d|sig|signature|auth|credential)"
-                          r"[\w.-]*=)(?P<value>[^&#\s'\"]+)", re.IGNORECASE)
+QUERY_SECRET = re.compile(r"(?P<name>[?&;](?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
+                          r"signature|auth|authorization|credential|credentials)=)(?P<value>[^&#\s'\"),;\]>]+)",
+                          re.IGNORECASE)
 URL_KEYS = frozenset({"base_url"})
 #: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
 #: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
-_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',}\s&#]+)"""
+_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',})\]\s&#]+)"""
                            % "|".join(sorted(SECRET_KEYS, key=len, reverse=True)), re.IGNORECASE)
 
 

@@ -147,3 +147,16 @@ def test_a_bench_says_how_many_rounds_the_fallback_decided(serve):
     assert all("falling back to the rules reasoner" in d["fallback"] for d in runs["agent-llm"]["rounds"])
     assert not any("fallback" in d for d in runs["heft"]["rounds"])
     jsonschema.validate(doc, results_schema())
+
+
+def test_rounds_the_llm_decided_itself_are_not_marked(serve):
+    """(The LLM reasoner's audit holds "fallback": None when it decided: such rounds were counted.)"""
+    from agentsched.experiments.bench import BenchConfig, run_bench
+    from agentsched.experiments.results import results_dict
+
+    server, _ = serve('{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}')
+    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=2, repeats=1, seeds=(0,),
+                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}})
+    doc = results_dict(run_bench(config))
+    assert not any("fallback reasoner" in n for n in doc["notes"])
+    assert not any("fallback" in d for d in doc["records"][0]["rounds"])

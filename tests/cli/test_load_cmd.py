@@ -80,8 +80,8 @@ def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):
     (("--load", "0.3", "--arrival", "uniform", "--policies", "dmda"), "unknown arrival kind"),
     (("--load", "0.3", "--seeds", "0"), "--seeds must be >= 1"),
     (("--load", "0.3", "--jobs", "0"), "--jobs must be >= 1, got 0"),
-    (("--load", "0.3", "--capacity-per-s", "0"), "capacity must be a finite number > 0 per second, got 0.0"),
-    (("--load", "0.3", "--capacity-per-s", "nan"), "capacity must be a finite number > 0 per second, got nan"),
+    (("--load", "0.3", "--capacity-per-s", "0"), "capacity (--capacity-per-s) must be a finite number > 0 per second, got 0.0"),
+    (("--load", "0.3", "--capacity-per-s", "nan"), "capacity (--capacity-per-s) must be a finite number > 0 per second, got nan"),
     (("--load", "0.9", "--capacity-per-s", "1e9"), "arrivals; at most"),
     # before, these three failed only after the capacity search (minutes), or after the whole study
     (("--load", "0.3", "--noise", "5"), "--noise must be a number in [0, 1], got 5.0"),

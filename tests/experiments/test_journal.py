@@ -142,7 +142,7 @@ def test_without_resume_an_interrupted_journal_of_the_same_experiment_is_refused
     j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
     j.put("k", 1)
     j.close()
-    with pytest.raises(AgentschedError, match=r"holds 1 finished runs of this experiment, which was interrupted: "
+    with pytest.raises(AgentschedError, match=r"holds 1 finished runs of this experiment, which did not finish: "
                                               r"add --resume to continue it, or remove the file to start again$"):
         RunJournal(tmp_path / "j.sqlite", {"a": 1})
     again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
@@ -151,7 +151,13 @@ def test_without_resume_an_interrupted_journal_of_the_same_experiment_is_refused
     again.close()
     fresh = RunJournal(tmp_path / "j.sqlite", {"a": 1})  # finished: a new run starts over
     assert len(fresh) == 0
+    fresh.put("k", 1)
     fresh.close()
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:  # a journal of before the end was marked
+        db.execute("DELETE FROM meta WHERE key = 'marks_end'")
+    older = RunJournal(tmp_path / "j.sqlite", {"a": 1})  # cannot say it did not finish: replaced, as before
+    assert len(older) == 0
+    older.close()
 
 
 @pytest.mark.parametrize("content", [b"my precious notes\n", None])

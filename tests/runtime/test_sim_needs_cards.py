@@ -42,17 +42,23 @@ def test_sim_with_cards_still_runs(on_path, tmp_path):
     assert res.ok and res.e2e_ms == pytest.approx(4.0, abs=0.5)  # A then the longer of B, C: the cards' times
 
 
-@pytest.mark.parametrize("argv", [
-    ("run", "{wf}", "--policy", "heft", "--rounds", "1"),
-    ("simulate", "{wf}", "--mapping", "A=cpu,B=cpu,C=cpu"),
-    ("oracle", "{wf}"),
-    ("bench", "--scenarios", "{wf}", "--policies", "heft", "--seeds", "1", "--rounds", "1", "--out", "{tmp}/b"),
-    ("ablation", "{wf}", "--rounds", "1", "--seeds", "1"),
-    ("load", "{wf}", "--load", "0.3", "--duration-s", "5", "--out", "{tmp}/l"),
-], ids=lambda a: a[0])
-def test_every_command_on_the_simulator_refuses_unprofiled_user_tools(on_path, tmp_path, cli, argv):
-    """(Before, only invoke refused: run, bench, simulate and oracle printed placeholder E2Es as real.)"""
+TESTBED_OR_CARDS = "and pass --cards cards.json, or use --testbed local"
+
+
+@pytest.mark.parametrize("argv, remedy", [
+    (("run", "{wf}", "--policy", "heft", "--rounds", "1"), TESTBED_OR_CARDS),
+    (("simulate", "{wf}", "--mapping", "A=cpu,B=cpu,C=cpu"), TESTBED_OR_CARDS),
+    (("oracle", "{wf}"), TESTBED_OR_CARDS),
+    (("bench", "--scenarios", "{wf}", "--policies", "heft", "--seeds", "1", "--rounds", "1", "--out", "{tmp}/b"),
+     TESTBED_OR_CARDS),
+    (("ablation", "{wf}", "--rounds", "1", "--seeds", "1"), "and pass --cards cards.json (the ablation runs on"),
+    (("agent-check", "{wf}", "--rounds", "1", "--seeds", "1"), "and name that card file in the workflow's `cards:`"),
+    (("load", "{wf}", "--load", "0.3", "--duration-s", "5", "--out", "{tmp}/l"), "and name that card file in the"),
+], ids=lambda a: a[0] if isinstance(a, tuple) else "")
+def test_every_command_on_the_simulator_refuses_unprofiled_user_tools(on_path, tmp_path, cli, argv, remedy):
+    """(Before, only invoke refused: run, bench, simulate and oracle printed placeholder E2Es as real;
+    each names what that command's options allow.)"""
     args = [a.format(wf=on_path / "words.yaml", tmp=tmp_path) for a in argv]
     code, out, err = cli(*args)
     assert code != 0 and "E2E" not in out and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("error: the sim testbed needs profiled cards for user tools")
+    assert err.startswith("error: the sim testbed needs profiled cards for user tools") and remedy in err

@@ -91,6 +91,8 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         assert r.status_code == 415 and r.json()["detail"] == (
             "the request body must be JSON (content-type: application/json), got content-type "
             "'application/x-www-form-urlencoded'")
+        r = c.post("/v1/workflows/sleepy/invocations", content=b'{"inputs": {}}')  # no content-type at all
+        assert r.status_code == 415 and r.json()["detail"].endswith("got no content-type")
         r = c.post("/v1/workflows/sleepy/invocations")
         assert r.status_code == 422 and r.json()["detail"].startswith("the request body is missing: send a JSON")
         slow: list[httpx.Response] = []

@@ -62,7 +62,7 @@ def ablation_cmd(
     spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[wf_world])  # the ablation runs on the simulator
     from agentsched.runtime.setup import check_sim_cards
 
-    check_sim_cards(spec, wf)
+    check_sim_cards(spec, wf, "pass --cards cards.json (the ablation runs on the simulator)")
     if json_file:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     from agentsched.experiments.journal import RunJournal
@@ -86,13 +86,15 @@ def ablation_cmd(
             journal.finish()
     except KeyboardInterrupt:
         if journal is not None:
-            err_console.print(f"the finished runs are kept in {journal_file}: continue with --resume")
+            err_console.print(f"the finished runs are kept in {journal_file}: continue with --resume",
+                              highlight=False, markup=False, soft_wrap=True)
         raise
     finally:
         if journal is not None:
             journal.close()
     if journal is not None and journal.resumed:  # on stderr: stdout may be --json
-        err_console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}")
+        err_console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}",
+                          highlight=False, markup=False, soft_wrap=True)
     emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
 
 
@@ -117,10 +119,10 @@ def agent_check_cmd(
     loaded = [load_workflow_and_world(s) for s in (scenarios or list_scenarios())]
     wfs = [wf for wf, _ in loaded]
     spec = testbed_spec(o.TestbedKind.SIM, world=world, from_workflows=[w for _, w in loaded])  # on the simulator
-    from agentsched.runtime.setup import check_sim_cards
+    from agentsched.runtime.setup import SIM_ONLY_REMEDY, check_sim_cards
 
     for wf in wfs:
-        check_sim_cards(spec, wf)
+        check_sim_cards(spec, wf, SIM_ONLY_REMEDY)
     if json_file:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     res = run_check(wfs, starts=starts, seeds=tuple(range(seeds)), rounds=rounds, repeats=repeats,

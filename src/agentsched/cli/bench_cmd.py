@@ -123,7 +123,8 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
                 result = run_bench(config, testbed=tb, journal=journal, progress=progress)
                 journal.finish()
             except KeyboardInterrupt:
-                err_console.print(f"the finished runs are kept in {Path(out) / JOURNAL_NAME}: continue with --resume")
+                err_console.print(f"the finished runs are kept in {Path(out) / JOURNAL_NAME}: continue with "
+                                  "--resume", highlight=False, markup=False, soft_wrap=True)
                 raise
             finally:
                 journal.close()

@@ -73,10 +73,10 @@ def load_cmd(
 
     with_worlds = [load_workflow_and_world(w) for w in workflows]
     wfs = [wf for wf, _ in with_worlds]
-    from agentsched.runtime.setup import check_sim_cards
+    from agentsched.runtime.setup import SIM_ONLY_REMEDY, check_sim_cards
 
     for wf in wfs:  # user tools without cards: the stream simulator would time placeholders
-        check_sim_cards(sim, wf)
+        check_sim_cards(sim, wf, SIM_ONLY_REMEDY)
     world = str(choose_world(world, [w for _, w in with_worlds]))  # --world, else the files' world: key
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
     # the study and the outputs are checked before minutes of capacity search, not after them (and the

@@ -300,7 +300,7 @@ def fallback_notes(records: Sequence[BenchRecord]) -> list[str]:
     rounds: dict[str, list[int]] = {}
     for r in records:
         counts = rounds.setdefault(r.policy, [0, 0])
-        counts[0] += sum("fallback" in rec.proposal_info for rec in r.run.records)
+        counts[0] += sum(bool(rec.proposal_info.get("fallback")) for rec in r.run.records)
         counts[1] += len(r.run.records)
     return [f"{pol}: {k} of {n} rounds were decided by its fallback reasoner (the LLM's answer was unusable or "
             "its endpoint down: each round's `fallback` in results.json says why)"

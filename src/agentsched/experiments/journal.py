@@ -23,6 +23,7 @@ from agentsched.experiments.journal_codec import ROW_FORMAT, JournalRowError, de
 T = TypeVar("T")
 JOURNAL_NAME = "journal.sqlite"  # inside a bench's output folder
 FINISHED = "finished"  # the meta key an experiment that ran to its end writes
+MARKS_END = "marks_end"  # the meta key of a journal that will say when it finished (written at creation)
 
 
 def _version() -> str:
@@ -65,14 +66,18 @@ class RunJournal:
     def _check_not_unfinished(self) -> None:
         """Raise when ``self.path`` holds finished runs of this same experiment, which never ended: a
         run without ``--resume`` would throw them away (a re-run forgetting the flag wiped 109 runs)."""
-        with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0) as db:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        try:
+            with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0) as db:
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise AgentschedError(f"run journal {self.path}: unreadable ({e}); remove it to start again") from None
         same = (meta.get("config"), meta.get("version"), meta.get("format")) == (self.config_json, _version(),
                                                                                  ROW_FORMAT)
-        if same and runs and FINISHED not in meta:
+        # (a journal written before the end was marked has no MARKS_END: it is replaced, as before)
+        if same and runs and MARKS_END in meta and FINISHED not in meta:
             raise AgentschedError(f"run journal {self.path} holds {runs} finished runs of this experiment, which "
-                                  "was interrupted: add --resume to continue it, or remove the file to start again")
+                                  "did not finish: add --resume to continue it, or remove the file to start again")
 
     def finish(self) -> None:
         """Mark the experiment complete: a later run of it without ``--resume`` starts again."""
@@ -95,7 +100,7 @@ class RunJournal:
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT INTO meta VALUES (?, ?)",
                                      [("config", self.config_json), ("version", _version()),
-                                      ("format", ROW_FORMAT)])
+                                      ("format", ROW_FORMAT), (MARKS_END, "1")])
             return
         if rows.get("format") != ROW_FORMAT:  # e.g. the pickled rows of earlier versions: never read them
             raise AgentschedError(f"run journal {self.path} holds rows in another format "

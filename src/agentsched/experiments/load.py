@@ -357,7 +357,8 @@ def check_study(workflows: Sequence[Workflow], policies: Sequence[str], duration
     if capacity_per_s is not None:
         if isinstance(capacity_per_s, bool) or not isinstance(capacity_per_s, (int, float)) \
                 or not (math.isfinite(capacity_per_s) and capacity_per_s > 0):
-            raise AgentschedError(f"capacity must be a finite number > 0 per second, got {capacity_per_s!r}")
+            raise AgentschedError(f"capacity (--capacity-per-s) must be a finite number > 0 per second, "
+                                  f"got {capacity_per_s!r}")
         rates = [ld * capacity_per_s for ld in loads] if loads is not None else rates
     if seeds < 1:
         raise AgentschedError(f"seeds must be >= 1, got {seeds}")

@@ -39,7 +39,7 @@ def round_dicts(run: LoopRun, view: OracleView | None) -> list[dict[str, Any]]:
             "peak_vram_mb": round(r.peak_vram_mb, 3), "message": r.message,
             "reference_e2e_ms": None if ref is None else round(ref, 3),
         })
-        if "fallback" in rec.proposal_info:  # an LLM reasoner's answer was unusable: the rules decided
+        if rec.proposal_info.get("fallback"):  # an LLM reasoner's answer was unusable: the rules decided
             out[-1]["fallback"] = str(rec.proposal_info["fallback"])
     return out
 

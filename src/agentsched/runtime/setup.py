@@ -53,9 +53,14 @@ def build_policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | N
     return make_policy(name, **opts)
 
 
-def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
+SIM_ONLY_REMEDY = "name that card file in the workflow's `cards:` key (this command runs on the simulator only)"
+
+
+def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow,
+                    remedy: str = "pass --cards cards.json, or use --testbed local") -> None:
     """Refuse the simulator for tasks without a card: it would time them from placeholder cards
-    (cold start figures, not measurements) and print made-up E2Es as if they were real."""
+    (cold start figures, not measurements) and print made-up E2Es as if they were real. ``remedy``:
+    what the caller can do with the profiled cards (the options it has)."""
     from agentsched.testbeds.sim import SimTestbed
 
     simulated = isinstance(testbed, SimTestbed) or (isinstance(testbed, TestbedSpec) and testbed.simulated)
@@ -65,7 +70,7 @@ def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow) -> None:
     tools = sorted({wf.tasks[t].tool for t in tasks})
     raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
                        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
-                       f"{','.join(tools)} --out cards.json` and pass --cards cards.json, or use --testbed local")
+                       f"{','.join(tools)} --out cards.json` and {remedy}")
 
 
 def check_runtime_arguments(seed: Any, store: Any, policy_options: Any) -> None:

@@ -55,11 +55,12 @@ def _body_problem(content_type: str, errors: Sequence[Mapping[str, Any]]) -> tup
     "body: Input should be a valid dictionary ...", which does not say what to change."""
     media = content_type.split(";", 1)[0].strip().lower()
     about_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors)
-    if about_body and media and media != "application/json" and not media.endswith("+json"):
-        return 415, ("the request body must be JSON (content-type: application/json), got content-type "
-                     f"{printable(media[:80])!r}")
-    if [tuple(e.get("loc", ())) for e in errors] == [("body",)] and errors[0].get("type") == "missing":
+    missing = [tuple(e.get("loc", ())) for e in errors] == [("body",)] and errors[0].get("type") == "missing"
+    if missing:
         return 422, "the request body is missing: send a JSON object (content-type: application/json)"
+    if about_body and media != "application/json" and not media.endswith("+json"):
+        return 415, ("the request body must be JSON (content-type: application/json), got "
+                     + (f"content-type {printable(media[:80])!r}" if media else "no content-type"))
     return 422, validation_line(errors)
 
 
