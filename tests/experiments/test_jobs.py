@@ -5,7 +5,9 @@ from __future__ import annotations
 import multiprocessing
 import operator
 import os
+import signal
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -46,19 +48,52 @@ def test_a_worker_that_dies_is_a_one_line_error_not_a_wait():
         run_jobs([(operator.add, (1, 2)), (os._exit, (3,))], 2)
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs, asked of the OS. Why not ``Process.is_alive``: a test before may
+    have started Ray in this process, whose driver ignores SIGCHLD; the kernel then reaps children
+    itself, and multiprocessing reports a dead worker alive for ever (a CI failure of this test)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask with signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _workers_started_by(call: Callable[[], object]) -> list[int]:
+    before = set(multiprocessing.active_children())  # (other tests' pools are not this call's)
+    call()
+    return [c.pid for c in set(multiprocessing.active_children()) - before if c.pid is not None]
+
+
 def test_a_failure_stops_the_calls_still_running():
     """A call that would run for minutes is stopped, not waited for (nor left running)."""
-    before = set(multiprocessing.active_children())  # (other tests' pools are not this test's)
-    with pytest.raises(AgentschedError, match="got 0"):
-        run_jobs([(time.sleep, (120,)), (check_jobs, (0,))], 2)
-    # (run_jobs reaps what it killed: nothing of its own is left running or to be joined)
-    assert not set(multiprocessing.active_children()) - before
+    def fail() -> None:
+        with pytest.raises(AgentschedError, match="got 0"):
+            run_jobs([(time.sleep, (120,)), (check_jobs, (0,))], 2)
+
+    # (run_jobs kills and reaps its workers before it returns: none runs when it has)
+    assert not [pid for pid in _workers_started_by(fail) if _running(pid)]
 
 
 def test_the_workers_are_gone_when_the_calls_succeed():
-    before = set(multiprocessing.active_children())
-    assert run_jobs([(operator.mul, (i, 2)) for i in range(6)], 2) == [0, 2, 4, 6, 8, 10]
-    assert not set(multiprocessing.active_children()) - before
+    got: list[object] = []
+    pids = _workers_started_by(lambda: got.extend(run_jobs([(operator.mul, (i, 2)) for i in range(6)], 2)))
+    assert got == [0, 2, 4, 6, 8, 10] and not [pid for pid in pids if _running(pid)]
+
+
+def test_dead_workers_count_as_gone_where_sigchld_is_ignored():
+    """(Ray's driver ignores SIGCHLD: multiprocessing then reports every dead child alive.)"""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        test_a_failure_stops_the_calls_still_running()
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
 
 
 @pytest.mark.parametrize("jobs", [0, -1, 1.5, True, "2", None])
