@@ -271,3 +271,41 @@ def test_a_journal_of_the_pickle_format_is_refused_in_one_line(tmp_path):
     with pytest.raises(AgentschedError, match=r"holds rows in another format \(pickle, this is json-1\): "
                                               "it cannot be resumed; run without --resume"):
         RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+
+
+def _fail_to_write(*_args, **_kwargs):
+    raise AgentschedError("cannot write the outputs (disk full)")
+
+
+def test_a_bench_whose_outputs_failed_to_write_stays_resumable(cli, tmp_path, monkeypatch):
+    """The end is marked after the outputs: a bench whose files could not be written (a full disk) is
+    refused without --resume and resumed with it, not started over."""
+    import agentsched.report.outputs as outputs
+
+    args = ("bench", "--scenarios", "S1", "--policies", "heft,ucb1", "--seeds", "2", "--rounds", "2",
+            "--repeats", "1", "--no-ablation", "--out", str(tmp_path / "b"))
+    write = outputs.write_outputs
+    monkeypatch.setattr(outputs, "write_outputs", _fail_to_write)
+    code, _, err = cli(*args)
+    assert code != 0 and "disk full" in err
+    monkeypatch.setattr(outputs, "write_outputs", write)
+    code, _, err = cli(*args)
+    assert code != 0 and "which did not finish: add --resume" in err
+    code, out, err = cli(*args, "--resume")
+    assert code == 0 and "resumed: 4 finished runs" in out, err
+    assert (tmp_path / "b" / "results.json").is_file()
+
+
+def test_an_ablation_whose_output_failed_to_write_stays_resumable(cli, tmp_path, monkeypatch):
+    import agentsched.cli.agent_cmds as agent_cmds
+
+    args = ("ablation", "S13", "--seeds", "1", "--rounds", "2", "--repeats", "1", "--initial", "rules",
+            "--journal", str(tmp_path / "a.sqlite"))
+    monkeypatch.setattr(agent_cmds, "emit", _fail_to_write)
+    code, _, err = cli(*args)
+    assert code != 0 and "disk full" in err
+    monkeypatch.undo()
+    code, _, err = cli(*args)
+    assert code != 0 and "which did not finish: add --resume" in err
+    code, _, err = cli(*args, "--resume")
+    assert code == 0 and "resumed: 5 finished runs" in err

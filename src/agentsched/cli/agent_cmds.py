@@ -82,8 +82,12 @@ def ablation_cmd(
         res = run_ablation(wf, rounds=rounds, repeats=repeats, seeds=tuple(range(seeds)), start=start.value,
                            initial=initials, paper=wf.name == "S13" and is_paper_scenario(wf, cards),
                            journal=journal, testbed=spec)
+        if journal is not None and journal.resumed:  # on stderr: stdout may be --json
+            err_console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}",
+                              highlight=False, markup=False, soft_wrap=True)
+        emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
         if journal is not None:
-            journal.finish()
+            journal.finish()  # after the output: an ablation whose --json-out could not be written stays resumable
     except KeyboardInterrupt:
         if journal is not None:
             err_console.print(f"the finished runs are kept in {journal_file}: continue with --resume",
@@ -92,10 +96,6 @@ def ablation_cmd(
     finally:
         if journal is not None:
             journal.close()
-    if journal is not None and journal.resumed:  # on stderr: stdout may be --json
-        err_console.print(f"resumed: {journal.resumed} finished runs taken from {journal_file}",
-                          highlight=False, markup=False, soft_wrap=True)
-    emit(res.to_dict(), res.to_markdown(), json_out=json_out, json_file=json_file)
 
 
 def agent_check_cmd(

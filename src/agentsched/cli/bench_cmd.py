@@ -99,14 +99,15 @@ def _check_policies(pols: list[str], options: dict[str, dict[str, Any]], wfs: li
 
 
 def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume: bool, notes: list[str],
-         say: Any = console) -> Any:
-    """Build the testbed, run the bench with its progress bar and journal; the result, notes first."""
+         say: Any = console) -> tuple[Any, list[Path]]:
+    """Build the testbed, run the bench with its progress bar and journal, write its outputs; the result
+    (notes first) and the files written."""
     from agentsched.cli.output import prepare_output_dir
     from agentsched.cli.progress import bench_progress
     from agentsched.experiments.bench import run_bench
     from agentsched.experiments.folder_lock import hold_folder
     from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
-    from agentsched.report.outputs import output_names
+    from agentsched.report.outputs import output_names, write_outputs
 
     tb = spec.build()
     notes[:0] = testbed_notes(tb)
@@ -115,26 +116,27 @@ def _run(config: Any, spec: TestbedSpec, wfs: list[Workflow], out: Path, resume:
         # an unwritable --out, or a folder where an output file goes, fails now, not after the runs
         prepare_output_dir(out, files=(*output_names(config.gantt_scenario), JOURNAL_NAME))
         hold_folder(out)  # one bench per --out: a second one is refused while this one runs
-        # progress starts after every check: an error above is the only line on stderr
-        runs = len(config.policies) * len(config.seeds)
-        with bench_progress(say, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:
-            journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
-            try:
+        journal = RunJournal(Path(out) / JOURNAL_NAME, config.to_dict(), resume=resume)
+        try:
+            # progress starts after every check: an error above is the only line on stderr
+            runs = len(config.policies) * len(config.seeds)
+            with bench_progress(say, scenarios=len(config.scenarios), runs_per_scenario=runs) as progress:
                 result = run_bench(config, testbed=tb, journal=journal, progress=progress)
-                journal.finish()
-            except KeyboardInterrupt:
-                err_console.print(f"the finished runs are kept in {Path(out) / JOURNAL_NAME}: continue with "
-                                  "--resume", highlight=False, markup=False, soft_wrap=True)
-                raise
-            finally:
-                journal.close()
-        if journal.resumed:
-            notes.append(f"resumed: {journal.resumed} finished runs (bench and S13 ablation runs together) "
-                         f"taken from {Path(out) / JOURNAL_NAME}")
+            if journal.resumed:
+                notes.append(f"resumed: {journal.resumed} finished runs (bench and S13 ablation runs together) "
+                             f"taken from {Path(out) / JOURNAL_NAME}")
+            result.notes[:0] = notes
+            paths = write_outputs(result, out)
+            journal.finish()  # after the outputs: a bench whose files could not be written stays resumable
+        except KeyboardInterrupt:
+            err_console.print(f"the finished runs are kept in {Path(out) / JOURNAL_NAME}: continue with "
+                              "--resume", highlight=False, markup=False, soft_wrap=True)
+            raise
+        finally:
+            journal.close()
     finally:
         tb.close()
-    result.notes[:0] = notes
-    return result
+    return result, paths
 
 
 def bench_cmd(
@@ -169,7 +171,6 @@ def bench_cmd(
     """Run scenarios x policies x seeds on a testbed (the simulator by default); write results.json,
     report.md and plots."""
     from agentsched.experiments.bench import BenchConfig
-    from agentsched.report.outputs import write_outputs
 
     loop_counts(rounds=rounds, repeats=repeats, seeds=seeds)
     notes: list[str] = []
@@ -197,8 +198,7 @@ def bench_cmd(
                          seeds=tuple(range(seeds)), testbed=spec, cards=cards, policy_options=options,
                          ablation=want_ablation, gantt_scenario=gantt_name)
     say = err_console if json_out else console  # with --json, stdout holds the JSON only
-    result = _run(config, spec, wfs, out, resume, notes, say)
-    paths = write_outputs(result, out)
+    result, paths = _run(config, spec, wfs, out, resume, notes, say)
     _print_summary(result, say)
     for n in result.notes:
         say.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)  # a note is one line, also in a log
