@@ -70,3 +70,33 @@ def test_served_workflow_names_are_unique_and_routable(tmp_path):
     assert str(e.value) == (f"workflow 'a/b' ({tmp_path / 'c.yaml'}): a served workflow's name is part of its URL "
                             "and may not hold a '/'")
     assert [w.name for w in workflow_files((str(tmp_path / "a.yaml"), "S1"))] == ["same", "S1"]
+
+
+def test_a_workflow_the_shared_budget_does_not_narrow_keeps_its_learner(tmp_path, caplog):
+    """The budget is part of a learner's key: before, serving S2 beside S13 (1,100 MB) gave S2 a new
+    learner under that budget, though all of S2 fits in it, and its history was silently left aside
+    (a trial saw a CPU-only workflow's 40 learned invocations vanish when a smaller workflow joined)."""
+    store = tmp_path / "s.db"
+
+    def serve(*names: str) -> Service:
+        return Service(ServiceConfig(workflows=names, store=store, testbed=TestbedSpec(kind="sim")))
+
+    svc = serve("S2")
+    try:
+        for _ in range(3):
+            assert svc.invoke("S2", {}).ok
+        alone = svc.runtimes["S2"].learner_id
+    finally:
+        svc.close()
+    with caplog.at_level("WARNING", logger="agentsched.service"):
+        svc = serve("S1", "S2", "S13")
+    try:
+        assert svc.runtimes["S2"].learner_id == alone and svc.stored_runs["S2"] == 3
+        assert svc.runtimes["S2"].workflow.vram_budget_mb is None  # 1,051 MB of GPU tasks fit in 1,100
+        assert svc.runtimes["S1"].workflow.vram_budget_mb == 1100  # 3,242 MB do not: narrowed, and said
+    finally:
+        svc.close()
+    said = [r.getMessage() for r in caplog.records if r.name == "agentsched.service"]
+    assert any(m.startswith("workflow S1 plans for the shared VRAM budget of 1100 MB (the smallest a served "
+                            "workflow declares): it learns apart from its history without a budget") for m in said)
+    assert not any("workflow S2 " in m or "workflow S13 " in m for m in said)

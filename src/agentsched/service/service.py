@@ -43,6 +43,7 @@ from agentsched.runtime.runtime import InvokeResult
 from agentsched.runtime.setup import check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
+from agentsched.service.shared_budget import shared_budget
 from agentsched.store import unwritten
 from agentsched.store.records import digest
 from agentsched.store.store import Store
@@ -184,10 +185,8 @@ class Service:
         self.machine: SharedMachine | None = None  # the real-time simulator's one machine
         self.live: LiveMachine | None = None  # live placement on the local testbed: this process as a machine
         self.contention: ContentionMemory | None = None  # live placement's learned contention, kept
-        budgets = [w.vram_budget_mb for w in workflows if w.vram_budget_mb is not None]
         # one GPU serves every workflow: its budget is the smallest any of them declares; each plans for it
-        budget = config.vram_budget_mb if config.vram_budget_mb is not None else min(budgets, default=None)
-        workflows = [w.within_budget(budget) for w in workflows]
+        budget, workflows = shared_budget(workflows, config.vram_budget_mb)
         if config.realtime:
             for wf in workflows:
                 check_sim_cards(config.testbed, wf)  # the simulator needs real cards
