@@ -14,7 +14,7 @@ import re
 MASK = "***"
 #: scheme://userinfo@ anywhere in a text (userinfo: up to the last '@' before a '/', whitespace or
 #: quote: a password may hold an '@', http://user:p@ss@host, and must not show its end)
-USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s'\"]+)@")
+USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/\s'\"]+)@")
 #: user:password@host without a scheme (a URL given without one, quoted back in an error): a token
 #: holding a ':' before its last '@', at the start of a word (not a scheme's ``://``)
 BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]+:[^/\s'\"]*)@(?=[\w\[])")
@@ -24,9 +24,13 @@ SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password"
                          "access_token"})
 #: a URL query parameter whose name says it holds a secret: ``?key=`` (Google), ``?api-key=`` (Azure),
 #: ``&sig=`` (a signed URL), ``?access_token=``, ``?client_secret=``
-QUERY_SECRET = re.compile(r"(?P<name>[?&;](?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
-                          r"signature|auth|authorization|credential|credentials)=)(?P<value>[^&#\s'\"),;\]>]+)",
-                          re.IGNORECASE)
+#: ``?code=`` (Azure Functions' key) only as the whole name: ``status_code=`` is no secret
+QUERY_SECRET = re.compile(r"(?P<name>[?&;](?:(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
+                          r"signature|auth|authorization|credential|credentials)|code)=)"
+                          r"(?P<value>[^&#\s'\"),;\]>]+)", re.IGNORECASE)
+#: a URL path segment after one named as a secret: ``https://host/key/SECRET/v1``, ``/token/SECRET``
+PATH_SECRET = re.compile(r"(?P<name>(?<=[\w\]])/(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password)/)"
+                         r"(?P<value>[^/?#\s'\"),;\]>]+)", re.IGNORECASE)
 URL_KEYS = frozenset({"base_url"})
 #: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
 #: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
@@ -36,10 +40,11 @@ _KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'
 
 def redact_url(url: str) -> str:
     """``url`` (or any text) with each URL's userinfo (``user:password@``, with a scheme or without
-    one) replaced by ``***@``, and the value of each secret query parameter (``QUERY_SECRET``) by
-    ``***``; other URLs unchanged."""
+    one) replaced by ``***@``, and the value of each secret query parameter (``QUERY_SECRET``) and
+    path segment (``PATH_SECRET``) by ``***``; other URLs unchanged."""
     out = USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
     out = QUERY_SECRET.sub(lambda m: f"{m['name']}{MASK}", out)
+    out = PATH_SECRET.sub(lambda m: f"{m['name']}{MASK}", out)
     return BARE_USERINFO.sub(f"{MASK}@", out)
 
 

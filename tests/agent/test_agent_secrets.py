@@ -80,6 +80,17 @@ def test_url_secrets_and_redact_url():
     assert redact_url("gguf:/models/x.gguf") == "gguf:/models/x.gguf"
 
 
+def test_keys_in_a_code_parameter_a_path_or_a_fragment_are_masked():
+    """A trial saw ``?code=`` (Azure Functions' key), ``/key/SECRET/`` and a fragment printed in full."""
+    url = "http://h:9/key/PATHSECRET5/v1?code=AZFUNCSECRET&status_code=500#FRAGSECRET6"
+    assert redact_url(url) == "http://h:9/key/***/v1?code=***&status_code=500#FRAGSECRET6"
+    assert url_secrets(url) == ("AZFUNCSECRET", "PATHSECRET5", "FRAGSECRET6")
+    c = LLMConfig.from_options({"base_url": url, "model": "m"}, {})
+    assert c.safe_url == "http://h:9/key/***/v1?code=***&status_code=500#***"
+    for plain in ("https://api.example.com/v1/monkey/pig", "see /key/x", "https://h/v1/keys/list"):
+        assert redact_url(plain) == plain
+
+
 def test_redact_options_masks_keys_and_urls_in_a_tree():
     opts = {"agent-llm": {"llm": {"base_url": with_credentials("http://h/v1"), "api_key": KEY, "model": "m",
                                   "note": f"uses {PASSWORD}"}}, "heft": {"cpu_cores": 4}}

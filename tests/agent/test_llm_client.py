@@ -202,3 +202,16 @@ def test_invoke_takes_the_llm_options_as_run_does(cli, tmp_path):
     assert json.loads(out)["status"] == "ok"
     code, _, err = cli("invoke", "S1", "--testbed", "sim", "--llm-model", "m", "--store", str(tmp_path / "s.db"))
     assert code != 0 and err.splitlines() == ["error: --llm-model applies only to --policy agent-llm (got agent-plan)"]
+
+
+def test_an_endpoint_root_with_a_query_gets_its_route_before_the_query():
+    """Azure's roots carry ``?api-version=``: the route was appended after the query, so every
+    request went to ``/v1?api-version=.../chat/completions`` and the endpoint answered 404."""
+    from agentsched.agent.llm.client import with_route
+
+    with RawServer(lambda h: (200, body())) as server:
+        run(server.base_url + "/?api-version=2024-10-21")
+        assert server.requests[0][1] == "/v1/chat/completions?api-version=2024-10-21"
+    assert with_route("https://h/openai/v1?api-version=1&x=2#frag", "/models") == \
+        "https://h/openai/v1/models?api-version=1&x=2"
+    assert with_route("http://h:8000/v1", "/chat/completions") == "http://h:8000/v1/chat/completions"

@@ -18,9 +18,11 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentsched.errors import AgentschedError, MappingError, ToolError, validation_line
 from agentsched.masking import printable
@@ -64,6 +66,15 @@ def _body_problem(content_type: str, errors: Sequence[Mapping[str, Any]]) -> tup
     return 422, validation_line(errors)
 
 
+PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 when decoding raised (not a JSON syntax error)
+
+
+def _unparsable(cause: BaseException | None) -> str:
+    """One line for a body FastAPI's JSON decoding raised on (before, a bare 400 with its line above)."""
+    why = {UnicodeDecodeError: "it is not UTF-8", RecursionError: "it is nested too deep"}.get(type(cause))
+    return f"the request body is not valid JSON: {why or type(cause).__name__}"
+
+
 def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     """The API around ``service`` (see the module docstring)."""
     metrics = Metrics(service)
@@ -94,6 +105,12 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(*_body_problem(request.headers.get("content-type", ""), exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_problem(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400 and exc.detail == PARSE_FAILED:
+            return _error(422, _unparsable(exc.__cause__))
+        return await http_exception_handler(request, exc)
 
     _invocation_route(v1, service, metrics, limiter)
     _view_routes(v1, service)

@@ -72,6 +72,14 @@ class Reply:
     body: Any  # the decoded JSON (2xx), or the error's body (a dict, or the text)
 
 
+def with_route(base_url: str, route: str) -> str:
+    """``route`` (``/chat/completions``) under the path of ``base_url``, its query kept after it:
+    an endpoint root such as Azure's ``https://host/openai/v1?api-version=...`` (appended to the
+    whole URL, the route landed in the query, and every request was a 404)."""
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + route, fragment=""))
+
+
 def request_json(method: str, url: str, body: Any = None, *, api_key: str, deadline_s: float,
                  max_bytes: int) -> Any:
     """The decoded JSON of a 2xx answer to ``method url`` (with ``body`` as JSON); EndpointError

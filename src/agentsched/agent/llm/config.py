@@ -13,7 +13,6 @@ from typing import Any
 from agentsched.agent.llm.dialects import LINKS, SERVERS
 from agentsched.agent.local_llm import GGUF_SCHEME, require_llama_cpp
 from agentsched.agent.secrets import redact, url_secrets
-from agentsched.masking import redact_url
 from agentsched.errors import PolicyError
 
 ENV_BASE_URL = "AGENTSCHED_LLM_BASE_URL"
@@ -109,7 +108,7 @@ class LLMConfig:
     @property
     def safe_url(self) -> str:
         """The base URL with its credentials masked (``http://***@host/v1``), for every message."""
-        return redact_url(self.base_url)
+        return redact(self.base_url, self.secrets)
 
     def to_dict(self) -> dict[str, Any]:
         """For reports: everything but the key; the base URL without its credentials."""

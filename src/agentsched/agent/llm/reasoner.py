@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentsched.agent.llm.client import BadResponse, EndpointError, EndpointStatus, NotACompletion, request_json
+from agentsched.agent.llm.client import (BadResponse, EndpointError, EndpointStatus, NotACompletion, request_json,
+                                         with_route)
 from agentsched.agent.llm.config import LLMConfig, one_line
 from agentsched.agent.llm.dialects import chain, identify, rejects_link, request_fields
 from agentsched.agent.llm.parse import AnswerError, excerpt, parse_answer, retry_message
@@ -105,7 +106,7 @@ class LLMReasoner(Reasoner):
 
     def _call(self, method: str, route: str, body: Any = None, *, deadline_s: float | None = None) -> Any:
         """One request (JSON answer) within the deadline; a ``waiting for the LLM endpoint`` line when slow."""
-        url = self.endpoint() + route  # first: loading a local model is not the endpoint's wait
+        url = with_route(self.endpoint(), route)  # first: loading a local model is not the endpoint's wait
         after = self.config.notice_after_s
         timer = None
         if after > 0:
