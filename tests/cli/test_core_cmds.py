@@ -28,6 +28,13 @@ def test_show_gives_no_time_for_a_tool_that_was_never_profiled(cli, tmp_path):
     row_b = next(line for line in out.splitlines() if "groupby" in line)
     assert [c.strip() for c in row_a.split("│")][4] == "?"  # before: "1", the cold start's placeholder
     assert [c.strip() for c in row_b.split("│")][4] not in ("?", "-")
+    # before: "total VRAM if all on GPU: 0 MB; cards: a5500", as if the set held the user tool
+    assert "total VRAM if all on GPU: unknown (1 task not profiled); cards: a5500 (no card for 1 of 2 tasks: " \
+           "agentsched profile writes them)" in " ".join(out.split())
+    code, out, _ = cli("show", str(tmp_path / "w.yaml"), "--json")
+    doc = json.loads(out)
+    assert doc["total_vram_mb"] is None and doc["unprofiled"] == ["A"]
+    assert json.loads(cli("show", "S13", "--json")[1])["total_vram_mb"] == 1645
 
 
 def test_simulate_json_is_stable(cli):

@@ -14,6 +14,7 @@ from agentsched.cli.common import console, load_workflow, load_workflow_and_worl
 from agentsched.loop.runner import noise_stream
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import format_mapping, parse_mapping
+from agentsched.model.text import plural
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import list_scenarios, load_scenario
 
@@ -86,18 +87,24 @@ def show_cmd(
     with without_tool_imports():  # describing a workflow never runs a user module's code
         wf = load_workflow(workflow, cards)
         tc = wf.task_cards
+    # a user tool without a card: its VRAM is unknown (its cold card's figures are placeholders)
+    unprofiled = [t for t in wf.task_ids if t in wf.unprofiled]
+    total_mb = None if unprofiled else wf.total_vram_mb
     if json_out:
         print_json({
             "name": wf.name, "decision_space": wf.decision_space.value,
-            "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": wf.total_vram_mb,
-            "card_set": wf.card_set.name, "edges": [list(e) for e in wf.edges],
+            "vram_budget_mb": wf.vram_budget_mb, "total_vram_mb": total_mb,
+            "card_set": wf.card_set.name, "unprofiled": unprofiled, "edges": [list(e) for e in wf.edges],
             "tasks": {t: tc[t].model_dump(mode="json") for t in wf.task_ids},
         })
         return
     console.print(Text.assemble((wf.name, "bold"), f" {wf.description}"))
+    total = f"{total_mb:g} MB" if total_mb is not None else f"unknown ({plural(len(unprofiled), 'task')} not profiled)"
+    cards = wf.card_set.name + (f" (no card for {len(unprofiled)} of {plural(len(wf.task_ids), 'task')}: "
+                                "agentsched profile writes them)" if unprofiled else "")
     console.print(f"decision space: {wf.decision_space.value}; VRAM budget: "
                   f"{'none' if wf.vram_budget_mb is None else f'{wf.vram_budget_mb:g} MB'}; "
-                  f"total VRAM if all on GPU: {wf.total_vram_mb:g} MB; cards: {wf.card_set.name}")
+                  f"total VRAM if all on GPU: {total}; cards: {cards}", highlight=False)
     edges = ", ".join(f"{a}->{b}" for a, b in wf.edges) or "none (all tasks ready at t=0)"
     if len(wf.edges) > RICH_TABLE_MAX_ROWS:
         sys.stdout.write(f"edges ({len(wf.edges):,}): {edges}\n")
