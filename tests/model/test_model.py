@@ -52,6 +52,8 @@ def test_card_set_round_trip(tmp_path):
     ('{"cards": {"x": {"cpu_ms": -1}}}', "cpu_ms"),
     ('{"cards": {"x": {"cpu_ms": 1, "bogus": 2}}}', "bogus"),
     ("[]", "expected an object"),
+    # a card keyed under one tool and named another (a trial's hand edit ran as if nothing were wrong)
+    ('{"cards": {"m:Bert": {"name": "other", "cpu_ms": 3}}}', "tool 'm:Bert': its card is named 'other'"),
 ])
 def test_bad_card_files(tmp_path, doc, needle):
     p = tmp_path / "bad.json"

@@ -131,6 +131,9 @@ class CardSet(BaseModel):
                 _reject_contention(card, f"card set {info.data.get('name', '?')!r}: tool {key!r}")
                 if isinstance(card, dict) and "name" not in card:
                     card = {**card, "name": key}
+                elif isinstance(card, dict) and card["name"] != key:  # a hand edit's slip: whose figures are these?
+                    raise ValueError(f"tool {key!r}: its card is named {card['name']!r}; a card's name is its "
+                                     "tool's (leave the name out, or make it the key)")
                 out[key] = card
             return out
         return v
