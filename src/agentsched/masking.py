@@ -17,7 +17,9 @@ MASK = "***"
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/\s'\"]+)@")
 #: user:password@host without a scheme (a URL given without one, quoted back in an error): a token
 #: holding a ':' before its last '@', at the start of a word (not a scheme's ``://``)
-BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]+:[^/\s'\"]*)@(?=[\w\[])")
+#: (the user part bounded, and tried only on words holding an '@' and a ':' (``redact_url``): on a long
+#: run of its characters it was quadratic, seconds for a 100 KB error text)
+BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]{1,256}:[^/\s'\"]*)@(?=[\w\[])")
 #: option keys whose value is a secret (also in free text: a tool's error may quote its connection
 #: settings), and keys whose value is a URL that may carry credentials
 SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password", "passwd", "secret", "token",
@@ -28,9 +30,12 @@ SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password"
 QUERY_SECRET = re.compile(r"(?P<name>[?&;](?:(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
                           r"signature|auth|authorization|credential|credentials)|code)=)"
                           r"(?P<value>[^&#\s'\"),;\]>]+)", re.IGNORECASE)
-#: a URL path segment after one named as a secret: ``https://host/key/SECRET/v1``, ``/token/SECRET``
+#: a web URL's path segment after one named as a secret: ``https://host/key/SECRET/v1``, ``/token/SECRET``
+#: (only in http(s)/ws(s) URLs, ``path_secrets``: a file path ``/proj/token/vocab.txt`` is no secret)
 PATH_SECRET = re.compile(r"(?P<name>(?<=[\w\]])/(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password)/)"
                          r"(?P<value>[^/?#\s'\"),;\]>]+)", re.IGNORECASE)
+WEB_URL = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", re.IGNORECASE)
+_WORD = re.compile(r"\S+")
 URL_KEYS = frozenset({"base_url"})
 #: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
 #: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
@@ -44,8 +49,15 @@ def redact_url(url: str) -> str:
     path segment (``PATH_SECRET``) by ``***``; other URLs unchanged."""
     out = USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", url)
     out = QUERY_SECRET.sub(lambda m: f"{m['name']}{MASK}", out)
-    out = PATH_SECRET.sub(lambda m: f"{m['name']}{MASK}", out)
-    return BARE_USERINFO.sub(f"{MASK}@", out)
+    out = WEB_URL.sub(lambda u: PATH_SECRET.sub(lambda m: f"{m['name']}{MASK}", u[0]), out)
+    if "@" not in out:
+        return out
+    return _WORD.sub(lambda w: BARE_USERINFO.sub(f"{MASK}@", w[0]) if "@" in w[0] and ":" in w[0] else w[0], out)
+
+
+def path_secrets(text: str) -> list[str]:
+    """The values ``PATH_SECRET`` masks in the web URLs of ``text``."""
+    return [m["value"] for u in WEB_URL.finditer(text) for m in PATH_SECRET.finditer(u[0])]
 
 
 def mask_secrets(text: str) -> str:

@@ -84,11 +84,16 @@ def test_keys_in_a_code_parameter_a_path_or_a_fragment_are_masked():
     """A trial saw ``?code=`` (Azure Functions' key), ``/key/SECRET/`` and a fragment printed in full."""
     url = "http://h:9/key/PATHSECRET5/v1?code=AZFUNCSECRET&status_code=500#FRAGSECRET6"
     assert redact_url(url) == "http://h:9/key/***/v1?code=***&status_code=500#FRAGSECRET6"
-    assert url_secrets(url) == ("AZFUNCSECRET", "PATHSECRET5", "FRAGSECRET6")
+    assert url_secrets(url) == ("AZFUNCSECRET", "PATHSECRET5")
     c = LLMConfig.from_options({"base_url": url, "model": "m"}, {})
-    assert c.safe_url == "http://h:9/key/***/v1?code=***&status_code=500#***"
-    for plain in ("https://api.example.com/v1/monkey/pig", "see /key/x", "https://h/v1/keys/list"):
+    assert c.safe_url == "http://h:9/key/***/v1?code=***&status_code=500#***"  # an endpoint's fragment: never sent
+    # only web URLs' paths: a file path names its file; and a placeholder key equal to the host hides nothing
+    for plain in ("https://api.example.com/v1/monkey/pig", "see /key/x", "https://h/v1/keys/list",
+                  "FileNotFoundError: /home/u/proj/token/vocab.txt", "s3://bucket/datasets/key/part-0001.parquet"):
         assert redact_url(plain) == plain
+    ollama = LLMConfig.from_options({"base_url": "http://ollama:11434/v1", "model": "m", "api_key": "ollama"}, {})
+    assert ollama.safe_url == "http://ollama:11434/v1"
+
 
 
 def test_redact_options_masks_keys_and_urls_in_a_tree():

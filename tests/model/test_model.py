@@ -235,11 +235,3 @@ def test_a_cycle_in_a_workflow_file_names_the_file(tmp_path):
     with pytest.raises(WorkflowError, match=rf"^{f}: workflow 'cyc' has a cycle: "):  # before: no file named
         load_workflow_file(f)
 
-
-def test_within_budget_narrows_only_a_workflow_the_budget_binds():
-    s2, s1 = load_scenario("S2"), load_scenario("S1")  # GPU tasks all at once: 1,051 and 3,242 MB
-    assert not s2.budget_binds(1100) and s2.within_budget(1100) is s2  # every mapping fits: the same workflow
-    assert s1.budget_binds(1100) and s1.within_budget(1100).vram_budget_mb == 1100
-    assert s1.within_budget(None) is s1 and not s1.budget_binds(None)
-    s11 = load_scenario("S11")  # its own 1,700 MB binds already; a larger shared budget leaves it
-    assert s11.within_budget(8192) is s11

@@ -96,10 +96,12 @@ def test_status_codes_404_422_and_503_over_the_limit(start_server, tmp_path):
         r = c.post("/v1/workflows/sleepy/invocations")
         assert r.status_code == 422 and r.json()["detail"].startswith("the request body is missing: send a JSON")
         # bodies JSON decoding raises on (before: a bare 400 "There was an error parsing the body")
-        for raw, why in ((b'{"inputs": {"x": "\xff\xfe"}}', "it is not UTF-8"),
-                         (b"[" * 100_000 + b"]" * 100_000, "it is nested too deep")):
+        for raw, why in ((b'{"inputs": {"x": "\xff\xfe"}}', "is not valid JSON: it is not UTF-8"),
+                         (b"[" * 100_000 + b"]" * 100_000, "cannot be read: it is nested too deep"),
+                         (b'{"inputs": {"x": ' + b"1" * 5000 + b"}}", "cannot be read: a number in it has more "
+                                                                    "than 4300 digits")):
             r = c.post("/v1/workflows/sleepy/invocations", content=raw, headers={"content-type": "application/json"})
-            assert (r.status_code, r.json()["detail"]) == (422, f"the request body is not valid JSON: {why}")
+            assert (r.status_code, r.json()["detail"]) == (422, f"the request body {why}")
         assert c.get("/v1/workflows/nope").status_code == 404  # other HTTP errors as before
         slow: list[httpx.Response] = []
         t = threading.Thread(target=lambda: slow.append(

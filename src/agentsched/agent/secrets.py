@@ -13,8 +13,8 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentsched.masking import (BARE_USERINFO, MASK, PATH_SECRET, QUERY_SECRET, SECRET_KEYS, URL_KEYS, USERINFO,
-                                mask_secrets)
+from agentsched.masking import (BARE_USERINFO, MASK, QUERY_SECRET, SECRET_KEYS, URL_KEYS, USERINFO, mask_secrets,
+                                path_secrets)
 
 #: a secret shorter than this is not searched for in free text (masking every "k" would garble the
 #: message, and such a key protects nothing); URL credentials are masked whatever their length
@@ -24,12 +24,11 @@ NOT_SECRETS = frozenset({"", "EMPTY", "none", "None", "sk-no-key-required"})
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The values of ``url``'s secret query parameters and path segments, its fragment, its user name
+    """The values of ``url``'s secret query parameters and path segments, its user name
     and password (as written and percent-decoded), and the Basic-auth token a client sends for them
     (base64 of ``user:password``, which a server may echo), for ``redact``."""
-    found = [*QUERY_SECRET.finditer(url), *PATH_SECRET.finditer(url)]
-    query = [v for q in found for v in (q["value"], urllib.parse.unquote(q["value"]))]
-    query += [f for f in [url.partition("#")[2]] if f]  # an endpoint's fragment is never sent: maybe a key
+    found = [q["value"] for q in QUERY_SECRET.finditer(url)] + path_secrets(url)
+    query = [v for q in found for v in (q, urllib.parse.unquote(q))]
     m = USERINFO.search(url) or BARE_USERINFO.search(url)
     if m is None:
         return tuple(dict.fromkeys(query))

@@ -303,24 +303,12 @@ class Workflow(BaseModel):
         (``serve``). Why: served on a shared budget smaller than their own, policies planned for the
         whole GPU and ran mappings that could never fit (every round an oom, until they learnt it)."""
         budget = vram_budget_mb if self.vram_budget_mb is None else min(self.vram_budget_mb, vram_budget_mb or math.inf)
-        if budget == self.vram_budget_mb or not self.budget_binds(budget):
-            return self  # the same workflow, and the same learner in a store (its key holds the budget)
+        if budget == self.vram_budget_mb:
+            return self
         wf = self.model_copy(update={"vram_budget_mb": budget})
         wf.__dict__.pop("task_cards", None)  # an unprofiled GPU tool's card holds the budget
         wf.validate_against_cards()
         return wf
-
-    def budget_binds(self, vram_budget_mb: float | None) -> bool:
-        """Could a VRAM budget of ``vram_budget_mb`` rule out any mapping of this workflow? Not when
-        every GPU-capable task, all on the GPU at once, fits in it (a workflow of CPU tools: always);
-        an unprofiled GPU tool's card holds the workflow's budget, so then it always may."""
-        if vram_budget_mb is None:
-            return False
-        cards = self.task_cards
-        gpu = [t for t, c in cards.items() if c.has_gpu]
-        if any(t in self.unprofiled for t in gpu):
-            return True
-        return sum(cards[t].vram_needed_mb for t in gpu) > vram_budget_mb
 
     def validate_against_cards(self) -> None:
         """Raise a one-line error for unknown tools or a budget no GPU placement can meet."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentsched.errors import AgentschedError, MappingError, ToolError, validation_line
+from agentsched.errors import AgentschedError, MappingError, ToolError, one_line, validation_line
 from agentsched.masking import printable
 from agentsched.runtime.runtime import InvokeResult
 from agentsched.service.metrics import Metrics
@@ -71,8 +72,13 @@ PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 when decod
 
 def _unparsable(cause: BaseException | None) -> str:
     """One line for a body FastAPI's JSON decoding raised on (before, a bare 400 with its line above)."""
-    why = {UnicodeDecodeError: "it is not UTF-8", RecursionError: "it is nested too deep"}.get(type(cause))
-    return f"the request body is not valid JSON: {why or type(cause).__name__}"
+    if isinstance(cause, UnicodeDecodeError):
+        return "the request body is not valid JSON: it is not UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the request body cannot be read: it is nested too deep"
+    if isinstance(cause, ValueError) and "digits" in str(cause):  # Python's int-string conversion limit
+        return f"the request body cannot be read: a number in it has more than {sys.get_int_max_str_digits()} digits"
+    return f"the request body cannot be read: {one_line(cause) if cause is not None else 'unknown error'}"
 
 
 def create_app(service: Service, *, token: str | None = None) -> FastAPI:

@@ -43,7 +43,7 @@ from agentsched.runtime.runtime import InvokeResult
 from agentsched.runtime.setup import check_sim_cards
 from agentsched.service.contention_memory import ContentionMemory
 from agentsched.service.realtime import RealtimeTestbed, SharedMachine
-from agentsched.service.shared_budget import shared_budget
+from agentsched.service.shared_budget import shared_budget, warn_set_aside
 from agentsched.store import unwritten
 from agentsched.store.records import digest
 from agentsched.store.store import Store
@@ -223,6 +223,7 @@ class Service:
             if self.live is not None:
                 for rt in self.runtimes.values():
                     _check_live_cards(rt.workflow)
+            warn_set_aside(self.store, self.runtimes)
         except BaseException:
             self.close()
             raise

@@ -14,6 +14,7 @@ from agentsched.agent.llm.dialects import LINKS, SERVERS
 from agentsched.agent.local_llm import GGUF_SCHEME, require_llama_cpp
 from agentsched.agent.secrets import redact, url_secrets
 from agentsched.errors import PolicyError
+from agentsched.masking import MASK, redact_url
 
 ENV_BASE_URL = "AGENTSCHED_LLM_BASE_URL"
 ENV_MODEL = "AGENTSCHED_LLM_MODEL"
@@ -107,8 +108,11 @@ class LLMConfig:
 
     @property
     def safe_url(self) -> str:
-        """The base URL with its credentials masked (``http://***@host/v1``), for every message."""
-        return redact(self.base_url, self.secrets)
+        """The base URL with its credentials masked (``http://***@host/v1``), and its fragment (never
+        sent; a trial put a key there), for every message. Not the API key by value: a placeholder
+        key may be the host's name (``ollama``), and the report must still say which endpoint."""
+        head, _, fragment = redact_url(self.base_url).partition("#")
+        return head + (f"#{MASK}" if fragment else "")
 
     def to_dict(self) -> dict[str, Any]:
         """For reports: everything but the key; the base URL without its credentials."""

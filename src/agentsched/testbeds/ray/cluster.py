@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,13 @@ def ray_module() -> Any:
 
 
 _REMOTE: dict[str, Any] = {}
+# The clusters of this process using a connection to a remote cluster that agentsched opened (not
+# the user's own ray.init): the last of them to close disconnects. Why: a runtime closed on a
+# joined cluster left the driver connected for the life of the process (a trial's later
+# ``Cluster.shutdown()`` then raised), while other testbeds may still be running on it.
+_JOINED_BY_US: weakref.WeakSet[Any] = weakref.WeakSet()
+_JOINED_LOCK = threading.Lock()
+_JOIN_STATE = {"ours": False}
 
 
 def remote(name: str) -> Any:
@@ -118,7 +126,14 @@ class Cluster:
                          namespace=NAMESPACE, include_dashboard=False, logging_level=logging.ERROR,
                          log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
                 self.started_local, self.local_vram_mb = True, want
-            elif not ray.is_initialized():
+            else:
+                self._join(ray)
+
+    def _join(self, ray: Any) -> None:
+        """Join the cluster at ``self.address`` unless this process already has (its own ray.init,
+        or another testbed's join: counted, so the last to close disconnects)."""
+        with _JOINED_LOCK:
+            if not ray.is_initialized():
                 check_reachable(self.address, CONNECT_TIMEOUT_S)
                 try:
                     ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
@@ -126,6 +141,20 @@ class Cluster:
                 except (ConnectionError, RuntimeError, ValueError) as e:
                     raise TestbedError(f"cannot join the Ray cluster at {redact_address(self.address)}: "
                                        f"{one_line(e)}") from None
+                _JOIN_STATE["ours"] = True
+            if _JOIN_STATE["ours"]:
+                _JOINED_BY_US.add(self)
+
+    def _leave(self, ray: Any) -> None:
+        """Disconnect when this was the last testbed on a join agentsched made."""
+        with _JOINED_LOCK:
+            if self not in _JOINED_BY_US:
+                return
+            _JOINED_BY_US.discard(self)
+            if not _JOINED_BY_US and _JOIN_STATE["ours"]:
+                _JOIN_STATE["ours"] = False
+                if ray.is_initialized():
+                    ray.shutdown()
 
     def nodes(self) -> list[NodeInfo]:
         """The alive nodes and what each offers."""
@@ -158,6 +187,8 @@ class Cluster:
             self.actors.clear()
             if self.started_local:
                 self.shutdown()
+            else:
+                self._leave(ray)
 
     # ---- checks --------------------------------------------------------------------------------
     def check_gpu(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> None:
