@@ -14,7 +14,7 @@ from agentsched.model.generate import generate_workflow
 from agentsched.model.cards import split_amplified
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms
+from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, waits_for_one_run
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
@@ -105,6 +105,29 @@ def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
     assert p.place(inv, "B", fake_live(budget=2600)) is Mode.GPU_NOW
     assert p.admit(other, full)  # it started: nothing waits
     assert LoadPlanner(admission=False).admit(other, full)
+
+
+def test_a_wait_for_one_running_task_alone_is_told_from_a_wait_for_the_crowd():
+    assert waits_for_one_run(6440, 6440, 6940, 12288)  # the other copy of a 6.4 GB model: its end alone
+    assert not waits_for_one_run(3000, 3000, 8000, 8192)  # it would fit beside the largest: the crowd must thin
+    assert not waits_for_one_run(6440, 2000, 8000, 8192)  # the largest's end is not enough
+    assert not waits_for_one_run(6440, 6440, 6940, None)
+
+
+def test_the_door_stays_open_while_a_task_waits_for_one_run_alone():
+    """A model of which one copy fits at a time waits for the copy running, which new invocations do
+    not prolong. Before, the door shut behind it too, and every invocation waited at the door (a sweep
+    draw: llama_3b on 12,288 MB, 6.6 s at the door on average, p50 1.97x dmda+adm's at 90% load)."""
+    inv, other = _inv("S1"), _inv("S2")  # S1's B: llama_1b, 2484 MB
+    p = LoadPlanner()
+    p.start_stream([inv.workflow, other.workflow], random.Random(0))
+    copy = view(inv.cards["B"], remaining=300.0)  # another invocation's llama_1b, running
+    one_run = fake_live(gpu=[copy], budget=4000, vram=2484 + 300)
+    assert p.place(inv, "B", one_run) is None  # held: its VRAM does not fit beside the copy
+    assert p.admit(other, one_run)  # ...until the copy ends, whatever else arrives: the door stays open
+    crowd = fake_live(gpu=[view(other.cards[t], remaining=300.0) for t in "ABCD"], budget=4000, vram=3000)
+    assert p.place(inv, "B", crowd) is None
+    assert not p.admit(other, crowd)  # a wait for several runs to end, each new invocation prolongs: shut
 
 
 def test_a_time_average_holds_each_sample_until_the_next():
