@@ -145,6 +145,14 @@ def test_a_hold_for_vram_delays_each_invocation_at_the_door_by_its_run():
     assert door_harm_ms(447.0, 3) == 3 * 447.0
 
 
+def test_a_small_hold_for_vram_delays_the_door_by_its_share_of_the_vram_time():
+    """Tasks run side by side while their VRAM fits: a 656 MB hold on 8192 MB keeps the door shut
+    for its share of the VRAM-time, not a whole run (a5500-saturating, S4+S9+S11: 0.906x dmda+adm's
+    sustained rate when charged the whole run; docs/load.md)."""
+    assert door_harm_ms(190.0, 100, 656.0 / 8192.0) == pytest.approx(190.0 * 100 * 656.0 / 8192.0)
+    assert door_harm_ms(768.0, 2, 1.3) == 2 * 768.0  # a model larger than the budget: the whole run, no more
+
+
 def test_a_hold_for_vram_counts_the_invocations_it_keeps_at_the_door_for_minutes_not_a_burst():
     """Before, the door's backlog was invisible to placement: under overload a 6.4 GB model kept
     waiting for the GPU while invocations waited at the door and CPU slots idled (docs/load.md).

@@ -135,7 +135,7 @@ def waits_for_one_run(need_mb: float, biggest_mb: float, in_use_mb: float, budge
             and fits_vram(in_use_mb - biggest_mb, need_mb, budget_mb))
 
 
-def door_harm_ms(run_ms: float, at_door: float) -> float:
+def door_harm_ms(run_ms: float, at_door: float, vram_share: float = 1.0) -> float:
     """The delay a hold for VRAM inflicts on the ``at_door`` invocations waiting at admission (the
     planner passes their time average over ``DOOR_TAU_MS``: a burst that fills the door for a few
     seconds sent 6.4 GB models to 19 s CPU runs, and its p99 doubled on bursty streams). The
@@ -147,8 +147,17 @@ def door_harm_ms(run_ms: float, at_door: float) -> float:
     new work out), so a 6.4 GB llama_3b kept waiting for the GPU (768 ms there, 19 s on the CPU)
     while invocations waited at the door for tens of seconds and most CPU slots idled; under an
     unseen world (perturbed:2) the planner then sustained 0.875x dmda+adm's rate on a tuning mix
-    (1.00x with this delay; docs/load.md)."""
-    return DOOR_HARM_WEIGHT * run_ms * at_door
+    (1.00x with this delay; docs/load.md).
+
+    ``vram_share``: the hold's VRAM over the budget (at most 1). The GPU runs tasks side by side
+    while their VRAM fits, so holds queued for VRAM fit one after the other only when each needs
+    the GPU's memory to itself (a 6.4 GB model on 8-12 GB); a hold of a small share waits for its
+    share of the VRAM-time, run_ms x vram / budget (as ``cpu_harm_ms`` charges a CPU run its slot
+    time over the slots). Why: charged a whole run each, holds of 250-660 MB on a full 8192 MB GPU
+    (a5500-saturating, S4+S9+S11) were priced 10-30x their delay and sent 1.9-3.2 s CPU runs of
+    tools that take 0.1-0.4 s on the GPU to a saturated CPU; the CPU then shut the door too,
+    which raised the charge again (0.906x dmda+adm's sustained rate; docs/load.md)."""
+    return DOOR_HARM_WEIGHT * run_ms * at_door * max(0.0, min(1.0, vram_share))
 
 
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
@@ -306,7 +315,9 @@ class LoadPlanner(StreamDecider):
         finish += self._ahead_ms(key)
         if live.fits_now(card.vram_needed_mb):
             return cost(finish, 0.0) / HOLD_MARGIN
-        door = door_harm_ms(self._run_beside(card, [])[0], self._door.value)
+        budget = live.vram_budget_mb
+        share = 1.0 if budget is None else card.vram_needed_mb / budget
+        door = door_harm_ms(self._run_beside(card, [])[0], self._door.value, share)
         return cost(finish / VRAM_HOLD_MARGIN, HARM_WEIGHT * harm + door)
 
     def _placed(self, inv: Invocation, task: str, live: LiveState, mode: Mode, finish_ms: float) -> Mode:
