@@ -72,15 +72,18 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): nothing to answer
 
+            def _route(self) -> str:
+                return self.path.split("?", 1)[0].rstrip("/")  # a query (Azure's ?api-version=) routes nowhere
+
             def do_GET(self) -> None:
-                if self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
+                if self._route() in ("/v1/models", "/models"):
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model",
                                                                   "owned_by": server.owned_by}]})
                 else:
                     self._send(404, error_body(f"no route {self.path}", "not_found_error"))
 
             def do_POST(self) -> None:
-                if self.path.split("?")[0].rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                if self._route() not in ("/v1/chat/completions", "/chat/completions"):
                     self._send(404, error_body(f"no route {self.path}", "not_found_error"))
                     return
                 try:
