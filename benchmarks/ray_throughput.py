@@ -27,7 +27,8 @@ from ray.cluster_utils import Cluster
 from agentsched.model.mapping import format_mapping, parse_mapping
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import resolve_workflow
-from agentsched.testbeds.ray import VRAM_RESOURCE, WORKER_SYSTEM_CONFIG, RayTestbed
+from agentsched.testbeds.ray import VRAM_RESOURCE, RayTestbed
+from agentsched.testbeds.ray.cluster import WORKER_SYSTEM_CONFIG
 
 
 def measure(tb: RayTestbed, wf: Any, mapping: dict, k: int, batches: int) -> dict[str, Any]:

@@ -44,10 +44,19 @@ def test_the_loadgen_command(start_server, tmp_path, cli):
     code, out, err = cli("loadgen", server.url, "S1", "S99", "--rates", "1")
     assert code == 2 and "does not serve S99" in err and "Traceback" not in err
     secret_url = server.url.replace("://", "://alice:s3cret@", 1)  # credentials in the URL: never printed
-    code, out, err = cli("loadgen", secret_url, "S1", "--rates", "2", "--duration-s", "1", "--time-scale",
+    code, out, err = cli("loadgen", secret_url, "S1", "--rates", "2", "--duration-s", "4", "--time-scale",
                          str(TIME_SCALE), "--json")
-    assert code == 0, err
+    assert code == 0 and json.loads(out)["rows"][0]["sent"] > 0, err
     assert "s3cret" not in out + err and json.loads(out)["url"].startswith("http://***@")
+    # a clock of another scale would convert every latency wrongly: refused before the stream
+    code, out, err = cli("loadgen", server.url, "S1", "--rates", "2", "--duration-s", "1")
+    assert code == 2 and err.strip() == ("error: the service runs at --time-scale 100 (simulated ms per wall ms), "
+                                         "this stream at 1: pass loadgen --time-scale 100"), err
+    # a stream with no arrival measured nothing: the exit status says so
+    code, out, err = cli("loadgen", server.url, "S1", "--rates", "0.01", "--duration-s", "1", "--time-scale",
+                         str(TIME_SCALE))
+    assert code == 1 and "| 0 | 0 |" in out
+    assert err.strip() == "error: the stream had no arrival at rate(s) 0.01 in 1 s: raise --duration-s or the rate"
     assert server.stop() == 0
 
 

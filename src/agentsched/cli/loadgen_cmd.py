@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,7 +35,8 @@ def loadgen_cmd(
 ) -> None:
     """Send an arrival stream to `agentsched serve` at its scheduled times (open loop) and report
     the latency percentiles the clients saw, in simulated ms. Exits 1 when the service ran no
-    arrival of a rate (none answered ok or oom), naming the first failure."""
+    arrival of a rate (none answered ok or oom), naming the first failure, or the stream of a rate
+    had no arrival to send."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import check_output_file, emit
     from agentsched.experiments.load import seeded_arrivals
@@ -56,6 +58,7 @@ def loadgen_cmd(
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the stream, not after it
     _check_served(url, workflows, token)
+    _check_time_scale(url, time_scale)
     rows: list[dict[str, Any]] = []
     for rate in rate_list:
         arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
@@ -66,7 +69,7 @@ def loadgen_cmd(
     doc = {"url": redact_url(url), "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}
     emit(doc, _table(rows), json_out=json_out, json_file=json_file)
-    _fail_when_none_ran(rows)
+    _fail_when_none_ran(rows, duration_s)
 
 
 def _check_served(url: str, names: list[str], token: str | None) -> None:
@@ -90,6 +93,22 @@ def _check_served(url: str, names: list[str], token: str | None) -> None:
                               f"{', '.join(sorted(str(s) for s in served))})")
 
 
+def _check_time_scale(url: str, time_scale: float) -> None:
+    """One line when the service's clock runs at another scale than ``--time-scale`` says: every
+    latency would be converted with the wrong factor (the overhead came out negative, the
+    percentiles 10x off) and nothing else would tell. A service that does not say (an older one)
+    is taken at its word."""
+    import httpx
+
+    try:
+        served = httpx.get(url.rstrip("/") + "/healthz", timeout=30).json().get("time_scale")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return
+    if isinstance(served, (int, float)) and not math.isclose(served, time_scale, rel_tol=1e-9):
+        raise AgentschedError(f"the service runs at --time-scale {served:g} (simulated ms per wall ms), this "
+                              f"stream at {time_scale:g}: pass loadgen --time-scale {served:g}")
+
+
 def _served_names(r: Any) -> set[str] | None:
     """The workflow names of an agentsched ``GET /v1/workflows`` answer; None for anything else."""
     try:
@@ -110,11 +129,17 @@ def _first_line(text: str, limit: int = 120) -> str:
     return printable(line[:limit] + ("..." if len(line) > limit else ""))
 
 
-def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
-    """The figures are printed; a rate of which the service ran no arrival is the exit status (1, as
-    a failed run's), with one line naming the rate(s) and the first failure."""
+def _fail_when_none_ran(rows: list[dict[str, Any]], duration_s: float) -> None:
+    """The figures are printed; a rate of which the service ran no arrival (or whose stream had
+    none to send) is the exit status (1, as a failed run's), with one line naming the rate(s) and
+    the first failure."""
     from agentsched.experiments.loadgen import RAN, none_ran
 
+    empty = [f"{r['rate_per_s']:g}" for r in rows if r["sent"] == 0]
+    if empty:  # nothing sent is nothing measured, not a pass
+        typer.echo(f"error: the stream had no arrival at rate(s) {', '.join(empty)} in {duration_s:g} s: raise "
+                   f"--duration-s or the rate", err=True)
+        raise SystemExit(1)
     failed = [r for r in rows if none_ran(r)]
     if failed:
         rates = ", ".join(f"{r['rate_per_s']:g}" for r in failed)

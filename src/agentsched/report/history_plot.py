@@ -4,15 +4,26 @@ matplotlib is imported lazily (Agg)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def plot_learning_curve(series: dict[str, list[tuple[int, float | None]]], path: Path, title: str) -> Path:
-    """``series``: label -> [(round, median E2E ms or None when infeasible)]. Infeasible rounds are
-    drawn as crosses on the axis floor."""
+    """``series``: label -> [(round, median E2E ms or None when infeasible)], written to ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = learning_curve_figure(series, title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def learning_curve_figure(series: dict[str, list[tuple[int, float | None]]], title: str) -> Any:
+    """The figure of ``plot_learning_curve``. Infeasible rounds are drawn as crosses on the axis floor."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7.5, 4.0))
     for label, points in series.items():
@@ -30,6 +41,7 @@ def plot_learning_curve(series: dict[str, list[tuple[int, float | None]]], path:
             floor = min((e for _, e in ok), default=1.0) * 0.9
             ax.plot(bad, [floor] * len(bad), "x", color="red", label=f"{label}: failed round")
     ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole: no tick at round 0.2
     ax.set_ylabel("median E2E (ms)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -38,6 +50,4 @@ def plot_learning_curve(series: dict[str, list[tuple[int, float | None]]], path:
     else:
         ax.text(0.5, 0.5, "no finished round yet", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig

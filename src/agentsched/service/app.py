@@ -124,8 +124,9 @@ def create_app(service: Service, *, token: str | None = None) -> FastAPI:
 
     @app.get("/healthz", summary="Liveness: ok, or draining")
     async def healthz() -> Any:
+        # time_scale: what a load generator's clock must match (simulated ms per wall ms; 1 unless realtime)
         return {"status": "draining" if service.draining else "ok", "workflows": len(service.runtimes),
-                "in_flight": service.in_flight}
+                "in_flight": service.in_flight, "time_scale": service.config.time_scale}
 
     @app.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(authorize)])
     async def prometheus() -> Response:
