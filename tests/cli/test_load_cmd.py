@@ -87,6 +87,9 @@ def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):
     (("--load", "0.3", "--noise", "5"), "--noise must be a number in [0, 1], got 5.0"),
     (("--load", "0.3", "--json-out", "/nonexistent/x.json"), "--json-out: folder /nonexistent does not exist"),
     (("--rates", "1e9"), "rate x duration = 5,000,000,000 arrivals; at most 5,000,000"),
+    # as serve refuses it (before: the whole study ran, every GPU placement an oom)
+    (("--rates", "1", "--capacity-per-s", "1", "--vram-budget-mb", "10"),
+     "vram_budget_mb 10 is below every tool's VRAM (smallest 316 MB): no GPU placement can ever fit"),
 ])
 def test_bad_input_is_one_line(cli, tmp_path, args, needle):
     code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)

@@ -14,7 +14,8 @@ from agentsched.model.generate import generate_workflow
 from agentsched.model.cards import split_amplified
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, waits_for_one_run
+from agentsched.planner.load import (LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, vram_free_ms,
+                                     waits_for_one_run)
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
@@ -47,6 +48,32 @@ def test_holds_a_gpu_task_whose_vram_frees_soon_rather_than_a_slow_cpu_run():
     live = fake_live(gpu=[short], budget=2600, vram=2600 - 100)
     assert p.place(inv, "B", live) is None
     assert p.place(inv, "B", fake_live(budget=2600)) is Mode.GPU_NOW  # free GPU: start now
+
+
+def test_the_wait_for_vram_is_the_end_of_the_runs_that_must_free_it():
+    from agentsched.planner.load import _Gpu
+
+    by_end = [_Gpu(100.0, 500.0, 1.0, 1.0, False), _Gpu(300.0, 1000.0, 1.0, 1.0, False), _Gpu(900.0, 2000.0, 1.0, 1.0, False)]
+    assert vram_free_ms(400.0, by_end, 3500.0, 4000.0) == (0.0, 0)  # fits now
+    assert vram_free_ms(800.0, by_end, 3500.0, 4000.0) == (100.0, 1)  # once the first ends
+    assert vram_free_ms(1500.0, by_end, 3500.0, 4000.0) == (300.0, 2)
+    assert vram_free_ms(800.0, by_end, 3500.0, None) == (0.0, 0)  # no budget
+
+
+def test_the_gpu_queue_is_priced_with_the_wait_for_its_vram():
+    """The queue admits its head only once its VRAM fits: priced by its backlog alone, a large model
+    went to the queue as if it started at once, and waited there 30-40 s on a full GPU."""
+    inv = _inv("S11")  # three-way; B: clip_x12
+    card = inv.cards["B"]
+    p = LoadPlanner()
+    p.start_stream([inv.workflow], random.Random(0))
+    llama = _inv("S1").cards["B"]  # llama_1b, 447 ms on the GPU, 2484 MB
+    budget = llama.vram_needed_mb + card.vram_needed_mb
+    fits = fake_live(gpu=[view(llama)], budget=budget, vram=llama.vram_needed_mb)
+    full = fake_live(gpu=[view(llama)], budget=budget - 1.0, vram=llama.vram_needed_mb)
+    q_fits = p._queue_ms(card, p._gpu(fits), fits)[0]
+    q_full = p._queue_ms(card, p._gpu(full), full)[0]
+    assert q_full - q_fits == pytest.approx(p._gpu(full)[0].remaining_ms) and q_full - q_fits >= llama.gpu_ms
 
 
 def test_a_task_larger_than_the_budget_goes_to_the_cpu():

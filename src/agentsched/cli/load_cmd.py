@@ -82,14 +82,16 @@ def load_cmd(
     # the study and the outputs are checked before minutes of capacity search, not after them (and the
     # folder is made only for a study that can run)
     check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)
-    if json_file is not None:
-        check_output_file(json_file, "--json-out")
-    out_dir = prepare_output_dir(out, files=LOAD_OUTPUTS)
-    hold_folder(out_dir)  # one study per --out: a second one would overwrite this one's files
     budget = vram_budget_mb
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
         budget = max(named) if named else None
+    for wf in wfs:  # a shared budget no tool of a workflow fits is refused, as serve refuses it
+        wf.within_budget(budget)
+    if json_file is not None:
+        check_output_file(json_file, "--json-out")
+    out_dir = prepare_output_dir(out, files=LOAD_OUTPUTS)
+    hold_folder(out_dir)  # one study per --out: a second one would overwrite this one's files
     sigma = DEFAULT_NOISE_SIGMA if noise is None else noise
     machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
     from agentsched.cli.common import err_console

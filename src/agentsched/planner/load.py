@@ -160,6 +160,18 @@ def door_harm_ms(run_ms: float, at_door: float, vram_share: float = 1.0) -> floa
     return DOOR_HARM_WEIGHT * run_ms * at_door * max(0.0, min(1.0, vram_share))
 
 
+def vram_free_ms(need_mb: float, by_end: Sequence[_Gpu], in_use_mb: float,
+                 budget_mb: float | None) -> tuple[float, int]:
+    """(the expected wait until ``need_mb`` fits beside the GPU tasks running, how many of them end
+    first): ``by_end`` are those tasks in the order of their remaining time; (0, 0) when it fits now."""
+    wait, k = 0.0, 0
+    while k < len(by_end) and not fits_vram(in_use_mb, need_mb, budget_mb):
+        in_use_mb -= by_end[k].vram_mb
+        wait = by_end[k].remaining_ms
+        k += 1
+    return wait, k
+
+
 def _remaining_ms(v: RunningView, slowdown: float) -> float:
     """Contended remaining time of a running task: its card time stretched by its current slowdown,
     minus what has elapsed; a task already past that estimate is given a fraction of it (it is late,
@@ -245,16 +257,8 @@ class LoadPlanner(StreamDecider):
     def _hold_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> tuple[float, float]:
         """(predicted finish, harm of its run) when waiting for the GPU: until enough VRAM frees (or
         the crowd thins)."""
-        budget = live.vram_budget_mb
-        need = card.vram_needed_mb
-        held = live.vram_in_use_mb
-        wait = 0.0
         rest = sorted(gpu, key=lambda g: g.remaining_ms)
-        k = 0
-        while k < len(rest) and (budget is not None and held + need > budget + 1e-9):
-            held -= rest[k].vram_mb
-            wait = rest[k].remaining_ms
-            k += 1
+        wait, k = vram_free_ms(card.vram_needed_mb, rest, live.vram_in_use_mb, live.vram_budget_mb)
         if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
             wait, k = rest[0].remaining_ms, 1
         run, harm = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
@@ -366,7 +370,8 @@ class LoadPlanner(StreamDecider):
                 best_mode, best_ms, best = Mode.GPU_NOW, run, c
         if Mode.GPU_QUEUE in inv.workflow.decision_space.modes:
             q, harm = self._queue_ms(card, gpu, live)
-            c = cost(q, harm_weight * harm)
+            # its VRAM does not fit now: a wait for VRAM, as uncertain as a hold's (VRAM_HOLD_MARGIN)
+            c = cost(q if fits else q / VRAM_HOLD_MARGIN, harm_weight * harm)
             if c < best:
                 best_mode, best_ms, best = Mode.GPU_QUEUE, q, c
         return best_mode, best_ms, best
@@ -383,9 +388,17 @@ class LoadPlanner(StreamDecider):
         return self._prefix.get(key, self._held_total)
 
     def _queue_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState) -> tuple[float, float]:
-        """(its predicted finish through the GPU queue, the delay its run inflicts)."""
+        """(its predicted finish through the GPU queue, the delay its run inflicts). The queue admits
+        its head only once the head's VRAM fits, so it starts no sooner than the running GPU tasks free
+        the most VRAM that it or a task queued before it needs. Why: priced by the queue's backlog
+        alone, a 6.4 GB llama_3b (768 ms) went to the queue as if it would start at once, and waited
+        there 30-40 s while `gpu_now` starts kept the VRAM full (bursty tuning mixes at 90% load:
+        most of the p99 invocations held such a wait)."""
         backlog = sum(g.remaining_ms for g in gpu if g.loading)
         backlog += live.queue_backlog_ms
+        need = max([card.vram_needed_mb] + [c.vram_needed_mb for c in live.queued_cards()])
+        rest = sorted(gpu, key=lambda g: g.remaining_ms)
+        backlog = max(backlog, vram_free_ms(need, rest, live.vram_in_use_mb, live.vram_budget_mb)[0])
         run, harm = self._run_beside(card, gpu)
         return backlog + card.load_needed_ms + run, harm
 
