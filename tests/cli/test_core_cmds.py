@@ -37,6 +37,15 @@ def test_show_gives_no_time_for_a_tool_that_was_never_profiled(cli, tmp_path):
     assert json.loads(cli("show", "S13", "--json")[1])["total_vram_mb"] == 1645
 
 
+def test_show_gives_no_vram_or_load_for_a_card_without_a_gpu_implementation(cli, tmp_path):
+    (tmp_path / "c.json").write_text('{"cards": {"parse": {"cpu_ms": 90, "vram_mb": 100, "load_ms": 40}}}')
+    code, out, err = cli("show", _wf(tmp_path, "name: p\ncards: c.json\ntasks:\n  A: parse\n"))
+    assert code == 0, err
+    row = [c.strip() for c in next(ln for ln in out.splitlines() if "parse" in ln).split("│")]
+    assert row[5:9] == ["-", "-", "-", "-"]  # gpu ms, speedup, load ms, VRAM MB (before: 40 and 100, never used)
+    assert "total VRAM if all on GPU: 0 MB" in " ".join(out.split())
+
+
 def test_simulate_json_is_stable(cli):
     code, out, _ = cli("simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
                            "--noise", "0", "--json")

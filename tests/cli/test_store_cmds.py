@@ -80,6 +80,14 @@ def test_export_writes_json_that_reads_back(cli, db, tmp_path):
     assert doc["learner"]["workflow_name"] == "S2" and [e["record"]["e2e_ms"] for e in doc["executions"]] == [10.0, 11.0]
     code, _, err = cli("store", "export", "nope", "--out", str(tmp_path / "n.json"), "--store", str(db))
     assert code == 2 and "has no learner 'nope'" in _one_line(err) and not (tmp_path / "n.json").exists()
+    code, _, err = cli("store", "export", "S1", "--out", str(out_file), "--store", str(db))  # an export: replaced
+    assert code == 0 and read_export(out_file)["learner"]["workflow_name"] == "S1"
+    mine = tmp_path / "words.yaml"
+    mine.write_text("name: words\n")
+    code, _, err = cli("store", "export", "S2", "--out", str(mine), "--store", str(db))
+    assert code == 2 and _one_line(err) == (f"error: --out: {mine} exists and is not an agentsched export: not "
+                                            "overwritten (remove it or choose another file)")
+    assert mine.read_text() == "name: words\n"
 
 
 def test_vacuum_prints_bytes_before_and_after(cli, db):

@@ -34,7 +34,7 @@ def test_amplified_tools():
 def test_explicit_amplified_card_wins(tiny_cards):
     from agentsched.model.cards import CardSet, ToolCard
 
-    cs = CardSet(name="c", cards={**tiny_cards.cards, "x_x2": ToolCard(name="x_x2", cpu_ms=1, gpu_ms=1)})
+    cs = CardSet(name="c", cards={**tiny_cards.cards, "x_x2": ToolCard(name="x_x2", cpu_ms=1, gpu_ms=1, vram_mb=1)})
     assert cs.resolve("x", 2).cpu_ms == 1
     assert cs.resolve("x", 3).cpu_ms == 300
 
@@ -54,6 +54,8 @@ def test_card_set_round_trip(tmp_path):
     ("[]", "expected an object"),
     # a card keyed under one tool and named another (a trial's hand edit ran as if nothing were wrong)
     ('{"cards": {"m:Bert": {"name": "other", "cpu_ms": 3}}}', "tool 'm:Bert': its card is named 'other'"),
+    # incomplete GPU figures (before: a GPU card without vram_mb held 0 MB, no budget ever stopped it)
+    ('{"cards": {"asr": {"cpu_ms": 90, "gpu_ms": 5}}}', r"^card file .*: cards\.asr: gpu_ms without vram_mb: "),
 ])
 def test_bad_card_files(tmp_path, doc, needle):
     p = tmp_path / "bad.json"

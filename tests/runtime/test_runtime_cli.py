@@ -142,3 +142,20 @@ def test_two_processes_invoke_on_one_store(project, tmp_path):
     assert seqs == list(range(len(seqs)))
     h = agentsched(project, "history", "words", "--store", str(store), "--json")
     assert len(json.loads(h.stdout)["learners"][0]["executions"]) == 24
+
+
+def test_run_and_prompt_take_unprofiled_tools_as_invoke_does(project):
+    """One rule for every command: an agent runs in cold start, a policy that needs cards is refused
+    (before, ``run`` and ``prompt`` showed placeholder cards as if profiled and ran heft on them)."""
+    p = agentsched(project, "prompt", "words.yaml", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    user = doc["messages"][-1]["content"]
+    assert doc["start"] == "cold" and "Tools (cold start: no profiles)" in user and "Tool cards" not in user
+    p = agentsched(project, "prompt", "words.yaml", "--start", "warm")
+    assert p.returncode == 2 and p.stderr.strip() == ("error: policy agent-llm: start warm needs cards, but "
+                                                      "task(s) A, B, C have none")
+    for policy in ("heft", "starpu"):
+        p = agentsched(project, "run", "words.yaml", "--testbed", "local", "-p", policy, "--rounds", "1")
+        assert p.returncode == 2 and f"error: policy {policy} needs profile cards, but task(s) A, B, C have" \
+            in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

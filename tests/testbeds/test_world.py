@@ -32,8 +32,8 @@ def test_parameters_own_entry_then_first_known_tag_then_default():
     assert w.params(cs.resolve("clip")) == (0.336, 2.929)
     assert w.params(cs.resolve("clip", 12)) == (0.336, 2.929)  # an amplified tool is its base tool
     assert w.params(cs.resolve("sentiment")) == (0.3, 0.3)  # compute-bound
-    assert w.params(ToolCard(name="n", cpu_ms=1, gpu_ms=1, tags=("x", "memory-bound", "compute-bound"))) == (0.75, 0.45)
-    assert w.params(ToolCard(name="n", cpu_ms=1, gpu_ms=1, tags=("unknown",))) == (0.4, 0.3)
+    assert w.params(ToolCard(name="n", cpu_ms=1, gpu_ms=1, vram_mb=1, tags=("x", "memory-bound", "compute-bound"))) == (0.75, 0.45)
+    assert w.params(ToolCard(name="n", cpu_ms=1, gpu_ms=1, vram_mb=1, tags=("unknown",))) == (0.4, 0.3)
 
 
 def test_the_cards_carry_no_contention_any_more():

@@ -134,7 +134,8 @@ def agent_check_cmd(
 
 def prompt_cmd(
     workflow: str = typer.Argument(..., help="scenario name or workflow file"),
-    start: StartKind = START_ONE,
+    start: Optional[StartKind] = o.variant(o.START, help="warm (profile cards; the default when every task has "
+                                                          "one) or cold (tool names, tags and workload lines only)"),
     rounds: int = o.variant(o.ROUNDS, help="rounds the prompt announces"),  # prompt runs none: it only states them
     cards: Optional[str] = o.CARDS,
     predictions: bool = typer.Option(False, "--predictions/--no-predictions",
@@ -155,14 +156,18 @@ def prompt_cmd(
     def no_probe(_mapping: object) -> object:
         raise AgentschedError("printing a prompt executes nothing")
 
-    policy = AgentPolicy("rules", start=start.value, predictions=predictions)
+    from agentsched.runtime.setup import cold_start_options
+
+    # as a runtime starts agent-llm: cold when a task has no card (warm then refused in one line)
+    start_kind = cold_start_options("agent-llm", wf, {"start": start.value} if start else {}).get("start", "warm")
+    policy = AgentPolicy("rules", start=start_kind, predictions=predictions)
     policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
                                rounds=rounds, repeats=1))
     prompt = build_prompt(policy.view(0))
     if json_out:
         from agentsched.cli.common import print_json
 
-        print_json({"workflow": wf.name, "start": start.value, "rounds": rounds, "version": prompt.version,
+        print_json({"workflow": wf.name, "start": start_kind, "rounds": rounds, "version": prompt.version,
                     "messages": prompt.messages()})
         return
     typer.echo(prompt.text())

@@ -116,8 +116,9 @@ def show_cmd(
         cpu = "?" if tid in wf.unprofiled else f"{c.cpu_ms:g}"  # (a placeholder of the cold start, not a time)
         rows.append([tid, c.name, c.workload, cpu, "-" if c.gpu_ms is None else f"{c.gpu_ms:g}",
                      "-" if c.speedup is None else f"{c.speedup:.1f}x",
-                     "-" if c.load_ms is None else f"{c.load_ms:g}",
-                     "-" if c.vram_mb is None else f"{c.vram_mb:g}", ", ".join(c.tags)])
+                     # (without a GPU implementation a card's load and VRAM are never used: shown as none)
+                     "-" if c.load_ms is None or not c.has_gpu else f"{c.load_ms:g}",
+                     "-" if c.vram_mb is None or not c.has_gpu else f"{c.vram_mb:g}", ", ".join(c.tags)])
     print_rows("", ["task", "tool", "workload", "cpu ms", "gpu ms", "speedup", "load ms", "VRAM MB", "tags"],
                rows)
 

@@ -167,7 +167,7 @@ def run_cmd(
     spec = testbed_spec(testbed, seed=seed, noise=noise, size=size, cpu_slots=cpu_slots, world=world,
                         from_workflows=[wf_world], ray_address=ray_address, emulate_gpu=emulate_gpu,
                         task_timeout_s=task_timeout_s)
-    from agentsched.runtime.setup import check_sim_cards
+    from agentsched.runtime.setup import check_sim_cards, cold_start_options
     check_sim_cards(spec, wf)  # user tools without cards: the simulator would report placeholder times
     if not spec.simulated:  # (the simulator never calls the tools)
         try:  # a note, not a refusal: a tool may do without what it names (inputs.get(...))
@@ -178,7 +178,7 @@ def run_cmd(
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                                       temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
                         predictions=llm_predictions, items=tuple(policy_option or ()))
-    pol = make_policy(name, **policy_options([name], flags, single=True).get(name, {}))
+    pol = make_policy(name, **cold_start_options(name, wf, policy_options([name], flags, single=True).get(name)))
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     try:

@@ -65,6 +65,15 @@ class ToolCard(BaseModel):
         _reject_contention(v, f"tool card {v.get('name', '?')!r}" if isinstance(v, dict) else "tool card")
         return v
 
+    @model_validator(mode="after")
+    def _gpu_figures_together(self) -> ToolCard:
+        # why: a GPU card without vram_mb counted as 0 MB, so no budget ever held it back (vram_mb
+        # without gpu_ms is harmless: a tool without a GPU implementation holds none, as ``show`` says)
+        if self.gpu_ms is not None and self.vram_mb is None:
+            raise ValueError("gpu_ms without vram_mb: the VRAM a GPU placement holds must be known "
+                             "(vram_mb: 0 for a tool that holds none)")
+        return self
+
     @field_validator("workload", mode="before")
     @classmethod
     def _one_line(cls, v: Any) -> Any:

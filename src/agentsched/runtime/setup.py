@@ -37,9 +37,17 @@ def build_policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | N
     from agentsched.loop.registry import default_policy, get_spec, make_policy
 
     name = default_policy(wf) if policy is None else get_spec(policy).name.value
-    opts = dict(options or {})
     if name == "oracle":
         raise PolicyError("policy oracle is an offline reference: a runtime needs an online policy")
+    return make_policy(name, **cold_start_options(name, wf, options))
+
+
+def cold_start_options(name: str, wf: Workflow, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Policy ``name``'s options for ``wf``: unchanged when every task has a card; else a policy that
+    needs cards is refused in one line, and an agent runs in cold start (``start`` warm refused). The
+    one rule for ``invoke``, ``serve`` and ``run``: before, ``run`` showed an agent placeholder cards
+    as if profiled (cpu 1 ms, 0 MB) and ran heft on them."""
+    opts = dict(options or {})
     if wf.unprofiled:
         tasks = ", ".join(sorted(wf.unprofiled))
         if name not in COLD_CAPABLE:
@@ -50,7 +58,7 @@ def build_policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | N
         if name in _START_COLD:
             opts["start"] = "cold"
             log.info("task(s) %s have no card: %s runs in cold start", tasks, name)
-    return make_policy(name, **opts)
+    return opts
 
 
 SIM_ONLY_REMEDY = "name that card file in the workflow's `cards:` key (this command runs on the simulator only)"
