@@ -89,7 +89,10 @@ def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):
     (("--rates", "1e9"), "rate x duration = 5,000,000,000 arrivals; at most 5,000,000"),
     # as serve refuses it (before: the whole study ran, every GPU placement an oom)
     (("--rates", "1", "--capacity-per-s", "1", "--vram-budget-mb", "10"),
-     "vram_budget_mb 10 is below every tool's VRAM (smallest 316 MB): no GPU placement can ever fit"),
+     "error: --vram-budget-mb: workflow 'S1': vram_budget_mb 10 is below every tool's VRAM (smallest 316 MB): no "
+     "GPU placement can ever fit"),
+    (("--rates", "1", "--capacity-per-s", "1", "--vram-budget-mb", "-5"), "--vram-budget-mb must be a finite "
+                                                                          "number > 0, got -5"),
 ])
 def test_bad_input_is_one_line(cli, tmp_path, args, needle):
     code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)

@@ -88,6 +88,10 @@ def test_export_writes_json_that_reads_back(cli, db, tmp_path):
     assert code == 2 and _one_line(err) == (f"error: --out: {mine} exists and is not an agentsched export: not "
                                             "overwritten (remove it or choose another file)")
     assert mine.read_text() == "name: words\n"
+    older = tmp_path / "old.json"  # an export of another version is an export still: replaced
+    older.write_text(json.dumps({"format": "agentsched-learner-export", "version": 0}, indent=1))
+    code, _, err = cli("store", "export", "S2", "--out", str(older), "--store", str(db))
+    assert code == 0 and read_export(older)["learner"]["workflow_name"] == "S2", err
 
 
 def test_vacuum_prints_bytes_before_and_after(cli, db):

@@ -76,6 +76,42 @@ def test_the_gpu_queue_is_priced_with_the_wait_for_its_vram():
     assert q_full - q_fits == pytest.approx(p._gpu(full)[0].remaining_ms) and q_full - q_fits >= llama.gpu_ms
 
 
+def test_the_gpu_queue_waits_for_the_vram_of_a_larger_task_queued_before_it():
+    inv = _inv("S11")
+    card = inv.cards["B"]  # clip_x12, small
+    big = _inv("S1").cards["B"]  # llama_1b, 2484 MB, queued first: the queue's head
+    p = LoadPlanner()
+    p.start_stream([inv.workflow], random.Random(0))
+    running = _inv("S2").cards["D"]  # a reranker holds some VRAM
+    budget = running.vram_needed_mb + big.vram_needed_mb - 1.0  # the head fits once it ends, not before
+    live = fake_live(gpu=[view(running)], budget=budget, vram=running.vram_needed_mb)
+    alone = p._queue_ms(card, p._gpu(live), live)[0]
+    live = fake_live(gpu=[view(running)], budget=budget, vram=running.vram_needed_mb, queue=1)
+    live._sim.gpu_queue = [(_inv("S1"), "B", 0.0)]
+    behind = p._queue_ms(card, p._gpu(live), live)[0]
+    assert behind - alone == pytest.approx(p._gpu(live)[0].remaining_ms)
+
+
+def test_a_queued_start_whose_vram_does_not_fit_now_is_priced_as_uncertain_as_a_hold():
+    from agentsched.planner.load import VRAM_HOLD_MARGIN, _Cost
+
+    inv = _inv("S11")
+    card = inv.cards["B"]
+    p = LoadPlanner()
+    p.start_stream([inv.workflow], random.Random(0))
+    llama = _inv("S1").cards["B"]
+    live = fake_live(gpu=[view(llama)], budget=llama.vram_needed_mb + card.vram_needed_mb - 1.0,
+                     vram=llama.vram_needed_mb)
+    gpu = p._gpu(live)
+    q = p._queue_ms(card, gpu, live)[0]
+    cost = _Cost(0.0, 0.0)
+    # the queue wins against a CPU run only beyond its finish stretched (a CPU run between the two
+    # took the queue before)
+    assert p._best_start(inv, card, gpu, live, 1.05 * q / VRAM_HOLD_MARGIN, False, 0.0, cost)[0] is Mode.GPU_QUEUE
+    assert p._best_start(inv, card, gpu, live, 0.95 * q / VRAM_HOLD_MARGIN, False, 0.0, cost)[0] is Mode.CPU
+    assert 0.95 / VRAM_HOLD_MARGIN > 1.0
+
+
 def test_a_task_larger_than_the_budget_goes_to_the_cpu():
     inv = _inv("S1")
     p = LoadPlanner()

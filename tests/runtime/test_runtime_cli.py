@@ -153,8 +153,7 @@ def test_run_and_prompt_take_unprofiled_tools_as_invoke_does(project):
     user = doc["messages"][-1]["content"]
     assert doc["start"] == "cold" and "Tools (cold start: no profiles)" in user and "Tool cards" not in user
     p = agentsched(project, "prompt", "words.yaml", "--start", "warm")
-    assert p.returncode == 2 and p.stderr.strip() == ("error: policy agent-llm: start warm needs cards, but "
-                                                      "task(s) A, B, C have none")
+    assert p.returncode == 2 and p.stderr.strip() == "error: --start warm needs cards, but task(s) A, B, C have none"
     for policy in ("heft", "starpu"):
         p = agentsched(project, "run", "words.yaml", "--testbed", "local", "-p", policy, "--rounds", "1")
         assert p.returncode == 2 and f"error: policy {policy} needs profile cards, but task(s) A, B, C have" \

@@ -52,11 +52,11 @@ def test_the_loadgen_command(start_server, tmp_path, cli):
     code, out, err = cli("loadgen", server.url, "S1", "--rates", "2", "--duration-s", "1")
     assert code == 2 and err.strip() == ("error: the service runs at --time-scale 100 (simulated ms per wall ms), "
                                          "this stream at 1: pass loadgen --time-scale 100"), err
-    # a stream with no arrival measured nothing: the exit status says so
-    code, out, err = cli("loadgen", server.url, "S1", "--rates", "0.01", "--duration-s", "1", "--time-scale",
+    # a stream with no arrival would measure nothing: refused before anything is sent
+    code, out, err = cli("loadgen", server.url, "S1", "--rates", "20,0.01", "--duration-s", "1", "--time-scale",
                          str(TIME_SCALE))
-    assert code == 1 and "| 0 | 0 |" in out
-    assert err.strip() == "error: the stream had no arrival at rate(s) 0.01 in 1 s: raise --duration-s or the rate"
+    assert code == 2 and out == ""
+    assert err.strip() == "error: the stream has no arrival at rate(s) 0.01 in 1 s: raise --duration-s or the rate"
     assert server.stop() == 0
 
 

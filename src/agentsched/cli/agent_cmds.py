@@ -156,10 +156,10 @@ def prompt_cmd(
     def no_probe(_mapping: object) -> object:
         raise AgentschedError("printing a prompt executes nothing")
 
-    from agentsched.runtime.setup import cold_start_options
-
-    # as a runtime starts agent-llm: cold when a task has no card (warm then refused in one line)
-    start_kind = cold_start_options("agent-llm", wf, {"start": start.value} if start else {}).get("start", "warm")
+    # as a runtime starts an agent: cold when a task has no card (warm then refused in one line)
+    if wf.unprofiled and start is StartKind.WARM:
+        raise AgentschedError(f"--start warm needs cards, but task(s) {', '.join(sorted(wf.unprofiled))} have none")
+    start_kind = start.value if start is not None else "cold" if wf.unprofiled else "warm"
     policy = AgentPolicy("rules", start=start_kind, predictions=predictions)
     policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
                                rounds=rounds, repeats=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -86,8 +87,13 @@ def load_cmd(
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
         budget = max(named) if named else None
+    if vram_budget_mb is not None and not (math.isfinite(vram_budget_mb) and vram_budget_mb > 0):
+        raise AgentschedError(f"--vram-budget-mb must be a finite number > 0, got {vram_budget_mb:g}")
     for wf in wfs:  # a shared budget no tool of a workflow fits is refused, as serve refuses it
-        wf.within_budget(budget)
+        try:
+            wf.within_budget(budget)
+        except AgentschedError as e:
+            raise AgentschedError(f"--vram-budget-mb: {e}" if vram_budget_mb is not None else str(e)) from None
     if json_file is not None:
         check_output_file(json_file, "--json-out")
     out_dir = prepare_output_dir(out, files=LOAD_OUTPUTS)

@@ -35,8 +35,8 @@ def loadgen_cmd(
 ) -> None:
     """Send an arrival stream to `agentsched serve` at its scheduled times (open loop) and report
     the latency percentiles the clients saw, in simulated ms. Exits 1 when the service ran no
-    arrival of a rate (none answered ok or oom), naming the first failure, or the stream of a rate
-    had no arrival to send."""
+    arrival of a rate (none answered ok or oom), naming the first failure; a rate whose stream has
+    no arrival is refused before anything is sent."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import check_output_file, emit
     from agentsched.experiments.load import seeded_arrivals
@@ -59,9 +59,13 @@ def loadgen_cmd(
         check_output_file(json_file, "--json-out")  # before the stream, not after it
     _check_served(url, workflows, token)
     _check_time_scale(url, time_scale)
+    streams = [(rate, seeded_arrivals(arrival, rate, duration_s, workflows, seed)) for rate in rate_list]
+    empty = [f"{rate:g}" for rate, arrivals in streams if not arrivals]
+    if empty:  # nothing to send would measure nothing: said before any arrival is sent
+        raise AgentschedError(f"the stream has no arrival at rate(s) {', '.join(empty)} in {duration_s:g} s: raise "
+                              f"--duration-s or the rate")
     rows: list[dict[str, Any]] = []
-    for rate in rate_list:
-        arrivals = seeded_arrivals(arrival, rate, duration_s, workflows, seed)
+    for rate, arrivals in streams:
         shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token, inputs=inputs)
         rows.append({"rate_per_s": rate, **summarize_shots(shots)})
     from agentsched.masking import redact_url
@@ -69,7 +73,7 @@ def loadgen_cmd(
     doc = {"url": redact_url(url), "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
            "time_scale": time_scale, "rows": rows}
     emit(doc, _table(rows), json_out=json_out, json_file=json_file)
-    _fail_when_none_ran(rows, duration_s)
+    _fail_when_none_ran(rows)
 
 
 def _check_served(url: str, names: list[str], token: str | None) -> None:
@@ -129,17 +133,11 @@ def _first_line(text: str, limit: int = 120) -> str:
     return printable(line[:limit] + ("..." if len(line) > limit else ""))
 
 
-def _fail_when_none_ran(rows: list[dict[str, Any]], duration_s: float) -> None:
-    """The figures are printed; a rate of which the service ran no arrival (or whose stream had
-    none to send) is the exit status (1, as a failed run's), with one line naming the rate(s) and
-    the first failure."""
+def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
+    """The figures are printed; a rate of which the service ran no arrival is the exit status (1, as
+    a failed run's), with one line naming the rate(s) and the first failure."""
     from agentsched.experiments.loadgen import RAN, none_ran
 
-    empty = [f"{r['rate_per_s']:g}" for r in rows if r["sent"] == 0]
-    if empty:  # nothing sent is nothing measured, not a pass
-        typer.echo(f"error: the stream had no arrival at rate(s) {', '.join(empty)} in {duration_s:g} s: raise "
-                   f"--duration-s or the rate", err=True)
-        raise SystemExit(1)
     failed = [r for r in rows if none_ran(r)]
     if failed:
         rates = ", ".join(f"{r['rate_per_s']:g}" for r in failed)

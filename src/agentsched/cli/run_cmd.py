@@ -178,7 +178,9 @@ def run_cmd(
                         llm=llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
                                       temperature=llm_temperature, timeout_s=llm_timeout, max_tokens=llm_max_tokens),
                         predictions=llm_predictions, items=tuple(policy_option or ()))
-    pol = make_policy(name, **cold_start_options(name, wf, policy_options([name], flags, single=True).get(name)))
+    opts = policy_options([name], flags, single=True).get(name) or {}
+    # (the oracle measures every mapping on the testbed: no card needed, as --oracle needs none)
+    pol = make_policy(name, **(opts if name == "oracle" else cold_start_options(name, wf, opts)))
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     try:

@@ -97,15 +97,13 @@ def export_cmd(name: str = typer.Argument(..., help=NAME_HELP),
                json_out: bool = JSON, wait_s: float = WAIT) -> None:
     """Write one learner (settings, workflow, cards, rounds, every execution's record) as JSON."""
     from agentsched.cli.output import check_output_file
-    from agentsched.store.admin import export_doc, find_one, read_export, write_export
+    from agentsched.store.admin import export_doc, find_one, looks_like_export, write_export
 
     check_output_file(out, "--out")
-    if out.is_file():  # an earlier export is replaced; any other file (a workflow file) is not
-        try:
-            read_export(out)
-        except AgentschedError:
-            raise AgentschedError(f"--out: {out} exists and is not an agentsched export: not overwritten "
-                                  f"(remove it or choose another file)") from None
+    # an earlier export (of any version) is replaced; any other file (a workflow file) is not
+    if out.is_file() and not looks_like_export(out):
+        raise AgentschedError(f"--out: {out} exists and is not an agentsched export: not overwritten "
+                              f"(remove it or choose another file)")
     st = _open(store, wait_s, read_only=True)
     try:
         ln = find_one(st, name)

@@ -91,7 +91,7 @@ def _structural(workflow: Workflow, cards: Mapping[str, ToolCard]) -> MappingT:
         return loss(t) / v if v > 0 else float("inf")
 
     order = {t: i for i, t in enumerate(ids)}
-    now: dict[str, float] = {}  # gpu_now task -> VRAM of the gpu_now tasks that can overlap it
+    now: dict[str, float] = {}  # gpu_now task -> VRAM MB of the gpu_now tasks that can overlap it
     for t in sorted(gpu_capable, key=lambda u: (-density(u), order[u])):
         if budget is None:
             now[t] = 0.0
@@ -115,19 +115,22 @@ def _structural(workflow: Workflow, cards: Mapping[str, ToolCard]) -> MappingT:
     return {t: m[t] for t in ids}
 
 
-def _add_if_fits(workflow: Workflow, cards: Mapping[str, ToolCard], now: dict[str, float], t: str,
-                 budget: float) -> None:
-    """Adds ``t`` to the gpu_now tasks ``now`` (task -> VRAM of the gpu_now tasks that can overlap
-    it) when the VRAM of every gpu_now task plus the gpu_now tasks beside it stays in the budget.
-    Why kept current: rechecking every pair for each candidate took cubic time (a 1,000-task chain
-    with a budget: a minute for round 0)."""
-    need = cards[t].vram_needed_mb
-    overlap = [u for u in workflow.concurrent[t] if u in now]
-    mine = sum(cards[u].vram_needed_mb for u in overlap)
-    if not fits_vram(mine, need, budget):
+def _add_if_fits(workflow: Workflow, cards: Mapping[str, ToolCard], beside_mb: dict[str, float], t: str,
+                 budget_mb: float) -> None:
+    """Adds ``t`` to the gpu_now tasks ``beside_mb`` (task -> VRAM of the gpu_now tasks that can
+    overlap it) when the VRAM of every gpu_now task plus the gpu_now tasks beside it stays in the
+    budget. Why kept current: rechecking every pair for each candidate took cubic time (a 1,000-task
+    chain with a budget: a minute for round 0). The sums run in the order the tasks were added, as
+    the pairwise check summed them (not a set's order: a sum at the budget's edge would then depend
+    on the process's hash seed)."""
+    need_mb = cards[t].vram_needed_mb
+    concurrent = workflow.concurrent[t]
+    overlap = [u for u in beside_mb if u in concurrent]
+    mine_mb = sum(cards[u].vram_needed_mb for u in overlap)
+    if not fits_vram(mine_mb, need_mb, budget_mb):
         return
-    if any(not fits_vram(now[u] + need, cards[u].vram_needed_mb, budget) for u in overlap):
+    if any(not fits_vram(beside_mb[u] + need_mb, cards[u].vram_needed_mb, budget_mb) for u in overlap):
         return
     for u in overlap:
-        now[u] += need
-    now[t] = mine
+        beside_mb[u] += need_mb
+    beside_mb[t] = mine_mb

@@ -26,7 +26,9 @@ plus a tenth of its own finish, plus the delay it inflicts on other GPU tasks:
   stays shut while it waits), and chosen when cheaper than the best start now. A ready sibling
   not placed yet is counted the same way, but for the door's delay (a full GPU alone does not
   give its siblings slack);
-* ``gpu_queue`` (three-way workflows): the queue's backlog, its load, and a contended run.
+* ``gpu_queue`` (three-way workflows): the queue's backlog, or the wait until the running GPU tasks
+  free the VRAM it or a task queued before it needs (``vram_free_ms``), whichever is longer; then
+  its load and a contended run; stretched by 1 / ``VRAM_HOLD_MARGIN`` when its VRAM does not fit now.
 
 Admission: an invocation waits at the door while a task it placed waits for VRAM (held: its VRAM
 does not fit beside what runs), or while both devices are saturated: every CPU slot busy with

@@ -128,6 +128,18 @@ def write_export(doc: dict[str, Any], out: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def looks_like_export(path: Path) -> bool:
+    """Does ``path`` begin as ``write_export`` begins an export (its format first), whatever its
+    version? Only its first bytes are read (an export may be large); an unreadable file is a
+    one-line ``StoreError``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError as e:
+        raise StoreError(f"{path} cannot be read: {e.strerror}") from None
+    return json.dumps({"format": EXPORT_FORMAT}, indent=1)[:-2].encode() in head
+
+
 def read_export(path: str | Path) -> dict[str, Any]:
     """An export read back (checked to be one); a one-line ``StoreError`` otherwise."""
     path = Path(path)  # (a text path, as docs/runtime.md writes it, was an AttributeError)

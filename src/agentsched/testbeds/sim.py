@@ -162,7 +162,7 @@ class SimBackend(Backend):
         """Advance to the next event; the tasks that ended there."""
         state = self._state
         # rates between now and the next event (1 for the host, loads and a lone GPU task), kept on
-        # the tasks: a lookup per task and event made a fan-out of 2,000 GPU tasks take 20 s a run
+        # the tasks: a lookup per task and event was a third of a wide fan-out's time (docs/simulator.md)
         gpu = [s for s in state.values() if s.on_gpu and s.running]
         if len(gpu) > 1:
             for s, r in zip(gpu, self._rates([s.sensitivity for s in gpu], [s.pressure for s in gpu]), strict=True):
