@@ -83,17 +83,7 @@ def load_cmd(
     # the study and the outputs are checked before minutes of capacity search, not after them (and the
     # folder is made only for a study that can run)
     check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)
-    budget = vram_budget_mb
-    if budget is None:
-        named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
-        budget = max(named) if named else None
-    if vram_budget_mb is not None and not (math.isfinite(vram_budget_mb) and vram_budget_mb > 0):
-        raise AgentschedError(f"--vram-budget-mb must be a finite number > 0, got {vram_budget_mb:g}")
-    for wf in wfs:  # a shared budget no tool of a workflow fits is refused, as serve refuses it
-        try:
-            wf.within_budget(budget)
-        except AgentschedError as e:
-            raise AgentschedError(f"--vram-budget-mb: {e}" if vram_budget_mb is not None else str(e)) from None
+    budget = _shared_budget_mb(wfs, vram_budget_mb)
     if json_file is not None:
         check_output_file(json_file, "--json-out")
     out_dir = prepare_output_dir(out, files=LOAD_OUTPUTS)
@@ -109,6 +99,23 @@ def load_cmd(
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)
+
+
+def _shared_budget_mb(wfs: list, vram_budget_mb: float | None) -> float | None:
+    """The machine's VRAM budget: ``--vram-budget-mb``, else the largest the workflows name (None:
+    none). A budget no tool of a workflow fits is refused in one line, as serve refuses it."""
+    if vram_budget_mb is not None and not (math.isfinite(vram_budget_mb) and vram_budget_mb > 0):
+        raise AgentschedError(f"--vram-budget-mb must be a finite number > 0, got {vram_budget_mb:g}")
+    budget = vram_budget_mb
+    if budget is None:
+        named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
+        budget = max(named) if named else None
+    for wf in wfs:
+        try:
+            wf.within_budget(budget)
+        except AgentschedError as e:
+            raise AgentschedError(f"--vram-budget-mb: {e}" if vram_budget_mb is not None else str(e)) from None
+    return budget
 
 
 def register(app: typer.Typer) -> None:
