@@ -32,7 +32,12 @@ def test_there_are_scripts_to_check() -> None:
 def test_every_imported_name_exists(path: Path) -> None:
     missing = []
     for module, name, line in _agentsched_imports(path):
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:  # an extra not installed here (its own tests skip too); a module of ours never
+            if (getattr(e, "name", None) or "").startswith("agentsched"):
+                raise
+            pytest.skip(f"{module} needs an extra not installed: {e}")
         if not hasattr(mod, name):
             try:  # ``from package import submodule``
                 importlib.import_module(f"{module}.{name}")
