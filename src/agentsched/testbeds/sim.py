@@ -119,6 +119,10 @@ class SimBackend(Backend):
     def now_ms(self) -> float:
         return self._now
 
+    def real_cards(self, workflow: Workflow) -> Mapping[str, ToolCard]:
+        # the one place the simulator uses a task's real VRAM: the world's, which the cards may understate
+        return self.current_world.real_cards(workflow.task_cards)
+
     def _noisy(self, x: float) -> float:
         rng = self._run_rng
         if self._sigma <= 0 or rng is None:
