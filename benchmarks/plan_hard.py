@@ -107,7 +107,7 @@ def hard_section(a: argparse.Namespace, pool) -> None:
             cases += [c for c in pool.map(_case, [(i, a.prefix, perturbed) for i in batch]) if c is not None]
             start = batch.stop
         cases = cases[: a.workflows]
-        rows = [r for rs in pool.map(run_case, [(c, seeds, a.rounds, POLICIES) for c in cases]) for r in rs]
+        rows = [r for rs in pool.map(run_case, [(c, seeds, a.rounds, a.policies) for c in cases]) for r in rs]
         summarise(
             f"A. {len(cases)} hard cases x seeds {a.seeds}, world {label}, {a.rounds} rounds x 5",
             rows,
@@ -206,10 +206,12 @@ def main() -> None:
     ap.add_argument("--scale-seeds", type=int, default=5)
     ap.add_argument("--best-known-evals", type=int, default=600)
     ap.add_argument("--only", choices=("hard", "scale"))
+    ap.add_argument("--policies", default=",".join(POLICIES), help="section A policies (default: all three)")
     a = ap.parse_args()
     if a.workflows < 1 or a.jobs < 1 or a.rounds < 6:
         ap.error("--workflows and --jobs must be >= 1, --rounds >= 6")
     a.sizes = tuple(int(s) for s in a.sizes.split(","))
+    a.policies = tuple(p for p in a.policies.split(",") if p)
     t0 = time.perf_counter()
     with multiprocessing.Pool(a.jobs) as pool:
         if a.only in (None, "hard"):
