@@ -107,7 +107,14 @@ def hard_section(a: argparse.Namespace, pool) -> None:
             cases += [c for c in pool.map(_case, [(i, a.prefix, perturbed) for i in batch]) if c is not None]
             start = batch.stop
         cases = cases[: a.workflows]
-        rows = [r for rs in pool.map(run_case, [(c, seeds, a.rounds, a.policies) for c in cases]) for r in rs]
+        rows = []
+        for i, rs in enumerate(pool.imap(run_case, [(c, seeds, a.rounds, a.policies) for c in cases])):
+            rows += rs
+            print(
+                f"  [{label.split()[0]} {i + 1}/{len(cases)} {time.perf_counter() - t0:.0f} s]",
+                file=sys.stderr,
+                flush=True,
+            )
         summarise(
             f"A. {len(cases)} hard cases x seeds {a.seeds}, world {label}, {a.rounds} rounds x 5",
             rows,
@@ -180,7 +187,14 @@ def run_large(args: tuple[int, int, str, int]) -> tuple[str, int, int, float, fl
 def scale_section(a: argparse.Namespace, pool) -> None:
     t0 = time.perf_counter()
     jobs = [(n, s, a.prefix, a.best_known_evals) for n in a.sizes for s in range(a.scale_seeds)]
-    out = pool.map(run_large, jobs)
+    out = []
+    for row in pool.imap(run_large, jobs):
+        out.append(row)
+        print(
+            f"  [scale {row[0]} seed {row[2]}: final/safe {row[3]:.4f} {time.perf_counter() - t0:.0f} s]",
+            file=sys.stderr,
+            flush=True,
+        )
     print(
         f"\nB. large tight workflows (layered three-way, large-model tools, understated VRAM), 10 rounds x 5 "
         f"[{time.perf_counter() - t0:.0f} s]"
