@@ -22,6 +22,7 @@ developing the planner. Targets are the issue's; the table at the end says met/m
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import random
@@ -29,6 +30,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from hard_cases import HardCase, hard_case, large_workflow, oom_rate, reference_ms, references
 
@@ -96,31 +98,28 @@ def run_case(args: tuple[HardCase, tuple[int, ...], int, tuple[str, ...]]) -> li
     return rows
 
 
+saved: dict[str, list[dict]] = {}  # world tag -> rows of section A (``--rows-out``)
+
+
 def hard_section(a: argparse.Namespace, pool) -> None:
     seeds = tuple(int(s) for s in a.seeds.split(","))
     for label, perturbed in (("default (understated VRAM)", False), ("perturbed (contention + understated)", True)):
         t0 = time.perf_counter()
         cases: list[HardCase] = []
-        start = 0
+        start = a.first_index
         while len(cases) < a.workflows:
             batch = range(start, start + a.workflows - len(cases) + 4)
             cases += [c for c in pool.map(_case, [(i, a.prefix, perturbed) for i in batch]) if c is not None]
             start = batch.stop
         cases = cases[: a.workflows]
+        tag = label.split()[0]
         rows = []
         for i, rs in enumerate(pool.imap(run_case, [(c, seeds, a.rounds, a.policies) for c in cases])):
             rows += rs
-            print(
-                f"  [{label.split()[0]} {i + 1}/{len(cases)} {time.perf_counter() - t0:.0f} s]",
-                file=sys.stderr,
-                flush=True,
-            )
-        summarise(
-            f"A. {len(cases)} hard cases x seeds {a.seeds}, world {label}, {a.rounds} rounds x 5",
-            rows,
-            label.split()[0],
-            time.perf_counter() - t0,
-        )
+            print(f"  [{tag} {i + 1}/{len(cases)} {time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+        saved[tag] = rows
+        title = f"A. {len(cases)} hard cases (indices from {a.first_index}) x seeds {a.seeds}, world {label}"
+        summarise(f"{title}, {a.rounds} rounds x 5", rows, tag, time.perf_counter() - t0)
 
 
 def summarise(title: str, rows: list[dict], tag: str, seconds: float) -> None:
@@ -221,15 +220,33 @@ def main() -> None:
     ap.add_argument("--best-known-evals", type=int, default=600)
     ap.add_argument("--only", choices=("hard", "scale"))
     ap.add_argument("--policies", default=",".join(POLICIES), help="section A policies (default: all three)")
+    ap.add_argument("--first-index", type=int, default=0, help="first generator index of section A")
+    ap.add_argument("--rows-out", help="write section A's rows (JSON) here")
+    ap.add_argument("--rows-in", nargs="+", help="summarise section A from these --rows-out files instead of running")
     a = ap.parse_args()
     if a.workflows < 1 or a.jobs < 1 or a.rounds < 6:
         ap.error("--workflows and --jobs must be >= 1, --rounds >= 6")
     a.sizes = tuple(int(s) for s in a.sizes.split(","))
     a.policies = tuple(p for p in a.policies.split(",") if p)
     t0 = time.perf_counter()
+    if a.rows_in:
+        merged: dict[str, list[dict]] = defaultdict(list)
+        for path in a.rows_in:
+            for tag, rows in json.loads(Path(path).read_text()).items():
+                merged[tag] += rows
+        for tag, rows in merged.items():
+            summarise(
+                f"A. {len({r['workflow'] for r in rows})} hard cases from {len(a.rows_in)} file(s), world {tag}",
+                rows,
+                tag,
+                0.0,
+            )
+        a.only = "hard-done"
     with multiprocessing.Pool(a.jobs) as pool:
         if a.only in (None, "hard"):
             hard_section(a, pool)
+            if a.rows_out:
+                Path(a.rows_out).write_text(json.dumps(saved))
         if a.only in (None, "scale"):
             scale_section(a, pool)
     print(f"\nTargets (measured in this run, {time.perf_counter() - t0:.0f} s, generator set {a.prefix!r})")
