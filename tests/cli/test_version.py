@@ -1,5 +1,5 @@
 """The version is written once, in pyproject.toml: the package reads it from its installed metadata and
-`agentsched --version` prints it (it said a hard-coded 0.1.0 through v0.3.19)."""
+`agentsched --version` prints it."""
 
 from __future__ import annotations
 
