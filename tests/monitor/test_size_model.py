@@ -111,3 +111,26 @@ def test_starpu_history_answers_per_bucket_after_ten():
     assert h.predict(100.0) is None
     h.observe(120.0, 60.0)  # the same power-of-two bucket
     assert h.predict(110.0) == pytest.approx(51.0) and h.predict(300.0) is None
+
+
+def test_size_models_per_task_and_device_take_the_card_curve_as_prior():
+    from agentsched.model.cards import ToolCard
+    from agentsched.monitor.size_model import SizeModels
+
+    card = ToolCard(
+        name="emb",
+        cpu_ms=50.0,
+        gpu_ms=8.0,
+        vram_mb=10.0,
+        curves={"unit": "sentences", "cpu_ms": {"kind": "linear", "fixed": 2.0, "per_unit": 3.0}},
+    )
+    host = ToolCard(name="pdf", cpu_ms=5.0)
+    models = SizeModels({"A": card, "B": host})
+    assert models.model("A", on_gpu=False).predict(10.0).ms == pytest.approx(32.0)  # the card's CPU curve
+    assert models.model("A", on_gpu=True).predict(10.0) is None  # no GPU curve, no measurement: unknown
+    assert models.model("B", on_gpu=True) is models.model("B", on_gpu=False)  # host-only: one device
+    assert models.observe("A", True, None, 5.0) is False and models.residual("A", True, 3.0, None) is None
+    for n in (1.0, 2.0, 4.0, 8.0, 16.0):
+        assert models.observe("A", True, n, 8.0 + n)
+    assert models.residual("A", True, 32.0, 40.0) == pytest.approx(0.0, abs=0.05)
+    assert SizeModels(None).model("A", on_gpu=False).prior is None  # cold start

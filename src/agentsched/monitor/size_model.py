@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from agentsched.model.cards import ToolCard
 from agentsched.model.curve_fit import FitError, clean_points, fit_constant, fit_linear, fit_power
 from agentsched.model.curves import MAX_SIZE, MAX_VALUE, Curve, PowerCurve
 
@@ -225,6 +227,39 @@ class SizeModel:
         """The residual in units of the prediction's spread: what a change detector (Page-Hinkley) reads."""
         p = self.predict(size) if _valid(size, ms) else None
         return None if p is None else math.log(ms / p.ms) / p.rel_sd
+
+
+class SizeModels:
+    """One ``SizeModel`` per (task, device) of a workflow, each with its card's curve for that device as the
+    prior (a card without curves, or cold start: none). What a monitor feeds with every sized span
+    (``observe(task, on_gpu, span.size, span.run_ms)``) and asks for residuals at a span's own size."""
+
+    def __init__(self, cards: Mapping[str, ToolCard] | None = None) -> None:
+        self.cards = dict(cards) if cards is not None else None  # task -> card; None: cold start
+        self._models: dict[tuple[str, bool], SizeModel] = {}
+
+    def model(self, task: str, on_gpu: bool) -> SizeModel:
+        """The task's model on the GPU (``on_gpu``; a host-only tool's GPU placement runs on the CPU) or the CPU."""
+        card = self.cards.get(task) if self.cards is not None else None
+        on_gpu = on_gpu and (card is None or card.has_gpu)
+        got = self._models.get((task, on_gpu))
+        if got is None:
+            curves = card.curves if card is not None else None
+            prior = None if curves is None else curves.gpu_ms if on_gpu else curves.cpu_ms
+            got = self._models[(task, on_gpu)] = SizeModel(prior=prior)
+        return got
+
+    def observe(self, task: str, on_gpu: bool, size: float | None, ms: float | None) -> bool:
+        """One span: False (nothing learned) when its size or time is unknown or unusable."""
+        if size is None or ms is None:
+            return False
+        return self.model(task, on_gpu).observe(size, ms)
+
+    def residual(self, task: str, on_gpu: bool, size: float | None, ms: float | None) -> float | None:
+        """log(measured / predicted at the span's own size); None without a size or a prediction."""
+        if size is None or ms is None:
+            return None
+        return self.model(task, on_gpu).residual(size, ms)
 
 
 def size_residuals(model: SizeModel, pairs: list[tuple[float, float]]) -> list[float]:
