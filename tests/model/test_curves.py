@@ -145,3 +145,25 @@ def test_fits_refuse_what_they_cannot_fit():
     with pytest.raises(FitError):
         fit_power([float("nan")], [1.0])
     assert fit_power([3.0, 3.0], [2.0, 2.0]).at(100.0) == pytest.approx(2.0)  # one size: a constant
+
+
+def test_the_card_file_example_in_json_md_validates():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "json.md").read_text()
+    section = text[text.index("### Card files") :]
+    block = section[section.index("```json") + len("```json") : section.index("```", section.index("```json") + 7)]
+    doc = json.loads("{" + block.strip() + "}")
+    card = parse_card_set({"cards": doc}, "doc").cards["minilm_l6"]
+    assert card.curves.unit == "sentences" and card.cpu_ms_at(512) > card.cpu_ms_at(16) > 0
+    assert card.vram_mb_at(512) == card.vram_mb  # no VRAM curve: the constant
+
+
+def test_a_spiked_measurement_pulls_the_robust_fit_less():
+    truth = LinearCurve(fixed=30.0, per_unit=8.0)
+    n = [1.0, 3.0, 8.0, 20.0, 50.0, 120.0, 300.0]
+    y = [truth.at(x) for x in n]
+    y[3] *= 2.0  # one call preempted for as long again as it ran
+    robust, plain = fit_power(n, y, b=1.0), fit_power(n, y, b=1.0, robust=False)
+    err = [abs(c.at(500.0) - truth.at(500.0)) / truth.at(500.0) for c in (robust, plain)]
+    assert err[0] < 0.05 and err[0] < err[1]

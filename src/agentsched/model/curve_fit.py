@@ -27,6 +27,8 @@ from agentsched.model.curves import (
 
 KINDS = ("constant", "linear", "power", "points")
 _MIN_B = 0.05  # exponents searched: [_MIN_B, MAX_EXPONENT]
+_HUBER_K = 1.345  # Huber's constant: 95% efficiency on normal residuals
+_MIN_ROBUST_SCALE = 0.05  # residuals within 5% are never down-weighted (a near-perfect fit of few points)
 
 
 class FitError(ValueError):
@@ -77,16 +79,9 @@ def _power_at(n: np.ndarray, bs: np.ndarray) -> np.ndarray:
         return np.where(n[None, :] > 0, np.power(np.maximum(n[None, :], 1e-300), bs[:, None]), 0.0)
 
 
-def fit_power(sizes: Sequence[float], values: Sequence[float], *, b: float | None = None) -> PowerCurve:
-    """The a*n**b+c (a, c >= 0) closest to the points in relative error; ``b`` fixes the exponent."""
-    n, y = clean_points(sizes, values)
-    if len(n) < 1:
-        raise FitError("no usable (size, value) point to fit")
-    w = 1.0 / (y * y)
+def _fit_power_weighted(n: np.ndarray, y: np.ndarray, w: np.ndarray, b: float | None) -> PowerCurve:
     if b is not None:
         bs = np.array([min(max(float(b), _MIN_B), MAX_EXPONENT)])
-    elif len(np.unique(n)) < 2:  # one size says nothing of the slope: a constant
-        return PowerCurve(a=0.0, b=1.0, c=float(np.clip(np.sum(w * y) / np.sum(w), 0.0, MAX_VALUE)))
     else:
         coarse = np.linspace(_MIN_B, MAX_EXPONENT, 80)
         a, c, e = _solve_ac(_power_at(n, coarse), y, w)
@@ -96,6 +91,36 @@ def fit_power(sizes: Sequence[float], values: Sequence[float], *, b: float | Non
     a, c, e = _solve_ac(_power_at(n, bs), y, w)
     i = int(np.argmin(e))
     return PowerCurve(a=float(np.clip(a[i], 0.0, MAX_VALUE)), b=float(bs[i]), c=float(np.clip(c[i], 0.0, MAX_VALUE)))
+
+
+def huber_weights(log_res: np.ndarray) -> np.ndarray:
+    """Huber's weights for log residuals (1 near the fit, k*s/|r| beyond k*s; s a MAD scale, at least 5%):
+    why: a shared machine's measurements carry one-sided spikes (a call preempted for twice its time), and
+    a squared-error fit follows one such spike among a few points far more than the others."""
+    med = float(np.median(log_res))
+    scale = max(1.4826 * float(np.median(np.abs(log_res - med))), _MIN_ROBUST_SCALE)
+    k = _HUBER_K * scale
+    r = np.abs(log_res)
+    return np.where(r <= k, 1.0, k / np.maximum(r, 1e-300))
+
+
+def fit_power(
+    sizes: Sequence[float], values: Sequence[float], *, b: float | None = None, robust: bool = True
+) -> PowerCurve:
+    """The a*n**b+c (a, c >= 0) closest to the points in relative error; ``b`` fixes the exponent. ``robust``
+    (from 4 points): refitted twice with Huber's weights, so a few spiked measurements pull it less."""
+    n, y = clean_points(sizes, values)
+    if len(n) < 1:
+        raise FitError("no usable (size, value) point to fit")
+    w = 1.0 / (y * y)
+    if b is None and len(np.unique(n)) < 2:  # one size says nothing of the slope: a constant
+        return PowerCurve(a=0.0, b=1.0, c=float(np.clip(np.sum(w * y) / np.sum(w), 0.0, MAX_VALUE)))
+    curve = _fit_power_weighted(n, y, w, b)
+    if robust and len(n) >= 4:
+        for _ in range(2):
+            pred = np.maximum([curve.at(float(x)) for x in n], 1e-300)
+            curve = _fit_power_weighted(n, y, w * huber_weights(np.log(y / pred)), b)
+    return curve
 
 
 def fit_linear(sizes: Sequence[float], values: Sequence[float]) -> LinearCurve:
