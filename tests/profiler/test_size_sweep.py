@@ -87,3 +87,34 @@ def test_default_sizes_and_scaling():
         "l": [1, 1, 1],
         "n": 3,
     }
+
+
+def test_profile_curves_writes_cost_curves_into_the_cards(cli, tmp_path):
+    path = register_tool(Pages)
+    out = tmp_path / "cards.json"
+    code, stdout, err = cli(
+        "profile",
+        "--tools",
+        path,
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--busy",
+        "ignore",
+        "--curves",
+        "--out",
+        str(out),
+        "--json",
+    )
+    assert code == 0, err
+    import json
+
+    doc = json.loads(stdout)
+    card = doc["card_set"]["cards"][path]
+    assert card["curves"]["unit"] == "pages" and card["curves"]["ref_size"] == 8.0
+    assert doc["curves"][0]["fit"]["points"] >= 4 and doc["curves"][0]["fit"]["size_span"] >= 10
+    from agentsched.model.cards import load_card_set
+
+    back = load_card_set(out).cards[path]
+    assert back.cpu_ms_at(100.0) == pytest.approx(_cost_ms(100.0), rel=1e-3)

@@ -16,6 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from agentsched.errors import validation_line
+from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.curve_fit import KINDS, FitReport, fit_report
 from agentsched.model.curves import CardCurves
 from agentsched.model.sizes import measure_size
@@ -37,6 +41,7 @@ class SizeSweep:
     vram_mb: list[float] = field(default_factory=list)  # per size, peak GPU memory (empty on the CPU)
     fit: FitReport | None = None  # the time curve fitted to the medians
     vram_fit: FitReport | None = None  # the VRAM curve (GPU sweeps)
+    ref_size: float | None = None  # the tool's default size (what its card's constants were measured at)
 
     @property
     def medians_ms(self) -> list[float]:
@@ -217,6 +222,7 @@ def sweep_sizes(
             f"tool {name}: the inputs made span only {sweep.span:.3g}x in {sweep.unit} "
             f"(need {MIN_SPAN:g}x): its sized_inputs() or size() may not follow the size asked"
         )
+    sweep.ref_size = default
     sweep.fit = fit_report(kind, sweep.sizes, sweep.medians_ms)
     if sweep.vram_mb and max(sweep.vram_mb) > 0:
         sweep.vram_fit = fit_report("linear", sweep.sizes, [max(v, 1e-3) for v in sweep.vram_mb])
@@ -227,7 +233,7 @@ def card_curves(sweeps: list[SizeSweep]) -> CardCurves:
     """One tool's card curves from its sweeps (a CPU one, a GPU one, or both), with each fit's error."""
     if not sweeps or len({s.tool for s in sweeps}) != 1 or len({s.unit for s in sweeps}) != 1:
         raise ProfileError("card curves need sweeps of one tool, in one size unit")
-    fields: dict[str, Any] = {"unit": sweeps[0].unit, "fit_error": {}}
+    fields: dict[str, Any] = {"unit": sweeps[0].unit, "ref_size": sweeps[0].ref_size, "fit_error": {}}
     for s in sweeps:
         if s.fit is None:
             continue
@@ -238,3 +244,20 @@ def card_curves(sweeps: list[SizeSweep]) -> CardCurves:
             fields["vram_mb"] = s.vram_fit.curve
             fields["fit_error"]["vram_mb"] = round(s.vram_fit.median_error, 4)
     return CardCurves.model_validate(fields)
+
+
+def with_curves(cards: CardSet, sweeps: list[SizeSweep]) -> CardSet:
+    """``cards`` with each swept tool's ``curves`` replaced by its sweeps' (one-line ProfileError when a swept
+    tool has no card, or its curves do not fit its card: a GPU curve on a host-only card)."""
+    by_tool: dict[str, list[SizeSweep]] = {}
+    for s in sweeps:
+        by_tool.setdefault(s.tool, []).append(s)
+    out = dict(cards.cards)
+    for tool, group in by_tool.items():
+        if tool not in out:
+            raise ProfileError(f"tool {tool}: swept but has no card to hold its curves")
+        try:
+            out[tool] = ToolCard.model_validate({**out[tool].model_dump(), "curves": card_curves(group)})
+        except ValidationError as e:
+            raise ProfileError(f"tool {tool}: its curves do not fit its card: {validation_line(e.errors())}") from None
+    return cards.model_copy(update={"cards": out})
