@@ -107,3 +107,14 @@ def test_span_records_the_size_only_when_measured():
     assert "size" not in span.to_dict()
     sized = TaskSpan("A", "clip", Mode.CPU, 0.0, 0.0, 5.0, size=12.0, size_unit="images")
     assert sized.to_dict()["size"] == 12.0 and sized.to_dict()["size_unit"] == "images"
+
+
+def test_numpy_numbers_from_size_are_accepted():
+    class Rows(Plain):
+        size_unit = "rows"
+
+        def size(self, inputs):
+            return np.int64(len(inputs["rows"]))
+
+    got = measure_size(Rows(), {"rows": [1, 2, 3]})
+    assert (got.value, got.unit, got.fallback) == (3.0, "rows", "") and isinstance(got.value, float)

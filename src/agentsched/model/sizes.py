@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ def measure_size(tool: Any, inputs: Mapping[str, Any] | None) -> InputSize:
         return InputSize(value=got.value, unit=BYTES, exact=got.exact, fallback="a tool class, not an instance")
     try:
         value = fn(inputs)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
         why = "" if ok else f"size() returned {value!r:.40} (not a finite number >= 0)"
     except Exception as e:  # noqa: BLE001 - user code: its failure becomes a marked fallback, not a traceback
         ok, why = False, f"size() raised {one_line(e)}"[:200]
