@@ -99,6 +99,9 @@ def synthetic(seeds: int, noise: float) -> dict:
                             errs, answered = _errors(lambda x, m=m: _ask(m, x), truth, [2 * hi])
                             c["beyond_answered"].append(answered)
                             c["beyond"] += errs
+                            if name == "learned":  # is the truth inside the ~95% interval it gives?
+                                p = m.predict(2 * hi)
+                                c.setdefault("covered", []).append(p.low_ms <= truth.at(2 * hi) <= p.high_ms)
                     for name in models:
                         cells.setdefault((name, "first"), []).append(first[name] or math.inf)
         out[dist] = _summarise(cells)
@@ -120,6 +123,7 @@ def _summarise(cells: dict) -> dict:
             "inside_answered": statistics.fmean(c["inside_answered"]),
             "beyond_2x_median_error": statistics.median(c["beyond"]) if c["beyond"] else None,
             "beyond_2x_answered": statistics.fmean(c["beyond_answered"]),
+            "beyond_2x_in_interval": statistics.fmean(c["covered"]) if c.get("covered") else None,
             "inside_worst_run": max(c["inside"]) if c["inside"] else None,
             "beyond_2x_worst_run": max(c["beyond"]) if c["beyond"] else None,
         }
@@ -225,6 +229,11 @@ def main() -> None:
                     f"    k={k:<3d} {_fmt(c['inside_median_error'])} [{c['inside_answered']:4.0%}] | "
                     f"{_fmt(c['beyond_2x_median_error'])} [{c['beyond_2x_answered']:4.0%}]   worst run: "
                     f"{_fmt(c['inside_worst_run'])} | {_fmt(c['beyond_2x_worst_run'])}"
+                    + (
+                        f"   2x truth in the 95% interval: {c['beyond_2x_in_interval']:.0%}"
+                        if c["beyond_2x_in_interval"] is not None
+                        else ""
+                    )
                 )
     if not a.no_real:
         doc["real"] = real_minilm(a.real_seed, a.threads)

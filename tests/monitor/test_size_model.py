@@ -134,3 +134,23 @@ def test_size_models_per_task_and_device_take_the_card_curve_as_prior():
         assert models.observe("A", True, n, 8.0 + n)
     assert models.residual("A", True, 32.0, 40.0) == pytest.approx(0.0, abs=0.05)
     assert SizeModels(None).model("A", on_gpu=False).prior is None  # cold start
+
+
+def test_the_interval_at_twice_the_sizes_seen_mostly_holds_the_truth_and_narrows_with_data():
+    truths = [
+        PowerCurve(a=0.01, b=1.3, c=25.0),
+        PowerCurve(a=30.0, b=0.9, c=10.0),
+        LinearCurve(fixed=60.0, per_unit=2.0),
+    ]
+    held, widths = [], {5: [], 40: []}
+    for seed in range(8):
+        for truth in truths:
+            for k in (5, 40):
+                rng = np.random.default_rng([seed, k])
+                m = SizeModel()
+                sizes = _feed(m, rng, k, truth=truth, sigma=0.1)
+                p = m.predict(2 * float(max(sizes)))
+                widths[k].append(p.rel_sd)
+                held.append(p.low_ms <= truth.at(2 * float(max(sizes))) <= p.high_ms)
+    assert np.mean(held) >= 0.8
+    assert np.median(widths[40]) < np.median(widths[5])

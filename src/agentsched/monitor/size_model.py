@@ -34,6 +34,7 @@ MIN_SAMPLES = 5  # measurements before a curve is fitted
 STARPU_CALIBRATION_MINIMUM = 10  # StarPU's STARPU_CALIBRATE_MINIMUM default
 WINDOW = 256  # measurements kept per model (the most recent)
 _MIN_SD = 0.01  # a log-residual spread below 1% is read as 1% (a perfect fit of few points is luck)
+_JACK_GROUPS = 10  # delete-a-group jackknife: refits per fit, bounding the cost of an uncertainty
 _PRIOR_SD = 0.5  # relative spread of a card's curve taken alone (a card of another machine may be off 2x)
 
 
@@ -77,6 +78,33 @@ def _aicc(log_res: np.ndarray, k: int) -> float:
     return n * math.log(sse / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
+# Student's t 97.5% quantiles by degrees of freedom (the normal's 1.96 beyond 30)
+_T975 = {
+    1: 12.71,
+    2: 4.30,
+    3: 3.18,
+    4: 2.78,
+    5: 2.57,
+    6: 2.45,
+    7: 2.36,
+    8: 2.31,
+    9: 2.26,
+    10: 2.23,
+    12: 2.18,
+    15: 2.13,
+    20: 2.09,
+    30: 2.04,
+}
+
+
+def _t_widening(dof: int) -> float:
+    """t(0.975, dof) / 1.96: how much wider a 95% interval is when its spread was estimated from few points."""
+    if dof > 30:
+        return 1.0
+    key = max((d for d in _T975 if d <= max(dof, 1)), default=1)
+    return _T975[key] / 1.96
+
+
 class _ScaledCurve:
     """A card's curve times a factor (the machine is faster or slower than the card's)."""
 
@@ -97,6 +125,7 @@ class SizeModel:
         self.min_samples = min_samples
         self._obs: deque[tuple[float, float]] = deque(maxlen=window)  # (size, ms), the most recent
         self._fit: tuple[Curve | _ScaledCurve, float, str, int] | None = None  # curve, log sd, kind, params
+        self._jack: list[Curve | _ScaledCurve] = []  # the chosen shape refitted on subsets (its uncertainty)
         self._stale = True
         self.rejected = 0  # measurements refused (not finite, size < 0, ms <= 0)
 
@@ -144,7 +173,7 @@ class SizeModel:
 
     def _refit(self) -> None:
         self._stale = False
-        self._fit = None
+        self._fit, self._jack = None, []
         if not self.usable:
             return
         n, y = clean_points([s for s, _ in self._obs], [v for _, v in self._obs])
@@ -161,6 +190,26 @@ class SizeModel:
                 best = (score, curve, max(sd, _MIN_SD), kind, k)
         if best is not None:
             self._fit = (best[1], best[2], best[3], best[4])
+            self._jack = self._jackknife(best[3], n, y)
+
+    def _fit_kind(self, kind: str, n: np.ndarray, y: np.ndarray) -> Curve | _ScaledCurve:
+        if kind == "card" and self.prior is not None:
+            return _ScaledCurve(self.prior, self._prior_factor(n, y))
+        return {"constant": fit_constant, "linear": fit_linear}.get(kind, fit_power)(n, y)
+
+    def _jackknife(self, kind: str, n: np.ndarray, y: np.ndarray) -> list[Curve | _ScaledCurve]:
+        """The chosen shape refitted without each of up to ``_JACK_GROUPS`` groups of measurements: how far
+        its predictions move says how well the data pin its parameters (the exponent above all), which a
+        residual spread alone does not (a curve can fit the sizes seen and still extrapolate badly)."""
+        groups = min(len(n), _JACK_GROUPS)
+        out = []
+        for g in range(groups):
+            keep = np.arange(len(n)) % groups != g
+            try:
+                out.append(self._fit_kind(kind, n[keep], y[keep]))
+            except FitError:
+                continue
+        return out
 
     @property
     def kind(self) -> str | None:
@@ -179,14 +228,14 @@ class SizeModel:
         return c.curve.scaled(c.factor) if isinstance(c, _ScaledCurve) else c
 
     # ---- predicting -------------------------------------------------------------------------------
-    def _spread_at(self, size: float, sd: float, k: int) -> float:
-        """sd widened with the distance (in log size) from the sizes seen: a regression's prediction interval."""
-        logs = np.log(np.maximum([s for s, _ in self._obs], 1e-9))
-        n = len(logs)
-        sxx = float(np.sum((logs - logs.mean()) ** 2))
-        d = math.log(max(size, 1e-9)) - float(logs.mean())
-        lever = d * d / sxx if sxx > 0 else (0.0 if abs(d) < 1e-9 else 1.0)
-        return sd * math.sqrt(1.0 + k / n + lever)
+    def _spread_at(self, size: float, sd: float, k: int, predicted: float) -> float:
+        """The spread of one measurement around the prediction: the residual spread (a call's own noise) and
+        the jackknife variance of the prediction at ``size`` (the curve's, large far from the sizes seen),
+        widened by Student's t for the few measurements behind both (so +-2 spreads hold ~95% of them)."""
+        logs = [math.log(max(c.at(size), 1e-300) / predicted) for c in self._jack]
+        g = len(logs)
+        var = (g - 1) / g * sum((v - sum(logs) / g) ** 2 for v in logs) if g > 1 else sd * sd
+        return math.sqrt(sd * sd + var) * _t_widening(self.samples - k)
 
     def predict(self, size: float) -> Prediction | None:
         """Time at ``size``: the learned curve; before ``min_samples``, the card's curve scaled by the
@@ -199,9 +248,10 @@ class SizeModel:
         inside = rng is not None and rng[0] <= size <= rng[1]
         if self._fit is not None:
             curve, sd, _, k = self._fit
+            ms = max(curve.at(size), 1e-6)
             return Prediction(
-                ms=max(curve.at(size), 1e-6),
-                rel_sd=self._spread_at(size, sd, k),
+                ms=ms,
+                rel_sd=self._spread_at(size, sd, k, ms),
                 inside=inside,
                 source="fit",
                 samples=self.samples,
