@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from agentsched.errors import ToolError, one_line
 from agentsched.model.cards import ToolCard
+from agentsched.model.sizes import BYTES, DEFAULT_SIZE_MARK, byte_size
 
 # "package.module:Class" (dotted module, dotted attribute path inside it)
 _PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -62,6 +63,8 @@ class Tool(ABC):
     #: True: ``run`` may be called from several threads at once, so concurrent invocations share one
     #: loaded instance; False (default): one instance per concurrent use, each loaded once and kept
     concurrent_safe: ClassVar[bool] = False
+    #: what ``size(inputs)`` counts: e.g. "audio_s", "pages", "tokens", "pixels" (default: "bytes")
+    size_unit: ClassVar[str] = BYTES
 
     def load(self, device: str) -> None:
         """Build the model on ``device`` ("cpu" or "cuda:N"). Called before the first ``run``."""
@@ -84,6 +87,20 @@ class Tool(ABC):
 
     def example_inputs(self) -> dict[str, Any] | None:
         """Inputs the profiler times ``run`` on (None: this tool cannot be profiled alone)."""
+        return None
+
+    def size(self, inputs: dict[str, Any]) -> float:
+        """The size of one call's ``inputs`` in ``size_unit``, computed before placement (cost curves are
+        functions of it). Default: their byte length. Override with the figure the tool's cost follows
+        (seconds of audio, pages, tokens...) and set ``size_unit``. It should be cheap and never raise:
+        when it does, or returns no finite number >= 0, the byte length is used and the record says so."""
+        return byte_size(inputs).value
+
+    setattr(size, DEFAULT_SIZE_MARK, True)
+
+    def sized_inputs(self, size: float) -> dict[str, Any] | None:
+        """Inputs of about ``size`` (in ``size_unit``) for the profiler's sweep over sizes; None (default):
+        the profiler scales ``example_inputs()`` (repeats its strings, bytes and lists)."""
         return None
 
     @classmethod
@@ -150,8 +167,9 @@ def _import_attr(path: str) -> Any:
         obj: Any = importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and module.startswith(e.name):
-            raise ToolError(f"tool {path}: no module named {e.name!r} (not in the current directory "
-                            "or the environment)") from None
+            raise ToolError(
+                f"tool {path}: no module named {e.name!r} (not in the current directory or the environment)"
+            ) from None
         raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
     except Exception as e:  # noqa: BLE001 - user code: any failure is one line
         raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
@@ -186,10 +204,13 @@ def check_declared(cls: type[Tool], path: str) -> None:
     for attr in ("tags", "input_names"):
         value = getattr(cls, attr)
         if isinstance(value, str):
-            raise ToolError(f"tool {path}: {attr} must be a tuple of strings, not the string {value!r} "
-                            f"(write ({value!r},))")
+            raise ToolError(
+                f"tool {path}: {attr} must be a tuple of strings, not the string {value!r} (write ({value!r},))"
+            )
         if not isinstance(value, (tuple, list)) or not all(isinstance(x, str) for x in value):
             raise ToolError(f"tool {path}: {attr} must be a tuple of strings, got {value!r}")
+    if not isinstance(cls.size_unit, str) or not cls.size_unit.strip() or len(cls.size_unit) > 40:
+        raise ToolError(f"tool {path}: size_unit must be a short word (e.g. 'pages'), got {cls.size_unit!r}")
     if not isinstance(cls.workload, str):
         raise ToolError(f"tool {path}: workload must be a string (one line), got {type(cls.workload).__name__}")
     for attr in ("has_gpu", "concurrent_safe"):
@@ -237,8 +258,11 @@ def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:
     cls = tool_class(path)
     gpu = cls.has_gpu
     return ToolCard(
-        name=path, workload=cls.workload or f"user tool {cls.display_name()} (not profiled)",
-        cpu_ms=UNMEASURED_MS, gpu_ms=UNMEASURED_MS if gpu else None,
-        load_ms=0.0 if gpu else None, vram_mb=(vram_budget_mb or 0.0) if gpu else None,
+        name=path,
+        workload=cls.workload or f"user tool {cls.display_name()} (not profiled)",
+        cpu_ms=UNMEASURED_MS,
+        gpu_ms=UNMEASURED_MS if gpu else None,
+        load_ms=0.0 if gpu else None,
+        vram_mb=(vram_budget_mb or 0.0) if gpu else None,
         tags=tuple(cls.tags),
     )
