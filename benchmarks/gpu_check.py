@@ -58,7 +58,8 @@ def main() -> int:
     from agentsched.model.mapping import format_mapping
     from agentsched.model.workflow import Mode
     from agentsched.oracle import brute_force
-    from agentsched.profiler.profiler import build_card_set, machine_info, profile
+    from agentsched.profiler.host import machine_info
+    from agentsched.profiler.profiler import build_card_set, profile
     from agentsched.scenarios import list_scenarios, load_scenario
     from agentsched.testbeds.local import LocalTestbed
     from agentsched.testbeds.sim import SimTestbed

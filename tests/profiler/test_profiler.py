@@ -9,6 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from agentsched.model.cards import CardSet, ToolCard, load_card_set, parse_card_set
+from agentsched.profiler import host
 from agentsched.profiler import profiler as prof
 
 pytest.importorskip("torch")
@@ -81,19 +82,19 @@ def test_gpu_only_needs_a_base_card_file():
 
 def test_busy_machine_warns_or_waits(monkeypatch):
     said: list[str] = []
-    monkeypatch.setattr(prof, "others_cpu_pct", lambda interval_s=0.5: 90.0)
-    assert prof.wait_until_quiet(30.0, "warn", 0.0, said.append) == 90.0
+    monkeypatch.setattr(host, "others_cpu_pct", lambda interval_s=0.5: 90.0)
+    assert host.wait_until_quiet(30.0, "warn", 0.0, said.append) == 90.0
     assert "busy" in said[-1]
     said.clear()
-    assert prof.wait_until_quiet(30.0, "wait", 0.0, said.append) == 90.0
+    assert host.wait_until_quiet(30.0, "wait", 0.0, said.append) == 90.0
     assert "waiting" in said[0] and "warning" in said[-1]
     levels = iter([90.0, 10.0])
-    monkeypatch.setattr(prof, "others_cpu_pct", lambda interval_s=0.5: next(levels))
+    monkeypatch.setattr(host, "others_cpu_pct", lambda interval_s=0.5: next(levels))
     monkeypatch.setattr(prof.time, "sleep", lambda s: None)
     said.clear()
-    assert prof.wait_until_quiet(30.0, "wait", 60.0, said.append) == 10.0
+    assert host.wait_until_quiet(30.0, "wait", 60.0, said.append) == 10.0
     assert not any("warning" in s for s in said)
-    assert prof.wait_until_quiet(30.0, "ignore", 0.0, said.append) == 0.0
+    assert host.wait_until_quiet(30.0, "ignore", 0.0, said.append) == 0.0
 
 
 def test_bad_arguments_are_one_line_errors():
