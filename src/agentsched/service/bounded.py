@@ -28,9 +28,10 @@ LOG2_10 = math.log2(10)
 class Walk:
     """One bounded walk: the bytes left and the places cut."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, unit: str = "bytes") -> None:
         self.left = max_bytes
         self.max_bytes = max_bytes
+        self.cap = f"the cap of {max_bytes:,} {unit}"
         self.cuts: list[str] = []
         self.cut_count = 0
 
@@ -56,7 +57,7 @@ class Walk:
         if isinstance(v, str):
             return self.text(v, where)
         if self.left <= 0:
-            return self.cut(where, f"over the answer's cap of {self.max_bytes:,} bytes")
+            return self.cut(where, f"over {self.cap}")
         if isinstance(v, (dict, list, tuple, set, frozenset)):
             if depth >= MAX_DEPTH:
                 return self.cut(where, f"nested deeper than {MAX_DEPTH}")
@@ -80,7 +81,7 @@ class Walk:
         room = max(self.left, 0)
         out = s
         if len(out) > room:  # (characters as bytes: a bound, exact for ASCII)
-            out = out[:room] + f"... [cut: {len(s):,} characters, over the answer's cap of {self.max_bytes:,} bytes]"
+            out = out[:room] + f"... [cut: {len(s):,} characters, over {self.cap}]"
             self.cut(where, f"a text of {len(s):,} characters cut")
         try:
             out.encode("utf-8")
@@ -118,13 +119,23 @@ class Walk:
 
     def _other(self, v: Any, where: str) -> Any:
         """Anything else: shown by its (bounded) repr, marked; an object whose repr raises, marked so."""
-        try:
-            shown = reprlib.Repr(maxstring=PREVIEW_CHARS, maxother=PREVIEW_CHARS).repr(v)
+        try:  # (reprlib would hide a raising repr behind "<X instance at ...>")
+            shown = short_repr(v)
         except Exception as e:  # noqa: BLE001 - a user's object's repr
             return self.cut(where, f"a {type(v).__name__} whose repr raised {type(e).__name__}")
         marker = self.cut(where, f"a {type(v).__name__}, not JSON: shown by its repr")
         marker["repr"] = self.text(shown[: PREVIEW_CHARS * 2], where)
         return marker
+
+
+def short_repr(v: Any) -> str:
+    """``repr(v)`` cut to a preview (builtin containers shortened as they are walked)."""
+    if isinstance(v, (dict, list, tuple, set, frozenset, str, bytes)):
+        short = reprlib.Repr()
+        short.maxstring = short.maxother = PREVIEW_CHARS
+        return short.repr(v)
+    text = repr(v)
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
 def bounded(value: Any, max_bytes: int, where: str = "outputs") -> tuple[Any, list[str]]:
@@ -138,7 +149,7 @@ def bounded_text(text: str | None, max_chars: int) -> tuple[str | None, bool]:
     """An error text within ``max_chars``, lone surrogates replaced; True when it was changed."""
     if text is None:
         return None, False
-    walk = Walk(max_chars)
+    walk = Walk(max_chars, "characters")
     out = walk.text(text, "message")
     return out, bool(walk.cut_count)
 
