@@ -262,3 +262,30 @@ def test_serve_logs_each_request_the_drain_and_the_stop(start_server, tmp_path):
     assert "agentsched serve: draining: 0 invocation(s) in flight" in text
     assert "agentsched serve: drained: every accepted invocation answered; stopping" in text
     assert text.rstrip().endswith("agentsched serve: stopped")
+
+
+def test_failed_accepts_are_one_line_now_and_then_not_a_traceback_each(caplog):
+    """Before, each failed accept() (descriptors exhausted) logged asyncio's traceback: 248 MB in 35 s."""
+    from agentsched.service.edge import ACCEPT_LOG_EVERY, AcceptErrors
+
+    handler = AcceptErrors()
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level("ERROR"):
+            for _ in range(ACCEPT_LOG_EVERY + 1):
+                handler(
+                    loop,
+                    {
+                        "message": "socket.accept() out of system resource",
+                        "exception": OSError(24, "Too many open files"),
+                    },
+                )
+    finally:
+        loop.close()
+    lines = [r for r in caplog.records if "accept() failed" in r.getMessage()]
+    assert [r.getMessage() for r in lines] == [
+        f"accept() failed (Too many open files), {n} time(s) so far: new connections wait (too many open files? "
+        "lower --max-connections or raise the descriptor limit, ulimit -n)"
+        for n in (1, ACCEPT_LOG_EVERY + 1)
+    ]
+    assert all(r.exc_info is None for r in caplog.records)

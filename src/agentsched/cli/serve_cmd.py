@@ -158,6 +158,7 @@ def serve_cmd(
         config = ServiceConfig(workflows=tuple(workflows), store=store, testbed=spec, **values)
     except FieldError as e:  # named by its flag, from the field the error carries
         raise by_flag(e, {**{k: "--" + k.replace("_", "-") for k in CONFIG_PARAMS}, **FLAG_OF_CONFIG}) from None
+    say_on_stderr(log_level.value)
     code = serve(
         config,
         host=host,
@@ -169,6 +170,22 @@ def serve_cmd(
         exit_after_cut=True,
     )
     raise SystemExit(code)
+
+
+def say_on_stderr(log_level: str) -> None:
+    """The service's lines (what it serves, its drain, cut and stop; a line per request) on stderr,
+    at INFO unless ``log_level`` asks for less (the command's process: its logging is the CLI's)."""
+    import logging
+    import sys
+
+    root = logging.getLogger("agentsched")
+    if not any(getattr(h, "agentsched_serve", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("agentsched serve: %(message)s"))
+        handler.agentsched_serve = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    quiet = log_level in ("error", "critical")
+    root.setLevel(logging.getLevelName(log_level.upper()) if quiet else logging.INFO)
 
 
 def register(app: typer.Typer) -> None:

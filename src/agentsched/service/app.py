@@ -41,47 +41,25 @@ def create_app(
     *,
     token: str | None = None,
     pool: ToolPool | None = None,
+    access_log: bool = True,
     on_startup_error: Callable[[AgentschedError], None] | None = None,
 ) -> FastAPI:
     """The API serving ``config`` (see the module docstring). ``pool``: the local testbed's warm
-    tools (None: the engine's own). ``on_startup_error``: told of a one-line error building the
+    tools (None: the engine's own). ``access_log``: a line per request (logger ``agentsched.access``).
+    ``on_startup_error``: told of a one-line error building the
     engine, instead of the lifespan raising it (the server then stops before it listens)."""
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine: Engine | None = None
-        try:  # off the event loop: a long replay leaves signals to be handled
-            engine = await anyio.to_thread.run_sync(lambda: Engine(config, pool=pool))
-        except AgentschedError as e:
-            if on_startup_error is None:
-                raise
-            on_startup_error(e)
-        if engine is None:  # (yielded outside the handler: a shutdown then is not "during" the error)
-            yield
-            return
-        app.state.engine = engine
-        app.state.metrics = Metrics(engine)
-        try:
-            yield
-        finally:
-            engine.close()  # after the server stopped taking requests: flushes and closes the store
 
     app = FastAPI(
         title="agentsched",
         summary="Placement service: run workflows, learn where each tool runs",
-        lifespan=lifespan,
+        lifespan=_lifespan(config, pool, on_startup_error),
         responses=ERRORS,
     )
     app.state.engine = None
-    app.add_middleware(AccessLog)
+    if access_log:
+        app.add_middleware(AccessLog)
 
-    async def authorize(request: Request) -> None:  # async: no worker thread per request
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+    authorize = _authorizer(token)
 
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorize)])
 
@@ -115,6 +93,48 @@ def create_app(
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _lifespan(
+    config: ServiceConfig, pool: ToolPool | None, on_startup_error: Callable[[AgentschedError], None] | None
+) -> Callable[[FastAPI], Any]:
+    """The app's lifespan: the engine built (off the event loop: a long replay leaves signals to be
+    handled) and kept on ``app.state``, closed at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine: Engine | None = None
+        try:
+            engine = await anyio.to_thread.run_sync(lambda: Engine(config, pool=pool))
+        except AgentschedError as e:
+            if on_startup_error is None:
+                raise
+            on_startup_error(e)
+        if engine is None:  # (yielded outside the handler: a shutdown then is not "during" the error)
+            yield
+            return
+        app.state.engine = engine
+        app.state.metrics = Metrics(engine)
+        try:
+            yield
+        finally:
+            engine.close()  # after the server stopped taking requests: flushes and closes the store
+
+    return lifespan
+
+
+def _authorizer(token: str | None) -> Callable[[Request], Any]:
+    """The dependency checking ``Authorization: Bearer TOKEN`` (nothing without a token)."""
+
+    async def authorize(request: Request) -> None:  # async: no worker thread per request
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+    return authorize
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

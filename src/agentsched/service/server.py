@@ -199,9 +199,8 @@ def serve(
     process is not ours to end)."""
     check_bind(host, token, insecure)
     sock = listen_socket(host, port)
-    say_on_stderr(log_level, access_log)
     holder: list[_DrainingServer] = []
-    app = create_app(config, token=token, on_startup_error=lambda e: holder[0].failed(e))
+    app = create_app(config, token=token, access_log=access_log, on_startup_error=lambda e: holder[0].failed(e))
     uv = uvicorn.Config(
         app,
         host=host,
@@ -231,17 +230,3 @@ def serve(
         sys.stderr.flush()
         os._exit(code)
     return code
-
-
-def say_on_stderr(log_level: str, access_log: bool) -> None:
-    """The service's lines (its drain, cut and stop; an access line per request) on stderr, once per
-    process: at INFO unless ``log_level`` asks for less."""
-    root = logging.getLogger("agentsched")
-    if not any(getattr(h, "agentsched_serve", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("agentsched serve: %(message)s"))
-        handler.agentsched_serve = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
-    quiet = log_level in ("error", "critical")
-    root.setLevel(logging.getLevelName(log_level.upper()) if quiet else logging.INFO)
-    logging.getLogger("agentsched.access").disabled = not access_log
