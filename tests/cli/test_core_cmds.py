@@ -127,7 +127,7 @@ BAD_FILES = [
     ("tasks: {A: {tool: clip}, B: {tool: clip}}\nedges: [[A, B], [B, A]]", "cycle"),
     ("tasks: {A: {tool: nope}}", "unknown tool 'nope'"),
     ("tasks: {A: {tool: clip}}\nedges: [[A, Z]]", "unknown task 'Z'"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -1", "vram_budget_mb must be a number > 0 (none: omit it), got -1"),
+    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -1", "vram_budget_mb must be a finite number > 0 (none: omit it), got -1"),
     ("tasks: {A: {tool: clip}}\nvram_budget_mb: 5", "below every tool's VRAM"),
 ]
 

@@ -92,7 +92,7 @@ def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):
      "error: --vram-budget-mb: workflow 'S1': vram_budget_mb 10 is below every tool's VRAM (smallest 316 MB): no "
      "GPU placement can ever fit"),
     (("--rates", "1", "--capacity-per-s", "1", "--vram-budget-mb", "-5"), "--vram-budget-mb must be a finite "
-                                                                          "number > 0, got -5"),
+                                                                          "number > 0 (none: omit it), got -5"),
 ])
 def test_bad_input_is_one_line(cli, tmp_path, args, needle):
     code, _, err = cli("load", "S1", "--duration-s", "5", "--out", str(tmp_path / "o"), *args)

@@ -45,7 +45,7 @@ def pin_mapping(rt: Any, text: str) -> None:
 
 def run_jsonl(rt: Any, lines: list[tuple[int, dict[str, Any]]]) -> int:
     """Invoke once per line (one process: tools stay loaded); one JSON line out each. Returns how many failed."""
-    from agentsched.service.service import jsonable
+    from agentsched.service.bounded import jsonable
 
     failed = 0
     for n, inputs in lines:

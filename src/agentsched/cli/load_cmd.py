@@ -10,6 +10,7 @@ import typer
 
 from agentsched.cli import options as opt
 from agentsched.errors import AgentschedError
+from agentsched.model.budget import vram_budget_problem
 
 
 def _floats(text: str | None, flag: str) -> list[float] | None:
@@ -104,8 +105,9 @@ def load_cmd(
 def _shared_budget_mb(wfs: list, vram_budget_mb: float | None) -> float | None:
     """The machine's VRAM budget: ``--vram-budget-mb``, else the largest the workflows name (None:
     none). A budget no tool of a workflow fits is refused in one line, as serve refuses it."""
-    if vram_budget_mb is not None and not (math.isfinite(vram_budget_mb) and vram_budget_mb > 0):
-        raise AgentschedError(f"--vram-budget-mb must be a finite number > 0, got {vram_budget_mb:g}")
+    problem = vram_budget_problem(vram_budget_mb)  # the budget's one rule (model/budget.py)
+    if problem is not None:
+        raise AgentschedError(f"--vram-budget-mb {problem}")
     budget = vram_budget_mb
     if budget is None:
         named = [wf.vram_budget_mb for wf in wfs if wf.vram_budget_mb is not None]
