@@ -207,3 +207,13 @@ def test_runtime_results_carry_plain_strings(project):
     assert "<Mode." not in text and "<Status." not in text
     assert "mapping={'A': 'cpu'}" in text and "status='ok'" in text
     assert r.mapping == {"A": "cpu"} and r.status == "ok"
+
+
+def test_invoke_without_store_says_it_creates_one_in_the_current_folder(project, cli, monkeypatch):
+    monkeypatch.chdir(project)
+    code, _, err = cli("invoke", "echo.yaml", "--cpu-slots", "1", "--input", "docs=a")
+    assert code == 0, err
+    assert "created store agentsched.db (it keeps what invoke learns; --store chooses another)" in err.splitlines()
+    assert (project / "agentsched.db").is_file()
+    code, _, err = cli("invoke", "echo.yaml", "--cpu-slots", "1", "--input", "docs=b")
+    assert code == 0 and "created store" not in err  # said once, when it appears

@@ -64,12 +64,9 @@ def list_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -
     t = Table(title=f"learners in {store}")
     for col in ("id", "workflow", "key", "policy", "invocations", "last", "best mapping", "best E2E ms"):
         t.add_column(col, justify="right" if col in ("id", "invocations", "best E2E ms") else "left")
-    from agentsched.model.workflow import DecisionSpace, Mode
-
     for r in rows:
-        # binary writes gpu_now as gpu, as history does (a damaged doc's unknown space: as stored)
-        space = next((d for d in DecisionSpace if d.value == r["decision_space"]), DecisionSpace.THREE_WAY)
-        best = ",".join(f"{k}={space.label(Mode(v))}" for k, v in (r["best_mapping"] or {}).items()) or "-"
+        # modes as stored, as the service's API and history write them (gpu_now in a binary space too)
+        best = ",".join(f"{k}={v}" for k, v in (r["best_mapping"] or {}).items()) or "-"
         e2e = "-" if r["best_e2e_ms"] is None else f"{r['best_e2e_ms']:,.1f}"
         t.add_row(
             str(r["learner"]),

@@ -28,7 +28,7 @@ import inspect
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -271,5 +271,15 @@ def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:
         gpu_ms=UNMEASURED_MS if gpu else None,
         load_ms=0.0 if gpu else None,
         vram_mb=(vram_budget_mb or 0.0) if gpu else None,
-        tags=tuple(cls.tags),
+        tags=host_only_tags(cls.tags) if not gpu else tuple(cls.tags),
     )
+
+
+HOST_ONLY_TAG = "no-gpu"  # the tag of a tool without a GPU implementation (cold-start policies read tags)
+
+
+def host_only_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """``tags`` with ``no-gpu``: a tool declared ``has_gpu = False`` says so the way a card's tags do,
+    so no cold-start policy places it on a GPU mode (that would run the same host code: a wasted probe)."""
+    tags = tuple(tags)
+    return tags if HOST_ONLY_TAG in tags else (*tags, HOST_ONLY_TAG)
