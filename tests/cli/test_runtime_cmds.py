@@ -217,3 +217,13 @@ def test_invoke_without_store_says_it_creates_one_in_the_current_folder(project,
     assert (project / "agentsched.db").is_file()
     code, _, err = cli("invoke", "echo.yaml", "--cpu-slots", "1", "--input", "docs=b")
     assert code == 0 and "created store" not in err  # said once, when it appears
+
+
+def test_a_single_local_invocation_says_its_e2e_includes_the_first_call_warm_up(project, cli):
+    from agentsched.cli.runtime_cmds import WARM_UP_NOTE
+
+    code, out, err = _invoke(cli, project, "--input", "docs=a")
+    assert code == 0, err
+    assert WARM_UP_NOTE in out.splitlines() and "first call" in WARM_UP_NOTE
+    code, out, err = cli("invoke", "S5", "--testbed", "sim", "--store", str(project / "sim.db"))
+    assert code == 0 and WARM_UP_NOTE not in out  # a simulated run has no warm-up

@@ -87,6 +87,13 @@ def _fmt_ms(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:,.1f}"
 
 
+WARM_UP_NOTE = (
+    "note: the first invocation of a process is each tool's first call: its E2E includes one-time warm-up "
+    "(torch's lazy initialisation, kernel selection); invocations after it in one process (--inputs-jsonl, "
+    "serve) run warm"
+)
+
+
 def _spelled(mode: Any) -> str:
     """A mode as the service's API and the store write it (gpu_now in a binary space too: one spelling)."""
     return mode.value
@@ -107,9 +114,7 @@ def invoke_cmd(
         help=f"the runtime's SQLite store (created when missing; default: {o.STORE.default}, said when created)",
     ),
     # an online policy: it learns the placement across invocations
-    policy: str | None = o.variant(
-        o.POLICY, help=f"online policy that learns the placement ({o.POLICY_DEFAULT_HELP})"
-    ),
+    policy: str | None = o.variant(o.POLICY, help=f"online policy that learns the placement ({o.POLICY_DEFAULT_HELP})"),
     policy_option: list[str] | None = o.POLICY_OPTION,
     json_out: bool = o.JSON,
     round_size: int = o.ROUND_SIZE,
@@ -131,9 +136,7 @@ def invoke_cmd(
     cards: str | None = o.CARDS,
     inputs_jsonl: Path | None = o.INPUTS_JSONL,
     # a pinned run beside the learner (no -m here)
-    mapping: str | None = o.variant(
-        o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the learner)"
-    ),
+    mapping: str | None = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the learner)"),
     llm_base_url: str | None = o.LLM_BASE_URL,
     llm_model: str | None = o.LLM_MODEL,
     llm_api_key: str | None = o.LLM_API_KEY,
@@ -262,6 +265,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
         if note:
             typer.echo(note)
+        if rt.testbed.name != "sim":  # a real tool's first call pays one-time work a warm process does not
+            typer.echo(WARM_UP_NOTE)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 
@@ -270,9 +275,7 @@ def history_cmd(
     workflow: str = typer.Argument(..., help="workflow name or file"),
     store: Path = o.STORE,
     json_out: bool = o.JSON,
-    plot: Path | None = typer.Option(
-        None, "--plot", help="write the learning curve to this file (.png, .svg or .pdf)"
-    ),
+    plot: Path | None = typer.Option(None, "--plot", help="write the learning curve to this file (.png, .svg or .pdf)"),
     forget: int | None = typer.Option(
         None,
         "--forget",
