@@ -1,4 +1,5 @@
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,6 +86,23 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
     return run
 
 
+# The `slow` marker: the tests listed in tests/slow.txt (a node id, or a module's path for all its tests) are
+# marked here, in one place, so that moving a test in or out of the fast default suite is a one-line change.
+# `python -m pytest` runs the rest (pyproject's addopts: -m "not slow"); `python -m pytest -m slow` these; CI
+# runs both (.ci/run).
+SLOW_LIST = Path(__file__).with_name("slow.txt")
+
+
+def slow_entries() -> set[str]:
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines() if SLOW_LIST.exists() else []
+    return {ln.split("#", 1)[0].strip() for ln in lines} - {""}
+
+
+def is_listed_slow(nodeid: str, entries: set[str]) -> bool:
+    module = nodeid.split("::", 1)[0]
+    return nodeid in entries or module in entries or nodeid.split("[", 1)[0] in entries
+
+
 # The `gpu` marker skips without CUDA.
 def _cuda() -> bool:
     try:
@@ -94,10 +112,12 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.hookimpl(tryfirst=True)  # the slow marks are added before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _cuda():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    entries = slow_entries()
+    skip = None if _cuda() else pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if is_listed_slow(item.nodeid, entries):
+            item.add_marker(pytest.mark.slow)
+        if skip is not None and "gpu" in item.keywords:
             item.add_marker(skip)

@@ -131,7 +131,7 @@ def _run(
     from agentsched.cli.output import prepare_output_dir
     from agentsched.cli.progress import bench_progress
     from agentsched.experiments.bench import run_bench
-    from agentsched.experiments.folder_lock import hold_folder
+    from agentsched.experiments.folder_lock import hold_folder, release_folder
     from agentsched.experiments.journal import JOURNAL_NAME, RunJournal
     from agentsched.report.outputs import output_names, write_outputs
 
@@ -166,6 +166,7 @@ def _run(
             raise
         finally:
             journal.close()
+            release_folder(out)  # the study is over: its lock file goes
     finally:
         tb.close()
     return result, paths

@@ -59,7 +59,7 @@ def load_cmd(
     from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
     from agentsched.experiments.jobs import default_jobs
     from agentsched.experiments.load import DEFAULT_POLICIES, Machine, check_study, run_load
-    from agentsched.experiments.folder_lock import hold_folder
+    from agentsched.experiments.folder_lock import hold_folder, release_folder
     from agentsched.report.load_report import LOAD_OUTPUTS, load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
@@ -92,14 +92,19 @@ def load_cmd(
     sigma = DEFAULT_NOISE_SIGMA if noise is None else noise
     machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
     from agentsched.cli.common import err_console
+    from agentsched.cli.progress import load_progress
+    from agentsched.experiments.load import study_steps
 
     # on stderr (stdout may be --json): a short study spends minutes in the capacity search
-    doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads, rates=rate_list,
-                   arrival=arrival, progress=err_console.print, jobs=default_jobs() if jobs is None else jobs,
-                   capacity_per_s=capacity_per_s)
+    steps = study_steps(names, len(loads or rate_list or ()), searched=capacity_per_s is None)
+    with load_progress(err_console, steps=steps) as progress:
+        doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads,
+                       rates=rate_list, arrival=arrival, progress=progress,
+                       jobs=default_jobs() if jobs is None else jobs, capacity_per_s=capacity_per_s)
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
-    emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file)
+    release_folder(out_dir)  # the study is over: its lock file goes
+    emit(doc, load_markdown(doc, None), json_out=json_out, json_file=json_file, markdown=True)
 
 
 def _shared_budget_mb(wfs: list, vram_budget_mb: float | None) -> float | None:

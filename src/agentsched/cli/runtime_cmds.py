@@ -85,6 +85,16 @@ def _fmt_ms(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:,.1f}"
 
 
+WARM_UP_NOTE = ("note: the first invocation of a process is each tool's first call: its E2E includes one-time "
+                "warm-up (torch's lazy initialisation, kernel selection); invocations after it in one process "
+                "(--inputs-jsonl, serve) run warm")
+
+
+def _spelled(mode: Any) -> str:
+    """A mode as the service's API and the store write it (gpu_now in a binary space too: one spelling)."""
+    return mode.value
+
+
 def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]) -> str:
     return ",".join(f"{t}={space_label(mapping[t])}" for t in task_ids if t in mapping)
 
@@ -94,7 +104,8 @@ def invoke_cmd(
     input_: Optional[list[str]] = o.INPUT,
     input_json: Optional[Path] = o.INPUT_JSON,
     # invoke creates the store it is pointed at (history and `store` read an existing one)
-    store: Path = o.variant(o.STORE, help="the runtime's SQLite store (created when missing)"),
+    store: Optional[Path] = o.variant(o.STORE, default=None, help="the runtime's SQLite store (created when "
+                                      f"missing; default: {o.STORE.default}, said when created)"),
     # an online policy: it learns the placement across invocations
     policy: Optional[str] = o.variant(o.POLICY, help=f"online policy that learns the placement "
                                                      f"({o.POLICY_DEFAULT_HELP})"),
@@ -143,9 +154,13 @@ def invoke_cmd(
                     timeout_s=llm_timeout, max_tokens=llm_max_tokens)
     flags = PolicyFlags(llm=llm, predictions=llm_predictions, items=tuple(policy_option or ()))
     options = policy_options([name], flags, single=True).get(name, {})
+    created = store is None and not Path(o.STORE.default).exists()  # a store the user did not name
+    store = Path(o.STORE.default) if store is None else store
     with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
                  seed=seed, cards=cards, policy_options=options,
                  on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
+        if created:  # never silently: a file appears in the current folder
+            typer.echo(f"created store {store} (it keeps what invoke learns; --store chooses another)", err=True)
         if mapping is not None:
             invoke_batch.pin_mapping(rt, mapping)
         if lines is not None:
@@ -164,8 +179,7 @@ def _kept(res: Any) -> str:
 
 
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
-    label = wf.decision_space.label
-    mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    mapping = _mapping_text(_spelled, wf.task_ids, res.mapping)
     from agentsched.testbeds.real import NO_CUDA_NOTE
 
     note = f"note: {NO_CUDA_NOTE}" if rt.host_only else None  # said once, as `run` says it
@@ -197,6 +211,8 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
         if note:
             typer.echo(note)
+        if rt.testbed.name != "sim":  # a real tool's first call pays one-time work a warm process does not
+            typer.echo(WARM_UP_NOTE)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 
@@ -232,9 +248,7 @@ def history_cmd(
         if best:
             from agentsched.cli.invoke_batch import best_docs, print_best
 
-            spaces = {ln.id: (st.workflow_doc(ln.workflow_hash) or {}).get("decision_space", "three_way")
-                      for ln in learners}
-            print_best(name, best_docs(st, learners), json_out, spaces)
+            print_best(name, best_docs(st, learners), json_out)
             return
         doc = [_learner_doc(st, ln) for ln in learners]
     finally:
@@ -307,15 +321,12 @@ def _learner_doc(st: Any, ln: Any) -> dict[str, Any]:
 
 def _print_learner(d: dict[str, Any]) -> None:
     from agentsched.model.text import plural
-    from agentsched.model.workflow import DecisionSpace
-
-    space = DecisionSpace(d["decision_space"])
     ids = d["task_ids"]
 
     def fmt(m: dict[str, str]) -> str:
         from agentsched.model.workflow import Mode
 
-        return ",".join(f"{t}={space.label(Mode(m[t]))}" for t in ids if t in m)
+        return ",".join(f"{t}={_spelled(Mode(m[t]))}" for t in ids if t in m)
 
     s = d["settings"]
     console.print(f"learner {d['learner']}: policy {d['policy']}, round size {s.get('round_size')}, explore "

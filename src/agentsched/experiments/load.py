@@ -348,6 +348,13 @@ def _searches(workflows: Sequence[Workflow], policies: Sequence[str], machine: M
                              done=_search_told(progress))
 
 
+def study_steps(policies: Sequence[str], points: int, *, searched: bool = True) -> int:
+    """How many times ``run_load`` tells its ``progress``: once per search (the baselines' and each policy's
+    own, when the capacity is searched) and once per row."""
+    searches = len(set(CAPACITY_POLICIES) | set(policies)) if searched else 0
+    return searches + points * len(policies)
+
+
 def check_study(workflows: Sequence[Workflow], policies: Sequence[str], duration_s: float, seeds: int,
                 loads: Sequence[float] | None, rates: Sequence[float] | None, arrival: str,
                 capacity_per_s: float | None = None) -> None:

@@ -104,6 +104,12 @@ def effective_mode(card: ToolCard, mode: Mode) -> Mode:
     return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
 
 
+def task_modes(space: DecisionSpace, card: ToolCard) -> tuple[Mode, ...]:
+    """The modes a scheduler may place a task on: ``cpu`` alone for a tool without a GPU implementation
+    (a GPU placement would run the same host code: ``effective_mode``), else the space's modes."""
+    return space.modes if card.has_gpu else (Mode.CPU,)
+
+
 def effective_mapping(cards: Mapping[str, ToolCard], mapping: Mapping[str, Mode]) -> dict[str, Mode]:
     """Where each task of ``mapping`` really runs (``effective_mode`` per task)."""
     return {t: effective_mode(cards[t], m) for t, m in mapping.items()}

@@ -34,7 +34,7 @@ from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import MappingT, mapping_key
 from agentsched.model.rounds import RoundResult, first_cause, speaks
-from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode
+from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode, task_modes
 from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.measured import Measured
 from agentsched.monitor.overlap import overlapping
@@ -126,7 +126,7 @@ class RuntimeMonitor:
     def averages(self) -> list[LatencyAverage]:
         out = []
         for t in self.workflow.task_ids:
-            for mode in self.space.modes:
+            for mode in self._modes(t):
                 w = self._windows.get((t, mode))
                 if not w:
                     continue
@@ -138,7 +138,11 @@ class RuntimeMonitor:
         return out
 
     def unobserved(self) -> list[tuple[str, Mode]]:
-        return [(t, m) for t in self.workflow.task_ids for m in self.space.modes if (t, m) not in self._observed_ok]
+        return [(t, m) for t in self.workflow.task_ids for m in self._modes(t) if (t, m) not in self._observed_ok]
+
+    def _modes(self, task: str) -> tuple[Mode, ...]:
+        """Where ``task`` may be placed (a tool without a GPU implementation: cpu alone)."""
+        return task_modes(self.space, self.workflow.task_cards[task])
 
     def _tool(self, task: str) -> str:
         return self.workflow.task_cards[task].name if self.cards is not None else self.workflow.tasks[task].tool_label
@@ -268,7 +272,7 @@ class RuntimeMonitor:
         out: list[WhatIf] = []
         blocked: list[str] = []
         for t in self.workflow.task_ids:
-            for mode in self.space.modes:
+            for mode in self._modes(t):
                 cur = base[t]
                 if mode is cur:
                     continue
