@@ -26,8 +26,7 @@ def tiny_cards() -> CardSet:
 def make_world_doc(contention: dict[str, tuple[float, float]] | None = None, name: str = "hand") -> World:
     """A simulated world with the given per-tool (sensitivity, pressure) and no contention otherwise."""
     per_tool = {t: {"sensitivity": s, "pressure": p} for t, (s, p) in (contention or {}).items()}
-    return World(name=name, contention=per_tool,
-                 default={"sensitivity": 0.0, "pressure": 0.0})
+    return World(name=name, contention=per_tool, default={"sensitivity": 0.0, "pressure": 0.0})
 
 
 @pytest.fixture
@@ -50,8 +49,14 @@ def no_contention() -> World:
 # Hand-made workflows for the loop and baseline tests: cards in memory, run in the ``no_contention``
 # world unless a test gives one, so each decision can be worked out by hand (and does not move when
 # the shipped world is re-fitted).
-def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edges: tuple = (),
-                   space: str = "binary", budget: float | None = None, name: str = "hand") -> Workflow:
+def build_workflow(
+    cards: dict[str, dict[str, Any]],
+    tasks: dict[str, str],
+    edges: tuple = (),
+    space: str = "binary",
+    budget: float | None = None,
+    name: str = "hand",
+) -> Workflow:
     """A workflow over an in-memory card set."""
     full = {}
     for tool, c in cards.items():
@@ -60,8 +65,7 @@ def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edge
             c.setdefault("vram_mb", 100.0)
             c.setdefault("load_ms", 0.0)
         full[tool] = c
-    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space,
-                  vram_budget_mb=budget)
+    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space, vram_budget_mb=budget)
     return wf.with_cards(CardSet(name=f"{name}-cards", cards=full))
 
 

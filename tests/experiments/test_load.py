@@ -6,8 +6,15 @@ import pytest
 
 from agentsched.errors import AgentschedError
 from agentsched.experiments import load
-from agentsched.experiments.load import (Machine, capacity_per_s, isolated_ms, isolation_floor, oracle_mappings,
-                                         sustains, make_decider)
+from agentsched.experiments.load import (
+    Machine,
+    capacity_per_s,
+    isolated_ms,
+    isolation_floor,
+    make_decider,
+    oracle_mappings,
+    sustains,
+)
 from agentsched.scenarios import resolve_workflow
 
 LONG = """name: long-alone
@@ -76,8 +83,9 @@ def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monk
     monkeypatch.setattr(load, "sustainable_rates", rates)
     for study_s in (20.0, 60.0, 90.0, 300.0):
         with pytest.raises(_Searched):
-            load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=study_s, seeds=1,
-                          loads=[0.5])
+            load.run_load(
+                [resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=study_s, seeds=1, loads=[0.5]
+            )
     assert searched == [60.0, 60.0, 90.0, 120.0]
 
 

@@ -10,12 +10,11 @@ import statistics
 import pytest
 
 from agentsched.experiments.load import percentile
-from agentsched.model.generate import generate_workflow
 from agentsched.model.cards import split_amplified
+from agentsched.model.generate import generate_workflow
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import (LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, vram_free_ms,
-                                     waits_for_one_run)
+from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, vram_free_ms, waits_for_one_run
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
 from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
@@ -53,7 +52,11 @@ def test_holds_a_gpu_task_whose_vram_frees_soon_rather_than_a_slow_cpu_run():
 def test_the_wait_for_vram_is_the_end_of_the_runs_that_must_free_it():
     from agentsched.planner.load import _Gpu
 
-    by_end = [_Gpu(100.0, 500.0, 1.0, 1.0, False), _Gpu(300.0, 1000.0, 1.0, 1.0, False), _Gpu(900.0, 2000.0, 1.0, 1.0, False)]
+    by_end = [
+        _Gpu(100.0, 500.0, 1.0, 1.0, False),
+        _Gpu(300.0, 1000.0, 1.0, 1.0, False),
+        _Gpu(900.0, 2000.0, 1.0, 1.0, False),
+    ]
     assert vram_free_ms(400.0, by_end, 3500.0, 4000.0) == (0.0, 0)  # fits now
     assert vram_free_ms(800.0, by_end, 3500.0, 4000.0) == (100.0, 1)  # once the first ends
     assert vram_free_ms(1500.0, by_end, 3500.0, 4000.0) == (300.0, 2)
@@ -100,8 +103,9 @@ def test_a_queued_start_whose_vram_does_not_fit_now_is_priced_as_uncertain_as_a_
     p = LoadPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     llama = _inv("S1").cards["B"]
-    live = fake_live(gpu=[view(llama)], budget=llama.vram_needed_mb + card.vram_needed_mb - 1.0,
-                     vram=llama.vram_needed_mb)
+    live = fake_live(
+        gpu=[view(llama)], budget=llama.vram_needed_mb + card.vram_needed_mb - 1.0, vram=llama.vram_needed_mb
+    )
     gpu = p._gpu(live)
     q = p._queue_ms(card, gpu, live)[0]
     cost = _Cost(0.0, 0.0)
@@ -265,8 +269,10 @@ def test_slow_cpu_runs_with_slack_do_not_saturate_the_cpu_under_load():
     # vector_search (3 s CPU, 1.2 s GPU, 3 GB) beside clip (2 s CPU, 0.1 s GPU): with vector_search on
     # the CPU clip has slack, and priced free on the CPU it took a slot for 2 s; at 5.8 invocations/s
     # (90% of this mix's capacity) the CPU saturated and the backlog grew: p50 20 s against 2.9 s
-    wfs = [generate_workflow(tasks=3, topology="layered", space="three_way", seed=117, index=0),
-           generate_workflow(tasks=7, topology="fan-out", space="binary", seed=117, index=1)]
+    wfs = [
+        generate_workflow(tasks=3, topology="layered", space="three_way", seed=117, index=0),
+        generate_workflow(tasks=7, topology="fan-out", space="binary", seed=117, index=1),
+    ]
     arr = poisson_arrivals(5.8, 300.0, 2, random.Random("arrivals:0"))
     kw = {"vram_budget_mb": 8192, "cpu_slots": 16, "noise_sigma": 0.03, "seed": 0, "world": "a5500-heavy"}
     ours = run_stream(wfs, arr, LoadPlanner(), **kw)
@@ -280,8 +286,10 @@ def test_a_cpu_run_that_sets_its_invocations_end_is_not_charged_the_queues_delay
     # image_resize_x220 (3.7 s CPU, 0.9 s GPU, sensitivity 5.4) is the longest task of its fan-out:
     # charged the CPU queue's delay too (4 slots, often saturated), it went to the GPU, where beside
     # the chain's long GPU tasks it ran up to 20x its card: p99 1.9x dmda+adm's on this stream
-    wfs = [generate_workflow(tasks=10, topology="fan-out", space="three_way", seed=41, index=0),
-           generate_workflow(tasks=8, topology="chain", space="three_way", seed=41, index=1)]
+    wfs = [
+        generate_workflow(tasks=10, topology="fan-out", space="three_way", seed=41, index=0),
+        generate_workflow(tasks=8, topology="chain", space="three_way", seed=41, index=1),
+    ]
     arr = poisson_arrivals(0.75, 900.0, 2, random.Random("arrivals:0"))  # about 60% of the capacity
     kw = {"vram_budget_mb": 12288, "cpu_slots": 4, "noise_sigma": 0.03, "seed": 0}
     ours = run_stream(wfs, arr, LoadPlanner(), **kw)
@@ -320,17 +328,29 @@ def test_predictions_scaled_by_what_was_measured_are_closer_to_the_runs():
     # a superlinear world the planner never sees: tools run longer in the crowd than the linear law
     # it learns can say (and co-runners start after them); the measured ratio corrects the next
     # predictions of each tool
-    wfs = [generate_workflow(tasks=6, topology="chain", space="binary", seed=312, index=0),
-           generate_workflow(tasks=5, topology="fan-out", space="binary", seed=312, index=1)]
+    wfs = [
+        generate_workflow(tasks=6, topology="chain", space="binary", seed=312, index=0),
+        generate_workflow(tasks=5, topology="fan-out", space="binary", seed=312, index=1),
+    ]
     planner = _RecordingPlanner()
-    run_stream(wfs, poisson_arrivals(2.0, 300.0, 2, random.Random(0)), planner, vram_budget_mb=24576.0,
-               cpu_slots=16, world="a5500-power", seed=0)
-    later = planner.measured.runs[len(planner.measured.runs) // 2:]  # once runs of each tool were measured
+    run_stream(
+        wfs,
+        poisson_arrivals(2.0, 300.0, 2, random.Random(0)),
+        planner,
+        vram_budget_mb=24576.0,
+        cpu_slots=16,
+        world="a5500-power",
+        seed=0,
+    )
+    later = planner.measured.runs[len(planner.measured.runs) // 2 :]  # once runs of each tool were measured
     by_tool: dict[str, list] = {}
     for tool, predicted, f, run in later:
         by_tool.setdefault(tool, []).append((math.log(run / predicted), math.log(run / (predicted * f))))
-    bias = {t: (abs(statistics.fmean(r for r, _ in v)), abs(statistics.fmean(c for _, c in v)))
-            for t, v in by_tool.items() if len(v) >= 10}
+    bias = {
+        t: (abs(statistics.fmean(r for r, _ in v)), abs(statistics.fmean(c for _, c in v)))
+        for t, v in by_tool.items()
+        if len(v) >= 10
+    }
     assert len(bias) >= 3
     assert all(scaled <= raw + 0.02 for raw, scaled in bias.values()), bias  # no tool's bias grows
     raw, scaled = (sum(b[i] for b in bias.values()) for i in (0, 1))
@@ -361,6 +381,7 @@ def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
         class Pinned(MeasuredRatio):  # the ratio held where the test puts it
             def observe(self, *args):
                 pass
+
         planner = LoadPlanner()
         original = planner.start_stream
 
@@ -368,6 +389,7 @@ def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
             original(workflows, rng)
             planner.measured = Pinned()
             planner.measured.log_ratio["ocr"] = log_ratio
+
         planner.start_stream = start
         res = run_stream(wfs, arrivals, planner, vram_budget_mb=8192.0, seed=3)
         return sum(inv.mapping.get("A") is Mode.GPU_NOW for inv in res.invocations)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import random
 
-from tests.support.live import fake_live, view
-
 from agentsched.model.live import Invocation, RunningView
 from agentsched.model.workflow import Mode
 from agentsched.planner.load import LoadPlanner
 from agentsched.planner.load_slack import InvocationEnds
 from agentsched.scenarios import load_scenario
+from tests.support.live import fake_live, view
 
 
 def _inv(name: str, ready: str) -> Invocation:

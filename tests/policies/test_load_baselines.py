@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+
 from agentsched.model.live import Invocation, TaskDone
 from agentsched.model.workflow import Mode
 from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, cpu_wait_ms

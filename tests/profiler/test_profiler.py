@@ -53,16 +53,22 @@ def test_card_file_validates_and_feeds_the_simulator(s2_run, tmp_path):
     wf = load_scenario("S2").with_cards(str(path))
     ex = SimTestbed(noise_sigma=0.0).run(wf, {t: Mode.CPU for t in wf.task_ids})
     assert ex.ok and ex.e2e_ms == pytest.approx(
-        cs.cards["minilm_l6"].cpu_ms + max(cs.cards["doc_merger"].cpu_ms, cs.cards["groupby"].cpu_ms)
-        + cs.cards["reranker"].cpu_ms)
+        cs.cards["minilm_l6"].cpu_ms
+        + max(cs.cards["doc_merger"].cpu_ms, cs.cards["groupby"].cpu_ms)
+        + cs.cards["reranker"].cpu_ms
+    )
 
 
 def _fake_run(with_cpu: bool) -> prof.ProfileRun:
     ms = [prof.Measurement("clip", "cuda", "small", load_ms=50.0, call_ms=2.0, calls_ms=[2.0], vram_mb=12.5)]
     if with_cpu:
         ms.insert(0, prof.Measurement("clip", "cpu", "small", load_ms=40.0, call_ms=30.0, calls_ms=[30.0]))
-    return prof.ProfileRun(ms, {"cpu": "x", "gpu": "fake"}, [0.0, 0.0, 0.0],
-                           {"size": "small", "runs": 1, "warmup": 0, "seed": 0, "devices": ["cpu", "cuda"]})
+    return prof.ProfileRun(
+        ms,
+        {"cpu": "x", "gpu": "fake"},
+        [0.0, 0.0, 0.0],
+        {"size": "small", "runs": 1, "warmup": 0, "seed": 0, "devices": ["cpu", "cuda"]},
+    )
 
 
 def test_gpu_fields_come_from_the_gpu_measurement():
@@ -126,15 +132,30 @@ def test_profile_command_writes_a_valid_card_set(tmp_path):
         pass
 
     out = tmp_path / "cards.json"
-    res = CliRunner().invoke(app, ["profile", "--tools", "groupby,log_analyzer", "--runs", "2", "--warmup", "0",
-                                   "--busy", "ignore", "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            "--tools",
+            "groupby,log_analyzer",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--busy",
+            "ignore",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "wrote 2 cards" in res.output
     cs = load_card_set(str(out))
     assert cs.name == "cards" and set(cs.cards) == {"groupby", "log_analyzer"}
     # a second run merges into the same file
-    res = CliRunner().invoke(app, ["profile", "--tools", "pdf_parser", "--runs", "1", "--warmup", "0",
-                                   "--busy", "ignore", "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["profile", "--tools", "pdf_parser", "--runs", "1", "--warmup", "0", "--busy", "ignore", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert set(load_card_set(str(out)).cards) == {"groupby", "log_analyzer", "pdf_parser"}
 
@@ -162,12 +183,15 @@ def test_profile_out_unwritable_is_the_only_stderr_line(cli, no_measuring):
     assert err.splitlines() == ["error: --out: cannot write /proc/x.json: No such file or directory"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--tools", "nope"], "error: unknown tool 'nope' (known: "),
-    (["--device", "tpu"], "error: unknown --device 'tpu' (valid: cpu, gpu, all)"),
-    (["--max-busy-pct", "nan"], "error: max busy percent must be a number in [0, 100], got nan"),
-    (["--max-wait-s", "inf"], "error: max wait must be a finite number of seconds >= 0, got inf"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tools", "nope"], "error: unknown tool 'nope' (known: "),
+        (["--device", "tpu"], "error: unknown --device 'tpu' (valid: cpu, gpu, all)"),
+        (["--max-busy-pct", "nan"], "error: max busy percent must be a number in [0, 100], got nan"),
+        (["--max-wait-s", "inf"], "error: max wait must be a finite number of seconds >= 0, got inf"),
+    ],
+)
 def test_profile_bad_arguments_print_no_progress_bar(cli, no_measuring, tmp_path, args, message):
     code, out, err = cli("profile", "--out", str(tmp_path / "c.json"), *args)
     assert code != 0 and out == ""
@@ -177,7 +201,8 @@ def test_profile_bad_arguments_print_no_progress_bar(cli, no_measuring, tmp_path
 
 def test_profile_creates_the_out_folder(cli, monkeypatch, tmp_path):
     out = tmp_path / "new" / "c.json"
-    code, text, err = cli("profile", "--out", str(out), "--tools", "log_analyzer", "--runs", "1", "--warmup", "0",
-                          "--busy", "ignore")
+    code, text, err = cli(
+        "profile", "--out", str(out), "--tools", "log_analyzer", "--runs", "1", "--warmup", "0", "--busy", "ignore"
+    )
     assert code == 0, err
     assert set(load_card_set(str(out)).cards) == {"log_analyzer"}

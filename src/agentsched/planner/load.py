@@ -50,11 +50,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 from agentsched.model.workflow import Mode, Workflow, fits_vram
 from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.load_slack import InvocationEnds
 from agentsched.policies.load.baselines import cpu_wait_ms
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone
 
 CPU_HARM_WEIGHT = 1.0  # the delay a CPU run inflicts on the CPU queue, counted once (cpu_harm_ms)
 DOOR_HARM_WEIGHT = 1.0  # the delay a hold for VRAM inflicts on invocations at the door, counted once
@@ -133,8 +133,11 @@ def waits_for_one_run(need_mb: float, biggest_mb: float, in_use_mb: float, budge
     """Does a task of ``need_mb`` that does not fit now wait for one running task alone: it cannot
     run beside the largest one running (``biggest_mb``) even on an otherwise empty GPU, and fits
     once that one ends? Not a wait for the crowd to thin, which each new invocation prolongs."""
-    return (budget_mb is not None and not fits_vram(biggest_mb, need_mb, budget_mb)
-            and fits_vram(in_use_mb - biggest_mb, need_mb, budget_mb))
+    return (
+        budget_mb is not None
+        and not fits_vram(biggest_mb, need_mb, budget_mb)
+        and fits_vram(in_use_mb - biggest_mb, need_mb, budget_mb)
+    )
 
 
 def door_harm_ms(run_ms: float, at_door: float, vram_share: float = 1.0) -> float:
@@ -162,8 +165,9 @@ def door_harm_ms(run_ms: float, at_door: float, vram_share: float = 1.0) -> floa
     return DOOR_HARM_WEIGHT * run_ms * at_door * max(0.0, min(1.0, vram_share))
 
 
-def vram_free_ms(need_mb: float, by_end: Sequence[_Gpu], in_use_mb: float,
-                 budget_mb: float | None) -> tuple[float, int]:
+def vram_free_ms(
+    need_mb: float, by_end: Sequence[_Gpu], in_use_mb: float, budget_mb: float | None
+) -> tuple[float, int]:
     """(the expected wait until ``need_mb`` fits beside the GPU tasks running, how many of them end
     first): ``by_end`` are those tasks in the order of their remaining time; (0, 0) when it fits now."""
     wait, k = 0.0, 0
@@ -189,9 +193,13 @@ class LoadPlanner(StreamDecider):
 
     late_binding = True
 
-    def __init__(self, *, admission: bool = True,
-                 learned: Mapping[str, tuple[float, float, int]] | None = None,
-                 ratios: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        admission: bool = True,
+        learned: Mapping[str, tuple[float, float, int]] | None = None,
+        ratios: Mapping[str, float] | None = None,
+    ) -> None:
         self.admission = admission
         self.name = "agentsched" if admission else "agentsched-noadm"
         # contention learned before (unit -> (s, p, runs), ContentionLearner.learned) and measured
@@ -231,9 +239,9 @@ class LoadPlanner(StreamDecider):
     def _gpu_now(self, live: LiveState) -> list[_Gpu]:
         views: list[RunningView] = live.running(gpu=True)
         pressures = [self.learner.params(v.card) for v in views]
-        total_p = sum(p for (_, p), v in zip(pressures, views) if not v.loading)
+        total_p = sum(p for (_, p), v in zip(pressures, views, strict=False) if not v.loading)
         out = []
-        for v, (s, p) in zip(views, pressures):
+        for v, (s, p) in zip(views, pressures, strict=False):
             foreign = total_p - (0.0 if v.loading else p)
             out.append(_Gpu(_remaining_ms(v, s * foreign), v.vram_mb, s, p, v.loading, foreign))
         return out
@@ -263,8 +271,9 @@ class LoadPlanner(StreamDecider):
         wait, k = vram_free_ms(card.vram_needed_mb, rest, live.vram_in_use_mb, live.vram_budget_mb)
         if k == 0 and rest:  # VRAM fits: hold only to let the first co-runner finish
             wait, k = rest[0].remaining_ms, 1
-        run, harm = self._run_beside(card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign)
-                                            for g in rest[k:]])
+        run, harm = self._run_beside(
+            card, [_Gpu(g.remaining_ms - wait, g.vram_mb, g.s, g.p, g.loading, g.foreign) for g in rest[k:]]
+        )
         return wait + run, harm
 
     # ---- decisions -----------------------------------------------------------------------------
@@ -285,8 +294,9 @@ class LoadPlanner(StreamDecider):
         overdue = since is not None and fits and live.now_ms - since >= MAX_HOLD_FACTOR * (card.gpu_ms or 0.0)
         gpu = self._gpu(live)
         cost = self._cost_of(inv, task, live, gpu)
-        best_mode, best_ms, best = self._best_start(inv, card, gpu, live, cpu_ms, fits,
-                                                    0.0 if overdue else HARM_WEIGHT, cost)
+        best_mode, best_ms, best = self._best_start(
+            inv, card, gpu, live, cpu_ms, fits, 0.0 if overdue else HARM_WEIGHT, cost
+        )
         may_hold = not overdue and (key in self._held or len(self._held) < MAX_HELD)
         if gpu and may_hold and self._hold_cost(key, card, gpu, live, cost) < best:
             if key not in self._held:
@@ -304,8 +314,7 @@ class LoadPlanner(StreamDecider):
             self._prefix = None
         return self._placed(inv, task, live, best_mode, best_ms)
 
-    def _hold_cost(self, key: tuple[int, str], card: ToolCard, gpu: list[_Gpu], live: LiveState,
-                   cost: _Cost) -> float:
+    def _hold_cost(self, key: tuple[int, str], card: ToolCard, gpu: list[_Gpu], live: LiveState, cost: _Cost) -> float:
         """The cost of holding, to be compared with the best start now's. Its predicted finish: the
         GPU work held before it, the wait, the run.
 
@@ -337,8 +346,10 @@ class LoadPlanner(StreamDecider):
         """The cost of an option for ``task`` (``_Cost``)."""
         now = live.now_ms
         cpu_wait = cpu_wait_ms(live)
-        others = self.ends.others_end_ms(inv, task, now, lambda u: self._ready_finish_ms(inv.cards[u], gpu, live,
-                                                                                           cpu_wait)) - now
+        others = (
+            self.ends.others_end_ms(inv, task, now, lambda u: self._ready_finish_ms(inv.cards[u], gpu, live, cpu_wait))
+            - now
+        )
         return _Cost(self.ends.tail_ms(inv.workflow)[task], others)
 
     def _ready_finish_ms(self, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_wait: float) -> float:
@@ -354,9 +365,17 @@ class LoadPlanner(StreamDecider):
         hold = self._hold_ms(card, gpu, live)[0] if gpu else math.inf
         return hold if hold < VRAM_HOLD_MARGIN * best else best
 
-    def _best_start(self, inv: Invocation, card: ToolCard, gpu: list[_Gpu], live: LiveState, cpu_ms: float,
-                    fits: bool, harm_weight: float,
-                    cost: _Cost) -> tuple[Mode, float, float]:
+    def _best_start(
+        self,
+        inv: Invocation,
+        card: ToolCard,
+        gpu: list[_Gpu],
+        live: LiveState,
+        cpu_ms: float,
+        fits: bool,
+        harm_weight: float,
+        cost: _Cost,
+    ) -> tuple[Mode, float, float]:
         """The cheapest start now: (mode, its predicted finish, its cost)."""
         # why only with slack: without it the CPU run's length already sets the invocation's end, and
         # its harm pushed a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU.
@@ -422,9 +441,11 @@ class LoadPlanner(StreamDecider):
         # door on average, p50 1.97x dmda+adm's at 90% load; docs/load.md)
         if self._vram_wait:
             biggest_mb = max((g.vram_mb for g in live.running(gpu=True)), default=0.0)
-            if any(not live.fits_now(mb) and not waits_for_one_run(mb, biggest_mb, live.vram_in_use_mb,
-                                                                   live.vram_budget_mb)
-                   for mb in self._vram_wait.values()):
+            if any(
+                not live.fits_now(mb)
+                and not waits_for_one_run(mb, biggest_mb, live.vram_in_use_mb, live.vram_budget_mb)
+                for mb in self._vram_wait.values()
+            ):
                 return False
         if live.cpu_busy < live.cpu_slots or live.cpu_waiting == 0:
             return True

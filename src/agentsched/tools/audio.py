@@ -111,8 +111,13 @@ def mel_filterbank(n_mels: int, n_fft: int, sample_rate: int, fmin: float = 0.0,
     import numpy as np
 
     fmax = fmax or sample_rate / 2
-    mel = lambda f: 2595.0 * np.log10(1.0 + f / 700.0)
-    hz = lambda m: 700.0 * (10 ** (m / 2595.0) - 1.0)
+
+    def mel(f):
+        return 2595.0 * np.log10(1.0 + f / 700.0)
+
+    def hz(m):
+        return 700.0 * (10 ** (m / 2595.0) - 1.0)
+
     edges = hz(np.linspace(mel(fmin), mel(fmax), n_mels + 2))
     freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
     fb = np.zeros((n_mels, freqs.size), dtype=np.float32)

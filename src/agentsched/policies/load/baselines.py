@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentsched.model.cards import ToolCard
+from agentsched.model.live import Invocation, LiveState, StaticDecider, StreamDecider, TaskDone
 from agentsched.model.workflow import Mode
 from agentsched.policies.heft import HeftPolicy
-from agentsched.model.live import Invocation, LiveState, StaticDecider, StreamDecider, TaskDone
 
 GPU_NOMINAL_SLOTS = 4  # least-loaded: GPU tasks counted as a full GPU (its nominal concurrency)
 ADMIT_VRAM_FRACTION = 0.8  # generic admission: hold new invocations above this share of the budget
@@ -143,4 +143,3 @@ class WithAdmission(StreamDecider):
 def oracle_static(mappings: Mapping[str, Mapping[str, Mode]]) -> StaticDecider:
     """Each workflow's isolated oracle mapping (given by the caller), applied FCFS."""
     return StaticDecider(mappings, "oracle-static")
-
