@@ -48,7 +48,7 @@ def _runs_at(machine: SharedMachine, clock: Clock, jobs) -> list[Execution]:
         th = threading.Thread(target=lambda i=i, wf=wf, m=mapping: out.__setitem__(i, machine.run(wf, m)))
         th.start()
         threads.append(th)
-        _wait_for(lambda n=i + 1: machine.sim._arrived == n)
+        _wait_for(lambda n=i + 1: len(machine.sim.invocations) == n)
     clock.s = 1e6
     machine.poke()
     for th in threads:
@@ -64,12 +64,14 @@ def test_runs_on_the_shared_machine_are_the_stream_simulators_runs():
     clock = Clock()
     machine = SharedMachine(wfs, SPEC, vram_budget_mb=8192.0, clock=clock)
     try:
-        served = _runs_at(machine, clock, [(a.time_ms, wfs[a.workflow], mappings[wfs[a.workflow].name])
-                                           for a in arrivals])
+        served = _runs_at(
+            machine, clock, [(a.time_ms, wfs[a.workflow], mappings[wfs[a.workflow].name]) for a in arrivals]
+        )
     finally:
         machine.close()
-    streamed = run_stream(wfs, arrivals, StaticDecider(mappings), vram_budget_mb=8192.0, noise_sigma=0.0,
-                          gpu_now_waits=True)
+    streamed = run_stream(
+        wfs, arrivals, StaticDecider(mappings), vram_budget_mb=8192.0, noise_sigma=0.0, gpu_now_waits=True
+    )
     assert [x.status.value for x in served] == [i.status for i in streamed.invocations]
     assert [x.e2e_ms for x in served] == [i.end_ms - i.arrival_ms for i in streamed.invocations]
     alone = served[-1]  # arrives after the others ended: uncontended
@@ -85,8 +87,15 @@ def test_a_gpu_start_that_does_not_fit_beside_the_others_waits_for_their_vram():
     budget = alone.peak_vram_mb + 1.0  # one run fits alone, not two
     machine = SharedMachine([wf], SPEC, vram_budget_mb=budget, clock=clock)
     try:
-        first, second, cpu = _runs_at(machine, clock, [(0.0, wf, _gpu_mapping(wf)), (40.0, wf, _gpu_mapping(wf)),
-                                                       (50.0, wf, dict.fromkeys(wf.task_ids, Mode.CPU))])
+        first, second, cpu = _runs_at(
+            machine,
+            clock,
+            [
+                (0.0, wf, _gpu_mapping(wf)),
+                (40.0, wf, _gpu_mapping(wf)),
+                (50.0, wf, dict.fromkeys(wf.task_ids, Mode.CPU)),
+            ],
+        )
     finally:
         machine.close()
     assert first.ok and second.ok  # co-scheduling never causes an oom: the second waited for the VRAM
@@ -138,8 +147,9 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
     from agentsched.errors import WorkflowError
     from agentsched.service.service import Service, ServiceConfig
 
-    config = ServiceConfig(workflows=("S1", "S13"), store=tmp_path / "s.db", testbed=SPEC, realtime=True,
-                           time_scale=1e6)
+    config = ServiceConfig(
+        workflows=("S1", "S13"), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6
+    )
     service = Service(config)
     try:
         rt = service.runtimes["S1"]
@@ -149,8 +159,9 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
     finally:
         service.close()
     with pytest.raises(WorkflowError, match="vram_budget_mb 100 is below every tool's VRAM"):
-        Service(ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True,
-                              vram_budget_mb=100.0))
+        Service(
+            ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True, vram_budget_mb=100.0)
+        )
     assert not (tmp_path / "t.db").exists()
 
 
@@ -159,8 +170,9 @@ def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp
     from agentsched.runtime.runtime import Runtime
     from agentsched.service.service import Service, ServiceConfig
 
-    config = ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6,
-                           round_size=3)
+    config = ServiceConfig(
+        workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6, round_size=3
+    )
     first = Service(config)
     try:
         assert all(first.runtimes["S1"].invoke().ok for _ in range(6))
