@@ -83,13 +83,17 @@ def test_cpu_tasks_wait_for_a_slot_in_placement_order_until_their_run_starts():
     p = m.placer(TWO)
     p.admit()
     assert p.place("A") is C and p.place("B") is C
-    assert (m.cpu_busy, len(m.cpu_fifo)) == (0, 2) and m.cpu_waiting_ms == sum(c.cpu_ms for c in TWO.task_cards.values())
+    assert (m.cpu_busy, len(m.cpu_fifo)) == (0, 2) and m.cpu_waiting_ms == sum(
+        c.cpu_ms for c in TWO.task_cards.values()
+    )
     p.run_started("A")
     clock.move_ms(40)
     assert (m.cpu_busy, [t for _, t, _ in m.cpu_fifo]) == (1, ["B"])
-    m.under_lock(m._tick)
+    m.under_lock(m.tick)
     (view,) = m.running_views(gpu=False)
-    assert view.elapsed_ms == pytest.approx(40) and view.expected_remaining_ms == pytest.approx(TWO.task_cards["A"].cpu_ms - 40)
+    assert view.elapsed_ms == pytest.approx(40) and view.expected_remaining_ms == pytest.approx(
+        TWO.task_cards["A"].cpu_ms - 40
+    )
     p.finished("A", 40, 0)
     p.run_started("B")
     assert (m.cpu_busy, m.cpu_fifo) == (1, [])
@@ -373,7 +377,7 @@ def test_a_queued_task_is_shown_from_its_turn_and_waits_until_its_turn():
     clock.move_ms(50)  # loading
     p.run_started("A")
     clock.move_ms(20)
-    m.under_lock(m._tick)  # (the machine's clock moves at events; a decision would move it so)
+    m.under_lock(m.tick)  # (the machine's clock moves at events; a decision would move it so)
     (v,) = m.running_views(gpu=True)
     assert v.elapsed_ms == pytest.approx(70.0)  # from its turn, its load included (as the simulator shows it)
     p.finished("A", 20, 50)

@@ -70,6 +70,13 @@ class Verdict(Enum):
     OOM = "oom"  # the start can never happen: its invocation ends as oom
 
 
+class _Own(Enum):
+    OWN = "the ledger's own budget"
+
+
+OWN = _Own.OWN
+
+
 class Ledger:
     """The books of one machine: the VRAM held, the CPU slots busy, the GPU queue's turn; and the
     start rules asked of them (module docstring). Not thread-safe: callers serialise calls."""
@@ -81,9 +88,10 @@ class Ledger:
         self.cpu_busy = 0
         self.queue_busy = False  # a queued task is admitted (loading or running)
 
-    def fits(self, vram_mb: float) -> bool:
-        """Does ``vram_mb`` more fit beside what is held now?"""
-        return fits_vram(self.vram_in_use_mb, vram_mb, self.vram_budget_mb)
+    def fits(self, vram_mb: float, *, budget_mb: float | None | _Own = OWN) -> bool:
+        """Does ``vram_mb`` more fit beside what is held now (under ``budget_mb``: a machine whose
+        callers each bring their run's budget; default the ledger's)?"""
+        return fits_vram(self.vram_in_use_mb, vram_mb, self.vram_budget_mb if budget_mb is OWN else budget_mb)
 
     def cpu(self) -> Verdict:
         """A CPU task: a slot free, or wait (FIFO) for one."""
@@ -100,14 +108,15 @@ class Ledger:
             return Verdict.WAIT
         return Verdict.OOM
 
-    def queue_head(self, vram_mb: float) -> Verdict:
+    def queue_head(self, vram_mb: float, *, budget_mb: float | None | _Own = OWN) -> Verdict:
         """The GPU queue's head: admitted when the queue is idle and its VRAM fits beside what is
-        held; a head larger than the whole budget is ``oom``."""
+        held; a head larger than the whole budget is ``oom``. (``budget_mb``: as for ``fits``.)"""
+        budget = self.vram_budget_mb if budget_mb is OWN else budget_mb
         if self.queue_busy:
             return Verdict.WAIT
-        if not fits_vram(0.0, vram_mb, self.vram_budget_mb):
+        if not fits_vram(0.0, vram_mb, budget):  # type: ignore[arg-type]
             return Verdict.OOM
-        return Verdict.START if self.fits(vram_mb) else Verdict.WAIT
+        return Verdict.START if fits_vram(self.vram_in_use_mb, vram_mb, budget) else Verdict.WAIT  # type: ignore[arg-type]
 
     def hold(self, mode: Mode, vram_mb: float) -> None:
         """A task starts on ``mode`` (where it really runs) holding ``vram_mb``."""
