@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any, TypedDict
 
-from agentsched.experiments.load import percentile
+from agentsched.experiments.traffic import percentile
 from agentsched.integrations.langgraph import GraphRuntime, LangGraphTestbed, tool_node
 from agentsched.model.tool import Tool
 

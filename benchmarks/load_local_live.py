@@ -32,10 +32,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agentsched.experiments.load import (CAPACITY_DURATION_S, Machine, capacity_per_s, oracle_mappings, percentile,
+from agentsched.experiments.traffic import (CAPACITY_DURATION_S, Machine, capacity_per_s, oracle_mappings, percentile,
                                          seeded_arrivals)
 from agentsched.model.cards import ToolCard, load_card_set
-from agentsched.planner.load import LoadPlanner
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
@@ -127,7 +127,7 @@ def local_stream(wfs: list, arrivals: list, world: World, workers: int) -> dict:
     pool.set_cpu_slots(CPU_SLOTS)
     tb = LocalTestbed(tool_factory=lambda name, size, seed=0: FakeTool(cards.cards[name], gpu), pool=pool,
                       cpu_workers=CPU_SLOTS)
-    machine = LiveMachine(LoadPlanner(), wfs, vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS)
+    machine = LiveMachine(TrafficPlanner(), wfs, vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS)
     lat: list[float] = []
     statuses: dict[str, int] = {}
     lock = threading.Lock()
@@ -156,7 +156,7 @@ def local_stream(wfs: list, arrivals: list, world: World, workers: int) -> dict:
 
 
 def simulated(wfs: list, arrivals: list, world: World, seed: int) -> list[float]:
-    res = run_stream(wfs, arrivals, LoadPlanner(), vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS,
+    res = run_stream(wfs, arrivals, TrafficPlanner(), vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS,
                      noise_sigma=0.0, seed=seed, world=world)
     return res.latencies_ms()
 

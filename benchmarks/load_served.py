@@ -5,7 +5,7 @@
 
 Mix: S1-S13. Machine, on both sides: one GPU with an 8192 MB VRAM budget, 16 CPU slots, the default
 world (a5500), noise sigma 0.03. Loads 0.3 and 0.6 of the mix's capacity (the definition of
-``agentsched load``: the best baseline's sustainable rate, experiments/load.py); ``--seeds``
+``agentsched load``: the best baseline's sustainable rate, experiments/traffic.py); ``--seeds``
 Poisson streams per load (``seeded_arrivals``: the streams ``agentsched load --seeds`` draws),
 percentiles over the completed invocations of every seed pooled, as ``agentsched load`` pools them.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from agentsched.experiments.load import (CAPACITY_DURATION_S, MIN_CAPACITY_DURATION_S, Machine, percentile,
+from agentsched.experiments.traffic import (CAPACITY_DURATION_S, MIN_CAPACITY_DURATION_S, Machine, percentile,
                                          capacity_per_s, make_decider, oracle_mappings, seeded_arrivals)
 from agentsched.experiments.loadgen import run_against, summarize_shots
 from agentsched.scenarios import resolve_workflow
@@ -51,7 +51,7 @@ MIX = tuple(f"S{i}" for i in range(1, 14))
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
 LOADS = (0.3, 0.6)
 TOLERANCE = 0.15
-POLICIES = ("oracle-static", "agentsched")
+POLICIES = ("oracle-static", "traffic-aware")
 
 
 def start_server(db: Path, time_scale: float, live: bool) -> tuple[subprocess.Popen, str]:
@@ -117,7 +117,7 @@ def main() -> None:
     oracle = oracle_mappings(wfs, MACHINE.world)
     capacity, _ = capacity_per_s(wfs, MACHINE, oracle, min(CAPACITY_DURATION_S,
                                                           max(MIN_CAPACITY_DURATION_S, duration_s)))
-    live = args.policy == "agentsched"
+    live = args.policy == "traffic-aware"
     policies = f"{args.policy} simulated, agent-plan served" if args.unpinned else f"{args.policy} on both sides"
     print(f"mix S1-S13, capacity {capacity:.3f}/s, {policies}, {seeds} stream(s) of "
           f"{duration_s:g} simulated s per load, served at {args.time_scale:g}x")

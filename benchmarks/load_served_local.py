@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from agentsched.experiments.load import Machine, capacity_per_s, oracle_mappings, percentile, seeded_arrivals
+from agentsched.experiments.traffic import Machine, capacity_per_s, oracle_mappings, percentile, seeded_arrivals
 from agentsched.experiments.loadgen import run_against, summarize_shots
 from agentsched.model.live import StaticDecider
 from agentsched.model.workflow import Mode

@@ -13,7 +13,7 @@ Each configuration is drawn from ``random.Random(seed)``:
 * arrivals: Poisson (2 in 3) or bursty.
 
 Per configuration, every load policy (agentsched, the five baselines with and without admission)
-runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/load.py``), ``--seeds``
+runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/traffic.py``), ``--seeds``
 streams each, long enough for 400 arrivals at 30% load (300-20,000 simulated seconds: a mix of
 long workflows has a low capacity). A cell is (configuration, load): agentsched's p50 and
 p99 over the best clean baseline's (no oom, no error), and agentsched's oom count; per
@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.load import DEFAULT_POLICIES, Machine, capacity_per_s, oracle_mappings, run_load
+from agentsched.experiments.traffic import DEFAULT_POLICIES, Machine, capacity_per_s, oracle_mappings, run_load
 from agentsched.model.generate import generate_workflow
 from agentsched.scenarios import load_scenario
 
@@ -78,15 +78,15 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
     res = run_load(wfs, DEFAULT_POLICIES, machine=machine, duration_s=duration_s, seeds=seeds,
                    loads=list(LOADS), arrival=cfg["arrival"])
     sat = res["saturation_throughput_per_s"]
-    best_sat = max(v for k, v in sat.items() if k != "agentsched")
+    best_sat = max(v for k, v in sat.items() if k != "traffic-aware")
     out = []
     for load in LOADS:
         rows = [r for r in res["rows"] if abs(r["load"] - load) < 1e-9]
-        ours = next(r for r in rows if r["policy"] == "agentsched")
-        clean = [r for r in rows if r["policy"] != "agentsched" and r["oom"] == 0 and r["errors"] == 0
+        ours = next(r for r in rows if r["policy"] == "traffic-aware")
+        clean = [r for r in rows if r["policy"] != "traffic-aware" and r["oom"] == 0 and r["errors"] == 0
                  and r["p50_ms"] is not None]
         cell: dict[str, Any] = {"load": load, "oom": ours["oom"], "errors": ours["errors"],
-                                "saturation_ratio": sat["agentsched"] / best_sat,
+                                "saturation_ratio": sat["traffic-aware"] / best_sat,
                                 "p50_ms": ours["p50_ms"], "p99_ms": ours["p99_ms"], "invocations": ours["invocations"],
                                 "duration_s": round(duration_s)}
         for q in ("p50_ms", "p99_ms"):

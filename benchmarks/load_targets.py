@@ -5,15 +5,15 @@
 Mixes: the 13 paper scenarios S1-S13, and 6 generated workflows (4-10 tasks, model/generate.py).
 Machine: VRAM budget 8192 MB shared, 16 CPU slots, the default world (a5500), noise sigma 0.03.
 Loads 0.3, 0.6, 0.9 of the mix's capacity (the best baseline's saturation throughput,
-experiments/load.py), Poisson arrivals over DURATION_S simulated seconds, 3 seeds (the same
+experiments/traffic.py), Poisson arrivals over DURATION_S simulated seconds, 3 seeds (the same
 streams for every policy). Baselines: all-gpu, oracle-static, heft, dmda, least-loaded, each with
 and without admission (+adm).
 
-Held out: agentsched's constants (planner/load.py) were chosen on other streams (arrival seeds
+Held out: agentsched's constants (planner/traffic.py) were chosen on other streams (arrival seeds
 100-102, a generated mix of generator seed 11), never on these (arrival seeds 0-2, generator seed 7).
 
 "Isolation floor / best": the same percentile of each arrival's latency alone on the machine
-(experiments/load.py ``isolation_floor``: no policy goes below it, noise aside) over the best
+(experiments/traffic.py ``isolation_floor``: no policy goes below it, noise aside) over the best
 baseline's: how far below the baseline any policy could go at all.
 
 "Best baseline" per load and metric: the best value among the baselines that had no oom and no
@@ -47,7 +47,7 @@ import time
 
 from agentsched.errors import AgentschedError
 from agentsched.experiments.jobs import default_jobs
-from agentsched.experiments.load import BASELINES, Machine, make_decider, run_load
+from agentsched.experiments.traffic import BASELINES, Machine, make_decider, run_load
 from agentsched.testbeds.arrivals import poisson_arrivals
 from agentsched.testbeds.stream import run_stream
 from agentsched.testbeds.world import load_world
@@ -58,7 +58,7 @@ LOADS = (0.3, 0.6, 0.9)
 DURATION_S = 300.0
 SEEDS = 3
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
-POLICIES = ("agentsched",) + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
+POLICIES = ("traffic-aware",) + BASELINES + tuple(f"{b}+adm" for b in BASELINES)
 
 
 def mixes() -> dict[str, list]:
@@ -70,7 +70,7 @@ def mixes() -> dict[str, list]:
 
 
 def _best(rows: list[dict], key: str, clean_only: bool) -> tuple[float | None, str]:
-    cands = [r for r in rows if r["policy"] != "agentsched" and r[key] is not None
+    cands = [r for r in rows if r["policy"] != "traffic-aware" and r[key] is not None
              and (not clean_only or (r["oom"] == 0 and r["errors"] == 0))]
     if not cands:
         return None, "-"
@@ -91,7 +91,7 @@ def evaluate(mix: str, doc: dict) -> list[tuple[str, bool]]:
     out = []
     for load in LOADS:
         rows = [r for r in doc["rows"] if r["load"] == load]
-        ours = next(r for r in rows if r["policy"] == "agentsched")
+        ours = next(r for r in rows if r["policy"] == "traffic-aware")
         floor = next(f for f in doc["isolation_floor"] if f["load"] == load)
         for key, bound in (("p99_ms", 0.8 if load >= 0.6 else 1.02), ("p50_ms", 0.9 if load >= 0.6 else 1.02)):
             best, who = _best(rows, key, clean_only=True)
@@ -106,10 +106,10 @@ def evaluate(mix: str, doc: dict) -> list[tuple[str, bool]]:
             worst = max(ours["slowdown_by_workflow"].values(), default=None)
             out.append(check(f"{mix} load 0.6 max mean slowdown vs isolation", worst, 3.0))
     sat = doc["saturation_throughput_per_s"]
-    best_sat = max(v for k, v in sat.items() if k != "agentsched")
-    who = max((k for k in sat if k != "agentsched"), key=sat.get)
+    best_sat = max(v for k, v in sat.items() if k != "traffic-aware")
+    who = max((k for k in sat if k != "traffic-aware"), key=sat.get)
     out.append(check(f"{mix} saturation throughput / best baseline ({who} {best_sat})",
-                     sat["agentsched"] / best_sat, 1.0, le=False))
+                     sat["traffic-aware"] / best_sat, 1.0, le=False))
     return out
 
 
@@ -118,7 +118,7 @@ def sim_speed() -> list[tuple[str, bool]]:
     wfs = [load_scenario(f"S{i}") for i in range(1, 14)]
     arrivals = poisson_arrivals(5.0, 2000.0, len(wfs), random.Random(0))[:10_000]
     out = []
-    for name in ("all-gpu", "agentsched"):
+    for name in ("all-gpu", "traffic-aware"):
         t0 = time.perf_counter()
         run_stream(wfs, arrivals, make_decider(name, {}), **MACHINE.kwargs(0))
         per_min = len(arrivals) / (time.perf_counter() - t0) * 60
@@ -131,13 +131,13 @@ def ratios(doc: dict) -> dict[str, object]:
     out: dict[str, object] = {}
     for load in LOADS:
         rows = [r for r in doc["rows"] if r["load"] == load]
-        ours = next(r for r in rows if r["policy"] == "agentsched")
+        ours = next(r for r in rows if r["policy"] == "traffic-aware")
         for key in ("p50_ms", "p99_ms"):
             best, _ = _best(rows, key, clean_only=True)
             out[f"{key[:3]}@{load}"] = ours[key] / best if best and ours[key] is not None else None
         out["oom"] = int(out.get("oom", 0)) + ours["oom"]  # type: ignore[call-overload]
     sat = doc["saturation_throughput_per_s"]
-    out["sat"] = sat["agentsched"] / max(v for k, v in sat.items() if k != "agentsched")
+    out["sat"] = sat["traffic-aware"] / max(v for k, v in sat.items() if k != "traffic-aware")
     return out
 
 

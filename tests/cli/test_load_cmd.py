@@ -23,16 +23,16 @@ def test_load_rows_report_and_plot(cli, tmp_path):
     doc = json.loads(stdout)
     assert json.loads((tmp_path / "l.json").read_text()) == doc
     assert [(r["policy"], r["load"]) for r in doc["rows"]] == [
-        (p, ld) for ld in (0.3, 0.6) for p in ("agentsched", "dmda", "all-gpu+adm")]
+        (p, ld) for ld in (0.3, 0.6) for p in ("traffic-aware", "dmda", "all-gpu+adm")]
     for r in doc["rows"]:
         assert ROW_KEYS <= set(r)
         assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"]
         assert set(r["slowdown_by_workflow"]) <= {"S1", "S10"}
         assert r["rate_per_s"] == pytest.approx(r["load"] * doc["capacity_per_s"], rel=1e-3)
-    assert doc["capacity_per_s"] > 0 and set(doc["saturation_throughput_per_s"]) == {"agentsched", "dmda", "all-gpu+adm"}
+    assert doc["capacity_per_s"] > 0 and set(doc["saturation_throughput_per_s"]) == {"traffic-aware", "dmda", "all-gpu+adm"}
     assert doc["capacity_searched"] is True
     report = (out / "report.md").read_text()
-    assert "latency_vs_load.png" in report and "| agentsched | 0.3 |" in report
+    assert "latency_vs_load.png" in report and "| traffic-aware | 0.3 |" in report
     assert (out / "latency_vs_load.png").stat().st_size > 1000
     assert json.loads((out / "load.json").read_text()) == doc
     # the floor: per load, the arrivals' latencies alone, which no policy's percentile goes below
@@ -49,7 +49,7 @@ def test_load_rows_report_and_plot(cli, tmp_path):
     found = [line for line in lines if line.startswith("capacity search: ")]
     assert [line.split(" (")[1] for line in found] == [f"{k}/10 baselines)" for k in range(1, 11)]
     assert any(line.startswith(f"capacity search: dmda+adm sustains {rates['dmda+adm']:g}/s (") for line in found)
-    assert f"saturation: agentsched sustains {doc['saturation_throughput_per_s']['agentsched']:g}/s" in lines
+    assert f"saturation: traffic-aware sustains {doc['saturation_throughput_per_s']['traffic-aware']:g}/s" in lines
 
 
 def test_rates_and_trace_with_a_given_capacity_run_no_search(cli, tmp_path):

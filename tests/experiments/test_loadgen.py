@@ -8,7 +8,7 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from agentsched.experiments.load import seeded_arrivals  # noqa: E402
+from agentsched.experiments.traffic import seeded_arrivals  # noqa: E402
 from agentsched.experiments.loadgen import fire, none_ran, run_against, summarize_shots  # noqa: E402
 from agentsched.testbeds.arrivals import Arrival  # noqa: E402
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agentsched.experiments.load import seeded_arrivals
+from agentsched.experiments.traffic import seeded_arrivals
 from agentsched.experiments.loadgen import run_against, summarize_shots
 from tests.support import json_doc
 

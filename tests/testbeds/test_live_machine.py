@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from agentsched.errors import TestbedError
-from agentsched.model.live import Invocation, LiveState, StreamDecider, TaskDone
+from agentsched.model.live import FasterDevice, Invocation, MachineSnapshot, TaskDone
 from agentsched.model.workflow import Mode
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.real import Cancelled
@@ -31,7 +31,7 @@ class Clock:
         self.s += ms / 1000.0
 
 
-class Scripted(StreamDecider):
+class Scripted(FasterDevice):
     """Places each task as ``modes`` says (by task id), admits while ``admitting``; keeps what it is told."""
 
     name = "scripted"
@@ -45,10 +45,10 @@ class Scripted(StreamDecider):
         self.ended_ids: list[int] = []
         self.views: list[tuple[int, int, float, int]] = []  # (cpu_busy, cpu_waiting, vram, queue) at each place
 
-    def admit(self, inv: Invocation, live: LiveState) -> bool:
+    def admit(self, inv: Invocation, live: MachineSnapshot) -> bool:
         return self.admitting
 
-    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+    def place(self, inv: Invocation, task: str, live: MachineSnapshot) -> Mode | None:
         self.asked.append(task)
         self.views.append((live.cpu_busy, live.cpu_waiting, live.vram_in_use_mb, live.queue_length))
         return self.modes[task]
@@ -183,7 +183,7 @@ def test_admission_goes_in_arrival_order_and_the_first_is_always_admitted():
     th = threading.Thread(target=lambda: (second.admit(), admitted.set()))
     th.start()
     assert not admitted.wait(0.1)  # at the door while the decider says no
-    assert m.live.admission_waiting == 1 and m.in_flight == 1
+    assert m.snapshot().admission_waiting == 1 and m.in_flight == 1
     d.admitting = True
     th.join(JOIN_S)
     assert admitted.is_set() and m.in_flight == 2 and m.admission == []
@@ -272,7 +272,7 @@ def test_cpu_slots_must_be_a_positive_integer(slots):
 
 def test_a_decider_that_plans_whole_mappings_is_refused():
     with pytest.raises(TestbedError, match="does not place tasks when they become ready"):
-        LiveMachine(StreamDecider(), [TWO], vram_budget_mb=None, cpu_slots=2)
+        LiveMachine(FasterDevice(), [TWO], vram_budget_mb=None, cpu_slots=2)
 
 
 def test_a_queued_task_whose_job_ended_without_a_turn_leaves_the_queue_to_the_next():

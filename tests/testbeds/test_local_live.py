@@ -18,8 +18,8 @@ import pytest
 from agentsched.errors import TestbedError
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.traffic import TrafficPlanner
+from agentsched.planner.traffic_learn import ContentionLearner
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.testbeds.tool_pool import ToolPool
@@ -106,7 +106,7 @@ def run_many(tb: LocalTestbed, machine: LiveMachine, n: int, threads: int = 4):
 
 
 def test_concurrent_live_invocations_run_and_leave_the_machine_clean(fake_gpu):
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     m = LiveMachine(planner, [PAIR], vram_budget_mb=2 * VRAM_MB, cpu_slots=2)
     tb = local_testbed(fake_gpu)
     runs = run_many(tb, m, 16)
@@ -120,7 +120,7 @@ def test_concurrent_live_invocations_run_and_leave_the_machine_clean(fake_gpu):
 
 
 def test_the_planner_learns_the_contention_the_machine_really_has(fake_gpu):
-    planner = LoadPlanner(admission=False)
+    planner = TrafficPlanner(admission=False)
     m = LiveMachine(planner, [PAIR], vram_budget_mb=None, cpu_slots=4)
     seen: list = []
     observe = planner.observe
@@ -140,7 +140,7 @@ def test_the_planner_learns_the_contention_the_machine_really_has(fake_gpu):
 
 
 def test_a_tool_that_raises_fails_its_invocation_alone_and_releases_what_it_held(fake_gpu):
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     m = LiveMachine(planner, [PAIR], vram_budget_mb=None, cpu_slots=2)
     tb = local_testbed(fake_gpu, fail=frozenset({"ocr"}))
     runs = run_many(tb, m, 6)
@@ -153,7 +153,7 @@ def test_a_tool_that_raises_fails_its_invocation_alone_and_releases_what_it_held
 
 def test_without_cuda_a_gpu_capable_workflow_is_refused_before_any_placement(monkeypatch):
     monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: False)
-    m = LiveMachine(LoadPlanner(), [PAIR], vram_budget_mb=None, cpu_slots=2)
+    m = LiveMachine(TrafficPlanner(), [PAIR], vram_budget_mb=None, cpu_slots=2)
     tb = local_testbed(FakeGpu())
     with pytest.raises(TestbedError, match="has no CUDA GPU"):
         tb.run_live(PAIR, m.placer(PAIR))

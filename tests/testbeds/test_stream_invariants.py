@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsched.experiments.load import LOAD_POLICIES, make_decider, oracle_mappings
+from agentsched.experiments.traffic import LOAD_POLICIES, make_decider, oracle_mappings
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import make_arrivals
 from agentsched.testbeds.stream import StreamSim
@@ -55,5 +55,5 @@ def test_every_invocation_ends_and_vram_stays_within_the_budget(case):
     for i in res.invocations:
         if i.status == "ok":
             assert i.end_ms - i.arrival_ms >= i.admitted_ms - i.arrival_ms >= 0
-    if policy.startswith("agentsched") or policy.startswith(("dmda", "least-loaded")):
+    if policy.startswith("traffic-aware") or policy.startswith(("dmda", "least-loaded")):
         assert res.count("oom") == 0  # a GPU start only where it fits now: never an oom

@@ -25,7 +25,7 @@ from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, LoadEvidence, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
-from agentsched.model.live import LiveState
+from agentsched.model.live import MachineSnapshot
 from agentsched.model.mapping import MappingT, format_mapping
 from agentsched.model.options import INITIALS, STARTS, InitialRule, StartKind
 from agentsched.model.workflow import Workflow
@@ -93,7 +93,7 @@ class AgentPolicy(Policy):
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run
-        self.live: LiveState | None = None  # the stream's live state when deciding under load (watch_load)
+        self.live: MachineSnapshot | None = None  # the stream's live state when deciding under load (watch_load)
         if predictions:
             from agentsched.agent.forecast import Forecaster
 
@@ -126,7 +126,7 @@ class AgentPolicy(Policy):
         self.reasoner.reset()
         self._evidence = None
 
-    def watch_load(self, live: LiveState | None) -> None:
+    def watch_load(self, live: MachineSnapshot | None) -> None:
         """Show the load of ``live`` (a stream's live state) in every later view; None: no load stream."""
         self.live = live
 

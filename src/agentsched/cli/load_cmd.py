@@ -31,7 +31,7 @@ def load_cmd(
     rates: str = opt.variant(opt.RATES, default=None, help="arrival rates per simulated second instead of --load"),
     arrival: str = opt.ARRIVAL,
     duration_s: float = opt.DURATION_S,
-    policies: str = typer.Option(None, "--policies", help="comma-separated load policies (default: agentsched and "
+    policies: str = typer.Option(None, "--policies", help="comma-separated load policies (default: traffic-aware and "
                                                             "every baseline with and without admission)"),
     # a seed is an arrival stream here, not a closed-loop run
     seeds: int = opt.variant(opt.SEEDS, default=3, help="streams per policy and load (the same streams for every "
@@ -57,9 +57,10 @@ def load_cmd(
     from agentsched.cli.common import load_workflow_and_world, positive, testbed_spec
     from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
     from agentsched.experiments.jobs import default_jobs
-    from agentsched.experiments.load import DEFAULT_POLICIES, Machine, check_study, run_load
+    from agentsched.experiments.traffic import DEFAULT_POLICIES, Machine, check_study, run_load
+    from agentsched.loop.registry import DECIDER_ALIASES
     from agentsched.experiments.folder_lock import hold_folder
-    from agentsched.report.load_report import LOAD_OUTPUTS, load_markdown, write_load_report
+    from agentsched.report.traffic_report import LOAD_OUTPUTS, load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
     loads, rate_list = _floats(load, "--load"), _floats(rates, "--rates")
@@ -79,7 +80,8 @@ def load_cmd(
     for wf in wfs:  # user tools without cards: the stream simulator would time placeholders
         check_sim_cards(sim, wf, SIM_ONLY_REMEDY)
     world = str(choose_world(world, [w for _, w in with_worlds]))  # --world, else the files' world: key
-    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
+    names = [DECIDER_ALIASES.get(p.strip(), p.strip()) for p in policies.split(",") if p.strip()] if policies \
+        else list(DEFAULT_POLICIES)  # (an alias: a name from before the rename)
     # the study and the outputs are checked before minutes of capacity search, not after them (and the
     # folder is made only for a study that can run)
     check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)

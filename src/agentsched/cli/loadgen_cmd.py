@@ -39,7 +39,7 @@ def loadgen_cmd(
     no arrival is refused before anything is sent."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import check_output_file, emit
-    from agentsched.experiments.load import seeded_arrivals
+    from agentsched.experiments.traffic import seeded_arrivals
     from agentsched.experiments.loadgen import run_against, summarize_shots
 
     try:

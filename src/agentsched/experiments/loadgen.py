@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.load import percentile
+from agentsched.experiments.traffic import percentile
 from agentsched.testbeds.arrivals import Arrival
 
 START_LEAD_S = 0.05  # the first due time is this far after the start: time to create the first tasks

@@ -1,8 +1,8 @@
 """The live planner's learned contention, kept in the store: a restarted server resumes it.
 
-``serve --placement live`` places every task with the load-aware planner (``planner/load.py``),
+``serve --placement live`` places every task with the load-aware planner (``planner/traffic.py``),
 which learns each unit tool's contention (s, p) from the GPU runs it watches
-(``planner/load_learn.py``). Without this module that learning lived in the process and a restart
+(``planner/traffic_learn.py``). Without this module that learning lived in the process and a restart
 began again from the tag priors. Here it is kept in the store's ``contention`` table
 (``store/contention.py``), one row per unit tool and key, with the tool's measured ratio
 (``MeasuredRatio``). The key (``unit_key``) is its card as profiled, for one call, and the machine:
@@ -10,7 +10,7 @@ on the simulator its world, on the local testbed its GPU's name and CPU count (`
 A tool re-profiled on a changed machine has a new card, so its unit starts from its prior again,
 while the other units keep theirs.
 
-When: loaded once, when the service starts (``LoadPlanner(learned=..., ratios=...)``); saved every
+When: loaded once, when the service starts (``TrafficPlanner(learned=..., ratios=...)``); saved every
 ``SAVE_EVERY_RUNS`` learned runs (by the thread of the invocation that crossed the mark) and when
 the service closes. Two servers sharing a store each save what they learned; the later save of a
 unit wins (no merge). A row the learner cannot take (a damaged store) is skipped with a warning
@@ -29,8 +29,8 @@ from typing import Any
 from agentsched.errors import AgentschedError
 from agentsched.model.cards import ToolCard, split_amplified
 from agentsched.model.workflow import Workflow
-from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
+from agentsched.planner.traffic import TrafficPlanner
+from agentsched.planner.traffic_learn import ContentionLearner, MeasuredRatio
 from agentsched.service.realtime import SharedMachine
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.store.records import digest
@@ -65,15 +65,15 @@ class ContentionMemory:
     def __init__(self, store: Store, workflows: Sequence[Workflow], machine: str = "") -> None:
         self.store = store
         self.cards = unit_cards(workflows, machine)  # machine: what else identifies the machine (sim: its world)
-        self.planner: LoadPlanner | None = None  # attach: the planner whose learning is kept
+        self.planner: TrafficPlanner | None = None  # attach: the planner whose learning is kept
         self.machine: SharedMachine | LiveMachine | None = None
         self._saved_at = 0  # the planner's run count at the last save
         self._lock = threading.Lock()  # one save at a time
-        self.restored_ratios: dict[str, float] = {}  # load: unit -> measured log ratio (a LoadPlanner's ``ratios``)
+        self.restored_ratios: dict[str, float] = {}  # load: unit -> measured log ratio (a TrafficPlanner's ``ratios``)
 
     def load(self) -> dict[str, tuple[float, float, int]]:
         """unit -> (s, p, runs) the store learned for one of its served cards (of the rows the
-        learner takes, the one with the most runs): the ``learned`` of a ``LoadPlanner``; that row's
+        learner takes, the one with the most runs): the ``learned`` of a ``TrafficPlanner``; that row's
         measured ratio goes to ``restored_ratios`` (its ``ratios``)."""
         units = {h: u for u, hashes in self.cards.items() for h in hashes}
         learned: dict[str, tuple[float, float, int]] = {}
@@ -106,7 +106,7 @@ class ContentionMemory:
                      sum(n for _, _, n in learned.values()))
         return learned
 
-    def attach(self, planner: LoadPlanner, machine: SharedMachine | LiveMachine) -> None:
+    def attach(self, planner: TrafficPlanner, machine: SharedMachine | LiveMachine) -> None:
         """Keep what ``planner``, deciding on ``machine``, learns from now on."""
         self.planner, self.machine = planner, machine
         self._saved_at = planner.learner.runs

@@ -18,7 +18,7 @@ policy sees the ``Execution`` of its own invocation only (its spans, times relat
 
 Live placement (``decider``, ``serve --placement live``): a run that arrives with an empty mapping
 has each task placed when it becomes ready by a stream decider over the machine's live state (the
-load-aware planner, ``planner/load.py``, as in ``agentsched load``), which also decides whether
+load-aware planner, ``planner/traffic.py``, as in ``agentsched load``), which also decides whether
 the invocation starts now or waits at the door; a run that brings a mapping (a pinned one) still
 runs it as brought.
 """
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution, Status, TaskSpan
-from agentsched.model.live import Invocation, LiveState, StreamDecider
+from agentsched.model.live import Decider, Invocation, MachineSnapshot, PlanDecider
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedSpec
@@ -44,12 +44,12 @@ _LIVE = ("waiting", "running")
 T = TypeVar("T")
 
 
-class _BroughtMapping(StreamDecider):
+class _BroughtMapping(PlanDecider):
     """Each invocation runs the mapping it arrived with (its workflow's policy chose it)."""
 
     name = "service-policy"
 
-    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+    def plan(self, inv: Invocation, live: MachineSnapshot) -> Mapping[str, Mode]:
         return inv.mapping
 
 
@@ -64,7 +64,7 @@ class SharedMachine:
         vram_budget_mb: float | None,
         time_scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
-        decider: StreamDecider | None = None,
+        decider: Decider | None = None,
     ) -> None:
         if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale) and time_scale > 0):
             raise TestbedError(f"time scale must be a finite number > 0, got {time_scale!r}")

@@ -9,7 +9,7 @@ budget and CPU slots); on the local testbed the process's ``ToolPool`` (testbeds
 which also keeps every tool loaded between invocations, for every workflow, and with
 ``--cpu-slots N`` holds the process's N CPU slots, shared by every invocation. Placement: each
 workflow's policy chooses a mapping per invocation (``policy``, the default), or ``live``: every
-task is placed when it becomes ready by the load-aware planner (``planner/load.py``) over the
+task is placed when it becomes ready by the load-aware planner (``planner/traffic.py``) over the
 machine's live state: on the real-time simulator the shared simulated machine's, on the local
 testbed the process's (``testbeds/live_machine.py``: the tasks of every invocation in flight, its
 VRAM budget and CPU slots). A live invocation is recorded as kind ``live``, outside the learner's
@@ -36,7 +36,7 @@ from agentsched.errors import AgentschedError, WorkflowError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.tool import is_tool_path
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.planner.load import LoadPlanner
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.runtime import Runtime
 from agentsched.runtime.inputs import HTTP_HINT, check_input_names, check_inputs_given
 from agentsched.runtime.runtime import InvokeResult
@@ -211,7 +211,7 @@ class Service:
                     world = config.testbed.world
                     self.contention = ContentionMemory(self.store, workflows,
                                                        digest(world.model_dump(mode="json")) if world else "")
-                    planner = LoadPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
+                    planner = TrafficPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
                 self.machine = SharedMachine(workflows, config.testbed, vram_budget_mb=budget,
                                              time_scale=config.time_scale, decider=planner)
                 if self.contention is not None and planner is not None:
@@ -251,7 +251,7 @@ class Service:
         self.pool.set_cpu_slots(slots)
         # keyed by the cards (as profiled) and the machine: moved to another GPU, its units start afresh
         self.contention = ContentionMemory(self.store, workflows, machine_id())
-        planner = LoadPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
+        planner = TrafficPlanner(learned=self.contention.load(), ratios=self.contention.restored_ratios)
         live = LiveMachine(planner, workflows, vram_budget_mb=budget, cpu_slots=slots, seed=self.config.seed)
         self.contention.attach(planner, live)
         return live

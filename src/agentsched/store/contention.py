@@ -2,7 +2,7 @@
 restarts (``service/contention_memory.py`` reads and writes it).
 
 One row per unit tool and card hash (the card it was learned with, on one machine): the learned
-sensitivity ``s`` and pressure ``p`` (``planner/load_learn.ContentionLearner``), the GPU runs they
+sensitivity ``s`` and pressure ``p`` (``planner/traffic_learn.ContentionLearner``), the GPU runs they
 were learned from, and the measured ratio ``log_ratio`` (``MeasuredRatio``: the average log of
 what its GPU runs took over what the planner predicted). A save replaces the rows of its keys.
 

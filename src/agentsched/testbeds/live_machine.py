@@ -3,7 +3,7 @@
 On the simulator the stream simulator is the machine and knows everything (``stream.py``). On the
 local testbed the machine is this process: every invocation in flight runs its own ``Driver`` run
 on its own thread, and a ``LiveMachine`` shared by all of them keeps what a serving system can see
-of the load, in the shape decision code reads (``model/live.py``'s ``LiveState``):
+of the load, in the shape decision code reads (``model/live.py``'s ``MachineSnapshot``):
 
 * each task placed and not ended: its card, where it runs, when it was placed, when its run really
   began (``run_started``, told by the backend from the task's thread: a CPU slot taken, a GPU
@@ -17,7 +17,7 @@ of the load, in the shape decision code reads (``model/live.py``'s ``LiveState``
   is held, and only then take their model (paying its load when it is not resident);
 * the invocations at the door (``admit``) and in flight.
 
-It calls one ``StreamDecider`` (the load-aware planner) for every decision, under one lock, with
+It calls one ``Decider`` (the load-aware planner) for every decision, under one lock, with
 its clock frozen for the decision: ``admit`` (the invocation's thread waits at the door until
 admitted, in arrival order), ``place`` (a mode, or None: the task is held and asked again when the
 machine has changed; a held task takes the CPU when nothing at all runs, as in the simulator) and
@@ -43,7 +43,7 @@ from typing import TypeVar
 
 from agentsched.errors import TestbedError
 from agentsched.model.cards import ToolCard, split_amplified
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone, overlap_since
+from agentsched.model.live import Decider, Invocation, MachineSnapshot, RunningView, TaskDone, overlap_since
 from agentsched.model.rules import Ledger, Verdict
 from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.driver import Placer
@@ -76,7 +76,7 @@ class LiveMachine:
 
     def __init__(
         self,
-        decider: StreamDecider,
+        decider: Decider,
         workflows: Sequence[Workflow],
         *,
         vram_budget_mb: float | None,
@@ -108,7 +108,6 @@ class LiveMachine:
         self.admission: list[Invocation] = []  # invocations at the door, in arrival order
         self.in_flight = 0
         self.overlap: dict[str, float] = {}  # unit tool -> integral over time of its GPU runs in progress
-        self.live = LiveState(self)
         decider.start_stream(list(workflows), random.Random(seed))
 
     # ---- what the service's metrics show --------------------------------------------------------
@@ -125,7 +124,11 @@ class LiveMachine:
     def budget_mb(self) -> float:
         return math.inf if self.vram_budget_mb is None else self.vram_budget_mb
 
-    # ---- what LiveState reads -------------------------------------------------------------------
+    # ---- what a decider reads ------------------------------------------------------------------
+    def snapshot(self) -> MachineSnapshot:
+        """The machine now (its clock as the last ``tick`` set it), frozen, as a decider reads it."""
+        return MachineSnapshot.of(self, tuple(self.running_views(True)), tuple(self.running_views(False)))
+
     @property
     def vram_in_use_mb(self) -> float:
         return self.ledger.vram_in_use_mb
@@ -272,7 +275,7 @@ class LivePlacer(Placer):
                 m.admission.append(inv)
                 try:
                     while not (
-                        m.admission[0] is inv and (m.in_flight == 0 or self._decide(m.decider.admit, inv, m.live))
+                        m.admission[0] is inv and (m.in_flight == 0 or self._decide(m.decider.admit, inv, m.snapshot()))
                     ):
                         m.cond.wait(ADMIT_POLL_S)
                         m.check_open()
@@ -303,7 +306,7 @@ class LivePlacer(Placer):
             if self.fixed is not None:
                 mode = self._pinned(task)
             else:
-                mode = self._decide(m.decider.place, inv, task, m.live)
+                mode = self._decide(m.decider.place, inv, task, m.snapshot())
                 if mode is not None and not self._fits(task, mode):
                     # a gpu_now start that does not fit would be an oom: it waits for the VRAM instead
                     mode = None if m.anything_runs() else Mode.CPU

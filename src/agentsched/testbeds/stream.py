@@ -4,9 +4,9 @@ The machine: one GPU with a VRAM budget shared by every invocation, ``cpu_slots`
 waits FIFO for a free slot), and one GPU queue (strict FIFO across invocations, one task at a
 time, admitted when its VRAM fits beside what is held, paying its load first). GPU tasks of all
 invocations contend by the world's law (``world.py``, ``laws.py``), as in the one-run simulator;
-the world is never visible to decision code, which sees the ``LiveState`` (``model/live.py``).
+the world is never visible to decision code, which sees a ``MachineSnapshot`` (``model/live.py``).
 
-Per invocation: on arrival it waits for admission (``StreamDecider.admit``); once admitted its
+Per invocation: on arrival it waits for admission (``Decider.admit``); once admitted its
 source tasks are ready. A ready task's mode is the invocation's plan (decided at admission) or,
 under late binding, the decider's ``place`` when it becomes ready (``None``: held). Then the
 start rules of ``model/rules.py``, shared across invocations: ``cpu`` takes a slot; ``gpu_now``
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from agentsched.errors import TestbedError
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import TaskSpan
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone, overlap_since
+from agentsched.model.live import Decider, Invocation, MachineSnapshot, RunningView, TaskDone, overlap_since
 from agentsched.model.rules import Ledger, Verdict
 from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.arrivals import Arrival
@@ -78,7 +78,7 @@ class StreamSim:
         self,
         workflows: Sequence[Workflow],
         arrivals: Sequence[Arrival],
-        decider: StreamDecider,
+        decider: Decider,
         *,
         vram_budget_mb: float | None,
         cpu_slots: int = DEFAULT_CPU_SLOTS,
@@ -118,9 +118,9 @@ class StreamSim:
         self.invocations: list[Invocation] = []  # every arrival so far, in arrival order
         self.peak_vram_mb = 0.0
         self.spans: dict[int, list[TaskSpan]] | None = {} if keep_spans else None  # invocation id -> its spans
-        self.live = LiveState(self)
+        self._views: tuple[tuple[int, float], tuple[RunningView, ...], tuple[RunningView, ...]] | None = None
 
-    # ---- the machine as the live state reads it ----------------------------------------------
+    # ---- the machine as a snapshot reads it --------------------------------------------------------
     @property
     def now_ms(self) -> float:
         return self.kernel.now_ms
@@ -167,6 +167,13 @@ class StreamSim:
                 RunningView(r.card, r.mode, elapsed, r.loading, r.vram_mb, max(0.0, (iso or 0.0) + load - elapsed))
             )
         return out
+
+    def snapshot(self) -> MachineSnapshot:
+        """The machine now, frozen, as a decider reads it (the running views computed once per state)."""
+        key = (self.kernel.version, self.kernel.now_ms)
+        if self._views is None or self._views[0] != key:
+            self._views = (key, tuple(self.running_views(True)), tuple(self.running_views(False)))
+        return MachineSnapshot.of(self, self._views[1], self._views[2])
 
     # ---- driving it ---------------------------------------------------------------------------
     def run(self) -> StreamResult:
@@ -249,7 +256,7 @@ class StreamSim:
         self.in_flight += 1
         if not self.decider.late_binding:
             t0 = time.perf_counter_ns()
-            inv.mapping = dict(self.decider.plan(inv, self.live))
+            inv.mapping = dict(self.decider.plan(inv, self.snapshot()))
             inv.decision_ns += time.perf_counter_ns() - t0
         self.ready.extend((inv, t, self.now_ms) for t in wf.task_ids if not wf.preds[t])
 
@@ -318,11 +325,10 @@ class StreamSim:
 
     def _admit_waiting(self) -> None:
         """Admit the invocations at the door, in arrival order, while the decider lets them in."""
-        live = self.live
         while self.admission:
             head = self.admission[0]
             t0 = time.perf_counter_ns()
-            ok = self.in_flight == 0 or self.decider.admit(head, live)
+            ok = self.in_flight == 0 or self.decider.admit(head, self.snapshot())
             head.decision_ns += time.perf_counter_ns() - t0
             if not ok:
                 break
@@ -349,7 +355,7 @@ class StreamSim:
         mode = forced if forced is not None else inv.mapping.get(task)
         if mode is None:  # late binding
             t0 = time.perf_counter_ns()
-            mode = self.decider.place(inv, task, self.live)
+            mode = self.decider.place(inv, task, self.snapshot())
             inv.decision_ns += time.perf_counter_ns() - t0
             if mode is None:
                 self.held.append((inv, task, ready_ms))
@@ -422,8 +428,6 @@ def _queued_ms(card: ToolCard) -> float:
     return card.load_needed_ms + (card.gpu_ms or card.cpu_ms)
 
 
-def run_stream(
-    workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider, **kwargs
-) -> StreamResult:
+def run_stream(workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: Decider, **kwargs) -> StreamResult:
     """One stream run (keyword arguments: ``StreamSim``'s)."""
     return StreamSim(workflows, arrivals, decider, **kwargs).run()

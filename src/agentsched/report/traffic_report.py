@@ -1,4 +1,4 @@
-"""Render a load study (``experiments/load.py``): a latency-vs-load plot and ``report.md``."""
+"""Render a load study (``experiments/traffic.py``): a latency-vs-load plot and ``report.md``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,19 @@ from agentsched.report import style
 
 LOAD_FIGURE = "latency_vs_load.png"
 LOAD_OUTPUTS = ("load.json", "report.md", LOAD_FIGURE)  # the files `load` writes in its folder
-COLUMNS = ("policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms", "throughput_per_s", "oom", "errors",
-           "gpu_util", "decision_ms_p50")
+COLUMNS = (
+    "policy",
+    "load",
+    "rate_per_s",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "throughput_per_s",
+    "oom",
+    "errors",
+    "gpu_util",
+    "decision_ms_p50",
+)
 
 
 def plot_latency_vs_load(doc: dict[str, Any], path: Path) -> Path:
@@ -21,7 +32,7 @@ def plot_latency_vs_load(doc: dict[str, Any], path: Path) -> Path:
     for name in policies:
         rows = [r for r in doc["rows"] if r["policy"] == name and r["p99_ms"] is not None]
         xs = [r["load"] for r in rows]
-        line, = ax.plot(xs, [r["p99_ms"] for r in rows], marker="o", label=f"{name} p99")
+        (line,) = ax.plot(xs, [r["p99_ms"] for r in rows], marker="o", label=f"{name} p99")
         ax.plot(xs, [r["p50_ms"] for r in rows], ls="--", color=line.get_color(), alpha=0.7)
     ax.set_yscale("log")
     ax.set_xlabel("load (arrival rate / capacity)")
@@ -42,14 +53,22 @@ def _cell(v: Any) -> str:
 def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
     """``report.md``: the setup, the capacity and the table of rows."""
     m = doc["machine"]
-    lines = ["# Scheduling under load", "",
-             f"Machine: VRAM budget {'none' if m['vram_budget_mb'] is None else _cell(m['vram_budget_mb']) + ' MB'}, "
-             f"{m['cpu_slots']} CPU slots, world "
-             f"{m['world']}, noise sigma {m['noise_sigma']:g}. Arrivals: {doc['arrival']}, "
-             f"{doc['duration_s']:g} simulated s, {doc['seeds']} seed(s).", "",
-             f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, "
-             + ("the best saturation throughput of the baselines (docs/load.md)." if doc.get("capacity_searched", True)
-                else "as given (--capacity-per-s: no search ran)."), ""]
+    lines = [
+        "# Scheduling under load",
+        "",
+        f"Machine: VRAM budget {'none' if m['vram_budget_mb'] is None else _cell(m['vram_budget_mb']) + ' MB'}, "
+        f"{m['cpu_slots']} CPU slots, world "
+        f"{m['world']}, noise sigma {m['noise_sigma']:g}. Arrivals: {doc['arrival']}, "
+        f"{doc['duration_s']:g} simulated s, {doc['seeds']} seed(s).",
+        "",
+        f"Load = arrival rate / capacity; capacity = {doc['capacity_per_s']:g} invocations/s, "
+        + (
+            "the best saturation throughput of the baselines (docs/load.md)."
+            if doc.get("capacity_searched", True)
+            else "as given (--capacity-per-s: no search ran)."
+        ),
+        "",
+    ]
     if figure:
         lines += [f"![latency vs load]({figure})", ""]
     lines += ["| " + " | ".join(COLUMNS) + " | max slowdown |", "|" + "---|" * (len(COLUMNS) + 1)]
@@ -58,12 +77,18 @@ def load_markdown(doc: dict[str, Any], figure: str | None) -> str:
         lines.append("| " + " | ".join(_cell(r[c]) for c in COLUMNS) + f" | {_cell(worst)} |")
     floor = doc.get("isolation_floor") or []
     if floor:
-        lines += ["", "Isolation floor (each arrival's latency alone on the machine; no policy goes below it, noise "
-                  "aside): " + "; ".join(f"load {f['load']:g}: p50 {_cell(f['p50_ms'])} ms, p99 {_cell(f['p99_ms'])} ms"
-                                         for f in floor)]
+        lines += [
+            "",
+            "Isolation floor (each arrival's latency alone on the machine; no policy goes below it, noise "
+            "aside): "
+            + "; ".join(f"load {f['load']:g}: p50 {_cell(f['p50_ms'])} ms, p99 {_cell(f['p99_ms'])} ms" for f in floor),
+        ]
     if doc["saturation_throughput_per_s"]:
-        lines += ["", "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
-                  + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items())]
+        lines += [
+            "",
+            "Throughput at saturation (the highest Poisson rate each policy sustains, invocations/s): "
+            + ", ".join(f"{k} {v:g}" for k, v in doc["saturation_throughput_per_s"].items()),
+        ]
     lines.append("")
     return "\n".join(lines)
 

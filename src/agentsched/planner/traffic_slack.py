@@ -44,8 +44,9 @@ class InvocationEnds:
             self._tails[wf.name] = got
         return got
 
-    def others_end_ms(self, inv: Invocation, task: str, now_ms: float,
-                      ready_finish_ms: Callable[[str], float]) -> float:
+    def others_end_ms(
+        self, inv: Invocation, task: str, now_ms: float, ready_finish_ms: Callable[[str], float]
+    ) -> float:
         """Latest predicted end (absolute) of the tasks of ``inv`` that may overlap ``task`` (module
         docstring); ``ready_finish_ms(u)``: the best finish of ready task u from now (relative)."""
         wf = inv.workflow

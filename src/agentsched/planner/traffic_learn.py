@@ -74,8 +74,9 @@ class ContentionLearner:
         """Start ``unit`` from (s, p) learned over ``runs`` earlier runs (a store's, after a restart)
         instead of its prior; a value outside the learner's bounds raises ``ValueError``."""
         for name, v in (("s", s), ("p", p)):
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-                    and abs(math.log(v)) <= LOG_BOUND + 1e-9):
+            if not (
+                isinstance(v, (int, float)) and math.isfinite(v) and v > 0 and abs(math.log(v)) <= LOG_BOUND + 1e-9
+            ):
                 raise ValueError(f"learned {name} of {unit} must be in [1e-3, 1e3], got {v!r}")
         if not (isinstance(runs, int) and runs >= 0):
             raise ValueError(f"runs learned for {unit} must be an integer >= 0, got {runs!r}")

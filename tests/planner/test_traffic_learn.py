@@ -7,8 +7,8 @@ import math
 import pytest
 
 from agentsched.model.workflow import Mode
-from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
+from agentsched.planner.traffic_learn import ContentionLearner, MeasuredRatio
 from agentsched.scenarios import load_scenario
 
 S7 = load_scenario("S7")
@@ -41,15 +41,18 @@ def test_restore_starts_a_unit_where_another_learner_left_it():
     assert new.learned()["ocr"][2] == 21
 
 
-@pytest.mark.parametrize("s, p, runs, message", [
-    (math.nan, 1.0, 3, "learned s of ocr"),
-    (0.0, 1.0, 3, "learned s of ocr"),
-    (-1.0, 1.0, 3, "learned s of ocr"),
-    (1.0, 2e3, 3, "learned p of ocr"),
-    (1.0, "x", 3, "learned p of ocr"),
-    (1.0, 1.0, -1, "runs learned for ocr"),
-    (1.0, 1.0, 2.5, "runs learned for ocr"),
-])
+@pytest.mark.parametrize(
+    "s, p, runs, message",
+    [
+        (math.nan, 1.0, 3, "learned s of ocr"),
+        (0.0, 1.0, 3, "learned s of ocr"),
+        (-1.0, 1.0, 3, "learned s of ocr"),
+        (1.0, 2e3, 3, "learned p of ocr"),
+        (1.0, "x", 3, "learned p of ocr"),
+        (1.0, 1.0, -1, "runs learned for ocr"),
+        (1.0, 1.0, 2.5, "runs learned for ocr"),
+    ],
+)
 def test_restore_refuses_a_value_outside_the_learners_bounds(s, p, runs, message):
     learner = ContentionLearner()
     with pytest.raises(ValueError, match=message):
