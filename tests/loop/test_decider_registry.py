@@ -92,3 +92,12 @@ def test_a_config_changes_the_decisions():
     assert [(i.end_ms, dict(i.mapping)) for i in base.invocations] != [
         (i.end_ms, dict(i.mapping)) for i in other.invocations
     ]
+
+
+def test_a_tuned_constant_is_an_option_by_its_own_name():
+    from agentsched.loop.registry import decider_options
+
+    opts = decider_options("traffic-aware")
+    assert opts["hold_margin"] == 0.4 and opts["max_held"] == 64 and "admission" not in opts
+    assert decider_by_name("traffic-aware", hold_margin=0.5).config.hold_margin == 0.5
+    assert decider_options("dmda") == {}

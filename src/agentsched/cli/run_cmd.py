@@ -215,8 +215,9 @@ def run_cmd(
 
 
 def policies_cmd(json_out: bool = o.JSON) -> None:
-    """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE)."""
-    from agentsched.loop.registry import REGISTRY, is_available, option_defaults
+    """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE), and
+    the shared machine's deciders with theirs."""
+    from agentsched.loop.registry import DECIDERS, REGISTRY, decider_options, is_available, option_defaults
 
     rows = []
     for name, spec in REGISTRY.items():
@@ -225,6 +226,9 @@ def policies_cmd(json_out: bool = o.JSON) -> None:
         opts = option_defaults(name) if available else {}
         rows.append({"name": name, "kind": kind, "installed": available,
                      "options": {k: _option_value(v) for k, v in opts.items()}, "description": spec.summary})
+    for name, dspec in DECIDERS.items():  # the shared machine's deciders (agentsched load, serve --placement live)
+        rows.append({"name": name, "kind": "decider", "installed": True, "description": dspec.summary,
+                     "options": {k: _option_value(v) for k, v in decider_options(name).items()}})
     if json_out:
         print_json({"policies": rows})
         return

@@ -270,6 +270,7 @@ class DeciderSpec:
     baseline: bool = True  # one of the load study's baselines (its capacity is theirs)
     admission: bool = False  # behind the generic admission rule (``policies/traffic/baselines.WithAdmission``)
     needs_oracle: bool = False  # built from each workflow's oracle mapping (``oracle=``)
+    config: str | None = None  # "module:Model" of its tuned constants (its ``config=``): each field an option
 
 
 _BASELINE_DECIDERS = (
@@ -284,6 +285,8 @@ _BASELINE_DECIDERS = (
     ("least-loaded", "agentsched.policies.traffic.baselines:LeastLoaded", "the least loaded device, when ready"),
 )
 _TRAFFIC_AWARE = "agentsched.planner.traffic:TrafficPlanner"
+_TRAFFIC_CONFIG = "agentsched.planner.traffic_config:TrafficConfig"
+_DECIDER_INTERNAL = frozenset({"mappings", "learned", "ratios", "config"})  # objects a harness passes
 
 DECIDERS: dict[str, DeciderSpec] = {
     s.name: s
@@ -294,6 +297,7 @@ DECIDERS: dict[str, DeciderSpec] = {
             "places each task when ready from the machine's traffic and learned contention; admission at the door",
             {"admission": True},
             baseline=False,
+            config=_TRAFFIC_CONFIG,
         ),
         DeciderSpec(
             "traffic-aware-noadm",
@@ -301,6 +305,7 @@ DECIDERS: dict[str, DeciderSpec] = {
             "traffic-aware without its admission",
             {"admission": False},
             baseline=False,
+            config=_TRAFFIC_CONFIG,
         ),
         *(DeciderSpec(n, t, s, needs_oracle=n == "oracle-static") for n, t, s in _BASELINE_DECIDERS),
         *(
@@ -327,27 +332,47 @@ def decider_name(name: str) -> str:
     return key
 
 
-def decider_by_name(name: str, *, oracle: Any = None, **options: Any) -> Any:
-    """Build decider ``name`` (``DECIDERS``, an alias accepted) with ``options`` (its constructor's
-    keyword parameters; ``oracle``: each workflow's oracle mapping, for ``oracle-static``). A one-line
-    PolicyError for an unknown name or option, or an oracle decider without ``oracle``."""
-    spec = DECIDERS[decider_name(name)]
-    module, _, attr = spec.target.partition(":")
+def _import(target: str, what: str) -> Any:
+    module, _, attr = target.partition(":")
     try:
-        make = getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise PolicyError(f"decider {spec.name} is unavailable: cannot import {spec.target} ({e})") from None
+        raise PolicyError(f"decider {what} is unavailable: cannot import {target} ({e})") from None
+
+
+def decider_options(name: str) -> dict[str, Any]:
+    """Decider ``name``'s options a user may set and their defaults: its constructor's plain
+    parameters and each field of its tuned constants' config."""
+    spec = DECIDERS[decider_name(name)]
+    params = inspect.signature(_import(spec.target, spec.name)).parameters
+    out = {p: v.default for p, v in params.items() if p not in _DECIDER_INTERNAL | set(spec.fixed)}
+    if spec.config is not None:
+        out.update({k: f.default for k, f in _import(spec.config, spec.name).model_fields.items()})
+    return out
+
+
+def decider_by_name(name: str, *, oracle: Any = None, **options: Any) -> Any:
+    """Build decider ``name`` (``DECIDERS``, an alias accepted) with ``options``: its constructor's
+    keyword parameters, and the fields of its tuned constants' config (``config=`` whole, or field by
+    field: ``hold_margin=0.5``); ``oracle``: each workflow's oracle mapping, for ``oracle-static``. A
+    one-line PolicyError for an unknown name or option, or an oracle decider without ``oracle``; an
+    invalid config value is the config's own validation error."""
+    spec = DECIDERS[decider_name(name)]
+    make = _import(spec.target, spec.name)
     if spec.needs_oracle:
         if oracle is None:
             raise PolicyError(f"decider {spec.name} needs each workflow's oracle mapping")
         options = {"mappings": oracle, **options}
+    if spec.config is not None:
+        fields = set(_import(spec.config, spec.name).model_fields)
+        tuned = {k: options.pop(k) for k in list(options) if k in fields}
+        if tuned:
+            options["config"] = {**dict(options.get("config") or {}), **tuned}
     accepted = {p for p in inspect.signature(make).parameters if p != "self"} - set(spec.fixed)
     unknown = sorted(set(options) - accepted)
     if unknown:
-        raise PolicyError(
-            f"decider {spec.name} takes no option {unknown[0]!r} (options: "
-            f"{', '.join(sorted(accepted - {'mappings'})) or 'none'})"
-        )
+        valid = ", ".join(sorted(decider_options(spec.name))) or "none"
+        raise PolicyError(f"decider {spec.name} takes no option {unknown[0]!r} (options: {valid})")
     decider = make(**spec.fixed, **options)
     if spec.admission:
         from agentsched.policies.traffic.baselines import WithAdmission
