@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import agentsched.data
-from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against
+from agentsched.experiments.traffic import seeded_arrivals
 from agentsched.model.cards import split_amplified
-from agentsched.planner.load import LoadPlanner
 from agentsched.planner.prior import contention_prior
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import load_scenario
 from agentsched.service import Engine, contention_memory
 from agentsched.service.contention_memory import unit_cards
@@ -215,7 +215,7 @@ def test_a_ratio_measured_without_contention_learned_is_kept_alone(tmp_path):
     card = next(c for wf in workflows for c in wf.task_cards.values() if c.has_gpu)
     unit = split_amplified(card.name)[0]
     store = Store(tmp_path / "alone.db")
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     machine = LiveMachine(planner, workflows, vram_budget_mb=8192.0, cpu_slots=2)  # starts the planner's stream
     planner.learner.params(card)  # predicted once, as the planner does before a start
     planner.measured.restore(unit, 0.4)  # then measured: its runs took e^0.4 x the prediction

@@ -7,11 +7,11 @@ import threading
 import pytest
 
 from agentsched.errors import AgentschedError, TestbedError
-from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against
+from agentsched.experiments.traffic import seeded_arrivals
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import resolve_workflow
 from agentsched.service import Engine, ServiceConfig
 from agentsched.service.realtime import SharedMachine
@@ -53,13 +53,13 @@ def test_live_placement_on_the_shared_machine_is_agentsched_loads_planner(admiss
         Arrival(4000.0, 0),
     ]
     clock = Clock()
-    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=LoadPlanner(admission=admission))
+    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=TrafficPlanner(admission=admission))
     try:
         served = _runs_at(machine, clock, [(a.time_ms, wfs[a.workflow], {}) for a in arrivals])
     finally:
         machine.close()
     streamed = run_stream(
-        wfs, arrivals, LoadPlanner(admission=admission), vram_budget_mb=2048.0, noise_sigma=0.0, gpu_now_waits=True
+        wfs, arrivals, TrafficPlanner(admission=admission), vram_budget_mb=2048.0, noise_sigma=0.0, gpu_now_waits=True
     )
     assert [x.status.value for x in served] == [i.status for i in streamed.invocations] == ["ok"] * len(arrivals)
     assert [x.mapping for x in served] == [i.mapping for i in streamed.invocations]
@@ -74,7 +74,7 @@ def test_a_brought_mapping_still_runs_as_brought_and_none_without_live_placement
     wfs = [resolve_workflow("S1")]
     cpu = {t: Mode.CPU for t in wfs[0].task_ids}
     clock = Clock()
-    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=LoadPlanner())
+    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=TrafficPlanner())
     try:
         (x,) = _runs_at(machine, clock, [(0.0, wfs[0], cpu)])
     finally:

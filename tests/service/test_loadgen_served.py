@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against, summarize_shots
+from agentsched.experiments.traffic import seeded_arrivals
 from tests.support import json_doc
 
 MIX = ["S1", "S7"]

@@ -48,7 +48,7 @@ def _runs_at(machine: SharedMachine, clock: Clock, jobs) -> list[Execution]:
         th = threading.Thread(target=lambda i=i, wf=wf, m=mapping: out.__setitem__(i, machine.run(wf, m)))
         th.start()
         threads.append(th)
-        _wait_for(lambda n=i + 1: machine.sim._arrived == n)
+        _wait_for(lambda n=i + 1: len(machine.sim.invocations) == n)
     clock.s = 1e6
     machine.poke()
     for th in threads:

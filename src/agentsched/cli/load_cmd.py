@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,35 +30,48 @@ def load_cmd(
     rates: str = opt.variant(opt.RATES, default=None, help="arrival rates per simulated second instead of --load"),
     arrival: str = opt.ARRIVAL,
     duration_s: float = opt.DURATION_S,
-    policies: str = typer.Option(None, "--policies", help="comma-separated load policies (default: agentsched and "
-                                                            "every baseline with and without admission)"),
+    policies: str = typer.Option(
+        None,
+        "--policies",
+        help="comma-separated load policies (default: traffic-aware and every baseline with and without admission)",
+    ),
     # a seed is an arrival stream here, not a closed-loop run
-    seeds: int = opt.variant(opt.SEEDS, default=3, help="streams per policy and load (the same streams for every "
-                                                        "policy)"),
+    seeds: int = opt.variant(
+        opt.SEEDS, default=3, help="streams per policy and load (the same streams for every policy)"
+    ),
     vram_budget_mb: float = opt.VRAM_BUDGET_MB,
     # the slots of the stream's one shared simulated machine (bounded: a load must be able to queue)
     cpu_slots: int = opt.variant(opt.CPU_SLOTS, default=16, help="CPU slots shared by all invocations"),
-    noise: Optional[float] = opt.NOISE,
+    noise: float | None = opt.NOISE,
     world: str = opt.WORLD,
     # load's own folder and files
     out: Path = opt.variant(opt.OUT, default=Path("load-out"), help="output folder (report.md, the plot, load.json)"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip the latency-vs-load plot"),
     json_out: bool = opt.JSON,
     json_file: str = opt.JSON_OUT,
-    capacity_per_s: Optional[float] = typer.Option(None, "--capacity-per-s", help="the mix's capacity, from an "
-                                                   "earlier study's load.json: skips the capacity and saturation "
-                                                   "searches (minutes)"),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="simulations side by side in this many processes "
-                                                           "(default: one per core, at most 16; the figures "
-                                                           "do not depend on it)"),
+    capacity_per_s: float | None = typer.Option(
+        None,
+        "--capacity-per-s",
+        help="the mix's capacity, from an "
+        "earlier study's load.json: skips the capacity and saturation "
+        "searches (minutes)",
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        help="simulations side by side in this many processes "
+        "(default: one per core, at most 16; the figures "
+        "do not depend on it)",
+    ),
 ) -> None:
     """Latency percentiles and throughput of policies over an arrival stream of a workflow mix."""
     from agentsched.cli.common import load_workflow_and_world, positive, testbed_spec
     from agentsched.cli.output import check_output_file, emit, prepare_output_dir, write_json
-    from agentsched.experiments.jobs import default_jobs
-    from agentsched.experiments.load import DEFAULT_POLICIES, Machine, check_study, run_load
     from agentsched.experiments.folder_lock import hold_folder, release_folder
-    from agentsched.report.load_report import LOAD_OUTPUTS, load_markdown, write_load_report
+    from agentsched.experiments.jobs import default_jobs
+    from agentsched.experiments.traffic import DEFAULT_POLICIES, Machine, check_study, run_load
+    from agentsched.loop.registry import DECIDER_ALIASES
+    from agentsched.report.traffic_report import LOAD_OUTPUTS, load_markdown, write_load_report
     from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA
 
     loads, rate_list = _floats(load, "--load"), _floats(rates, "--rates")
@@ -80,7 +91,11 @@ def load_cmd(
     for wf in wfs:  # user tools without cards: the stream simulator would time placeholders
         check_sim_cards(sim, wf, SIM_ONLY_REMEDY)
     world = str(choose_world(world, [w for _, w in with_worlds]))  # --world, else the files' world: key
-    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(DEFAULT_POLICIES)
+    names = (
+        [DECIDER_ALIASES.get(p.strip(), p.strip()) for p in policies.split(",") if p.strip()]
+        if policies
+        else list(DEFAULT_POLICIES)
+    )  # (an alias: a name from before the rename)
     # the study and the outputs are checked before minutes of capacity search, not after them (and the
     # folder is made only for a study that can run)
     check_study(wfs, names, duration_s, seeds, loads, rate_list, arrival, capacity_per_s)
@@ -93,14 +108,24 @@ def load_cmd(
     machine = Machine(vram_budget_mb=budget, cpu_slots=cpu_slots, noise_sigma=sigma, world=world)
     from agentsched.cli.common import err_console
     from agentsched.cli.progress import load_progress
-    from agentsched.experiments.load import study_steps
+    from agentsched.experiments.traffic import study_steps
 
     # on stderr (stdout may be --json): a short study spends minutes in the capacity search
     steps = study_steps(names, len(loads or rate_list or ()), searched=capacity_per_s is None)
     with load_progress(err_console, steps=steps) as progress:
-        doc = run_load(wfs, names, machine=machine, duration_s=duration_s, seeds=seeds, loads=loads,
-                       rates=rate_list, arrival=arrival, progress=progress,
-                       jobs=default_jobs() if jobs is None else jobs, capacity_per_s=capacity_per_s)
+        doc = run_load(
+            wfs,
+            names,
+            machine=machine,
+            duration_s=duration_s,
+            seeds=seeds,
+            loads=loads,
+            rates=rate_list,
+            arrival=arrival,
+            progress=progress,
+            jobs=default_jobs() if jobs is None else jobs,
+            capacity_per_s=capacity_per_s,
+        )
     write_json(out_dir / "load.json", doc)
     write_load_report(doc, out_dir, plot=not no_plot)
     release_folder(out_dir)  # the study is over: its lock file goes

@@ -48,8 +48,8 @@ def loadgen_cmd(
     no arrival is refused before anything is sent."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import check_output_file, emit
-    from agentsched.experiments.load import seeded_arrivals
     from agentsched.experiments.loadgen import run_against, summarize_shots
+    from agentsched.experiments.traffic import seeded_arrivals
 
     try:
         import httpx  # noqa: F401 - the serve extra's client

@@ -300,8 +300,9 @@ def _report(out: _Outcome, json_out: bool, json_file: Path | None, say: Any) -> 
 
 
 def policies_cmd(json_out: bool = o.JSON) -> None:
-    """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE)."""
-    from agentsched.loop.registry import REGISTRY, is_available, option_defaults
+    """List the registered policies and the options each takes (set them with --policy-option KEY=VALUE), and
+    the shared machine's deciders with theirs."""
+    from agentsched.loop.registry import DECIDERS, REGISTRY, decider_options, is_available, option_defaults
 
     rows = []
     for name, spec in REGISTRY.items():
@@ -315,6 +316,16 @@ def policies_cmd(json_out: bool = o.JSON) -> None:
                 "installed": available,
                 "options": {k: _option_value(v) for k, v in opts.items()},
                 "description": spec.summary,
+            }
+        )
+    for name, dspec in DECIDERS.items():  # the shared machine's deciders (agentsched load, serve --placement live)
+        rows.append(
+            {
+                "name": name,
+                "kind": "decider",
+                "installed": True,
+                "description": dspec.summary,
+                "options": {k: _option_value(v) for k, v in decider_options(name).items()},
             }
         )
     if json_out:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentsched.errors import FieldError
+from agentsched.loop.registry import DECIDER_ALIASES
 from agentsched.model.budget import VramBudgetMb
 from agentsched.service.deciders import DECIDER_NAMES
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec
@@ -77,7 +78,7 @@ class ServiceConfig(BaseModel):
     @field_validator("decider")
     @classmethod
     def _known_decider(cls, name: str) -> str:
-        if name not in DECIDER_NAMES:
+        if DECIDER_ALIASES.get(name, name) not in DECIDER_NAMES:
             raise ServiceConfigError("decider", f"is unknown: {name!r} (valid: {', '.join(DECIDER_NAMES)})")
         return name
 

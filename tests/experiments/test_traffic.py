@@ -1,12 +1,12 @@
-"""experiments/load.py: the capacity of a mix (the rate a baseline sustains)."""
+"""experiments/traffic.py: the capacity of a mix (the rate a baseline sustains)."""
 
 from __future__ import annotations
 
 import pytest
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments import load
-from agentsched.experiments.load import (
+from agentsched.experiments import traffic, traffic_capacity
+from agentsched.experiments.traffic import (
     Machine,
     capacity_per_s,
     isolated_ms,
@@ -39,7 +39,7 @@ def _long_alone(tmp_path):
 def test_a_workflow_longer_than_the_drain_tolerance_is_still_sustained_at_a_slow_rate(tmp_path, monkeypatch):
     """llama_3b never fits 4096 MB: the workflow takes about 20 s alone on the CPU, longer than 5% of a
     10 s study; the drain allowance is then its own isolated latency, not a false 'sustains nothing'."""
-    monkeypatch.setattr(load, "MIN_CAPACITY_ARRIVALS", 0)  # the allowance alone, on the study's 10 s
+    monkeypatch.setattr(traffic_capacity, "MIN_CAPACITY_ARRIVALS", 0)  # the allowance alone, on the study's 10 s
     wfs, machine, oracle, dmda = _long_alone(tmp_path)
     longest = max(isolated_ms(wfs, oracle, machine).values())
     assert longest > 19_000
@@ -55,15 +55,15 @@ def test_a_rate_is_judged_on_a_thousand_arrivals_however_short_the_study(tmp_pat
     latency), not by a growing backlog."""
     wfs, machine, _, dmda = _long_alone(tmp_path)
     judged: list[int] = []
-    real_run = load.run_stream
+    real_run = traffic_capacity.run_stream
 
     def run(workflows, arrivals, decider, **kwargs):
         judged.append(len(arrivals))
         return real_run(workflows, arrivals, decider, **kwargs)
 
-    monkeypatch.setattr(load, "run_stream", run)
+    monkeypatch.setattr(traffic_capacity, "run_stream", run)
     assert sustains(wfs, dmda, machine, 0.2, 10.0)  # 4 CPU slots keep up with a 20 s task at 0.2/s
-    assert judged[0] >= 0.9 * load.MIN_CAPACITY_ARRIVALS
+    assert judged[0] >= 0.9 * traffic_capacity.MIN_CAPACITY_ARRIVALS
     assert not sustains(wfs, dmda, machine, 0.4, 10.0)  # twice that: the backlog grows
 
 
@@ -80,19 +80,19 @@ def test_the_capacity_search_is_60_s_at_least_whatever_the_study_s_duration(monk
         searched.append(duration_s)
         raise _Searched
 
-    monkeypatch.setattr(load, "sustainable_rates", rates)
+    monkeypatch.setattr(traffic, "sustainable_rates", rates)
     for study_s in (20.0, 60.0, 90.0, 300.0):
         with pytest.raises(_Searched):
-            load.run_load(
+            traffic.run_load(
                 [resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=study_s, seeds=1, loads=[0.5]
             )
     assert searched == [60.0, 60.0, 90.0, 120.0]
 
 
 def test_a_study_too_long_is_refused_before_the_capacity_search(monkeypatch):
-    monkeypatch.setattr(load, "sustainable_rates", lambda *a, **k: pytest.fail("searched"))
+    monkeypatch.setattr(traffic, "sustainable_rates", lambda *a, **k: pytest.fail("searched"))
     with pytest.raises(AgentschedError, match="at most 1,000,000 simulated seconds"):
-        load.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=1e9, seeds=1, loads=[0.3])
+        traffic.run_load([resolve_workflow("S2")], ["dmda"], machine=Machine(), duration_s=1e9, seeds=1, loads=[0.3])
 
 
 @pytest.mark.parametrize("rate", [0.0, -1.0])
@@ -117,17 +117,17 @@ def test_isolation_is_the_best_alone_on_the_shared_machine_not_the_oracle_of_the
     wfs, machine = [resolve_workflow("S13")], Machine(vram_budget_mb=8192.0, noise_sigma=0.0)
     oracle = oracle_mappings(wfs, None)
     iso = isolated_ms(wfs, oracle, machine)["S13"]
-    assert iso <= min(_alone_ms(wfs, make_decider(name, oracle), machine)[0] for name in load.ISOLATION_DECIDERS)
+    assert iso <= min(_alone_ms(wfs, make_decider(name, oracle), machine)[0] for name in traffic.ISOLATION_DECIDERS)
     assert iso < 0.5 * _alone_ms(wfs, make_decider("oracle-static", oracle), machine)[0]
 
 
 def test_isolation_searches_mappings_no_policy_tries(monkeypatch):
     """With no policy to run, the brute force alone finds the workflow's best mapping."""
-    monkeypatch.setattr(load, "ISOLATION_DECIDERS", ())
+    monkeypatch.setattr(traffic_capacity, "ISOLATION_DECIDERS", ())
     wfs, machine = [resolve_workflow("S13")], Machine(vram_budget_mb=8192.0, noise_sigma=0.0)
     oracle = oracle_mappings(wfs, None)
     assert isolated_ms(wfs, oracle, machine)["S13"] <= _alone_ms(wfs, make_decider("all-gpu", oracle), machine)[0]
-    monkeypatch.setattr(load, "ISOLATION_MAPPINGS", 1)  # too many to search: nothing runs
+    monkeypatch.setattr(traffic_capacity, "ISOLATION_MAPPINGS", 1)  # too many to search: nothing runs
     with pytest.raises(AgentschedError, match="S13: no mapping tried runs alone"):
         isolated_ms(wfs, oracle, machine)
 

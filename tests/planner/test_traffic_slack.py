@@ -1,5 +1,5 @@
-"""What a task's finish is worth under load: its invocation's predicted end (planner/load_slack.py),
-and the GPU's time-averaged pressure as a floor for a new run (planner/load.py)."""
+"""What a task's finish is worth under load: its invocation's predicted end (planner/traffic_slack.py),
+and the GPU's time-averaged pressure as a floor for a new run (planner/traffic.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 from agentsched.model.live import Invocation, RunningView
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_slack import InvocationEnds
+from agentsched.planner.traffic import TrafficPlanner
+from agentsched.planner.traffic_slack import InvocationEnds
 from agentsched.scenarios import load_scenario
 from tests.support.live import fake_live, view
 
@@ -21,8 +21,8 @@ def _inv(name: str, ready: str) -> Invocation:
     return inv
 
 
-def _planner(inv: Invocation) -> LoadPlanner:
-    p = LoadPlanner()
+def _planner(inv: Invocation) -> TrafficPlanner:
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     return p
 
@@ -59,8 +59,7 @@ def test_a_task_with_slack_leaves_a_crowded_gpu_one_on_the_critical_path_takes_i
 def test_a_sensitive_task_meets_the_gpu_s_average_pressure_not_a_quiet_instant():
     inv = _inv("S10", "D")  # image_resize_x30: 510 ms CPU, 120 ms GPU
     card, clip = inv.cards["D"], load_scenario("S7").task_cards["B"]
-    idle = fake_live(budget=8192)
-    idle._sim.now_ms = 120_000.0  # two minutes later, the GPU happens to be free
+    idle = fake_live(budget=8192, now_ms=120_000.0)  # two minutes later, the GPU happens to be free
     fresh = _planner(inv)
     busy = _planner(inv)
     for p in (fresh, busy):

@@ -9,15 +9,22 @@ import statistics
 
 import pytest
 
-from agentsched.experiments.load import percentile
+from agentsched.experiments.traffic import percentile
 from agentsched.model.cards import split_amplified
 from agentsched.model.generate import generate_workflow
 from agentsched.model.live import Invocation
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner, TimeAverage, cpu_harm_ms, door_harm_ms, vram_free_ms, waits_for_one_run
-from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
-from agentsched.policies.load.baselines import AllGpu, Dmda, WithAdmission
+from agentsched.planner.traffic import (
+    TimeAverage,
+    TrafficPlanner,
+    cpu_harm_ms,
+    door_harm_ms,
+    vram_free_ms,
+    waits_for_one_run,
+)
+from agentsched.planner.traffic_learn import ContentionLearner, MeasuredRatio
+from agentsched.policies.traffic.baselines import AllGpu, Dmda, WithAdmission
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import poisson_arrivals
 from agentsched.testbeds.stream import run_stream
@@ -33,7 +40,7 @@ def test_never_oom_where_all_gpu_runs_out_of_vram():
     wfs = [load_scenario(n) for n in ("S1", "S4", "S7", "S11")]
     arr = poisson_arrivals(3.0, 60.0, len(wfs), random.Random(1))
     kw = {"vram_budget_mb": 4000, "noise_sigma": 0.05, "seed": 1}
-    ours = run_stream(wfs, arr, LoadPlanner(), **kw)
+    ours = run_stream(wfs, arr, TrafficPlanner(), **kw)
     theirs = run_stream(wfs, arr, AllGpu(), **kw)
     assert theirs.count("oom") > 0
     assert ours.count("oom") == 0 and ours.count("ok") == len(arr)
@@ -41,7 +48,7 @@ def test_never_oom_where_all_gpu_runs_out_of_vram():
 
 def test_holds_a_gpu_task_whose_vram_frees_soon_rather_than_a_slow_cpu_run():
     inv = _inv("S1")  # B: llama_1b, 447 ms GPU, 8.5 s CPU, 2484 MB
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     short = view(_inv("S2").cards["D"], remaining=50.0)  # a reranker ending soon holds the VRAM
     live = fake_live(gpu=[short], budget=2600, vram=2600 - 100)
@@ -50,7 +57,7 @@ def test_holds_a_gpu_task_whose_vram_frees_soon_rather_than_a_slow_cpu_run():
 
 
 def test_the_wait_for_vram_is_the_end_of_the_runs_that_must_free_it():
-    from agentsched.planner.load import _Gpu
+    from agentsched.planner.traffic import _Gpu
 
     by_end = [
         _Gpu(100.0, 500.0, 1.0, 1.0, False),
@@ -68,7 +75,7 @@ def test_the_gpu_queue_is_priced_with_the_wait_for_its_vram():
     went to the queue as if it started at once, and waited there 30-40 s on a full GPU."""
     inv = _inv("S11")  # three-way; B: clip_x12
     card = inv.cards["B"]
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     llama = _inv("S1").cards["B"]  # llama_1b, 447 ms on the GPU, 2484 MB
     budget = llama.vram_needed_mb + card.vram_needed_mb
@@ -83,24 +90,26 @@ def test_the_gpu_queue_waits_for_the_vram_of_a_larger_task_queued_before_it():
     inv = _inv("S11")
     card = inv.cards["B"]  # clip_x12, small
     big = _inv("S1").cards["B"]  # llama_1b, 2484 MB, queued first: the queue's head
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     running = _inv("S2").cards["D"]  # a reranker holds some VRAM
     budget = running.vram_needed_mb + big.vram_needed_mb - 1.0  # the head fits once it ends, not before
     live = fake_live(gpu=[view(running)], budget=budget, vram=running.vram_needed_mb)
     alone = p._queue_ms(card, p._gpu(live), live)[0]
-    live = fake_live(gpu=[view(running)], budget=budget, vram=running.vram_needed_mb, queue=1)
-    live._sim.gpu_queue = [(_inv("S1"), "B", 0.0)]
+    live = fake_live(gpu=[view(running)], budget=budget, vram=running.vram_needed_mb, queue=1, queued_cards=[big])
     behind = p._queue_ms(card, p._gpu(live), live)[0]
     assert behind - alone == pytest.approx(p._gpu(live)[0].remaining_ms)
 
 
 def test_a_queued_start_whose_vram_does_not_fit_now_is_priced_as_uncertain_as_a_hold():
-    from agentsched.planner.load import VRAM_HOLD_MARGIN, _Cost
+    from agentsched.planner.traffic import _Cost
+    from agentsched.planner.traffic_config import DEFAULT_CONFIG
+
+    VRAM_HOLD_MARGIN = DEFAULT_CONFIG.vram_hold_margin
 
     inv = _inv("S11")
     card = inv.cards["B"]
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     llama = _inv("S1").cards["B"]
     live = fake_live(
@@ -118,14 +127,14 @@ def test_a_queued_start_whose_vram_does_not_fit_now_is_priced_as_uncertain_as_a_
 
 def test_a_task_larger_than_the_budget_goes_to_the_cpu():
     inv = _inv("S1")
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     assert p.place(inv, "B", fake_live(budget=2000)) is Mode.CPU
 
 
 def test_learns_contention_across_invocations():
     wfs = [load_scenario(n) for n in ("S7", "S9")]  # clip presses hard in the default world
-    p = LoadPlanner()
+    p = TrafficPlanner()
     run_stream(wfs, poisson_arrivals(3.0, 200.0, 2, random.Random(2)), p, vram_budget_mb=None, seed=2)
     clip = wfs[0].task_cards["B"]
     assert p.learner.runs > 50
@@ -146,21 +155,21 @@ def test_learner_moves_sensitivity_toward_the_observed_slowdown():
 
 def test_admission_only_when_both_devices_are_saturated():
     inv = _inv("S2")
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     clip = _inv("S7").cards["B"]
     crowd = [view(clip)] * 6
     cpu = [view(inv.cards["C"], Mode.CPU)] * 4
     assert p.admit(inv, fake_live(gpu=crowd))  # CPU free
     assert not p.admit(inv, fake_live(gpu=crowd, cpu=cpu, slots=4, waiting=3, waiting_ms=900.0))
-    assert LoadPlanner(admission=False).admit(inv, fake_live(gpu=crowd, cpu=cpu, slots=4, waiting=3))
+    assert TrafficPlanner(admission=False).admit(inv, fake_live(gpu=crowd, cpu=cpu, slots=4, waiting=3))
 
 
 def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
     """Before, the door opened whenever the CPU had a free slot: under a superlinear contention law
     the GPU, full, got ever more work and throughput collapsed (p99 42x dmda+adm's, docs/load.md)."""
     inv = _inv("S1")  # B: llama_1b, 2484 MB
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     short = view(_inv("S2").cards["D"], remaining=50.0)
     full = fake_live(gpu=[short], budget=2600, vram=2600 - 100)
@@ -171,7 +180,7 @@ def test_no_invocation_is_admitted_while_a_task_waits_for_vram():
     assert p.admit(other, fake_live(budget=2600))  # its VRAM would fit now: the door opens
     assert p.place(inv, "B", fake_live(budget=2600)) is Mode.GPU_NOW
     assert p.admit(other, full)  # it started: nothing waits
-    assert LoadPlanner(admission=False).admit(other, full)
+    assert TrafficPlanner(admission=False).admit(other, full)
 
 
 def test_a_wait_for_one_running_task_alone_is_told_from_a_wait_for_the_crowd():
@@ -186,7 +195,7 @@ def test_the_door_stays_open_while_a_task_waits_for_one_run_alone():
     not prolong. Before, the door shut behind it too, and every invocation waited at the door (a sweep
     draw: llama_3b on 12,288 MB, 6.6 s at the door on average, p50 1.97x dmda+adm's at 90% load)."""
     inv, other = _inv("S1"), _inv("S2")  # S1's B: llama_1b, 2484 MB
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow, other.workflow], random.Random(0))
     copy = view(inv.cards["B"], remaining=300.0)  # another invocation's llama_1b, running
     one_run = fake_live(gpu=[copy], budget=4000, vram=2484 + 300)
@@ -228,7 +237,7 @@ def test_a_hold_for_vram_counts_the_invocations_it_keeps_at_the_door_for_minutes
     short = view(_inv("S2").cards["D"])  # a short reranker holds the VRAM
 
     def place(door, since_ms, admission=True):
-        p = LoadPlanner(admission=admission)
+        p = TrafficPlanner(admission=admission)
         p.start_stream([inv.workflow], random.Random(0))
         p.admit(_inv("S2"), fake_live(door=door))  # the door is seen crowded from time 0 on...
         p.place(Invocation(1, 0, inv.workflow, 0.0, inv.cards), "A", fake_live(door=door))  # ...by both calls
@@ -247,7 +256,7 @@ def test_while_invocations_wait_at_the_door_a_cpu_run_is_charged_the_queues_dela
     inv = _inv("S2")  # B: doc_merger; its sibling C neither placed nor ready: no slack
 
     def place(door):
-        p = LoadPlanner()
+        p = TrafficPlanner()
         p.start_stream([inv.workflow], random.Random(0))
         clips = [view(_inv("S7").cards["B"], remaining=3000.0)] * 2  # a contended GPU
         busy = [view(inv.cards["B"], Mode.CPU)] * 4
@@ -275,7 +284,7 @@ def test_slow_cpu_runs_with_slack_do_not_saturate_the_cpu_under_load():
     ]
     arr = poisson_arrivals(5.8, 300.0, 2, random.Random("arrivals:0"))
     kw = {"vram_budget_mb": 8192, "cpu_slots": 16, "noise_sigma": 0.03, "seed": 0, "world": "a5500-heavy"}
-    ours = run_stream(wfs, arr, LoadPlanner(), **kw)
+    ours = run_stream(wfs, arr, TrafficPlanner(), **kw)
     theirs = run_stream(wfs, arr, WithAdmission(Dmda()), **kw)
     assert ours.count("ok") == theirs.count("ok") == len(arr)
     p50 = percentile(ours.latencies_ms(), 0.5)
@@ -292,7 +301,7 @@ def test_a_cpu_run_that_sets_its_invocations_end_is_not_charged_the_queues_delay
     ]
     arr = poisson_arrivals(0.75, 900.0, 2, random.Random("arrivals:0"))  # about 60% of the capacity
     kw = {"vram_budget_mb": 12288, "cpu_slots": 4, "noise_sigma": 0.03, "seed": 0}
-    ours = run_stream(wfs, arr, LoadPlanner(), **kw)
+    ours = run_stream(wfs, arr, TrafficPlanner(), **kw)
     theirs = run_stream(wfs, arr, WithAdmission(Dmda()), **kw)
     assert ours.count("ok") == len(arr)
     assert percentile(ours.latencies_ms(), 0.99) <= 1.4 * percentile(theirs.latencies_ms(), 0.99)
@@ -318,7 +327,7 @@ class _Recorded(MeasuredRatio):
         super().observe(invocation, task, mode, run_ms)
 
 
-class _RecordingPlanner(LoadPlanner):
+class _RecordingPlanner(TrafficPlanner):
     def start_stream(self, workflows, rng):
         super().start_stream(workflows, rng)
         self.measured = _Recorded()
@@ -360,7 +369,7 @@ def test_predictions_scaled_by_what_was_measured_are_closer_to_the_runs():
 def test_the_planner_scales_its_gpu_run_by_the_measured_ratio_and_records_the_raw_prediction():
     inv = _inv("S7")
     clip, ocr = inv.cards["B"], inv.cards["A"]
-    p = LoadPlanner()
+    p = TrafficPlanner()
     p.start_stream([inv.workflow], random.Random(0))
     gpu = p._gpu(fake_live(gpu=[view(clip)]))
     run, harm = p._run_beside(ocr, gpu)
@@ -382,7 +391,7 @@ def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
             def observe(self, *args):
                 pass
 
-        planner = LoadPlanner()
+        planner = TrafficPlanner()
         original = planner.start_stream
 
         def start(workflows, rng):
@@ -401,7 +410,7 @@ def test_a_tool_measured_far_slower_than_predicted_goes_to_the_gpu_less():
 def test_an_invocation_that_ended_leaves_no_held_task_and_no_pending_prediction():
     from agentsched.scenarios import resolve_workflow
 
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     wf = resolve_workflow("S1")
     inv = Invocation(7, 0, wf, 0.0, wf.task_cards)
     inv.left = 2  # ended early: two of its tasks never finished

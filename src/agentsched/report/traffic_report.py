@@ -1,4 +1,4 @@
-"""Render a load study (``experiments/load.py``): a latency-vs-load plot and ``report.md``."""
+"""Render a load study (``experiments/traffic.py``): a latency-vs-load plot and ``report.md``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Baselines under load (issue 19), as ``StreamDecider``s:
+"""Baselines under load (issue 19), as ``Decider``s:
 
 * ``all-gpu``: every GPU tool ``gpu_now``, per invocation; blind to VRAM in use (oom when it does not fit);
 * ``oracle-static``: each workflow's isolated oracle mapping (computed offline by the caller, in
@@ -25,7 +25,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.live import Invocation, LiveState, StaticDecider, StreamDecider, TaskDone
+from agentsched.model.live import (
+    Decider,
+    Invocation,
+    MachineSnapshot,
+    PlaceDecider,
+    PlanDecider,
+    StaticDecider,
+    TaskDone,
+)
 from agentsched.model.workflow import Mode
 from agentsched.policies.heft import HeftPolicy
 
@@ -33,14 +41,14 @@ GPU_NOMINAL_SLOTS = 4  # least-loaded: GPU tasks counted as a full GPU (its nomi
 ADMIT_VRAM_FRACTION = 0.8  # generic admission: hold new invocations above this share of the budget
 
 
-class AllGpu(StreamDecider):
+class AllGpu(PlanDecider):
     name = "all-gpu"
 
-    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+    def plan(self, inv: Invocation, live: MachineSnapshot) -> Mapping[str, Mode]:
         return {t: (Mode.GPU_NOW if c.has_gpu else Mode.CPU) for t, c in inv.cards.items()}
 
 
-class HeftStream(StreamDecider):
+class HeftStream(PlanDecider):
     """HEFT per invocation (its plan depends on the workflow only, so it is cached by name)."""
 
     name = "heft"
@@ -48,7 +56,7 @@ class HeftStream(StreamDecider):
     def __init__(self) -> None:
         self._cache: dict[str, dict[str, Mode]] = {}
 
-    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+    def plan(self, inv: Invocation, live: MachineSnapshot) -> Mapping[str, Mode]:
         got = self._cache.get(inv.workflow.name)
         if got is None:
             plan = HeftPolicy().schedule(inv.workflow, inv.cards)
@@ -56,7 +64,7 @@ class HeftStream(StreamDecider):
         return got
 
 
-def cpu_wait_ms(live: LiveState) -> float:
+def cpu_wait_ms(live: MachineSnapshot) -> float:
     """Expected wait for a CPU slot: 0 with one free, else the CPU backlog (card-based remaining time
     of the running CPU tasks plus the CPU time of the tasks waiting ahead) spread over the slots."""
     if live.cpu_busy + live.cpu_waiting < live.cpu_slots:
@@ -66,7 +74,7 @@ def cpu_wait_ms(live: LiveState) -> float:
     return backlog / live.cpu_slots
 
 
-class Dmda(StreamDecider):
+class Dmda(PlaceDecider):
     name = "dmda"
     late_binding = True
 
@@ -79,7 +87,7 @@ class Dmda(StreamDecider):
             return total / n
         return card.gpu_ms if device == "gpu" else card.cpu_ms  # type: ignore[return-value]
 
-    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+    def place(self, inv: Invocation, task: str, live: MachineSnapshot) -> Mode | None:
         card = inv.cards[task]
         cpu_finish = cpu_wait_ms(live) + self.mean_ms(card, "cpu")
         if card.has_gpu and live.fits_now(card.vram_needed_mb):
@@ -94,11 +102,11 @@ class Dmda(StreamDecider):
         self.history[(done.card.name, device)] = (total + done.run_ms, n + 1)
 
 
-class LeastLoaded(StreamDecider):
+class LeastLoaded(PlaceDecider):
     name = "least-loaded"
     late_binding = True
 
-    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+    def place(self, inv: Invocation, task: str, live: MachineSnapshot) -> Mode | None:
         card = inv.cards[task]
         if not card.has_gpu or not live.fits_now(card.vram_needed_mb):
             return Mode.CPU
@@ -109,17 +117,17 @@ class LeastLoaded(StreamDecider):
         return Mode.CPU
 
 
-def backlog(live: LiveState) -> bool:
+def backlog(live: MachineSnapshot) -> bool:
     """The machine has a backlog (the generic admission rule's test; module docstring)."""
     budget = live.vram_budget_mb
     vram_high = budget is not None and live.vram_in_use_mb > ADMIT_VRAM_FRACTION * budget
     return live.cpu_waiting > 0 or live.queue_length > 0 or vram_high
 
 
-class WithAdmission(StreamDecider):
+class WithAdmission(Decider):
     """``inner`` behind the generic admission rule."""
 
-    def __init__(self, inner: StreamDecider) -> None:
+    def __init__(self, inner: Decider) -> None:
         self.inner = inner
         self.name = f"{inner.name}+adm"
         self.late_binding = inner.late_binding
@@ -127,17 +135,20 @@ class WithAdmission(StreamDecider):
     def start_stream(self, workflows: Any, rng: Any) -> None:
         self.inner.start_stream(workflows, rng)
 
-    def admit(self, inv: Invocation, live: LiveState) -> bool:
+    def admit(self, inv: Invocation, live: MachineSnapshot) -> bool:
         return not backlog(live) and self.inner.admit(inv, live)
 
-    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+    def plan(self, inv: Invocation, live: MachineSnapshot) -> Mapping[str, Mode]:
         return self.inner.plan(inv, live)
 
-    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+    def place(self, inv: Invocation, task: str, live: MachineSnapshot) -> Mode | None:
         return self.inner.place(inv, task, live)
 
     def observe(self, done: TaskDone) -> None:
         self.inner.observe(done)
+
+    def ended(self, inv: Invocation) -> None:
+        self.inner.ended(inv)
 
 
 def oracle_static(mappings: Mapping[str, Mapping[str, Mode]]) -> StaticDecider:

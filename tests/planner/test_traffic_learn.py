@@ -7,8 +7,8 @@ import math
 import pytest
 
 from agentsched.model.workflow import Mode
-from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
 from agentsched.planner.prior import contention_prior
+from agentsched.planner.traffic_learn import ContentionLearner, MeasuredRatio
 from agentsched.scenarios import load_scenario
 
 S7 = load_scenario("S7")

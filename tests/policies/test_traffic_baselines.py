@@ -6,7 +6,7 @@ import random
 
 from agentsched.model.live import Invocation, TaskDone
 from agentsched.model.workflow import Mode
-from agentsched.policies.load.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, cpu_wait_ms
+from agentsched.policies.traffic.baselines import AllGpu, Dmda, HeftStream, LeastLoaded, WithAdmission, cpu_wait_ms
 from agentsched.scenarios import load_scenario
 from tests.support.live import fake_live, view
 
