@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from agentsched.report.load_report import load_markdown, plot_latency_vs_load, series
+from agentsched.report.traffic_report import load_markdown, plot_latency_vs_load, series
 from rich.console import Console
 
 from agentsched.cli.progress import load_progress
