@@ -14,11 +14,11 @@ import argparse
 import random
 import time
 
+from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.loop import run_loop
+from agentsched.loop.registry import baseline_policies, is_available, make_policy
 from agentsched.loop.runner import reference_oracle
 from agentsched.model import Mode
-from agentsched.loop.registry import baseline_policies, is_available, make_policy
-from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds import SimTestbed
 
@@ -54,14 +54,17 @@ def main() -> None:
     for p in policies:
         rate = loop_throughput(p)
         print(f"loop with {p:12s}: {rate:,.0f} executions/s ({rate / sim:.2f} x simulator)")
-    cfg = BenchConfig(scenarios=tuple(list_scenarios()), policies=tuple(policies),
-                      seeds=(0, 1) if args.quick else (0, 1, 2, 3, 4))
+    cfg = BenchConfig(
+        scenarios=tuple(list_scenarios()), policies=tuple(policies), seeds=(0, 1) if args.quick else (0, 1, 2, 3, 4)
+    )
     t0 = time.perf_counter()
     res = run_bench(cfg)
     wall = time.perf_counter() - t0
     execs = sum(r.metrics.executions for r in res.records)
-    print(f"bench runs: {len(res.records)} runs, {execs:,} executions in {wall:.1f} s "
-          f"({execs / wall:,.0f} executions/s; the simulator alone would take {execs / sim:.1f} s)")
+    print(
+        f"bench runs: {len(res.records)} runs, {execs:,} executions in {wall:.1f} s "
+        f"({execs / wall:,.0f} executions/s; the simulator alone would take {execs / sim:.1f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ def main() -> int:
     from agentsched.model.mapping import format_mapping
     from agentsched.model.workflow import Mode
     from agentsched.oracle import brute_force
-    from agentsched.profiler.profiler import build_card_set, machine_info, profile
+    from agentsched.profiler.host import machine_info
+    from agentsched.profiler.profiler import build_card_set, profile
     from agentsched.scenarios import list_scenarios, load_scenario
     from agentsched.testbeds.local import LocalTestbed
     from agentsched.testbeds.sim import SimTestbed
@@ -67,8 +68,10 @@ def main() -> int:
         log("error: no CUDA GPU here (use --cpu-only to exercise the script on a CPU machine)")
         return 2
     info = machine_info()
-    log(f"machine: {info.get('cpu')} x{info.get('cpu_cores')}, GPU {info.get('gpu')}, torch {info.get('torch')}, "
-        f"transformers {info.get('transformers')}")
+    log(
+        f"machine: {info.get('cpu')} x{info.get('cpu_cores')}, GPU {info.get('gpu')}, torch {info.get('torch')}, "
+        f"transformers {info.get('transformers')}"
+    )
     from agentsched.tools.text import minilm_model_dir
 
     if minilm_model_dir() is None:
@@ -79,14 +82,16 @@ def main() -> int:
         log(f"  [{done}/{total}] {label}")
 
     log(f"CPU profile, size {args.size}, {args.cpu_runs} runs")
-    cpu_run = profile(args.tools, "cpu", size=args.size, runs=args.cpu_runs, warmup=1, busy="warn",
-                      on_step=step, say=log)
+    cpu_run = profile(
+        args.tools, "cpu", size=args.size, runs=args.cpu_runs, warmup=1, busy="warn", on_step=step, say=log
+    )
     name = "cpu_check" if args.cpu_only else slug(info.get("gpu") or "gpu")
     cards = build_card_set(cpu_run, name)
     if not args.cpu_only:
         log(f"GPU profile, size {args.size}, {args.gpu_runs} runs")
-        gpu_run = profile(args.tools, "gpu", size=args.size, runs=args.gpu_runs, warmup=3, busy="ignore",
-                          on_step=step, say=log)
+        gpu_run = profile(
+            args.tools, "gpu", size=args.size, runs=args.gpu_runs, warmup=3, busy="ignore", on_step=step, say=log
+        )
         gpu_run.measurements[:0] = cpu_run.measurements  # one record of both passes
         cards = build_card_set(gpu_run, name, base=cards)
     card_path = out / f"{name}.json"
@@ -97,8 +102,10 @@ def main() -> int:
         cards.save(repo)
         log(f"wrote {repo}")
     for n, c in cards.cards.items():
-        log(f"  {n:15s} cpu {c.cpu_ms:10.2f} ms  gpu {c.gpu_ms if c.gpu_ms is not None else '-':>10} ms  "
-            f"load {c.load_ms if c.load_ms is not None else '-':>9} ms  vram {c.vram_mb if c.vram_mb is not None else '-':>8} MB")
+        log(
+            f"  {n:15s} cpu {c.cpu_ms:10.2f} ms  gpu {c.gpu_ms if c.gpu_ms is not None else '-':>10} ms  "
+            f"load {c.load_ms if c.load_ms is not None else '-':>9} ms  vram {c.vram_mb if c.vram_mb is not None else '-':>8} MB"
+        )
 
     # 4. scenarios through the local testbed
     wanted = list_scenarios() if args.scenarios == "all" else [s.strip().upper() for s in args.scenarios.split(",")]
@@ -127,27 +134,43 @@ def main() -> int:
             try:
                 ex = tb.run(wf, mapping)
             except Exception as e:
-                results.append({"scenario": sc, "mapping": format_mapping(wf, mapping), "status": "exception",
-                                "why": f"{type(e).__name__}: {e}"})
+                results.append(
+                    {
+                        "scenario": sc,
+                        "mapping": format_mapping(wf, mapping),
+                        "status": "exception",
+                        "why": f"{type(e).__name__}: {e}",
+                    }
+                )
                 log(f"{sc}: exception {type(e).__name__}: {e}")
                 continue
             row = {
-                "scenario": sc, "mapping": format_mapping(wf, mapping), "status": ex.status.value,
-                "e2e_ms": ex.e2e_ms, "predicted_e2e_ms": predicted.e2e_ms,
-                "peak_vram_mb": ex.peak_vram_mb, "vram_budget_mb": wf.vram_budget_mb,
-                "measured_peak_vram_mb": ex.extra.get("measured_peak_vram_mb"), "message": ex.message,
-                "wall_s": round(time.monotonic() - t0, 2), "timeline": [s.to_dict() for s in ex.spans],
+                "scenario": sc,
+                "mapping": format_mapping(wf, mapping),
+                "status": ex.status.value,
+                "e2e_ms": ex.e2e_ms,
+                "predicted_e2e_ms": predicted.e2e_ms,
+                "peak_vram_mb": ex.peak_vram_mb,
+                "vram_budget_mb": wf.vram_budget_mb,
+                "measured_peak_vram_mb": ex.extra.get("measured_peak_vram_mb"),
+                "message": ex.message,
+                "wall_s": round(time.monotonic() - t0, 2),
+                "timeline": [s.to_dict() for s in ex.spans],
             }
             results.append(row)
-            ratio = (f"{ex.e2e_ms / predicted.e2e_ms:.2f}x predicted" if ex.e2e_ms and predicted.e2e_ms else "")
-            log(f"{sc}: {row['mapping']} -> {ex.status.value}, E2E {ex.e2e_ms and round(ex.e2e_ms, 1)} ms "
-                f"(sim {predicted.e2e_ms and round(predicted.e2e_ms, 1)} ms) {ratio} {ex.message}")
+            ratio = f"{ex.e2e_ms / predicted.e2e_ms:.2f}x predicted" if ex.e2e_ms and predicted.e2e_ms else ""
+            log(
+                f"{sc}: {row['mapping']} -> {ex.status.value}, E2E {ex.e2e_ms and round(ex.e2e_ms, 1)} ms "
+                f"(sim {predicted.e2e_ms and round(predicted.e2e_ms, 1)} ms) {ratio} {ex.message}"
+            )
     finally:
         tb.close()
     (out / "scenarios.json").write_text(json.dumps({"cards": name, "size": args.size, "results": results}, indent=1))
     bad = [r for r in results if r["status"] not in ("ok", "skipped")]
-    log(f"done in {time.monotonic() - t_start:.0f} s: {sum(r['status'] == 'ok' for r in results)} ok, "
-        f"{len(bad)} failed, {sum(r['status'] == 'skipped' for r in results)} skipped")
+    log(
+        f"done in {time.monotonic() - t_start:.0f} s: {sum(r['status'] == 'ok' for r in results)} ok, "
+        f"{len(bad)} failed, {sum(r['status'] == 'skipped' for r in results)} skipped"
+    )
     return 1 if bad else 0
 
 

@@ -29,12 +29,13 @@ def main() -> None:
     study = heft_study(wfs, views, cpu_cores=a.cpu_cores)
     t4 = study.table4
     print(f"paper {' '.join(f'{study.paper[s]}' for s in t4)}   full {study.paper_full}/10")
-    print(f"{'variant':34s} " + " ".join(f"{s:>3s}" for s in study.scenarios)
-          + "  strict  lenient  =paper")
+    print(f"{'variant':34s} " + " ".join(f"{s:>3s}" for s in study.scenarios) + "  strict  lenient  =paper")
     for v in study.variants:
         cells = " ".join(f"{v.exact[s]:>3d}" for s in study.scenarios)
-        print(f"{v.label:34s} {cells}  {v.full(t4, exact=True):>3d}/10 {v.full(t4):>5d}/10 "
-              f"{v.paper_agreement(study.paper, t4):>4d}/10")
+        print(
+            f"{v.label:34s} {cells}  {v.full(t4, exact=True):>3d}/10 {v.full(t4):>5d}/10 "
+            f"{v.paper_agreement(study.paper, t4):>4d}/10"
+        )
     print("closest to the paper:", "; ".join(v.label for v in study.closest()))
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any, TypedDict
 
-from agentsched.experiments.load import percentile
+from agentsched.experiments.traffic import percentile
 from agentsched.integrations.langgraph import GraphRuntime, LangGraphTestbed, tool_node
 from agentsched.model.tool import Tool
 
@@ -137,9 +137,14 @@ def serve(testbed_cls: type[LangGraphTestbed], clients: int, invocations: int, s
             t.join()
         wall_s = time.perf_counter() - t0
     bed.close()  # (the runtime leaves a testbed passed in to its caller)
-    return {"throughput_per_s": len(latencies) / wall_s, "p50_ms": percentile(latencies, 0.5),
-            "p99_ms": percentile(latencies, 0.99), "mean_ms": statistics.fmean(latencies),
-            "answered": len(latencies), "wrong": wrong}
+    return {
+        "throughput_per_s": len(latencies) / wall_s,
+        "p50_ms": percentile(latencies, 0.5),
+        "p99_ms": percentile(latencies, 0.99),
+        "mean_ms": statistics.fmean(latencies),
+        "answered": len(latencies),
+        "wrong": wrong,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,15 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n} invocations from {args.clients} clients, {CPU_SLOTS} CPU slots, sleeps {SLEEP_MS} ms")
     print(f"{'':16} {'inv/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'ok':>5} {'wrong':>5}")
     for label, r in rows.items():
-        print(f"{label:16} {r['throughput_per_s']:8.2f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} "
-              f"{r['answered'] - len(r['wrong']):5d} {len(r['wrong']):5d}")
+        print(
+            f"{label:16} {r['throughput_per_s']:8.2f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} "
+            f"{r['answered'] - len(r['wrong']):5d} {len(r['wrong']):5d}"
+        )
     one, conc = rows["one at a time"], rows["concurrent"]
     ratio = conc["throughput_per_s"] / one["throughput_per_s"]
-    print(f"concurrent / one at a time: throughput {ratio:.2f}x, p50 {conc['p50_ms'] / one['p50_ms']:.2f}x, "
-          f"p99 {conc['p99_ms'] / one['p99_ms']:.2f}x")
+    print(
+        f"concurrent / one at a time: throughput {ratio:.2f}x, p50 {conc['p50_ms'] / one['p50_ms']:.2f}x, "
+        f"p99 {conc['p99_ms'] / one['p99_ms']:.2f}x"
+    )
     ok = ratio >= TARGET_THROUGHPUT_RATIO and not conc["wrong"] and not one["wrong"]
-    print(f"target: throughput >= {TARGET_THROUGHPUT_RATIO:g}x, every answer ok and its own: "
-          f"{'met' if ok else 'MISSED'}")
+    print(
+        f"target: throughput >= {TARGET_THROUGHPUT_RATIO:g}x, every answer ok and its own: {'met' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

@@ -35,9 +35,11 @@ TOOLS = ("ocr", "whisper_base", "vector_search", "image_resize", "clip", "groupb
 TARGET_S = 5.0  # "a few seconds"
 TARGET_MB = 500.0  # peak memory of one command on 10,000 tasks
 # one CLI command in a child process; prints its exit code and peak RSS (ru_maxrss is KiB on Linux)
-_CHILD = ("import resource, sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n"
-          "except SystemExit as e:\n    code = e.code if isinstance(e.code, int) else 1\n"
-          "print('@@', code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+_CHILD = (
+    "import resource, sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n"
+    "except SystemExit as e:\n    code = e.code if isinstance(e.code, int) else 1\n"
+    "print('@@', code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+)
 
 
 def make_workflow(n_tasks: int, rng: random.Random) -> dict:
@@ -48,8 +50,7 @@ def make_workflow(n_tasks: int, rng: random.Random) -> dict:
         for _ in range(2):
             j = rng.randrange(max(0, i - 50), i)
             edges[(f"T{j}", f"T{i}")] = None
-    return {"name": f"large{n_tasks}", "decision_space": "binary", "tasks": tasks,
-            "edges": [list(e) for e in edges]}
+    return {"name": f"large{n_tasks}", "decision_space": "binary", "tasks": tasks, "edges": [list(e) for e in edges]}
 
 
 def timed_cli(*argv: str) -> tuple[float, int, str]:
@@ -87,8 +88,13 @@ def memory_table(path: Path, policies: list[str], rounds: int, repeats: int, tim
     commands that finished with exit 0."""
     print(f"{'command':36s} {'seconds':>8s} {'peak MB':>8s} {'x target':>9s}  result")
     rows = [("show", ("show", str(path)))]
-    rows += [(f"run {p} ({rounds}x{repeats})", ("run", str(path), "-p", p, "--rounds", str(rounds),
-                                                 "--repeats", str(repeats), "--no-oracle")) for p in policies]
+    rows += [
+        (
+            f"run {p} ({rounds}x{repeats})",
+            ("run", str(path), "-p", p, "--rounds", str(rounds), "--repeats", str(repeats), "--no-oracle"),
+        )
+        for p in policies
+    ]
     peaks: dict[str, float] = {}
     for label, argv in rows:
         s, code, mb, last = peak_cli(*argv, timeout_s=timeout_s)
@@ -131,8 +137,12 @@ def parse_seconds(text: str, loader: type) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", default="5000", help="tasks of the generated workflow; with --memory a comma list "
-                    "(e.g. 2500,5000,10000) measures each size and prints the slope")
+    ap.add_argument(
+        "--tasks",
+        default="5000",
+        help="tasks of the generated workflow; with --memory a comma list "
+        "(e.g. 2500,5000,10000) measures each size and prints the slope",
+    )
     ap.add_argument("--policies", default="all-gpu,heft,agent-rules")
     ap.add_argument("--memory", action="store_true", help="peak memory of each command in its own process")
     ap.add_argument("--rounds", type=int, default=20)
@@ -149,8 +159,10 @@ def main() -> None:
             doc = make_workflow(n_tasks, random.Random(0))
             text = yaml.safe_dump(doc)
             path.write_text(text)
-            print(f"workflow: {n_tasks:,} tasks, {len(doc['edges']):,} edges, {len(text) / 2**20:.2f} MiB YAML "
-                  f"(caps: {MAX_TASKS:,} tasks, {MAX_EDGES:,} edges)")
+            print(
+                f"workflow: {n_tasks:,} tasks, {len(doc['edges']):,} edges, {len(text) / 2**20:.2f} MiB YAML "
+                f"(caps: {MAX_TASKS:,} tasks, {MAX_EDGES:,} edges)"
+            )
             if a.memory:
                 peaks[n_tasks] = memory_table(path, a.policies.split(","), a.rounds, a.repeats, a.timeout_s)
         if a.memory:
@@ -185,8 +197,9 @@ def main() -> None:
         # 2M aliased edges in a few MB: refused while constructing, before any edge is built
         n_alias = 2_000_000
         bomb = Path(tmp) / "aliases.yaml"
-        bomb.write_text("name: bomb\ntasks: {A: clip, B: clip}\nedge: &e [A, B]\nedges: ["
-                        + ", ".join(["*e"] * n_alias) + "]\n")
+        bomb.write_text(
+            "name: bomb\ntasks: {A: clip, B: clip}\nedge: &e [A, B]\nedges: [" + ", ".join(["*e"] * n_alias) + "]\n"
+        )
         s, code, last = timed_cli("show", str(bomb))
         print(f"{'refuse 2M aliased edges':36s} {s:8.2f} {s / TARGET_S:9.2f}  exit {code}: {last[:70]}")
 

@@ -27,8 +27,12 @@ from agentsched.testbeds import SimTestbed
 
 
 def llm_policy(args: argparse.Namespace, predictions: bool = False):
-    llm = {"base_url": args.llm_base_url, "model": args.llm_model, "timeout_s": args.timeout_s,
-           "max_tokens": args.max_tokens}
+    llm = {
+        "base_url": args.llm_base_url,
+        "model": args.llm_model,
+        "timeout_s": args.timeout_s,
+        "max_tokens": args.max_tokens,
+    }
     return make_policy("agent-llm", llm={k: v for k, v in llm.items() if v is not None}, predictions=predictions)
 
 
@@ -36,8 +40,9 @@ def part1(args: argparse.Namespace) -> bool:
     policy = llm_policy(args)
     policy.preflight(load_scenario("S5"))
     try:
-        run = run_loop(load_scenario("S5"), policy, SimTestbed(seed=args.seed), rounds=args.rounds, repeats=1,
-                       seed=args.seed)
+        run = run_loop(
+            load_scenario("S5"), policy, SimTestbed(seed=args.seed), rounds=args.rounds, repeats=1, seed=args.seed
+        )
     finally:
         policy.close()
     ok = True
@@ -48,22 +53,31 @@ def part1(args: argparse.Namespace) -> bool:
         model = info["fallback"] is None
         ok &= model and slowest < args.max_request_s
         link = requests[-1].get("response_format", "-") if requests else "-"
-        print(f"S5 R{n}: {'model' if model else 'FALLBACK: ' + info['fallback'][:100]}; link {link}; "
-              f"{len(requests)} attempt(s), slowest {slowest:.1f} s")
+        print(
+            f"S5 R{n}: {'model' if model else 'FALLBACK: ' + info['fallback'][:100]}; link {link}; "
+            f"{len(requests)} attempt(s), slowest {slowest:.1f} s"
+        )
     print(f"part 1: {'PASS' if ok else 'FAIL'} (every round the model's, every request < {args.max_request_s:g} s)")
     return ok
 
 
 def equivalent_share(run, view, model_only: bool) -> tuple[int, int]:
     """(oracle-equivalent rounds, rounds counted): the model's own rounds only when ``model_only``."""
-    rounds = [(rec, r) for rec, r in zip(run.records, run.rounds)
-              if not model_only or rec.proposal_info.get("fallback") is None]
+    rounds = [
+        (rec, r)
+        for rec, r in zip(run.records, run.rounds, strict=False)
+        if not model_only or rec.proposal_info.get("fallback") is None
+    ]
     return sum(view.equivalent(r.mapping) for _, r in rounds), len(rounds)
 
 
 def part2(args: argparse.Namespace) -> None:
-    rows = {"agent-llm": lambda: llm_policy(args), "agent-llm[predictions]": lambda: llm_policy(args, True),
-            "agent-rules": lambda: make_policy("agent-rules"), "agent-plan": lambda: make_policy("agent-plan")}
+    rows = {
+        "agent-llm": lambda: llm_policy(args),
+        "agent-llm[predictions]": lambda: llm_policy(args, True),
+        "agent-rules": lambda: make_policy("agent-rules"),
+        "agent-plan": lambda: make_policy("agent-plan"),
+    }
     print("scenario | " + " | ".join(rows))
     for name in args.scenarios or list_scenarios():
         wf = load_scenario(name)

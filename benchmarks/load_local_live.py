@@ -32,16 +32,22 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agentsched.experiments.load import (CAPACITY_DURATION_S, Machine, capacity_per_s, oracle_mappings, percentile,
-                                         seeded_arrivals)
+from agentsched.experiments.traffic import (
+    CAPACITY_DURATION_S,
+    Machine,
+    capacity_per_s,
+    oracle_mappings,
+    percentile,
+    seeded_arrivals,
+)
 from agentsched.model.cards import ToolCard, load_card_set
-from agentsched.planner.load import LoadPlanner
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import resolve_workflow
+from agentsched.testbeds.laws import rate_function
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.testbeds.stream import run_stream
 from agentsched.testbeds.tool_pool import ToolPool
-from agentsched.testbeds.laws import rate_function
 from agentsched.testbeds.world import World, load_world
 
 MIX = tuple(f"S{i}" for i in range(1, 14))
@@ -73,7 +79,7 @@ class EmulatedGpu:
 
     def _set_rates(self) -> None:
         runs = list(self.runs.values())
-        for r, rate in zip(runs, self.rates([r[1] for r in runs], [r[2] for r in runs]) if runs else []):
+        for r, rate in zip(runs, self.rates([r[1] for r in runs], [r[2] for r in runs]) if runs else [], strict=False):
             r[3] = rate
         self.cond.notify_all()
 
@@ -125,9 +131,10 @@ def local_stream(wfs: list, arrivals: list, world: World, workers: int) -> dict:
     gpu = EmulatedGpu(world)
     pool = ToolPool(budget_mb=VRAM_BUDGET_MB)
     pool.set_cpu_slots(CPU_SLOTS)
-    tb = LocalTestbed(tool_factory=lambda name, size, seed=0: FakeTool(cards.cards[name], gpu), pool=pool,
-                      cpu_workers=CPU_SLOTS)
-    machine = LiveMachine(LoadPlanner(), wfs, vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS)
+    tb = LocalTestbed(
+        tool_factory=lambda name, size, seed=0: FakeTool(cards.cards[name], gpu), pool=pool, cpu_workers=CPU_SLOTS
+    )
+    machine = LiveMachine(TrafficPlanner(), wfs, vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS)
     lat: list[float] = []
     statuses: dict[str, int] = {}
     lock = threading.Lock()
@@ -151,13 +158,25 @@ def local_stream(wfs: list, arrivals: list, world: World, workers: int) -> dict:
             lag.append((time.perf_counter() - due) * 1000.0)
             ex.submit(one, wfs[a.workflow], due)
     tb.close()
-    return {"lat": lat, "statuses": statuses, "lag_max_ms": max(lag, default=0.0),
-            "gpu_runs_learned": machine.decider.learner.runs}  # type: ignore[attr-defined]
+    return {
+        "lat": lat,
+        "statuses": statuses,
+        "lag_max_ms": max(lag, default=0.0),
+        "gpu_runs_learned": machine.decider.learner.runs,
+    }  # type: ignore[attr-defined]
 
 
 def simulated(wfs: list, arrivals: list, world: World, seed: int) -> list[float]:
-    res = run_stream(wfs, arrivals, LoadPlanner(), vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS,
-                     noise_sigma=0.0, seed=seed, world=world)
+    res = run_stream(
+        wfs,
+        arrivals,
+        TrafficPlanner(),
+        vram_budget_mb=VRAM_BUDGET_MB,
+        cpu_slots=CPU_SLOTS,
+        noise_sigma=0.0,
+        seed=seed,
+        world=world,
+    )
     return res.latencies_ms()
 
 
@@ -175,8 +194,10 @@ def main() -> int:
     names = [wf.name for wf in wfs]
     machine = Machine(vram_budget_mb=VRAM_BUDGET_MB, cpu_slots=CPU_SLOTS, noise_sigma=0.0, world=args.world)
     capacity, _ = capacity_per_s(wfs, machine, oracle_mappings(wfs, args.world), CAPACITY_DURATION_S)
-    print(f"mix S1-S13, world {args.world}; capacity {capacity:.3f}/s; {seeds} stream(s) of {duration_s:g} s per "
-          f"load; local: fake tools on an emulated GPU, in real time")
+    print(
+        f"mix S1-S13, world {args.world}; capacity {capacity:.3f}/s; {seeds} stream(s) of {duration_s:g} s per "
+        f"load; local: fake tools on an emulated GPU, in real time"
+    )
     met: list[bool] = []
     for load in LOADS:
         sim_lat: list[float] = []
@@ -187,8 +208,10 @@ def main() -> int:
             sim_lat += simulated(wfs, arrivals, world, seed)
             got = local_stream(wfs, arrivals, world, workers=512)
             loc_lat += got["lat"]
-            notes.append(f"seed {seed}: {len(arrivals)} arrivals, {got['statuses']}, GPU runs learned "
-                         f"{got['gpu_runs_learned']}, send lag max {got['lag_max_ms']:.1f} ms")
+            notes.append(
+                f"seed {seed}: {len(arrivals)} arrivals, {got['statuses']}, GPU runs learned "
+                f"{got['gpu_runs_learned']}, send lag max {got['lag_max_ms']:.1f} ms"
+            )
         print(f"\nload {load:.0%}: " + "; ".join(notes))
         print(f"  {'':4} {'simulated':>10} {'local':>10} {'ratio':>7}")
         for q in (0.5, 0.95, 0.99):

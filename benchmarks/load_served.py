@@ -5,7 +5,7 @@
 
 Mix: S1-S13. Machine, on both sides: one GPU with an 8192 MB VRAM budget, 16 CPU slots, the default
 world (a5500), noise sigma 0.03. Loads 0.3 and 0.6 of the mix's capacity (the definition of
-``agentsched load``: the best baseline's sustainable rate, experiments/load.py); ``--seeds``
+``agentsched load``: the best baseline's sustainable rate, experiments/traffic.py); ``--seeds``
 Poisson streams per load (``seeded_arrivals``: the streams ``agentsched load --seeds`` draws),
 percentiles over the completed invocations of every seed pooled, as ``agentsched load`` pools them.
 
@@ -41,9 +41,17 @@ from pathlib import Path
 
 import httpx
 
-from agentsched.experiments.load import (CAPACITY_DURATION_S, MIN_CAPACITY_DURATION_S, Machine, percentile,
-                                         capacity_per_s, make_decider, oracle_mappings, seeded_arrivals)
 from agentsched.experiments.loadgen import run_against, summarize_shots
+from agentsched.experiments.traffic import (
+    CAPACITY_DURATION_S,
+    MIN_CAPACITY_DURATION_S,
+    Machine,
+    capacity_per_s,
+    make_decider,
+    oracle_mappings,
+    percentile,
+    seeded_arrivals,
+)
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.stream import run_stream
 
@@ -51,16 +59,32 @@ MIX = tuple(f"S{i}" for i in range(1, 14))
 MACHINE = Machine(vram_budget_mb=8192.0, cpu_slots=16, noise_sigma=0.03)
 LOADS = (0.3, 0.6)
 TOLERANCE = 0.15
-POLICIES = ("oracle-static", "agentsched")
+POLICIES = ("oracle-static", "traffic-aware")
 
 
 def start_server(db: Path, time_scale: float, live: bool) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` of the mix on the shared real-time simulator (a free port on 127.0.0.1)."""
     from serve_load import launch  # benchmarks/serve_load.py: a real server process
 
-    return launch([*MIX, "--store", str(db), "--testbed", "sim", "--realtime", "--time-scale", str(time_scale),
-                   "--vram-budget-mb", str(MACHINE.vram_budget_mb), "--cpu-slots", str(MACHINE.cpu_slots),
-                   "--max-concurrency", "100000", *(["--placement", "live"] if live else [])])
+    return launch(
+        [
+            *MIX,
+            "--store",
+            str(db),
+            "--testbed",
+            "sim",
+            "--realtime",
+            "--time-scale",
+            str(time_scale),
+            "--vram-budget-mb",
+            str(MACHINE.vram_budget_mb),
+            "--cpu-slots",
+            str(MACHINE.cpu_slots),
+            "--max-concurrency",
+            "100000",
+            *(["--placement", "live"] if live else []),
+        ]
+    )
 
 
 def pin(url: str, oracle: dict) -> None:
@@ -84,8 +108,10 @@ def simulated(wfs: list, streams: list, oracle: dict, policy: str) -> dict:
 
 
 def compare(load: float, sim: dict, served: dict) -> list[bool]:
-    print(f"\nload {load:.0%}: {served['sent']} arrivals; oom simulated {sim['oom']}, served {served['oom']}; "
-          f"served error {served['error']}, refused {served['refused']}, no answer {served['no-answer']}")
+    print(
+        f"\nload {load:.0%}: {served['sent']} arrivals; oom simulated {sim['oom']}, served {served['oom']}; "
+        f"served error {served['error']}, refused {served['refused']}, no answer {served['no-answer']}"
+    )
     print(f"  {'':4} {'simulated':>10} {'served':>10} {'ratio':>7}        {'server E2E':>10} {'ratio':>7}")
     met = []
     for q in ("p50", "p95", "p99"):
@@ -93,10 +119,11 @@ def compare(load: float, sim: dict, served: dict) -> list[bool]:
         ratio = v / s if s and v else float("nan")
         ok = abs(ratio - 1) <= TOLERANCE
         met.append(ok)
-        print(f"  {q:4} {s:10,.1f} {v:10,.1f} {ratio:7.3f} {'met' if ok else 'MISSED':6} "
-              f"{e:10,.1f} {e / s:7.3f}")
-    print(f"  overhead (client latency - server E2E) mean {served['overhead_ms_mean']:,.1f} ms simulated; "
-          f"send lag p50 {served['lag_ms_p50']:,.2f} ms, max {served['lag_ms_max']:,.1f} ms simulated")
+        print(f"  {q:4} {s:10,.1f} {v:10,.1f} {ratio:7.3f} {'met' if ok else 'MISSED':6} {e:10,.1f} {e / s:7.3f}")
+    print(
+        f"  overhead (client latency - server E2E) mean {served['overhead_ms_mean']:,.1f} ms simulated; "
+        f"send lag p50 {served['lag_ms_p50']:,.2f} ms, max {served['lag_ms_max']:,.1f} ms simulated"
+    )
     return met
 
 
@@ -115,25 +142,32 @@ def main() -> None:
     wfs = [resolve_workflow(n) for n in MIX]
     names = [wf.name for wf in wfs]
     oracle = oracle_mappings(wfs, MACHINE.world)
-    capacity, _ = capacity_per_s(wfs, MACHINE, oracle, min(CAPACITY_DURATION_S,
-                                                          max(MIN_CAPACITY_DURATION_S, duration_s)))
-    live = args.policy == "agentsched"
+    capacity, _ = capacity_per_s(
+        wfs, MACHINE, oracle, min(CAPACITY_DURATION_S, max(MIN_CAPACITY_DURATION_S, duration_s))
+    )
+    live = args.policy == "traffic-aware"
     policies = f"{args.policy} simulated, agent-plan served" if args.unpinned else f"{args.policy} on both sides"
-    print(f"mix S1-S13, capacity {capacity:.3f}/s, {policies}, {seeds} stream(s) of "
-          f"{duration_s:g} simulated s per load, served at {args.time_scale:g}x")
+    print(
+        f"mix S1-S13, capacity {capacity:.3f}/s, {policies}, {seeds} stream(s) of "
+        f"{duration_s:g} simulated s per load, served at {args.time_scale:g}x"
+    )
     met: list[bool] = []
     with tempfile.TemporaryDirectory() as tmp:
         for load in LOADS:
             streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed) for seed in range(seeds)]
             # a stateful planner starts cold on each stream, as the simulated side does
-            shots = [shot for i, arrivals in enumerate(streams)
-                     for shot in serve_stream(Path(tmp) / f"served-{load}-{i}.db", arrivals, names, args, oracle, live)]
+            shots = [
+                shot
+                for i, arrivals in enumerate(streams)
+                for shot in serve_stream(Path(tmp) / f"served-{load}-{i}.db", arrivals, names, args, oracle, live)
+            ]
             met += compare(load, simulated(wfs, streams, oracle, args.policy), summarize_shots(shots))
     print(f"\n{sum(met)} of {len(met)} met (served percentile within {TOLERANCE:.0%} of the simulated one)")
 
 
-def serve_stream(db: Path, arrivals: list, names: list[str], args: argparse.Namespace, oracle: dict,
-                 live: bool) -> list:
+def serve_stream(
+    db: Path, arrivals: list, names: list[str], args: argparse.Namespace, oracle: dict, live: bool
+) -> list:
     """One stream against a fresh server: pinned to the oracle mappings, placing live, or unpinned."""
     proc, url = start_server(db, args.time_scale, live)
     try:

@@ -30,18 +30,18 @@ import textwrap
 from pathlib import Path
 
 import httpx
+from load_served import TOLERANCE, compare  # benchmarks/load_served.py: the same side-by-side lines
 
-from agentsched.experiments.load import Machine, capacity_per_s, oracle_mappings, percentile, seeded_arrivals
 from agentsched.experiments.loadgen import run_against, summarize_shots
+from agentsched.experiments.traffic import Machine, capacity_per_s, oracle_mappings, percentile, seeded_arrivals
 from agentsched.model.live import StaticDecider
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import resolve_workflow
 from agentsched.testbeds.stream import run_stream
-from load_served import TOLERANCE, compare  # benchmarks/load_served.py: the same side-by-side lines
 
 LOADS = (0.3, 0.6)
 SLEEPS_MS = {"Nap50": 50, "Nap120": 120, "Nap200": 200, "Nap400": 400}
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import time
 
     import agentsched
@@ -60,13 +60,13 @@ TOOLS = textwrap.dedent('''
                 return ms
         return Nap
 
-''') + "".join(f"{cls} = _nap({ms})\n" for cls, ms in SLEEPS_MS.items())
+""") + "".join(f"{cls} = _nap({ms})\n" for cls, ms in SLEEPS_MS.items())
 WORKFLOWS = {
     "naps-chain": "tasks:\n  A: {tool: 'nap_tools:Nap50'}\n  B: {tool: 'nap_tools:Nap200'}\n"
-                  "  C: {tool: 'nap_tools:Nap50'}\nedges: [[A, B], [B, C]]\n",
+    "  C: {tool: 'nap_tools:Nap50'}\nedges: [[A, B], [B, C]]\n",
     "naps-fan": "tasks:\n  A: {tool: 'nap_tools:Nap120'}\n  B: {tool: 'nap_tools:Nap400'}\n"
-                "  C: {tool: 'nap_tools:Nap120'}\n  D: {tool: 'nap_tools:Nap50'}\n"
-                "edges: [[A, D], [B, D], [C, D]]\n",
+    "  C: {tool: 'nap_tools:Nap120'}\n  D: {tool: 'nap_tools:Nap50'}\n"
+    "edges: [[A, D], [B, D], [C, D]]\n",
     "naps-one": "tasks:\n  A: {tool: 'nap_tools:Nap200'}\n",
 }
 
@@ -81,9 +81,28 @@ def write_project(folder: Path) -> tuple[list[Path], Path]:
         files.append(path)
     cards = folder / "nap_cards.json"
     tools = ",".join(f"nap_tools:{cls}" for cls in SLEEPS_MS)
-    done = subprocess.run([sys.executable, "-m", "agentsched", "profile", "--tools", tools, "--out", str(cards),
-                           "--runs", "5", "--warmup", "1", "--busy", "ignore"], cwd=folder,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentsched",
+            "profile",
+            "--tools",
+            tools,
+            "--out",
+            str(cards),
+            "--runs",
+            "5",
+            "--warmup",
+            "1",
+            "--busy",
+            "ignore",
+        ],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"profiling the tools failed: {done.stderr.strip()}")
     return files, cards
@@ -103,16 +122,33 @@ def simulated(wfs: list, streams: list, slots: int) -> dict:
 def served(folder: Path, files: list[Path], cards: Path, streams: list, wfs: list, slots: int) -> dict:
     from serve_load import launch  # benchmarks/serve_load.py: a real server process
 
-    proc, url = launch([*map(str, files), "--store", str(folder / "served.db"), "--testbed", "local",
-                        "--cpu-slots", str(slots), "--cards", str(cards), "--max-concurrency", "100000"], cwd=folder)
+    proc, url = launch(
+        [
+            *map(str, files),
+            "--store",
+            str(folder / "served.db"),
+            "--testbed",
+            "local",
+            "--cpu-slots",
+            str(slots),
+            "--cards",
+            str(cards),
+            "--max-concurrency",
+            "100000",
+        ],
+        cwd=folder,
+    )
     try:
         with httpx.Client(base_url=url, timeout=60) as c:
             for wf in wfs:  # the only mapping: every task on the CPU (the tools have no GPU code)
                 mapping = {t: "cpu" for t in wf.task_ids}
                 c.put(f"/v1/workflows/{wf.name}/mapping", json={"mapping": mapping}).raise_for_status()
         names = [wf.name for wf in wfs]
-        shots = [s for arrivals in streams
-                 for s in run_against(url, arrivals, names, time_scale=1.0, inputs={"request": "load"})]
+        shots = [
+            s
+            for arrivals in streams
+            for s in run_against(url, arrivals, names, time_scale=1.0, inputs={"request": "load"})
+        ]
         bad = [s for s in shots if s.status != "ok"]
         if bad:
             print(f"  {len(bad)} of {len(shots)} not ok, e.g. {bad[0].status}: {bad[0].message}")
@@ -139,8 +175,10 @@ def main() -> int:
         names = [wf.name for wf in wfs]
         machine = Machine(vram_budget_mb=None, cpu_slots=args.cpu_slots, noise_sigma=0.0)
         capacity, _ = capacity_per_s(wfs, machine, oracle_mappings(wfs, None), min(120.0, max(10.0, duration_s)))
-        print(f"mix {', '.join(names)}; capacity {capacity:.3f}/s with {args.cpu_slots} CPU slots; {seeds} "
-              f"stream(s) of {duration_s:g} s per load, served in real time")
+        print(
+            f"mix {', '.join(names)}; capacity {capacity:.3f}/s with {args.cpu_slots} CPU slots; {seeds} "
+            f"stream(s) of {duration_s:g} s per load, served in real time"
+        )
         for load in LOADS:
             streams = [seeded_arrivals("poisson", load * capacity, duration_s, names, seed) for seed in range(seeds)]
             sim = simulated(wfs, streams, args.cpu_slots)

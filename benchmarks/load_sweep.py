@@ -13,7 +13,7 @@ Each configuration is drawn from ``random.Random(seed)``:
 * arrivals: Poisson (2 in 3) or bursty.
 
 Per configuration, every load policy (agentsched, the five baselines with and without admission)
-runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/load.py``), ``--seeds``
+runs the same streams at 30%, 60% and 90% of the mix's capacity (``experiments/traffic.py``), ``--seeds``
 streams each, long enough for 400 arrivals at 30% load (300-20,000 simulated seconds: a mix of
 long workflows has a low capacity). A cell is (configuration, load): agentsched's p50 and
 p99 over the best clean baseline's (no oom, no error), and agentsched's oom count; per
@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.load import DEFAULT_POLICIES, Machine, capacity_per_s, oracle_mappings, run_load
+from agentsched.experiments.traffic import DEFAULT_POLICIES, Machine, capacity_per_s, oracle_mappings, run_load
 from agentsched.model.generate import generate_workflow
 from agentsched.scenarios import load_scenario
 
@@ -50,16 +50,28 @@ def draw_config(rng: random.Random) -> dict[str, Any]:
     """One configuration (module docstring), as plain data."""
     if rng.random() < 2 / 3:
         gseed = rng.randrange(1000)
-        mix = [{"tasks": rng.randint(3, 10), "topology": rng.choice(["layered", "fan-out", "random", "chain"]),
-                "space": rng.choice(["binary", "three_way"]), "seed": gseed, "index": i}
-               for i in range(rng.randint(2, 6))]
+        mix = [
+            {
+                "tasks": rng.randint(3, 10),
+                "topology": rng.choice(["layered", "fan-out", "random", "chain"]),
+                "space": rng.choice(["binary", "three_way"]),
+                "seed": gseed,
+                "index": i,
+            }
+            for i in range(rng.randint(2, 6))
+        ]
         kind = "generated"
     else:
         mix = [f"S{i}" for i in sorted(rng.sample(range(1, 14), rng.randint(3, 7)))]
         kind = "paper"
-    return {"kind": kind, "mix": mix, "vram_budget_mb": rng.choice([4096, 8192, 12288, 24576]),
-            "cpu_slots": rng.choice([4, 8, 16]), "world": rng.choice(WORLDS),
-            "arrival": rng.choice(["poisson", "poisson", "bursty"])}
+    return {
+        "kind": kind,
+        "mix": mix,
+        "vram_budget_mb": rng.choice([4096, 8192, 12288, 24576]),
+        "cpu_slots": rng.choice([4, 8, 16]),
+        "world": rng.choice(WORLDS),
+        "arrival": rng.choice(["poisson", "poisson", "bursty"]),
+    }
 
 
 def workflows(cfg: dict[str, Any]) -> list:
@@ -75,20 +87,36 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
     # the capacity first, for the streams' length (run_load finds the same one again: same search)
     capacity, _ = capacity_per_s(wfs, machine, oracle_mappings(wfs, machine.world))
     duration_s = min(MAX_DURATION_S, max(MIN_DURATION_S, INVOCATIONS_AT_30 / (LOADS[0] * capacity)))
-    res = run_load(wfs, DEFAULT_POLICIES, machine=machine, duration_s=duration_s, seeds=seeds,
-                   loads=list(LOADS), arrival=cfg["arrival"])
+    res = run_load(
+        wfs,
+        DEFAULT_POLICIES,
+        machine=machine,
+        duration_s=duration_s,
+        seeds=seeds,
+        loads=list(LOADS),
+        arrival=cfg["arrival"],
+    )
     sat = res["saturation_throughput_per_s"]
-    best_sat = max(v for k, v in sat.items() if k != "agentsched")
+    best_sat = max(v for k, v in sat.items() if k != "traffic-aware")
     out = []
     for load in LOADS:
         rows = [r for r in res["rows"] if abs(r["load"] - load) < 1e-9]
-        ours = next(r for r in rows if r["policy"] == "agentsched")
-        clean = [r for r in rows if r["policy"] != "agentsched" and r["oom"] == 0 and r["errors"] == 0
-                 and r["p50_ms"] is not None]
-        cell: dict[str, Any] = {"load": load, "oom": ours["oom"], "errors": ours["errors"],
-                                "saturation_ratio": sat["agentsched"] / best_sat,
-                                "p50_ms": ours["p50_ms"], "p99_ms": ours["p99_ms"], "invocations": ours["invocations"],
-                                "duration_s": round(duration_s)}
+        ours = next(r for r in rows if r["policy"] == "traffic-aware")
+        clean = [
+            r
+            for r in rows
+            if r["policy"] != "traffic-aware" and r["oom"] == 0 and r["errors"] == 0 and r["p50_ms"] is not None
+        ]
+        cell: dict[str, Any] = {
+            "load": load,
+            "oom": ours["oom"],
+            "errors": ours["errors"],
+            "saturation_ratio": sat["traffic-aware"] / best_sat,
+            "p50_ms": ours["p50_ms"],
+            "p99_ms": ours["p99_ms"],
+            "invocations": ours["invocations"],
+            "duration_s": round(duration_s),
+        }
         for q in ("p50_ms", "p99_ms"):
             best = min(clean, key=lambda r: r[q]) if clean else None
             cell[f"{q[:3]}_ratio"] = (ours[q] / best[q]) if best and ours[q] is not None and best[q] else None
@@ -98,31 +126,42 @@ def cells(cfg: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
 
 
 def describe(cfg: dict[str, Any]) -> str:
-    mix = ",".join(cfg["mix"]) if cfg["kind"] == "paper" else \
-        f"{len(cfg['mix'])} generated (seed {cfg['mix'][0]['seed']})"
-    return (f"{mix}; {cfg['vram_budget_mb']} MB, {cfg['cpu_slots']} slots, {cfg['world']}, "
-            f"{cfg['arrival']}")
+    mix = (
+        ",".join(cfg["mix"])
+        if cfg["kind"] == "paper"
+        else f"{len(cfg['mix'])} generated (seed {cfg['mix'][0]['seed']})"
+    )
+    return f"{mix}; {cfg['vram_budget_mb']} MB, {cfg['cpu_slots']} slots, {cfg['world']}, {cfg['arrival']}"
 
 
 def summary(results: list[dict[str, Any]]) -> list[str]:
     flat = [(r["config"], c) for r in results for c in r.get("cells", [])]
-    lines = [f"{len(results)} configurations, {len(flat)} cells (configuration x load); "
-             f"agentsched oom {sum(c['oom'] for _, c in flat)}, errors {sum(c['errors'] for _, c in flat)}"]
+    lines = [
+        f"{len(results)} configurations, {len(flat)} cells (configuration x load); "
+        f"agentsched oom {sum(c['oom'] for _, c in flat)}, errors {sum(c['errors'] for _, c in flat)}"
+    ]
     for q in ("p50", "p99"):
         ratios = [c[f"{q}_ratio"] for _, c in flat if c[f"{q}_ratio"] is not None]
         if not ratios:
             continue
-        lines.append(f"{q} / best clean baseline: <= 1.00 in {sum(x <= 1.0 for x in ratios)}, <= 1.05 in "
-                     f"{sum(x <= 1.05 for x in ratios)}, > 1.20 in {sum(x > 1.2 for x in ratios)} of "
-                     f"{len(ratios)}; median {sorted(ratios)[len(ratios) // 2]:.3f}, worst {max(ratios):.3f}")
+        lines.append(
+            f"{q} / best clean baseline: <= 1.00 in {sum(x <= 1.0 for x in ratios)}, <= 1.05 in "
+            f"{sum(x <= 1.05 for x in ratios)}, > 1.20 in {sum(x > 1.2 for x in ratios)} of "
+            f"{len(ratios)}; median {sorted(ratios)[len(ratios) // 2]:.3f}, worst {max(ratios):.3f}"
+        )
     sats = [r["cells"][0]["saturation_ratio"] for r in results if r.get("cells")]
     if sats:
-        lines.append(f"saturation throughput / best baseline's: >= 1 in {sum(x >= 1 - 1e-9 for x in sats)} of "
-                     f"{len(sats)}; lowest {min(sats):.3f}")
+        lines.append(
+            f"saturation throughput / best baseline's: >= 1 in {sum(x >= 1 - 1e-9 for x in sats)} of "
+            f"{len(sats)}; lowest {min(sats):.3f}"
+        )
     worst = sorted((c for c in flat if c[1]["p99_ratio"] is not None), key=lambda c: -c[1]["p99_ratio"])
     lines.append("worst p99 cells:")
-    lines += [f"  {c['p99_ratio']:.3f} (p50 {c['p50_ratio'] or 0:.3f}) at {c['load']:.0%}: {describe(cfg)} "
-              f"[best: {c['p99_best']}]" for cfg, c in worst[:WORST_SHOWN]]
+    lines += [
+        f"  {c['p99_ratio']:.3f} (p50 {c['p50_ratio'] or 0:.3f}) at {c['load']:.0%}: {describe(cfg)} "
+        f"[best: {c['p99_best']}]"
+        for cfg, c in worst[:WORST_SHOWN]
+    ]
     return lines
 
 
@@ -146,10 +185,12 @@ def main() -> int:
         except AgentschedError as e:  # e.g. a mix no baseline sustains: say so, go on
             got = {"config": cfg, "error": str(e)}
         results.append(got)
-        row = got.get("error") or (f"{got['cells'][0]['duration_s']} s streams, saturation "
-                                   f"{got['cells'][0]['saturation_ratio']:.2f}; ") + " | ".join(
+        row = got.get("error") or (
+            f"{got['cells'][0]['duration_s']} s streams, saturation {got['cells'][0]['saturation_ratio']:.2f}; "
+        ) + " | ".join(
             f"{c['load']:.0%}: p50 {c['p50_ratio'] or 0:.2f} p99 {c['p99_ratio'] or 0:.2f} oom {c['oom']}"
-            for c in got["cells"])
+            for c in got["cells"]
+        )
         print(f"[{k + 1}/{args.configs}] {describe(cfg)} ({time.perf_counter() - t0:.0f} s): {row}", flush=True)
     print("\n".join(summary(results)))
     if args.json_out:

@@ -5,7 +5,7 @@
 What ``serve --placement live`` gains from keeping its learned contention in the store
 (service/contention_memory.py). Per world: one ``agentsched`` stream of 300 simulated s (arrival
 seed 200) learns; then the same held-out streams (arrival seeds 100..) run under a fresh planner
-(cold) and under one started from what the first learned (warm, ``LoadPlanner(learned=...,
+(cold) and under one started from what the first learned (warm, ``TrafficPlanner(learned=...,
 ratios=...)``: its contention and its measured ratios, what a restarted server does). Printed: warm / cold p50 and p99 over the first 30 s, 60 s and 300 s of the
 streams (percentiles pooled over the seeds). Mix S1-S13, the machine of load_targets.py, load 60%
 of the mix's capacity in that world. No target: a report of what a restart loses. About 15 s per
@@ -17,25 +17,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from agentsched.experiments.load import capacity_per_s, oracle_mappings, percentile, seeded_arrivals
-from agentsched.planner.load import LoadPlanner
+from load_targets import MACHINE
+
+from agentsched.experiments.traffic import capacity_per_s, oracle_mappings, percentile, seeded_arrivals
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.stream import run_stream
-
-from load_targets import MACHINE
 
 WORLDS = ("a5500", "a5500-max", "a5500-power", "a5500-threshold", "a5500-saturating", "a5500-heavy")
 SPANS_S = (30.0, 60.0, 300.0)
 LEARN_SEED = 200
 
 
-def _percentiles(wfs: list, machine, rate: float, span_s: float, seeds: int,
-                 learned: dict | None, ratios: dict | None = None) -> tuple[float, float]:
+def _percentiles(
+    wfs: list, machine, rate: float, span_s: float, seeds: int, learned: dict | None, ratios: dict | None = None
+) -> tuple[float, float]:
     names = [w.name for w in wfs]
     lat: list[float] = []
     for seed in range(100, 100 + seeds):
         arrivals = seeded_arrivals("poisson", rate, span_s, names, seed)
-        planner = LoadPlanner(learned=learned, ratios=ratios)
+        planner = TrafficPlanner(learned=learned, ratios=ratios)
         lat += run_stream(wfs, arrivals, planner, **machine.kwargs(seed)).latencies_ms()
     return percentile(lat, 0.5), percentile(lat, 0.99)
 
@@ -48,14 +49,17 @@ def main() -> None:
     args = ap.parse_args()
     wfs = [load_scenario(f"S{i}") for i in range(1, 14)]
     names = [w.name for w in wfs]
-    print(f"S1-S13 at {args.load:.0%} load, {args.seeds} streams; warm / cold (p50, p99) over the first "
-          + ", ".join(f"{s:g} s" for s in SPANS_S))
+    print(
+        f"S1-S13 at {args.load:.0%} load, {args.seeds} streams; warm / cold (p50, p99) over the first "
+        + ", ".join(f"{s:g} s" for s in SPANS_S)
+    )
     for world in args.worlds.split(","):
         machine = dataclasses.replace(MACHINE, world=world)
         rate = args.load * capacity_per_s(wfs, machine, oracle_mappings(wfs, world), 120.0)[0]
-        teacher = LoadPlanner()
-        run_stream(wfs, seeded_arrivals("poisson", rate, 300.0, names, LEARN_SEED), teacher,
-                   **machine.kwargs(LEARN_SEED))
+        teacher = TrafficPlanner()
+        run_stream(
+            wfs, seeded_arrivals("poisson", rate, 300.0, names, LEARN_SEED), teacher, **machine.kwargs(LEARN_SEED)
+        )
         learned = teacher.learner.learned()
         ratios = dict(teacher.measured.log_ratio)  # as the store keeps them: every tool measured
         cells = []

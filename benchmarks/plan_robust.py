@@ -61,8 +61,15 @@ def small_suite(count: int, tight: tuple[float, ...], tag: str) -> list[Workflow
         rng = random.Random(f"robust:{tag}:{i}")
         space = ("binary", "three_way")[i % 2]
         n = rng.randint(4, 7 if space == "three_way" else 10)  # the oracle enumerates 3^7 / 2^10 mappings
-        out.append(generate_workflow(tasks=n, topology=TOPOLOGIES[(i // 2) % 4], space=space,
-                                     budget_tightness=rng.choice(tight), seed=1000 + i))
+        out.append(
+            generate_workflow(
+                tasks=n,
+                topology=TOPOLOGIES[(i // 2) % 4],
+                space=space,
+                budget_tightness=rng.choice(tight),
+                seed=1000 + i,
+            )
+        )
     return out
 
 
@@ -71,8 +78,15 @@ def tight_suite(count: int) -> list[Workflow]:
     for i in range(count):
         rng = random.Random(f"robust:tight:{i}")
         space = ("three_way", "binary")[i % 2]
-        out.append(generate_workflow(tasks=8 if space == "three_way" else 10, topology=("layered", "random")[(i // 2) % 2],
-                                     space=space, budget_tightness=rng.choice((0.5, 0.6, 0.7)), seed=2000 + i))
+        out.append(
+            generate_workflow(
+                tasks=8 if space == "three_way" else 10,
+                topology=("layered", "random")[(i // 2) % 2],
+                space=space,
+                budget_tightness=rng.choice((0.5, 0.6, 0.7)),
+                seed=2000 + i,
+            )
+        )
     return out
 
 
@@ -117,31 +131,49 @@ def run_stats(run: LoopRun, view: OracleView, policy: str, switch: int | None = 
     clean = [c for c in clean if c is not None]
     final = view.reference(run.rounds[-1].mapping)
     fvb = (final / min(clean)) if final is not None and clean else math.inf
-    return Stats(policy, None if ref5 is None else ref5 / view.e2e_ms, m.first_equivalent_round is not None
-                 and m.first_equivalent_round <= 5, m.regret, failed_after0, execs_after0, repeated, fvb,
-                 sum(1 for rec in run.records if "change" in (rec.evidence or {})))
+    return Stats(
+        policy,
+        None if ref5 is None else ref5 / view.e2e_ms,
+        m.first_equivalent_round is not None and m.first_equivalent_round <= 5,
+        m.regret,
+        failed_after0,
+        execs_after0,
+        repeated,
+        fvb,
+        sum(1 for rec in run.records if "change" in (rec.evidence or {})),
+    )
 
 
 def summary(rows: list[Stats], pol: str) -> dict[str, float]:
     rs = [r for r in rows if r.policy == pol]
     ratios = [r.r5_ratio for r in rs if r.r5_ratio is not None]
     ex = sum(r.execs_after0 for r in rs)
-    return {"runs": len(rs), "r5": statistics.fmean(ratios) if ratios else math.inf,
-            "r5_oom": sum(1 for r in rs if r.r5_ratio is None), "eq5": sum(r.eq_by5 for r in rs) / len(rs),
-            "regret": statistics.fmean(r.regret for r in rs), "repeated": sum(r.repeated_oom for r in rs),
-            "failed": sum(r.failed_after0 for r in rs) / ex if ex else 0.0,
-            "final_vs_best": max(r.final_vs_best for r in rs), "changes": sum(r.changes for r in rs)}
+    return {
+        "runs": len(rs),
+        "r5": statistics.fmean(ratios) if ratios else math.inf,
+        "r5_oom": sum(1 for r in rs if r.r5_ratio is None),
+        "eq5": sum(r.eq_by5 for r in rs) / len(rs),
+        "regret": statistics.fmean(r.regret for r in rs),
+        "repeated": sum(r.repeated_oom for r in rs),
+        "failed": sum(r.failed_after0 for r in rs) / ex if ex else 0.0,
+        "final_vs_best": max(r.final_vs_best for r in rs),
+        "changes": sum(r.changes for r in rs),
+    }
 
 
 def print_rows(title: str, rows: list[Stats], policies) -> dict[str, dict[str, float]]:
     print(f"\n{title}")
-    print(f"{'policy':14s} {'runs':>4s} {'R5/oracle':>9s} {'R5 oom':>6s} {'eq by R5':>8s} {'regret':>7s} "
-          f"{'rep.OOM':>7s} {'failed>R0':>9s} {'final/bestmeas(max)':>19s} {'changes':>7s}")
+    print(
+        f"{'policy':14s} {'runs':>4s} {'R5/oracle':>9s} {'R5 oom':>6s} {'eq by R5':>8s} {'regret':>7s} "
+        f"{'rep.OOM':>7s} {'failed>R0':>9s} {'final/bestmeas(max)':>19s} {'changes':>7s}"
+    )
     out = {}
     for pol in policies:
         s = out[pol] = summary(rows, pol)
-        print(f"{pol:14s} {s['runs']:4d} {s['r5']:9.4f} {s['r5_oom']:6d} {s['eq5']:8.1%} {s['regret']:7.4f} "
-              f"{s['repeated']:7d} {s['failed']:9.2%} {s['final_vs_best']:19.4f} {s['changes']:7d}")
+        print(
+            f"{pol:14s} {s['runs']:4d} {s['r5']:9.4f} {s['r5_oom']:6d} {s['eq5']:8.1%} {s['regret']:7.4f} "
+            f"{s['repeated']:7d} {s['failed']:9.2%} {s['final_vs_best']:19.4f} {s['changes']:7d}"
+        )
     sys.stdout.flush()
     return out
 
@@ -167,37 +199,66 @@ def run_suite(wfs: list[Workflow], world_of, policies, rounds: int) -> list[Stat
 def worlds_section(quick: bool) -> None:
     wfs = small_suite(10 if quick else 40, (0.0, 0.3, 0.5), "worlds")
     worlds = [("a5500", lambda i: "a5500", 1.01), ("perturbed", lambda i: f"perturbed:{100 + i}", 1.01)]
-    worlds += [(w, (lambda w: lambda i: w)(w), 1.02) for w in LAWS + ("a5500-heavy",)]
+    worlds += [(w, (lambda name: lambda i: name)(w), 1.02) for w in LAWS + ("a5500-heavy",)]
     pols = ("agent-plan", "agent-rules", "oracle")
     for label, world_of, goal in worlds:
-        s = print_rows(f"A. {len(wfs)} generated 4-10-task workflows, world {label}, 12 rounds x 5 runs",
-                       run_suite(wfs, world_of, pols, 12), pols)
+        s = print_rows(
+            f"A. {len(wfs)} generated 4-10-task workflows, world {label}, 12 rounds x 5 runs",
+            run_suite(wfs, world_of, pols, 12),
+            pols,
+        )
         p = s["agent-plan"]
         eq_goal = 0.98 if goal == 1.01 else 0.95
-        target(f"{label}: R5 mapping / oracle", p["r5"], f"<= {goal}", p["r5"] <= goal and not p["r5_oom"],
-               f"{p['r5'] - goal:+.4f}" + (f", {p['r5_oom']} infeasible" if p["r5_oom"] else ""))
+        target(
+            f"{label}: R5 mapping / oracle",
+            p["r5"],
+            f"<= {goal}",
+            p["r5"] <= goal and not p["r5_oom"],
+            f"{p['r5'] - goal:+.4f}" + (f", {p['r5_oom']} infeasible" if p["r5_oom"] else ""),
+        )
         target(f"{label}: eq. by R5", p["eq5"], f">= {eq_goal:.0%}", p["eq5"] >= eq_goal, f"{p['eq5'] - eq_goal:+.1%}")
         if label == "a5500-heavy":
             # heavy-tailed noise and stragglers cost even the oracle's own mapping: judged on the excess
             excess = p["regret"] - s["oracle"]["regret"]
-            target(f"{label}: regret minus the oracle policy's", excess, "<= 0.03", excess <= 0.03, f"{excess - 0.03:+.4f}")
+            target(
+                f"{label}: regret minus the oracle policy's", excess, "<= 0.03", excess <= 0.03, f"{excess - 0.03:+.4f}"
+            )
         else:
             target(f"{label}: regret", p["regret"], "<= 0.03", p["regret"] <= 0.03, f"{p['regret'] - 0.03:+.4f}")
         target(f"{label}: repeated-OOM rounds", p["repeated"], "0", p["repeated"] == 0, f"{p['repeated']:+.0f}")
-        target(f"{label}: final / best measured (worst run)", p["final_vs_best"], "<= 1.02",
-               p["final_vs_best"] <= 1.02, f"{p['final_vs_best'] - 1.02:+.4f}")
+        target(
+            f"{label}: final / best measured (worst run)",
+            p["final_vs_best"],
+            "<= 1.02",
+            p["final_vs_best"] <= 1.02,
+            f"{p['final_vs_best'] - 1.02:+.4f}",
+        )
 
 
 def tight_section(quick: bool) -> None:
     wfs = tight_suite(8 if quick else 24)
     rows = run_suite(wfs, lambda i: f"perturbed:{200 + i}", ("agent-plan", "agent-rules"), 12)
-    s = print_rows(f"B. {len(wfs)} VRAM-tight workflows (tightness 0.5-0.7), perturbed worlds, 12 rounds x 5 runs",
-                   rows, ("agent-plan", "agent-rules"))
+    s = print_rows(
+        f"B. {len(wfs)} VRAM-tight workflows (tightness 0.5-0.7), perturbed worlds, 12 rounds x 5 runs",
+        rows,
+        ("agent-plan", "agent-rules"),
+    )
     p = s["agent-plan"]
-    target("VRAM-tight: failed executions after R0", p["failed"], "<= 1%", p["failed"] <= 0.01, f"{p['failed'] - 0.01:+.2%}")
+    target(
+        "VRAM-tight: failed executions after R0",
+        p["failed"],
+        "<= 1%",
+        p["failed"] <= 0.01,
+        f"{p['failed'] - 0.01:+.2%}",
+    )
     target("VRAM-tight: repeated-OOM rounds", p["repeated"], "0", p["repeated"] == 0, f"{p['repeated']:+.0f}")
-    target("VRAM-tight: final / best measured (worst run)", p["final_vs_best"], "<= 1.02", p["final_vs_best"] <= 1.02,
-           f"{p['final_vs_best'] - 1.02:+.4f}")
+    target(
+        "VRAM-tight: final / best measured (worst run)",
+        p["final_vs_best"],
+        "<= 1.02",
+        p["final_vs_best"] <= 1.02,
+        f"{p['final_vs_best'] - 1.02:+.4f}",
+    )
 
 
 def drift_pairs(quick: bool) -> list[tuple[Workflow, str, str, OracleView, OracleView]]:
@@ -209,8 +270,13 @@ def drift_pairs(quick: bool) -> list[tuple[Workflow, str, str, OracleView, Oracl
             break
         rng = random.Random(f"robust:drift:{i}")
         space = ("binary", "three_way")[i % 2]
-        wf = generate_workflow(tasks=rng.randint(5, 7 if space == "three_way" else 9), topology=TOPOLOGIES[(i // 2) % 4],
-                               space=space, budget_tightness=rng.choice((0.0, 0.3)), seed=3000 + i)
+        wf = generate_workflow(
+            tasks=rng.randint(5, 7 if space == "three_way" else 9),
+            topology=TOPOLOGIES[(i // 2) % 4],
+            space=space,
+            budget_tightness=rng.choice((0.0, 0.3)),
+            seed=3000 + i,
+        )
         other = f"perturbed:{300 + i}"
         a, b = ("a5500", other) if i % 2 == 0 else (other, "a5500")  # both directions
         try:
@@ -233,7 +299,9 @@ def robust_oracle(wf: Workflow, world: str, view: OracleView, runs: int = 20) ->
 
 def drift_section(quick: bool, switch: int = 10, rounds: int = 20) -> None:
     pairs = drift_pairs(quick)
-    print(f"\nC. drift at round {switch}: {len(pairs)} workflows whose oracle changes with the world, {rounds} rounds x 5")
+    print(
+        f"\nC. drift at round {switch}: {len(pairs)} workflows whose oracle changes with the world, {rounds} rounds x 5"
+    )
     print(f"{'policy':14s} {'runs':>4s} {'eq<=5':>6s} {'eq<=10':>6s} {'regret after':>12s} {'detected':>8s}")
     for pol in ("agent-plan", "agent-rules"):
         w5 = w10 = det = 0
@@ -246,13 +314,21 @@ def drift_section(quick: bool, switch: int = 10, rounds: int = 20) -> None:
             w10 += first is not None and first - switch < 10
             after = [x for rec in run.records[switch:] for x in (*rec.probes, *rec.result.executions)]
             regrets.append(regret_fraction(after, vb.e2e_ms))
-            det += any("change" in (rec.evidence or {}) or "change" in rec.proposal_info for rec in run.records[switch:])
+            det += any(
+                "change" in (rec.evidence or {}) or "change" in rec.proposal_info for rec in run.records[switch:]
+            )
         n = max(len(pairs), 1)
         reg = statistics.fmean(regrets) if regrets else math.inf
         print(f"{pol:14s} {len(pairs):4d} {w5 / n:6.1%} {w10 / n:6.1%} {reg:12.4f} {det:8d}")
         if pol == "agent-plan":
             target("drift: eq. within 5 rounds of the switch", w5 / n, ">= 90%", w5 / n >= 0.9, f"{w5 / n - 0.9:+.1%}")
-            target("drift: eq. within 10 rounds of the switch", w10 / n, ">= 98%", w10 / n >= 0.98, f"{w10 / n - 0.98:+.1%}")
+            target(
+                "drift: eq. within 10 rounds of the switch",
+                w10 / n,
+                ">= 98%",
+                w10 / n >= 0.98,
+                f"{w10 / n - 0.98:+.1%}",
+            )
             target("drift: regret after the switch", reg, "<= 0.05", reg <= 0.05, f"{reg - 0.05:+.4f}")
     sys.stdout.flush()
 
@@ -306,9 +382,13 @@ def main() -> None:
     ap.add_argument("--only", choices=("worlds", "tight", "drift", "scale", "scenarios"), help="one section")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    sections = {"worlds": lambda: worlds_section(a.quick), "tight": lambda: tight_section(a.quick),
-                "drift": lambda: drift_section(a.quick), "scale": lambda: scale_section(a.quick),
-                "scenarios": scenarios_section}
+    sections = {
+        "worlds": lambda: worlds_section(a.quick),
+        "tight": lambda: tight_section(a.quick),
+        "drift": lambda: drift_section(a.quick),
+        "scale": lambda: scale_section(a.quick),
+        "scenarios": scenarios_section,
+    }
     for name, fn in sections.items():
         if (a.only and name != a.only) or (a.skip_scale and name == "scale"):
             continue

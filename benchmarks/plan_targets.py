@@ -33,10 +33,10 @@ from collections.abc import Callable
 from agentsched.errors import AgentschedError
 from agentsched.loop.best_known import best_known, noise_free_e2e
 from agentsched.loop.metrics import oracle_view, run_metrics
+from agentsched.loop.registry import make_policy
 from agentsched.loop.runner import reference_oracle, run_loop
 from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Workflow
-from agentsched.loop.registry import make_policy
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
 
@@ -83,9 +83,19 @@ def run_small(wf: Workflow, tb: SimTestbed, policies, rounds: int, loop_seed: in
         ref = view.reference(r5.mapping)
         first = m.first_equivalent_round
         execs = run.records[first].executions_after if first is not None else run.executions_total
-        rows.append(Row(wf.name, pol, None if ref is None else ref / view.e2e_ms,
-                        first is not None and first <= 5, first is not None and first <= 1, m.regret, execs,
-                        first is not None, m.probes))
+        rows.append(
+            Row(
+                wf.name,
+                pol,
+                None if ref is None else ref / view.e2e_ms,
+                first is not None and first <= 5,
+                first is not None and first <= 1,
+                m.regret,
+                execs,
+                first is not None,
+                m.probes,
+            )
+        )
     return rows
 
 
@@ -94,7 +104,9 @@ def summarise(rows: list[Row], pol: str) -> dict[str, float]:
     ratios = [r.round5_ratio if r.round5_ratio is not None else math.inf for r in rs]
     return {
         "runs": len(rs),
-        "round5_ratio": statistics.fmean(x for x in ratios if math.isfinite(x)) if any(map(math.isfinite, ratios)) else math.inf,
+        "round5_ratio": statistics.fmean(x for x in ratios if math.isfinite(x))
+        if any(map(math.isfinite, ratios))
+        else math.inf,
         "round5_infeasible": sum(1 for x in ratios if not math.isfinite(x)),
         "eq_by5": sum(r.eq_by5 for r in rs) / len(rs),
         "eq_by1": sum(r.eq_by1 for r in rs) / len(rs),
@@ -107,14 +119,18 @@ def summarise(rows: list[Row], pol: str) -> dict[str, float]:
 
 def print_summary(title: str, rows: list[Row], policies) -> dict[str, dict[str, float]]:
     print(f"\n{title}")
-    print(f"{'policy':18s} {'runs':>4s} {'R5/oracle':>9s} {'R5 oom':>6s} {'eq by R5':>8s} {'regret':>7s} "
-          f"{'execs to eq':>11s} {'never':>5s} {'probes':>6s}")
+    print(
+        f"{'policy':18s} {'runs':>4s} {'R5/oracle':>9s} {'R5 oom':>6s} {'eq by R5':>8s} {'regret':>7s} "
+        f"{'execs to eq':>11s} {'never':>5s} {'probes':>6s}"
+    )
     out = {}
     for pol in policies:
         s = summarise(rows, pol)
         out[pol] = s
-        print(f"{pol:18s} {s['runs']:4d} {s['round5_ratio']:9.4f} {s['round5_infeasible']:6d} {s['eq_by5']:8.0%} "
-              f"{s['regret']:7.4f} {s['execs_to_eq']:11.1f} {s['never']:5d} {s['probes']:6.1f}")
+        print(
+            f"{pol:18s} {s['runs']:4d} {s['round5_ratio']:9.4f} {s['round5_infeasible']:6d} {s['eq_by5']:8.0%} "
+            f"{s['regret']:7.4f} {s['execs_to_eq']:11.1f} {s['never']:5d} {s['probes']:6.1f}"
+        )
     return out
 
 
@@ -167,8 +183,13 @@ def target(name: str, measured: float, goal: str, met: bool, gap: str) -> None:
 
 def check_small(label: str, s: dict[str, dict[str, float]]) -> None:
     p = s["agent-plan"]
-    target(f"{label}: R5 mapping / oracle", p["round5_ratio"], "<= 1.01", p["round5_ratio"] <= 1.01,
-           f"{p['round5_ratio'] - 1.01:+.4f}")
+    target(
+        f"{label}: R5 mapping / oracle",
+        p["round5_ratio"],
+        "<= 1.01",
+        p["round5_ratio"] <= 1.01,
+        f"{p['round5_ratio'] - 1.01:+.4f}",
+    )
     target(f"{label}: eq. by R5", p["eq_by5"], ">= 98%", p["eq_by5"] >= 0.98, f"{p['eq_by5'] - 0.98:+.0%}")
     target(f"{label}: regret", p["regret"], "<= 0.03", p["regret"] <= 0.03, f"{p['regret'] - 0.03:+.4f}")
     for other in ("agent-rules", "ucb1"):
@@ -193,8 +214,10 @@ def main() -> None:
         tb_world = SimTestbed(noise_sigma=0.03, world=world)
         for i, wf in enumerate(small):
             rows += run_small(wf, tb_world, POLICIES, rounds, loop_seed=i)
-        print(f"[A {world}] {len(small)} workflows ({', '.join(sorted({w.name.split('-n')[0] for w in small}))}) "
-              f"{time.perf_counter() - t_start:.0f} s")
+        print(
+            f"[A {world}] {len(small)} workflows ({', '.join(sorted({w.name.split('-n')[0] for w in small}))}) "
+            f"{time.perf_counter() - t_start:.0f} s"
+        )
         s = print_summary(f"A. generated 4-10 tasks, world {world}, {rounds} rounds x 5 runs", rows, POLICIES)
         check_small(f"4-10 tasks, {world}", s)
 
@@ -204,15 +227,23 @@ def main() -> None:
     for name in list_scenarios():
         for seed in seeds:
             rows += run_small(load_scenario(name), tb, ("agent-plan", "agent-plan-cold"), rounds, seed)
-    s = print_summary("B. S1-S13 (oracle-equivalent by round 1 in the 'eq by R5' column is below)",
-                      rows, ("agent-plan", "agent-plan-cold"))
+    s = print_summary(
+        "B. S1-S13 (oracle-equivalent by round 1 in the 'eq by R5' column is below)",
+        rows,
+        ("agent-plan", "agent-plan-cold"),
+    )
     for pol in ("agent-plan", "agent-plan-cold"):
         rs = [r for r in rows if r.policy == pol]
         scen_ok = sum(1 for name in list_scenarios() if all(r.eq_by1 for r in rs if r.workflow == name))
         print(f"{pol}: scenarios oracle-equivalent by round 1 in every seed: {scen_ok}/13")
         target(f"S1-S13 {pol}: eq. by R1", scen_ok, "13/13", scen_ok == 13, f"{scen_ok - 13:+d} scenarios")
-        target(f"S1-S13 {pol}: regret", s[pol]["regret"], "<= 0.03", s[pol]["regret"] <= 0.03,
-               f"{s[pol]['regret'] - 0.03:+.4f}")
+        target(
+            f"S1-S13 {pol}: regret",
+            s[pol]["regret"],
+            "<= 0.03",
+            s[pol]["regret"] <= 0.03,
+            f"{s[pol]['regret'] - 0.03:+.4f}",
+        )
 
     if not a.skip_scale:
         scale(a.quick, tb)
@@ -227,7 +258,9 @@ def scale(quick: bool, tb: SimTestbed) -> None:
     # C. 50/100/200 tasks vs best known
     sizes = (50, 100) if quick else (50, 100, 200)
     print("\nC. large generated workflows, three-way, 10 rounds x 5 runs: best round vs best known")
-    print(f"{'workflow':40s} {'policy':12s} {'best/known':>10s} {'R9/known':>9s} {'best/any':>9s} {'planner s/round':>15s}")
+    print(
+        f"{'workflow':40s} {'policy':12s} {'best/known':>10s} {'R9/known':>9s} {'best/any':>9s} {'planner s/round':>15s}"
+    )
     for n in sizes:
         wf = generate_workflow(tasks=n, topology="layered", space="three_way", budget_tightness=0.3, seed=0)
         runs = {}
@@ -247,13 +280,22 @@ def scale(quick: bool, tb: SimTestbed) -> None:
             last = noise_free_e2e(wf, tb, run.rounds[-1].mapping)
             last_ratio = (last or math.inf) / ref.e2e_ms
             any_ratio = ratio * ref.e2e_ms / ref_any_ms
-            print(f"{wf.name:40s} {pol:12s} {ratio:10.4f} {last_ratio:9.4f} {any_ratio:9.4f} "
-                  f"{statistics.fmean(p.per_round_s):15.3f}")
+            print(
+                f"{wf.name:40s} {pol:12s} {ratio:10.4f} {last_ratio:9.4f} {any_ratio:9.4f} "
+                f"{statistics.fmean(p.per_round_s):15.3f}"
+            )
             if pol == "agent-plan":
-                target(f"{n} tasks: best of 10 rounds / best known", ratio, "<= 1.02", ratio <= 1.02,
-                       f"{ratio - 1.02:+.4f}")
-        print(f"   best known: {ref.e2e_ms:.0f} ms (local search, {ref.evaluations} noise-free runs); best of it and "
-              f"every mapping a policy ran ('any'): {ref_any_ms:.0f} ms")
+                target(
+                    f"{n} tasks: best of 10 rounds / best known",
+                    ratio,
+                    "<= 1.02",
+                    ratio <= 1.02,
+                    f"{ratio - 1.02:+.4f}",
+                )
+        print(
+            f"   best known: {ref.e2e_ms:.0f} ms (local search, {ref.evaluations} noise-free runs); best of it and "
+            f"every mapping a policy ran ('any'): {ref_any_ms:.0f} ms"
+        )
     # D. planner time per round
     print("\nD. planner time per round (propose + observe, testbed time excluded)")
     for n, rounds, limit in ((100, 5, 1.0), (1000, 2 if quick else 3, 10.0)):
@@ -263,8 +305,13 @@ def scale(quick: bool, tb: SimTestbed) -> None:
         worst = max(p.per_round_s)
         mean = statistics.fmean(p.per_round_s)
         print(f"{n} tasks: per round mean {mean:.2f} s, worst {worst:.2f} s over {rounds} rounds")
-        target(f"planner time per round at {n} tasks (mean, s)", mean, f"<= {limit:g}", mean <= limit,
-               f"{mean - limit:+.2f} s")
+        target(
+            f"planner time per round at {n} tasks (mean, s)",
+            mean,
+            f"<= {limit:g}",
+            mean <= limit,
+            f"{mean - limit:+.2f} s",
+        )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,14 @@ def measure(tb: RayTestbed, wf: Any, mapping: dict, k: int, batches: int) -> dic
     e2e = [e.e2e_ms for r in results for e in r.executions if e.ok]
     wall = sum(r.wall_s for r in results)
     nodes = {n for r in results for e in r.executions for n in e.extra.get("nodes", {}).values()}
-    return {"throughput_per_s": len(e2e) / wall, "wall_s": wall, "ok": len(e2e),
-            "failed": sum(not e.ok for r in results for e in r.executions),
-            "e2e_median_ms": statistics.median(e2e) if e2e else None, "nodes_used": len(nodes)}
+    return {
+        "throughput_per_s": len(e2e) / wall,
+        "wall_s": wall,
+        "ok": len(e2e),
+        "failed": sum(not e.ok for r in results for e in r.executions),
+        "e2e_median_ms": statistics.median(e2e) if e2e else None,
+        "nodes_used": len(nodes),
+    }
 
 
 def main() -> None:
@@ -71,16 +76,31 @@ def main() -> None:
         ray.shutdown()
         cluster.shutdown()
     ratio = two["throughput_per_s"] / one["throughput_per_s"]
-    print(f"{wf.name} {format_mapping(wf, mapping)}, K={a.k} at once, {a.batches} batches, "
-          f"{a.node_cpus} CPU(s) per node, size {a.size}")
+    print(
+        f"{wf.name} {format_mapping(wf, mapping)}, K={a.k} at once, {a.batches} batches, "
+        f"{a.node_cpus} CPU(s) per node, size {a.size}"
+    )
     for label, r in (("1 node ", one), ("2 nodes", two)):
-        print(f"{label}: {r['throughput_per_s']:.2f} invocations/s (median E2E {r['e2e_median_ms']:.1f} ms, "
-              f"{r['ok']} ok, {r['failed']} failed, {r['nodes_used']} node(s) used)")
+        print(
+            f"{label}: {r['throughput_per_s']:.2f} invocations/s (median E2E {r['e2e_median_ms']:.1f} ms, "
+            f"{r['ok']} ok, {r['failed']} failed, {r['nodes_used']} node(s) used)"
+        )
     print(f"throughput ratio 2 nodes / 1 node: {ratio:.2f}x  (run took {time.perf_counter() - t0:.0f} s)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"workflow": wf.name, "k": a.k, "batches": a.batches, "node_cpus": a.node_cpus,
-                       "one_node": one, "two_nodes": two, "ratio": ratio}, f, indent=1)
+            json.dump(
+                {
+                    "workflow": wf.name,
+                    "k": a.k,
+                    "batches": a.batches,
+                    "node_cpus": a.node_cpus,
+                    "one_node": one,
+                    "two_nodes": two,
+                    "ratio": ratio,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

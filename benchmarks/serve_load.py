@@ -38,20 +38,39 @@ WORKFLOWS = ROOT / "examples" / "serve" / "workflows"
 TEXT = " ".join(f"word{i % 97}" * (1 + i % 4) for i in range(200))
 
 
-def start_server(db: Path, round_size: int, policy: str | None = None, workflows: Path = WORKFLOWS
-                 ) -> tuple[subprocess.Popen, str]:
+def start_server(
+    db: Path, round_size: int, policy: str | None = None, workflows: Path = WORKFLOWS
+) -> tuple[subprocess.Popen, str]:
     """``agentsched serve`` on 127.0.0.1 (a free port), run from the workflows' folder (their tool modules)."""
-    return launch([str(workflows), "--store", str(db), "--testbed", "local", "--max-concurrency", "256",
-                   "--round-size", str(round_size), *(["--policy", policy] if policy else [])],
-                  cwd=workflows if workflows.is_dir() else workflows.parent)
+    return launch(
+        [
+            str(workflows),
+            "--store",
+            str(db),
+            "--testbed",
+            "local",
+            "--max-concurrency",
+            "256",
+            "--round-size",
+            str(round_size),
+            *(["--policy", policy] if policy else []),
+        ],
+        cwd=workflows if workflows.is_dir() else workflows.parent,
+    )
 
 
 def launch(serve_args: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
     """``agentsched serve SERVE_ARGS --port 0`` as a real process of this checkout; its URL once it
     listens (its log before that is passed on to stderr)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", *serve_args, "--port", "0"],
-                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentsched", "serve", *serve_args, "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url: list[str] = []
     ready = threading.Event()
 
@@ -87,8 +106,12 @@ def overhead(url: str, n: int) -> dict[str, float]:
                 extra.append(wall_ms - d["e2e_ms"])
                 e2e.append(d["e2e_ms"])
     q = statistics.quantiles(extra, n=100)
-    return {"n": n, "overhead_p50_ms": statistics.median(extra), "overhead_p99_ms": q[98],
-            "tools_e2e_p50_ms": statistics.median(e2e)}
+    return {
+        "n": n,
+        "overhead_p50_ms": statistics.median(extra),
+        "overhead_p99_ms": q[98],
+        "tools_e2e_p50_ms": statistics.median(e2e),
+    }
 
 
 async def _client(c: httpx.AsyncClient, jobs: list[tuple[str, str]], counts: dict[str, int]) -> None:
@@ -104,11 +127,21 @@ async def throughput(url: str, requests: int, clients: int) -> dict[str, float]:
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as c:
         await asyncio.gather(*(c.get("/healthz") for _ in range(clients)))  # open the connections first
         t0 = time.perf_counter()
-        await asyncio.gather(*(_client(c, [("wordstats" if (k + j) % 2 else "shout", TEXT) for j in range(per)],
-                                           counts) for k in range(clients)))
+        await asyncio.gather(
+            *(
+                _client(c, [("wordstats" if (k + j) % 2 else "shout", TEXT) for j in range(per)], counts)
+                for k in range(clients)
+            )
+        )
         wall_s = time.perf_counter() - t0
-    return {"clients": clients, "invocations": per * clients, "ok": counts["ok"], "failed": counts["failed"],
-            "wall_s": wall_s, "invocations_per_s": counts["ok"] / wall_s}
+    return {
+        "clients": clients,
+        "invocations": per * clients,
+        "ok": counts["ok"],
+        "failed": counts["failed"],
+        "wall_s": wall_s,
+        "invocations_per_s": counts["ok"] / wall_s,
+    }
 
 
 def warm_rag(n: int) -> dict[str, float]:
@@ -126,8 +159,10 @@ def warm_rag(n: int) -> dict[str, float]:
                     if i == 3:
                         loads.append(_metric(c, "agentsched_tool_loads"))
                     t0 = time.perf_counter()
-                    r = c.post("/v1/workflows/rag/invocations",
-                               json={"inputs": {"docs": str(docs), "question": "How are the mirrors cleaned?"}})
+                    r = c.post(
+                        "/v1/workflows/rag/invocations",
+                        json={"inputs": {"docs": str(docs), "question": "How are the mirrors cleaned?"}},
+                    )
                     wall_ms = (time.perf_counter() - t0) * 1000
                     d = r.json()
                     if r.status_code != 200 or d["status"] != "ok":
@@ -140,8 +175,13 @@ def warm_rag(n: int) -> dict[str, float]:
             proc.terminate()
             proc.wait(120)
     ratios = [w / e for w, e in zip(walls, e2es, strict=True)]
-    return {"n": n, "wall_p50_ms": statistics.median(walls), "e2e_p50_ms": statistics.median(e2es),
-            "ratio_p50": statistics.median(ratios), "loads": loads[1] - loads[0]}
+    return {
+        "n": n,
+        "wall_p50_ms": statistics.median(walls),
+        "e2e_p50_ms": statistics.median(e2es),
+        "ratio_p50": statistics.median(ratios),
+        "loads": loads[1] - loads[0],
+    }
 
 
 def _metric(c: httpx.Client, name: str) -> float:
@@ -159,8 +199,13 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--round-size", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="200 + 100 invocations (a smoke run)")
-    ap.add_argument("--rag", type=int, default=0, metavar="N",
-                    help="also N warm invocations of examples/rag (needs the tools extra)")
+    ap.add_argument(
+        "--rag",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N warm invocations of examples/rag (needs the tools extra)",
+    )
     a = ap.parse_args()
     if a.quick:
         a.requests, a.overhead_n = 200, 100
@@ -172,19 +217,25 @@ def main() -> None:
         finally:
             proc.terminate()
             rc = proc.wait(120)
-    print(f"overhead (1 client, {o['n']} invocations of wordstats): p50 {o['overhead_p50_ms']:.2f} ms, "
-          f"p99 {o['overhead_p99_ms']:.2f} ms above the tools' own E2E (p50 {o['tools_e2e_p50_ms']:.2f} ms); "
-          f"target p50 <= 5 ms: {'met' if o['overhead_p50_ms'] <= 5 else 'MISSED'}")
-    print(f"throughput ({t['clients']} clients, {t['invocations']} invocations over 2 workflows): "
-          f"{t['invocations_per_s']:.0f} invocations/s ({t['ok']} ok, {t['failed']} failed, {t['wall_s']:.1f} s); "
-          f"target >= 200/s: {'met' if t['invocations_per_s'] >= 200 else 'MISSED'}")
+    print(
+        f"overhead (1 client, {o['n']} invocations of wordstats): p50 {o['overhead_p50_ms']:.2f} ms, "
+        f"p99 {o['overhead_p99_ms']:.2f} ms above the tools' own E2E (p50 {o['tools_e2e_p50_ms']:.2f} ms); "
+        f"target p50 <= 5 ms: {'met' if o['overhead_p50_ms'] <= 5 else 'MISSED'}"
+    )
+    print(
+        f"throughput ({t['clients']} clients, {t['invocations']} invocations over 2 workflows): "
+        f"{t['invocations_per_s']:.0f} invocations/s ({t['ok']} ok, {t['failed']} failed, {t['wall_s']:.1f} s); "
+        f"target >= 200/s: {'met' if t['invocations_per_s'] >= 200 else 'MISSED'}"
+    )
     print(f"server exit status after SIGTERM: {rc}")
     if a.rag:
         g = warm_rag(a.rag)
-        print(f"warm rag ({g['n']} invocations after 3 warm-up): client time p50 {g['wall_p50_ms']:.1f} ms, "
-              f"tools' E2E p50 {g['e2e_p50_ms']:.1f} ms, per-invocation ratio p50 {g['ratio_p50']:.2f}x, "
-              f"{g['loads']:.0f} tool load(s) during them; "
-              f"target <= 1.2x: {'met' if g['ratio_p50'] <= 1.2 else 'MISSED'}")
+        print(
+            f"warm rag ({g['n']} invocations after 3 warm-up): client time p50 {g['wall_p50_ms']:.1f} ms, "
+            f"tools' E2E p50 {g['e2e_p50_ms']:.1f} ms, per-invocation ratio p50 {g['ratio_p50']:.2f}x, "
+            f"{g['loads']:.0f} tool load(s) during them; "
+            f"target <= 1.2x: {'met' if g['ratio_p50'] <= 1.2 else 'MISSED'}"
+        )
     if t["failed"] or rc != 0:
         raise SystemExit(1)
 

@@ -47,17 +47,33 @@ def main() -> None:
     # a 10-task chain+fan-out: the oracle must handle n ~ 10 in seconds (3^10 = 59,049 mappings)
     from agentsched import Workflow
 
-    tools = ["clip", "bert_base", "whisper_base", "groupby", "ocr", "resnet50", "image_resize",
-             "vector_search", "doc_merger", "minilm_l6"]
+    tools = [
+        "clip",
+        "bert_base",
+        "whisper_base",
+        "groupby",
+        "ocr",
+        "resnet50",
+        "image_resize",
+        "vector_search",
+        "doc_merger",
+        "minilm_l6",
+    ]
     for n, space in ((10, "binary"), (8, "three_way"), (10, "three_way")):
-        big = Workflow(name="big", decision_space=space, vram_budget_mb=2500,
-                       tasks={f"T{i}": {"tool": t} for i, t in enumerate(tools[:n])},
-                       edges=[[f"T{i}", f"T{i + 1}"] for i in range(0, n - 1, 2)])
+        big = Workflow(
+            name="big",
+            decision_space=space,
+            vram_budget_mb=2500,
+            tasks={f"T{i}": {"tool": t} for i, t in enumerate(tools[:n])},
+            edges=[[f"T{i}", f"T{i + 1}"] for i in range(0, n - 1, 2)],
+        )
         t0 = time.perf_counter()
         res = brute_force(big, SimTestbed(noise_sigma=0))
         dt = time.perf_counter() - t0
-        print(f"oracle over {n} tasks ({space}, {len(res.ranked):,} mappings): {dt:.2f} s "
-              f"({len(res.ranked) / dt:,.0f} mappings/s)")
+        print(
+            f"oracle over {n} tasks ({space}, {len(res.ranked):,} mappings): {dt:.2f} s "
+            f"({len(res.ranked) / dt:,.0f} mappings/s)"
+        )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from typing import Any
 
 import agentsched
 
-
 # the wordstats workflow of examples/serve (four trivial tools), the same in-process and through the service
 WORKFLOWS = Path(__file__).resolve().parents[1] / "examples" / "serve" / "workflows"
 
@@ -52,11 +51,20 @@ class Windows:
         self.times.append(ms)
         if i == 1000 or i % self.window == 0:
             q = statistics.quantiles(self.times, n=100)
-            self.rows.append({"invocations": i, "peak_rss_mb": self.peak_mb(), "p50_ms": statistics.median(self.times),
-                              "p99_ms": q[98]})
+            self.rows.append(
+                {
+                    "invocations": i,
+                    "peak_rss_mb": self.peak_mb(),
+                    "p50_ms": statistics.median(self.times),
+                    "p99_ms": q[98],
+                }
+            )
             r = self.rows[-1]
-            print(f"{i:>8} invocations: peak RSS {r['peak_rss_mb']:.1f} MB, invoke p50 {r['p50_ms']:.2f} ms, "
-                  f"p99 {r['p99_ms']:.2f} ms", flush=True)
+            print(
+                f"{i:>8} invocations: peak RSS {r['peak_rss_mb']:.1f} MB, invoke p50 {r['p50_ms']:.2f} ms, "
+                f"p99 {r['p99_ms']:.2f} ms",
+                flush=True,
+            )
             self.times = []
 
 
@@ -92,8 +100,10 @@ def soak(invocations: int, window: int, policy: str) -> list[dict[str, float]]:
     wf = agentsched.load_workflow_file(WORKFLOWS / "wordstats.yaml")
     text = " ".join(f"word{i % 97}" for i in range(2000))
     w = Windows(window, peak_rss_mb)
-    with tempfile.TemporaryDirectory() as d, agentsched.Runtime(wf, policy=policy, store=Path(d) / "soak.db",
-                                                                 testbed="local") as rt:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        agentsched.Runtime(wf, policy=policy, store=Path(d) / "soak.db", testbed="local") as rt,
+    ):
         for i in range(1, invocations + 1):
             t0 = time.perf_counter()
             res = rt.invoke(text=text)
@@ -117,10 +127,14 @@ def main() -> None:
     windows = [r for r in rows if r["invocations"] % a.window == 0]
     mem = windows[-1]["peak_rss_mb"] / first["peak_rss_mb"]
     flat = windows[-1]["p50_ms"] / windows[1]["p50_ms"]
-    print(f"\npeak RSS after {windows[-1]['invocations']} / after 1000: {mem:.2f}x (target <= 1.5x: "
-          f"{'met' if mem <= 1.5 else 'missed'})")
-    print(f"p50 of the last window / the second window: {flat:.2f}x (target <= 1.2x: "
-          f"{'met' if flat <= 1.2 else 'missed'})")
+    print(
+        f"\npeak RSS after {windows[-1]['invocations']} / after 1000: {mem:.2f}x (target <= 1.5x: "
+        f"{'met' if mem <= 1.5 else 'missed'})"
+    )
+    print(
+        f"p50 of the last window / the second window: {flat:.2f}x (target <= 1.2x: "
+        f"{'met' if flat <= 1.2 else 'missed'})"
+    )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,13 @@ def main():
         if f < best_f:
             best_x, best_f = x, f
     print("random search best", best_f)
-    res = minimize(objective, best_x, args=(base,), method="Nelder-Mead",
-                   options={"maxiter": 4000, "xatol": 1e-3, "fatol": 1e-5, "adaptive": True})
+    res = minimize(
+        objective,
+        best_x,
+        args=(base,),
+        method="Nelder-Mead",
+        options={"maxiter": 4000, "xatol": 1e-3, "fatol": 1e-5, "adaptive": True},
+    )
     x = np.round(res.x, 3)
     print("refined", objective(x, base, verbose=True))
     for i, t in enumerate(TOOLS):

@@ -1,4 +1,5 @@
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +26,7 @@ def tiny_cards() -> CardSet:
 def make_world_doc(contention: dict[str, tuple[float, float]] | None = None, name: str = "hand") -> World:
     """A simulated world with the given per-tool (sensitivity, pressure) and no contention otherwise."""
     per_tool = {t: {"sensitivity": s, "pressure": p} for t, (s, p) in (contention or {}).items()}
-    return World(name=name, contention=per_tool,
-                 default={"sensitivity": 0.0, "pressure": 0.0})
+    return World(name=name, contention=per_tool, default={"sensitivity": 0.0, "pressure": 0.0})
 
 
 @pytest.fixture
@@ -49,8 +49,14 @@ def no_contention() -> World:
 # Hand-made workflows for the loop and baseline tests: cards in memory, run in the ``no_contention``
 # world unless a test gives one, so each decision can be worked out by hand (and does not move when
 # the shipped world is re-fitted).
-def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edges: tuple = (),
-                   space: str = "binary", budget: float | None = None, name: str = "hand") -> Workflow:
+def build_workflow(
+    cards: dict[str, dict[str, Any]],
+    tasks: dict[str, str],
+    edges: tuple = (),
+    space: str = "binary",
+    budget: float | None = None,
+    name: str = "hand",
+) -> Workflow:
     """A workflow over an in-memory card set."""
     full = {}
     for tool, c in cards.items():
@@ -59,8 +65,7 @@ def build_workflow(cards: dict[str, dict[str, Any]], tasks: dict[str, str], edge
             c.setdefault("vram_mb", 100.0)
             c.setdefault("load_ms", 0.0)
         full[tool] = c
-    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space,
-                  vram_budget_mb=budget)
+    wf = Workflow(name=name, tasks=tasks, edges=[list(e) for e in edges], decision_space=space, vram_budget_mb=budget)
     return wf.with_cards(CardSet(name=f"{name}-cards", cards=full))
 
 
@@ -85,6 +90,23 @@ def cli(capsys) -> Callable[..., tuple[int, str, str]]:
     return run
 
 
+# The `slow` marker: the tests listed in tests/slow.txt (a node id, or a module's path for all its tests) are
+# marked here, in one place, so that moving a test in or out of the fast default suite is a one-line change.
+# `python -m pytest` runs the rest (pyproject's addopts: -m "not slow"); `python -m pytest -m slow` these; CI
+# runs both (.ci/run).
+SLOW_LIST = Path(__file__).with_name("slow.txt")
+
+
+def slow_entries() -> set[str]:
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines() if SLOW_LIST.exists() else []
+    return {ln.split("#", 1)[0].strip() for ln in lines} - {""}
+
+
+def is_listed_slow(nodeid: str, entries: set[str]) -> bool:
+    module = nodeid.split("::", 1)[0]
+    return nodeid in entries or module in entries or nodeid.split("[", 1)[0] in entries
+
+
 # The `gpu` marker skips without CUDA.
 def _cuda() -> bool:
     try:
@@ -94,10 +116,12 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.hookimpl(tryfirst=True)  # the slow marks are added before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _cuda():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    entries = slow_entries()
+    skip = None if _cuda() else pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if is_listed_slow(item.nodeid, entries):
+            item.add_marker(pytest.mark.slow)
+        if skip is not None and "gpu" in item.keywords:
             item.add_marker(skip)

@@ -80,8 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         _load(RAG / "make_docs.py", "rag_make_docs").main(str(docs))
 
     answers = []
-    with GraphRuntime(graph, "rag-langgraph", store=str(store), policy=args.policy,
-                      round_size=args.round_size) as rt:
+    with GraphRuntime(graph, "rag-langgraph", store=str(store), policy=args.policy, round_size=args.round_size) as rt:
         for i in range(args.invocations):
             q = QUESTIONS[i % len(QUESTIONS)]
             r = rt.invoke({"docs": str(docs), "question": q})
@@ -90,8 +89,10 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"#{r.invocation_id} round {r.round} {r.kind}: {r.status.value}: {r.message}")
                 continue
             host = sum(h["end_ms"] - h["start_ms"] for h in r.host_spans)
-            print(f"#{r.invocation_id} round {r.round} {r.kind}: {where} | E2E {r.e2e_ms:.1f} ms "
-                  f"(host {host:.1f} ms) | {r.state['answer']['source']}")
+            print(
+                f"#{r.invocation_id} round {r.round} {r.kind}: {where} | E2E {r.e2e_ms:.1f} ms "
+                f"(host {host:.1f} ms) | {r.state['answer']['source']}"
+            )
             answers.append((q, r.state["answer"]))
     if args.compare:
         from agentsched.runtime import Runtime

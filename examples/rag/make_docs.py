@@ -1,6 +1,6 @@
 """Write the example's documents: a few short PDF reports (fpdf2), one topic each.
 
-    python make_docs.py docs        # writes docs/*.pdf
+python make_docs.py docs        # writes docs/*.pdf
 """
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ DOCUMENTS: dict[str, list[str]] = {
 
 
 def write_pdf(path: Path, title: str, lines: list[str]) -> None:
-    from fpdf import FPDF
+    try:
+        from fpdf import FPDF
+    except ImportError:
+        raise SystemExit(
+            "error: make_docs.py needs fpdf2, part of the tools extra: pip install -e '.[tools]'"
+        ) from None
 
     pdf = FPDF()
     pdf.add_page()

@@ -15,8 +15,10 @@ from typing import Any
 import agentsched
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an and are at by for from how in is it its of on or the to what when which who why with "
-                  "does do did many much long".split())
+_STOP = frozenset(
+    "a an and are at by for from how in is it its of on or the to what when which who why with "
+    "does do did many much long".split()
+)
 
 
 def _minilm_path() -> Path:
@@ -158,8 +160,10 @@ class VectorSearch(agentsched.Tool):
         index, q = inputs["B"], inputs["Q"]
         scores = (index["vectors"].to(self.device) @ q["vector"].to(self.device)).cpu()
         top = scores.argsort(descending=True)[: self.k].tolist()
-        return {"question": q["question"],
-                "candidates": [{**index["passages"][i], "score": float(scores[i])} for i in top]}
+        return {
+            "question": q["question"],
+            "candidates": [{**index["passages"][i], "score": float(scores[i])} for i in top],
+        }
 
 
 class Rerank(_EmbedTool):
@@ -209,5 +213,10 @@ class AssembleAnswer(agentsched.Tool):
         ranked = inputs["D"]["ranked"]
         best = ranked[0]
         also = list(dict.fromkeys(c["doc"] for c in ranked[1:] if c["doc"] != best["doc"]))[:2]
-        return {"question": inputs["D"]["question"], "answer": best["text"], "source": best["doc"],
-                "also": also, "score": round(best["rerank"], 4)}
+        return {
+            "question": inputs["D"]["question"],
+            "answer": best["text"],
+            "source": best["doc"],
+            "also": also,
+            "score": round(best["rerank"], 4),
+        }

@@ -1,6 +1,6 @@
 """A Python client of `agentsched serve` (httpx): invoke, read what was learned, pin and unpin.
 
-    python client.py [--url http://127.0.0.1:8000] [--token-file F]
+python client.py [--url http://127.0.0.1:8000] [--token-file F]
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The API from the shell (a server started as in README.md: agentsched serve workflows --store serve.db)
+# The API from the shell, against a server started from this folder (examples/serve) with:
+#   agentsched serve workflows --store serve.db
 set -euo pipefail
 URL=${URL:-http://127.0.0.1:8000}
 curl -s -X POST "$URL/v1/workflows/wordstats/invocations" -H 'content-type: application/json' \

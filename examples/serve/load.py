@@ -1,6 +1,6 @@
 """Concurrent load on `agentsched serve`: N clients, each sending its share of invocations.
 
-    python load.py [--url http://127.0.0.1:8000] [--clients 32] [--requests 1000] [--workflow wordstats]
+python load.py [--url http://127.0.0.1:8000] [--clients 32] [--requests 1000] [--workflow wordstats]
 """
 
 from __future__ import annotations
@@ -35,11 +35,17 @@ async def main() -> None:
     async with httpx.AsyncClient(base_url=a.url, timeout=300, limits=limits) as c:
         t0 = time.perf_counter()
         # the requests shared out: the first (requests % clients) clients send one more
-        await asyncio.gather(*(client(c, a.workflow, a.requests // a.clients + (i < a.requests % a.clients), codes,
-                                      latencies) for i in range(a.clients)))
+        await asyncio.gather(
+            *(
+                client(c, a.workflow, a.requests // a.clients + (i < a.requests % a.clients), codes, latencies)
+                for i in range(a.clients)
+            )
+        )
         wall_s = time.perf_counter() - t0
-    print(f"{len(latencies)} invocations in {wall_s:.2f} s: {len(latencies) / wall_s:.0f}/s; "
-          f"latency p50 {statistics.median(latencies):.1f} ms; answers {dict(codes)}")
+    print(
+        f"{len(latencies)} invocations in {wall_s:.2f} s: {len(latencies) / wall_s:.0f}/s; "
+        f"latency p50 {statistics.median(latencies):.1f} ms; answers {dict(codes)}"
+    )
 
 
 if __name__ == "__main__":

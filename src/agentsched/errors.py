@@ -13,6 +13,35 @@ class AgentschedError(Exception):
     """Base class of every error agentsched reports to a user as one line."""
 
 
+class FieldError(AgentschedError):
+    """A declared value refused where it is validated (a pydantic model): ``field`` names it and
+    ``problem`` says what is wrong, so a caller can name the field its own way (the CLI: by its
+    flag, ``cli/common.py``) without reading the message's text."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+
+    def renamed(self, name: str) -> FieldError:
+        """The same error (its class too) with the field called ``name``."""
+        return type(self)(name, self.problem)
+
+    @classmethod
+    def from_validation(cls, errors: Sequence[Mapping[str, Any]]) -> FieldError:
+        """The first of pydantic's errors (``ValidationError.errors()``) as this class: its field is
+        the error's location (dotted), its problem pydantic's message and the value given."""
+        first = errors[0] if errors else {}
+        field = ".".join(str(p) for p in first.get("loc", ())) or "value"
+        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        if first.get("type") == "field_problem":  # written as a problem already (model/budget.py)
+            return cls(field, msg)
+        msg = msg[:1].lower() + msg[1:]
+        given = first.get("input")
+        shown = printable(repr(given)[:80]) if not isinstance(given, dict) else "an object"
+        return cls(field, f"is invalid ({msg}), got {shown}")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a supervisor, ``timeout``), raised where Ctrl-C's ``KeyboardInterrupt`` is: a command
     stops its runs and records them as it does for Ctrl-C (``cli/main.py``)."""
@@ -65,8 +94,11 @@ def validation_line(errors: Sequence[Mapping[str, Any]], default_loc: str = "", 
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     if first.get("type") == "missing":  # a key missing beside an unknown one is most often a typo of it
         parent = tuple(first.get("loc", ()))[:-1]
-        unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"
-                   and tuple(e.get("loc", ()))[:-1] == parent and e.get("loc")]
+        unknown = [
+            str(e["loc"][-1])
+            for e in errors
+            if e.get("type") == "extra_forbidden" and tuple(e.get("loc", ()))[:-1] == parent and e.get("loc")
+        ]
         if unknown:
             msg += f" (an unknown key {unknown[0]!r} was given: misspelt?)"
     extra = f" (+{len(errors) - 1} more)" if more and len(errors) > 1 else ""
@@ -97,4 +129,3 @@ def redact_address(address: str) -> str:
     for secret in address_secrets(address)[:1]:  # the whole user info: its parts are inside it
         address = address.replace(f"{secret}@", "***@", 1)
     return address
-

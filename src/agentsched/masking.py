@@ -22,25 +22,35 @@ USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinf
 BARE_USERINFO = re.compile(r"(?<![\w/.+*-])(?P<userinfo>[A-Za-z0-9._~%!$&+,;=-]{1,256}:[^/\s'\"]*)@(?=[\w\[])")
 #: option keys whose value is a secret (also in free text: a tool's error may quote its connection
 #: settings), and keys whose value is a URL that may carry credentials
-SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "x-api-key", "password", "passwd", "secret", "token",
-                         "access_token"})
+SECRET_KEYS = frozenset(
+    {"api_key", "apikey", "api-key", "x-api-key", "password", "passwd", "secret", "token", "access_token"}
+)
 #: a URL query parameter whose name says it holds a secret: ``?key=`` (Google), ``?api-key=`` (Azure),
 #: ``&sig=`` (a signed URL), ``?access_token=``, ``?client_secret=``
 #: ``?code=`` (Azure Functions' key) only as the whole name: ``status_code=`` is no secret
-QUERY_SECRET = re.compile(r"(?P<name>[?&;](?:(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
-                          r"signature|auth|authorization|credential|credentials)|code)=)"
-                          r"(?P<value>[^&#\s'\"),;\]>]+)", re.IGNORECASE)
+QUERY_SECRET = re.compile(
+    r"(?P<name>[?&;](?:(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password|passwd|pwd|sig|"
+    r"signature|auth|authorization|credential|credentials)|code)=)"
+    r"(?P<value>[^&#\s'\"),;\]>]+)",
+    re.IGNORECASE,
+)
 #: a web URL's path segment after one named as a secret: ``https://host/key/SECRET/v1``, ``/token/SECRET``
 #: (only in http(s)/ws(s) URLs, ``path_secrets``: a file path ``/proj/token/vocab.txt`` is no secret)
-PATH_SECRET = re.compile(r"(?P<name>(?<=[\w\]])/(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password)/)"
-                         r"(?P<value>[^/?#\s'\"),;\]>]+)", re.IGNORECASE)
+PATH_SECRET = re.compile(
+    r"(?P<name>(?<=[\w\]])/(?:[\w.-]*[-_.])?(?:key|apikey|token|secret|password)/)"
+    r"(?P<value>[^/?#\s'\"),;\]>]+)",
+    re.IGNORECASE,
+)
 WEB_URL = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", re.IGNORECASE)
 _WORD = re.compile(r"\S+")
 URL_KEYS = frozenset({"base_url"})
 #: a secret key's value written out in a text: an option quoted back in an error (JSON, a Python
 #: dict's repr, KEY=VALUE), ``"api_key": "sk-..."``, ``'api_key': 12345``, ``api_key=sk-...``
-_KEYED_SECRET = re.compile(r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',})\]\s&#]+)"""
-                           % "|".join(sorted(SECRET_KEYS, key=len, reverse=True)), re.IGNORECASE)
+_KEYED_SECRET = re.compile(
+    r"""(?P<key>["']?\b(?:%s)["']?\s*[:=]\s*)(?:"[^"]*"|'[^']*'|[^"',})\]\s&#]+)"""
+    % "|".join(sorted(SECRET_KEYS, key=len, reverse=True)),
+    re.IGNORECASE,
+)
 
 
 def redact_url(url: str) -> str:

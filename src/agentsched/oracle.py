@@ -89,8 +89,7 @@ def brute_force(
     if n > 60 or k**n > MAX_ORACLE_MAPPINGS:  # 2^5000 would print 1,506 digits
         count = f"{k**n:,}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
         raise AgentschedError(
-            f"brute force over {n} tasks is too large ({k}^{n} = {count} mappings; "
-            f"limit {MAX_ORACLE_MAPPINGS:,})"
+            f"brute force over {n} tasks is too large ({k}^{n} = {count} mappings; limit {MAX_ORACLE_MAPPINGS:,})"
         )
     if repeats < 1:
         raise AgentschedError(f"repeats must be >= 1, got {repeats}")

@@ -41,6 +41,4 @@ def resolve_workflow_and_world(name_or_path: str | Path) -> tuple[Workflow, str 
         return load_scenario(s), None
     if Path(s).suffix in (".yaml", ".yml", ".json") or Path(s).exists():
         return load_workflow_file_and_world(s)
-    raise WorkflowError(
-        f"{s!r} is neither a built-in scenario ({', '.join(list_scenarios())}) nor a workflow file"
-    )
+    raise WorkflowError(f"{s!r} is neither a built-in scenario ({', '.join(list_scenarios())}) nor a workflow file")

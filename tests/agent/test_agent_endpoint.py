@@ -5,7 +5,6 @@ without a schema ({} and the template's placeholder) handled as invalid, then re
 from __future__ import annotations
 
 import pytest
-from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 from agentsched.agent.llm import LLMConfig, LLMReasoner, parse_answer, response_schema
 from agentsched.agent.local_llm import completion, error_body
@@ -13,14 +12,18 @@ from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
 from agentsched.loop.runner import run_loop
 from agentsched.model.workflow import Mode
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
 
 
 def reasoner(url, sleeps=None, notices=None, **options):
     config = LLMConfig.from_options({"base_url": url, "model": "m", "timeout_s": 2, **options}, {})
-    return LLMReasoner(config, sleep=(sleeps if sleeps is not None else []).append,
-                       notify=(notices if notices is not None else []).append)
+    return LLMReasoner(
+        config,
+        sleep=(sleeps if sleeps is not None else []).append,
+        notify=(notices if notices is not None else []).append,
+    )
 
 
 def status(code, message="overloaded"):
@@ -41,15 +44,19 @@ def test_preflight_gives_up_after_its_retries_in_one_clean_clause(serve):
     with pytest.raises(PolicyError) as e:
         reasoner(server.base_url, sleeps, preflight_retries=2, backoff_s=0.5).preflight()
     assert script.calls == 3 and sleeps == [0.5, 1.0]
-    assert str(e.value) == (f"LLM endpoint {server.base_url} is not usable: HTTP 500: model is loading "
-                            "after 3 attempts")
+    assert str(e.value) == (
+        f"LLM endpoint {server.base_url} is not usable: HTTP 500: model is loading after 3 attempts"
+    )
 
 
-@pytest.mark.parametrize("reply, reason", [
-    (status(401, "bad key"), "HTTP 401: bad key"),  # permanent: no retry
-    (status(501, "not implemented"), "HTTP 501: not implemented"),
-    (lambda body, s: (502, {"unexpected": True}), "HTTP 502 after 2 attempts"),  # no message in the body
-])
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        (status(401, "bad key"), "HTTP 401: bad key"),  # permanent: no retry
+        (status(501, "not implemented"), "HTTP 501: not implemented"),
+        (lambda body, s: (502, {"unexpected": True}), "HTTP 502 after 2 attempts"),  # no message in the body
+    ],
+)
 def test_preflight_does_not_retry_permanent_errors_and_never_repeats_itself(serve, reply, reason):
     server, script = serve(reply)
     sleeps = []
@@ -91,12 +98,15 @@ def test_the_waiting_line_goes_to_stderr_by_default(serve, capfd):
         return 200, completion(GOOD, "m")
 
     server, _ = serve(slow)
-    config = LLMConfig.from_options({"base_url": server.base_url.replace("http://", "http://u:secret-pw@"),
-                                     "model": "m", "notice_after_s": 0.1}, {})
+    config = LLMConfig.from_options(
+        {"base_url": server.base_url.replace("http://", "http://u:secret-pw@"), "model": "m", "notice_after_s": 0.1}, {}
+    )
     LLMReasoner(config).preflight()
     err = capfd.readouterr().err
-    assert err == f"waiting for the LLM endpoint {server.base_url.replace('http://', 'http://***@')} " \
-                  "(model m) ... (0.1 s)\n"
+    assert (
+        err == f"waiting for the LLM endpoint {server.base_url.replace('http://', 'http://***@')} "
+        "(model m) ... (0.1 s)\n"
+    )
 
 
 # ---- answers a schema would have prevented --------------------------------------------------------------
@@ -108,13 +118,18 @@ def test_schema_names_every_task_and_the_modes():
     assert mapping["properties"]["A"]["enum"] == ["cpu", "gpu_now", "gpu_queue"]
 
 
-@pytest.mark.parametrize("answer, message", [
-    ("{}", "the answer's mapping is empty: give every task (A, B, C, D) a mode"),
-    ('{"mapping": {}, "reason": "x"}', "the answer's mapping is empty"),
-    ('{"mapping": {"<task>": "<mode>"}, "reason": "<one sentence>"}',
-     "the answer copied the template's placeholder (<task>: <mode>): name the real tasks (A, B, C, D) and modes"),
-    ('{"mapping": {"A": "<mode>", "B": "cpu", "C": "cpu", "D": "cpu"}}', "placeholder (A: <mode>)"),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        ("{}", "the answer's mapping is empty: give every task (A, B, C, D) a mode"),
+        ('{"mapping": {}, "reason": "x"}', "the answer's mapping is empty"),
+        (
+            '{"mapping": {"<task>": "<mode>"}, "reason": "<one sentence>"}',
+            "the answer copied the template's placeholder (<task>: <mode>): name the real tasks (A, B, C, D) and modes",
+        ),
+        ('{"mapping": {"A": "<mode>", "B": "cpu", "C": "cpu", "D": "cpu"}}', "placeholder (A: <mode>)"),
+    ],
+)
 def test_empty_and_placeholder_answers_are_invalid(answer, message):
     with pytest.raises(AgentschedError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_answer(answer, workflow())
@@ -139,5 +154,7 @@ def test_always_empty_answers_fall_back_to_the_rules(serve):
     rules = run_loop(workflow("binary", None), AgentPolicy("rules"), ScriptedTestbed(), rounds=3, repeats=1)
     assert [x.mapping for x in r.rounds] == [x.mapping for x in rules.rounds]
     assert script.calls == 6  # invalid answers never open the circuit
-    assert all(rec.proposal_info["fallback"].startswith("invalid answer after 2 attempt(s): the answer's mapping "
-                                                        "is empty") for rec in r.records)
+    assert all(
+        rec.proposal_info["fallback"].startswith("invalid answer after 2 attempt(s): the answer's mapping is empty")
+        for rec in r.records
+    )

@@ -17,8 +17,11 @@ from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 
 # what a broken or tiny model answers: prose, an empty object, the template copied verbatim
-GARBAGE = ("I would put everything on the GPU, it is faster!", "{}",
-           '{"mapping": {"<task>": "<mode>"}, "reason": "<one sentence>"}')
+GARBAGE = (
+    "I would put everything on the GPU, it is faster!",
+    "{}",
+    '{"mapping": {"<task>": "<mode>"}, "reason": "<one sentence>"}',
+)
 
 
 @pytest.fixture
@@ -54,8 +57,9 @@ def test_garbage_llm_reaches_the_oracle_on_s5_within_4_rounds(garbage_server):
     for rec, ref in zip(run.records, rules.records, strict=True):
         info = rec.proposal_info
         assert info["fallback"].startswith("invalid answer after 2 attempt(s): ")
-        assert info["fallback"].endswith(f"falling back to the rules reasoner on the same evidence "
-                                         f"({ref.proposal_info['reason']})")
+        assert info["fallback"].endswith(
+            f"falling back to the rules reasoner on the same evidence ({ref.proposal_info['reason']})"
+        )
         assert [a.get("content") is not None for a in info["response"]] == [True, True, False]
 
 
@@ -113,10 +117,15 @@ def test_fallback_reasoner_forwards_the_protocol_and_records_why():
         d = spy.asked[rec.result.round]
         assert rec.result.mapping == d.mapping
         assert info["tried"] is True and info["fallback_reasoner"] == "rules"  # the primary's audit is kept
-        assert info["reason"] == info["fallback"] == \
-            f"odd round; falling back to the rules reasoner on the same evidence ({d.reason})"
-        assert info["response"] == [{"attempt": 1, "error": "odd"},
-                                    {"fallback": info["fallback"], "mapping": info["mapping"]}]
+        assert (
+            info["reason"]
+            == info["fallback"]
+            == f"odd round; falling back to the rules reasoner on the same evidence ({d.reason})"
+        )
+        assert info["response"] == [
+            {"attempt": 1, "error": "odd"},
+            {"fallback": info["fallback"], "mapping": info["mapping"]},
+        ]
     policy.close()
     assert (flaky.preflights, flaky.resets, flaky.closed) == (1, 1, 1)
 
@@ -138,8 +147,14 @@ def test_a_bench_says_how_many_rounds_the_fallback_decided(serve):
     from agentsched.experiments.results import results_dict, results_schema
 
     server, _ = serve("I believe the GPU is a kind of potato")
-    config = BenchConfig(scenarios=("S1",), policies=("agent-llm", "heft"), rounds=3, repeats=1, seeds=(0,),
-                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}})
+    config = BenchConfig(
+        scenarios=("S1",),
+        policies=("agent-llm", "heft"),
+        rounds=3,
+        repeats=1,
+        seeds=(0,),
+        policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}},
+    )
     doc = results_dict(run_bench(config))
     assert "agent-llm: 3 of 3 rounds were decided by its fallback reasoner" in " ".join(doc["notes"])
     assert not any(n.startswith("heft:") for n in doc["notes"])
@@ -155,8 +170,14 @@ def test_rounds_the_llm_decided_itself_are_not_marked(serve):
     from agentsched.experiments.results import results_dict
 
     server, _ = serve('{"mapping": {"A": "gpu", "B": "gpu", "C": "gpu", "D": "gpu"}, "reason": "r"}')
-    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=2, repeats=1, seeds=(0,),
-                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}})
+    config = BenchConfig(
+        scenarios=("S1",),
+        policies=("agent-llm",),
+        rounds=2,
+        repeats=1,
+        seeds=(0,),
+        policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "m"}}},
+    )
     doc = results_dict(run_bench(config))
     assert not any("fallback reasoner" in n for n in doc["notes"])
     assert not any("fallback" in d for d in doc["records"][0]["rounds"])

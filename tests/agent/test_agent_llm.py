@@ -12,8 +12,6 @@ import logging
 import socket
 
 import pytest
-from tests.support.llm_servers import link_of
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, parse_answer, strip_reasoning
 from agentsched.agent.local_llm import completion, error_body
@@ -21,6 +19,8 @@ from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
 from agentsched.loop.runner import run_loop
 from agentsched.model.workflow import Mode
+from tests.support.llm_servers import link_of
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
 GOOD_MAP = mapping("gpu gpu cpu gpu")
@@ -39,8 +39,9 @@ def reject_json_mode(body, script):
 
 def run(wf, base_url, rounds=3, **llm):
     # a generous timeout: a loaded test machine must not turn a scripted answer into a timeout
-    policy = AgentPolicy("llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 10.0,
-                                     "max_retries": 2, **llm})
+    policy = AgentPolicy(
+        "llm", llm={"base_url": base_url, "model": "scripted", "timeout_s": 10.0, "max_retries": 2, **llm}
+    )
     return policy, run_loop(wf, policy, ScriptedTestbed(), rounds=rounds, repeats=1)
 
 
@@ -76,11 +77,14 @@ def test_json_in_prose_and_think_blocks(serve):
     assert r.records[0].proposal_info["fallback"] is None
 
 
-@pytest.mark.parametrize("bad, needle", [
-    ("this is not JSON at all {oops", "no JSON object"),
-    ('{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu"}}', "misses task(s) D"),
-    ('{"mapping": {"A": "gpu", "B": "gpu_queue", "C": "cpu", "D": "gpu"}}', "outside the binary decision space"),
-])
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        ("this is not JSON at all {oops", "no JSON object"),
+        ('{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu"}}', "misses task(s) D"),
+        ('{"mapping": {"A": "gpu", "B": "gpu_queue", "C": "cpu", "D": "gpu"}}', "outside the binary decision space"),
+    ],
+)
 def test_invalid_answer_is_retried_with_the_error(serve, bad, needle):
     server, script = serve(bad, GOOD)
     _, r = run(binary(), server.base_url, rounds=1)
@@ -139,11 +143,13 @@ def test_refused_connection_falls_back_without_traceback(caplog):
 
 def reject(*kinds, status=400, message="response_format {kind} is not supported by this server"):
     """A backend that rejects requests whose response_format type is among ``kinds``."""
+
     def backend(body, script):
         kind = (body.get("response_format") or {}).get("type", "plain")
         if kind in kinds:
             return status, error_body(message.format(kind=kind))
         return 200, completion(GOOD, "scripted")
+
     return backend
 
 
@@ -151,15 +157,28 @@ def formats(server):
     return [link_of(b) for b in server.requests]
 
 
-@pytest.mark.parametrize("rejected, status, message, links, used", [
-    (("json_schema",), 400, "response_format {kind} is not supported by this server", ["json_schema"],
-     "json_object+schema"),
-    (("json_schema",), 422, "unprocessable", ["json_schema"], "json_object+schema"),
-    (("json_schema", "json_object"), 400, "response_format {kind} is not supported by this server",
-     ["json_schema", "json_object+schema", "json_object"], "plain"),
-    # an HTTP 500 is a rejection only when it names the response_format (llama.cpp, a bad grammar)
-    (("json_schema",), 500, "failed to parse response_format: {kind}", ["json_schema"], "json_object+schema"),
-])
+@pytest.mark.parametrize(
+    "rejected, status, message, links, used",
+    [
+        (
+            ("json_schema",),
+            400,
+            "response_format {kind} is not supported by this server",
+            ["json_schema"],
+            "json_object+schema",
+        ),
+        (("json_schema",), 422, "unprocessable", ["json_schema"], "json_object+schema"),
+        (
+            ("json_schema", "json_object"),
+            400,
+            "response_format {kind} is not supported by this server",
+            ["json_schema", "json_object+schema", "json_object"],
+            "plain",
+        ),
+        # an HTTP 500 is a rejection only when it names the response_format (llama.cpp, a bad grammar)
+        (("json_schema",), 500, "failed to parse response_format: {kind}", ["json_schema"], "json_object+schema"),
+    ],
+)
 def test_structured_output_chain(serve, rejected, status, message, links, used):
     server, _ = serve(reject(*rejected, status=status, message=message))
     policy, r = run(binary(), server.base_url, rounds=2)
@@ -172,7 +191,7 @@ def test_structured_output_chain(serve, rejected, status, message, links, used):
     assert "response_format_rejected" not in r.records[1].proposal_info["response"][0]
     # remembered per run: a new run of the same policy asks for the schema again
     run_loop(binary(), policy, ScriptedTestbed(), rounds=1, repeats=1)
-    assert formats(server)[-len(links) - 1:] == [*links, used]
+    assert formats(server)[-len(links) - 1 :] == [*links, used]
 
 
 def test_a_500_that_does_not_name_the_format_is_an_endpoint_error(serve):
@@ -186,8 +205,10 @@ def test_response_format_option_starts_the_chain_lower(serve):
     server, _ = serve(GOOD)
     run(binary(), server.base_url, rounds=1, response_format="plain")
     assert formats(server) == ["plain"]
-    with pytest.raises(PolicyError, match="response_format must be one of json_schema, json_object.schema, "
-                                          "guided_json, format, json_object, plain"):
+    with pytest.raises(
+        PolicyError,
+        match="response_format must be one of json_schema, json_object.schema, guided_json, format, json_object, plain",
+    ):
         LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1", "model": "m", "response_format": "xml"}, {})
 
 
@@ -214,8 +235,12 @@ def test_parse_answer_rules():
 
 
 def test_config_from_options_and_environment():
-    env = {"AGENTSCHED_LLM_BASE_URL": "http://127.0.0.1:9/v1/", "AGENTSCHED_LLM_MODEL": "m",
-           "AGENTSCHED_LLM_API_KEY": "k", "AGENTSCHED_LLM_TIMEOUT_S": "3"}
+    env = {
+        "AGENTSCHED_LLM_BASE_URL": "http://127.0.0.1:9/v1/",
+        "AGENTSCHED_LLM_MODEL": "m",
+        "AGENTSCHED_LLM_API_KEY": "k",
+        "AGENTSCHED_LLM_TIMEOUT_S": "3",
+    }
     c = LLMConfig.from_options({"temperature": 0.0, "model": None}, env)
     assert (c.base_url, c.model, c.api_key, c.timeout_s, c.temperature) == ("http://127.0.0.1:9/v1", "m", "k", 3.0, 0.0)
     assert LLMConfig.from_options({"model": "x"}, env).model == "x"  # options win
@@ -246,8 +271,10 @@ def test_circuit_breaker_stops_calling_a_blackholed_endpoint(serve, caplog):
     assert script.calls == 2  # rounds 0 and 1 tried; rounds 2-4 did not call the endpoint
     assert len(r.records) == 5 and policy.reasoner.primary.circuit_open
     r1 = r.records[1].proposal_info
-    assert r1["circuit_open"] == ("circuit open after 2 consecutive rounds without reaching the endpoint "
-                                  "(last: endpoint timed out after 0.5 s); no more requests")
+    assert r1["circuit_open"] == (
+        "circuit open after 2 consecutive rounds without reaching the endpoint "
+        "(last: endpoint timed out after 0.5 s); no more requests"
+    )
     for rec in r.records[2:]:
         info = rec.proposal_info
         assert info["fallback"].startswith("endpoint not called: circuit open after 2 consecutive rounds")
@@ -285,17 +312,19 @@ def test_circuit_breaker_resets_on_an_answer_and_can_be_disabled(serve):
     assert all("endpoint unreachable" in rec.proposal_info["fallback"] for rec in r.records)
 
 
-@pytest.mark.parametrize("options, env, message", [
-    ({"temperature": float("nan")}, {}, "llm temperature must be a finite number >= 0, got nan"),
-    ({"temperature": -1}, {}, "llm temperature must be a finite number >= 0, got -1"),
-    ({}, {"AGENTSCHED_LLM_TEMPERATURE": "nan"},
-     "AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"),
-    ({}, {"AGENTSCHED_LLM_TEMPERATURE": "warm"}, "AGENTSCHED_LLM_TEMPERATURE must be a number, got 'warm'"),
-    ({"timeout_s": float("inf")}, {}, "llm timeout_s must be a finite number > 0, got inf"),
-    ({}, {"AGENTSCHED_LLM_TIMEOUT_S": "nan"}, "AGENTSCHED_LLM_TIMEOUT_S must be a finite number > 0, got nan"),
-    ({"breaker_rounds": -1}, {}, "llm breaker_rounds must be >= 0, got -1"),
-    ({"max_retries": "x"}, {}, "llm max_retries must be an integer, got 'x'"),
-])
+@pytest.mark.parametrize(
+    "options, env, message",
+    [
+        ({"temperature": float("nan")}, {}, "llm temperature must be a finite number >= 0, got nan"),
+        ({"temperature": -1}, {}, "llm temperature must be a finite number >= 0, got -1"),
+        ({}, {"AGENTSCHED_LLM_TEMPERATURE": "nan"}, "AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"),
+        ({}, {"AGENTSCHED_LLM_TEMPERATURE": "warm"}, "AGENTSCHED_LLM_TEMPERATURE must be a number, got 'warm'"),
+        ({"timeout_s": float("inf")}, {}, "llm timeout_s must be a finite number > 0, got inf"),
+        ({}, {"AGENTSCHED_LLM_TIMEOUT_S": "nan"}, "AGENTSCHED_LLM_TIMEOUT_S must be a finite number > 0, got nan"),
+        ({"breaker_rounds": -1}, {}, "llm breaker_rounds must be >= 0, got -1"),
+        ({"max_retries": "x"}, {}, "llm max_retries must be an integer, got 'x'"),
+    ],
+)
 def test_config_rejects_non_finite_and_bad_values(options, env, message):
     with pytest.raises(PolicyError) as e:
         LLMConfig.from_options({"base_url": "http://127.0.0.1:9/v1", "model": "m", **options}, env)
@@ -304,8 +333,20 @@ def test_config_rejects_non_finite_and_bad_values(options, env, message):
 
 def test_cli_env_temperature_nan_is_one_line(cli, monkeypatch):
     monkeypatch.setenv("AGENTSCHED_LLM_TEMPERATURE", "nan")
-    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", "http://127.0.0.1:9/v1",
-                         "--llm-model", "m", "--rounds", "1", "--repeats", "1")
+    code, out, err = cli(
+        "run",
+        "S1",
+        "-p",
+        "agent-llm",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--llm-model",
+        "m",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+    )
     assert code != 0 and out == ""
     assert err.splitlines() == ["error: AGENTSCHED_LLM_TEMPERATURE must be a finite number >= 0, got nan"]
 
@@ -314,18 +355,35 @@ def test_cli_env_temperature_nan_is_one_line(cli, monkeypatch):
 def test_cli_run_and_bench_preflight_a_refused_endpoint_in_one_line(cli):
     url = _refused_url()
     for argv in (("run", "S1", "-p", "agent-llm"), ("bench", "--scenarios", "S1", "--policies", "agent-llm")):
-        code, out, err = cli(*argv, "--llm-base-url", url, "--llm-model", "m", "--llm-timeout", "1",
-                             "--rounds", "1", "--repeats", "1")
+        code, out, err = cli(
+            *argv, "--llm-base-url", url, "--llm-model", "m", "--llm-timeout", "1", "--rounds", "1", "--repeats", "1"
+        )
         assert code != 0 and out == ""
         assert err.splitlines() == [f"error: LLM endpoint {url} is not usable: connection refused"]
 
 
 def test_cli_run_preflight_http_error_and_not_a_completion(cli, serve):
-    for reply, reason in (((401, error_body("bad key", "authentication_error")), "HTTP 401: "),
-                          ((200, {"hello": "world"}), "the answer is not a chat completion")):
+    for reply, reason in (
+        ((401, error_body("bad key", "authentication_error")), "HTTP 401: "),
+        ((200, {"hello": "world"}), "the answer is not a chat completion"),
+    ):
         server, script = serve(lambda body, s, r=reply: r)
-        code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
-                             "scripted", "--llm-timeout", "1", "--rounds", "1", "--repeats", "1")
+        code, out, err = cli(
+            "run",
+            "S1",
+            "-p",
+            "agent-llm",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "scripted",
+            "--llm-timeout",
+            "1",
+            "--rounds",
+            "1",
+            "--repeats",
+            "1",
+        )
         assert code != 0 and out == "" and script.calls == 1  # one request, no run
         lines = err.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: LLM endpoint {server.base_url} is not usable: {reason}")
@@ -333,17 +391,33 @@ def test_cli_run_preflight_http_error_and_not_a_completion(cli, serve):
 
 def test_preflight_is_one_cheap_request_and_the_run_goes_on(cli, serve):
     server, _ = serve(GOOD)
-    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
-                         "scripted", "--rounds", "1", "--repeats", "1", "--no-oracle")
+    code, out, err = cli(
+        "run",
+        "S1",
+        "-p",
+        "agent-llm",
+        "--llm-base-url",
+        server.base_url,
+        "--llm-model",
+        "scripted",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--no-oracle",
+    )
     assert code == 0, err
     assert server.requests[0]["max_tokens"] == 1 and len(server.requests) >= 2
 
 
-@pytest.mark.parametrize("reply", [
-    lambda body, s: (404, error_body("model scripted does not exist", "not_found_error")),
-    lambda body, s: (401, error_body("bad key", "authentication_error")),
-    lambda body, s: (200, {"object": "list", "data": []}),  # not a chat completion
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda body, s: (404, error_body("model scripted does not exist", "not_found_error")),
+        lambda body, s: (401, error_body("bad key", "authentication_error")),
+        lambda body, s: (200, {"object": "list", "data": []}),  # not a chat completion
+    ],
+)
 def test_permanent_errors_open_the_circuit_at_once(serve, caplog, reply):
     server, script = serve(reply)
     caplog.set_level(logging.WARNING, logger="agentsched.agent")
@@ -358,9 +432,14 @@ def test_bench_shares_the_breaker_across_runs(serve):
     from agentsched.experiments.bench import BenchConfig, run_bench
 
     server, script = serve(lambda body, s: (403, error_body("forbidden", "permission_error")))
-    config = BenchConfig(scenarios=("S1",), policies=("agent-llm",), rounds=3, repeats=1, seeds=(0, 1, 2),
-                         policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "scripted",
-                                                               "timeout_s": 10.0}}})
+    config = BenchConfig(
+        scenarios=("S1",),
+        policies=("agent-llm",),
+        rounds=3,
+        repeats=1,
+        seeds=(0, 1, 2),
+        policy_options={"agent-llm": {"llm": {"base_url": server.base_url, "model": "scripted", "timeout_s": 10.0}}},
+    )
     res = run_bench(config)
     assert len(res.records) == 3 and script.calls == 1  # seeds 1 and 2 never called the endpoint
     assert any(n.startswith("agent-llm: the LLM endpoint failed in S1 seed 0") for n in res.notes)
@@ -378,22 +457,36 @@ def test_deeply_nested_json_is_an_invalid_answer(serve):
     assert r.rounds[1].mapping == GOOD_MAP
 
 
-@pytest.mark.parametrize("url, message", [
-    ("http://[::1", "llm base_url is not a valid URL: 'http://[::1' (Invalid IPv6 URL)"),
-    ("http://h:99999/v1", "llm base_url is not a valid URL: 'http://h:99999/v1' (Port out of range 0-65535)"),
-    ("ftp://host/v1", "llm base_url must be an http:// or https:// URL with a host "
-                      "(or gguf:/path/to/model.gguf), got 'ftp://host/v1'"),
-    ("localhost:8000", "llm base_url must be an http:// or https:// URL with a host "
-                       "(or gguf:/path/to/model.gguf), got 'localhost:8000'"),
-    ("http:///v1", "llm base_url must be an http:// or https:// URL with a host "
-                   "(or gguf:/path/to/model.gguf), got 'http:///v1'"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("http://[::1", "llm base_url is not a valid URL: 'http://[::1' (Invalid IPv6 URL)"),
+        ("http://h:99999/v1", "llm base_url is not a valid URL: 'http://h:99999/v1' (Port out of range 0-65535)"),
+        (
+            "ftp://host/v1",
+            "llm base_url must be an http:// or https:// URL with a host "
+            "(or gguf:/path/to/model.gguf), got 'ftp://host/v1'",
+        ),
+        (
+            "localhost:8000",
+            "llm base_url must be an http:// or https:// URL with a host "
+            "(or gguf:/path/to/model.gguf), got 'localhost:8000'",
+        ),
+        (
+            "http:///v1",
+            "llm base_url must be an http:// or https:// URL with a host "
+            "(or gguf:/path/to/model.gguf), got 'http:///v1'",
+        ),
+    ],
+)
 def test_config_rejects_bad_urls(url, message):
     with pytest.raises(PolicyError) as e:
         LLMConfig.from_options({"base_url": url, "model": "m"}, {})
     assert str(e.value) == message
-    assert LLMConfig.from_options({"base_url": "HTTPS://api.example.com/v1/", "model": "m"}, {}).base_url == \
-        "HTTPS://api.example.com/v1"
+    assert (
+        LLMConfig.from_options({"base_url": "HTTPS://api.example.com/v1/", "model": "m"}, {}).base_url
+        == "HTTPS://api.example.com/v1"
+    )
 
 
 def test_cli_env_base_url_is_checked_in_one_line(cli, monkeypatch):

@@ -19,8 +19,9 @@ def test_a_new_runtime_replays_the_models_answers_from_the_store(serve, tmp_path
     per_process = []
     for _ in range(6):  # as `agentsched invoke` does: a new runtime (process) per invocation
         before = script.calls
-        with Runtime(wf, "agent-llm", store=db, testbed="sim", round_size=1, explore_fraction=0.0,
-                     policy_options={"llm": llm}) as rt:
+        with Runtime(
+            wf, "agent-llm", store=db, testbed="sim", round_size=1, explore_fraction=0.0, policy_options={"llm": llm}
+        ) as rt:
             assert rt.invoke().ok
             replayed = rt.replayed
         per_process.append(script.calls - before)
@@ -33,8 +34,8 @@ def test_a_new_runtime_replays_the_models_answers_from_the_store(serve, tmp_path
 def test_a_reproducible_policy_is_still_asked_so_a_replay_can_diverge(tmp_path):
     """The rules reasoner is deterministic: the runtime replays by asking it again (a changed policy
     is then noticed as a divergence), not by taking the stored mapping on trust."""
-    from agentsched.runtime.dispatch import _Tracked
     from agentsched.loop.registry import make_policy
+    from agentsched.runtime.dispatch import _Tracked
 
     asked = []
     tracked = _Tracked(make_policy("agent-rules"), recorded=lambda i: asked.append(i))

@@ -10,22 +10,21 @@ from __future__ import annotations
 import random
 import re
 
-from tests.support.views import complete_mappings, round0_view
-
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.prompt import MAX_LOAD_ROWS, build_prompt, load_template
 from agentsched.agent.view import LoadEvidence
-from agentsched.model.live import StreamDecider
+from agentsched.model.live import FasterDevice
 from agentsched.model.workflow import Mode
 from agentsched.policies.base import PolicyContext
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import Arrival
 from agentsched.testbeds.stream import run_stream
+from tests.support.views import complete_mappings, round0_view
 
 HEADER = "Load at decision time"
 
 
-class _Snapshots(StreamDecider):
+class _Snapshots(FasterDevice):
     """Places task A on the CPU, every other on its faster device; keeps the load of every placement."""
 
     late_binding = True
@@ -52,8 +51,11 @@ def _loaded_evidence() -> LoadEvidence:
 def _policy_view(live=None, evidence: LoadEvidence | None = None):
     wf = load_scenario("S5")
     policy = AgentPolicy("rules")
-    policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0),
-                               probe=lambda m: None, rounds=20, repeats=1))
+    policy.reset(
+        PolicyContext(
+            workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=lambda m: None, rounds=20, repeats=1
+        )
+    )
     policy.watch_load(live)
     view = policy.view(0)
     if evidence is not None:
@@ -76,13 +78,15 @@ def test_live_snapshot_matches_the_stream_state():
 def test_block_present_under_load_with_the_live_figures():
     ev = _loaded_evidence()
     user = build_prompt(_policy_view(evidence=ev)).user
-    i4, i5, i6, i7 = (user.index(h) for h in ("## 4. Runtime monitor", f"## 5. {HEADER}", "## 6. Guidance",
-                                               "## 7. Answer"))
+    i4, i5, i6, i7 = (
+        user.index(h) for h in ("## 4. Runtime monitor", f"## 5. {HEADER}", "## 6. Guidance", "## 7. Answer")
+    )
     assert i4 < i5 < i6 < i7
     block = user[i5:i6]
     assert load_template("load") in block and "not advice and not an instruction" in block
-    assert f"- GPU: {len(ev.gpu_tasks)} tasks running; VRAM in use {ev.vram_in_use_mb:.0f} MB of a 8192 MB budget" \
-        in block
+    assert (
+        f"- GPU: {len(ev.gpu_tasks)} tasks running; VRAM in use {ev.vram_in_use_mb:.0f} MB of a 8192 MB budget" in block
+    )
     assert f"- CPU: {ev.cpu_busy} of 2 slots busy" in block and "- GPU queue: 0 tasks waiting." in block
     for g in ev.gpu_tasks[:MAX_LOAD_ROWS]:
         assert re.search(rf"\| {re.escape(g.tool)} \| gpu_now \| [\d.]+ \| [\d.]+ \| {g.vram_mb:.0f} \|", block)
@@ -105,7 +109,7 @@ def test_watch_load_reads_the_live_state_at_view_time():
     wfs = [load_scenario("S5")]
     views = []
 
-    class Asks(StreamDecider):
+    class Asks(FasterDevice):
         late_binding = True
 
         def __init__(self, policy):
@@ -118,8 +122,11 @@ def test_watch_load_reads_the_live_state_at_view_time():
 
     wf = wfs[0]
     policy = AgentPolicy("rules")
-    policy.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0),
-                               probe=lambda m: None, rounds=20, repeats=1))
+    policy.reset(
+        PolicyContext(
+            workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=lambda m: None, rounds=20, repeats=1
+        )
+    )
     run_stream(wfs, [Arrival(0.0, 0), Arrival(5.0, 0)], Asks(policy), vram_budget_mb=8192.0, noise_sigma=0.0)
     assert views[0].idle  # the first task of the first invocation: nothing runs yet
     assert any(len(v.gpu_tasks) >= 1 for v in views[1:])

@@ -7,16 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
-from agentsched.experiments.ablation import VARIANTS, run_ablation
 from agentsched.agent.local_llm import require_llama_cpp
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import AgentschedError, PolicyError
+from agentsched.experiments.ablation import VARIANTS, run_ablation
 from agentsched.loop.runner import run_loop
 from agentsched.scenarios import load_scenario
-
-
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 
 def test_registry_builds_the_agent_with_options():
@@ -34,8 +32,11 @@ def test_registry_builds_the_agent_with_options():
 def test_unknown_options_are_one_line_policy_errors():
     from agentsched.loop.registry import make_policy
 
-    with pytest.raises(PolicyError, match=r"^policy agent-rules takes no option 'temperature' \(options: initial, "
-                                          r"monitor, stability, start\)$"):
+    with pytest.raises(
+        PolicyError,
+        match=r"^policy agent-rules takes no option 'temperature' \(options: initial, "
+        r"monitor, stability, start\)$",
+    ):
         make_policy("agent-rules", temperature=0.1)
     with pytest.raises(TypeError):  # explicit keyword arguments: Python itself refuses an unknown one
         AgentPolicy("rules", temperature=0.1)
@@ -82,13 +83,13 @@ def test_ablation_table_has_the_papers_rows():
 
 def test_cli_ablation_writes_json(cli, tmp_path):
     out = tmp_path / "abl.json"
-    code, text, err = cli("ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1",
-                              "--json-out", str(out))
+    code, text, err = cli("ablation", "S13", "--rounds", "3", "--seeds", "1", "--repeats", "1", "--json-out", str(out))
     assert code == 0, err
     assert "| full system |" in text and json.loads(out.read_text())["workflow"] == "S13"
     code, _, err = cli("ablation", "S13", "--start", "hot")
-    assert code == 2 and err.strip() == ("error: Invalid value for '--start': 'hot' is not one of 'warm', 'cold'. "
-                                         "(see 'agentsched ablation --help')")
+    assert code == 2 and err.strip() == (
+        "error: Invalid value for '--start': 'hot' is not one of 'warm', 'cold'. (see 'agentsched ablation --help')"
+    )
 
 
 def test_cli_prompt_and_agent_check(cli):
@@ -110,8 +111,20 @@ def test_local_llm_extra_absence_is_one_line():
 
 def test_ablation_of_another_workflow_has_no_paper_columns(cli, tmp_path):
     out = tmp_path / "abl.json"
-    code, text, err = cli("ablation", "S1", "--rounds", "2", "--seeds", "1", "--repeats", "1", "--initial", "rules",
-                          "--json-out", str(out))
+    code, text, err = cli(
+        "ablation",
+        "S1",
+        "--rounds",
+        "2",
+        "--seeds",
+        "1",
+        "--repeats",
+        "1",
+        "--initial",
+        "rules",
+        "--json-out",
+        str(out),
+    )
     assert code == 0, err
     head = next(line for line in text.splitlines() if line.startswith("| variant |"))
     assert "paper" not in head and "| executions (mean) |" in head

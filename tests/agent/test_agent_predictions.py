@@ -12,10 +12,9 @@ import re
 from dataclasses import replace
 
 import pytest
-from tests.support.views import round0_view
 
-from agentsched.agent.local_llm import completion
 from agentsched.agent.forecast import TOP_K
+from agentsched.agent.local_llm import completion
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.prompt import build_prompt, load_template
 from agentsched.agent.rules import RulesReasoner
@@ -25,6 +24,7 @@ from agentsched.loop.runner import run_loop
 from agentsched.model.mapping import format_mapping
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
+from tests.support.views import round0_view
 
 HEADER = "Model predictions"
 
@@ -53,8 +53,9 @@ def test_on_the_block_follows_the_monitor_and_frames_predictions(scenario):
     wf, policy, _ = _after(scenario, 2)
     prompt = build_prompt(policy.view(2))
     user = prompt.user
-    i4, i5, i6, i7 = (user.index(h) for h in ("## 4. Runtime monitor", f"## 5. {HEADER}", "## 6. Guidance",
-                                               "## 7. Answer"))
+    i4, i5, i6, i7 = (
+        user.index(h) for h in ("## 4. Runtime monitor", f"## 5. {HEADER}", "## 6. Guidance", "## 7. Answer")
+    )
     assert i4 < i5 < i6 < i7
     block = user[i5:i6]
     assert "not measurements and not instructions" in block and "never tells you what to choose" in block
@@ -106,8 +107,11 @@ def test_the_prompt_with_the_option_off_is_the_golden_prompt_and_on_adds_only_th
     policy.reset(_ctx(wf))
     on = build_prompt(policy.view(0))
     start, end = on.user.index(f"## 5. {HEADER}"), on.user.index("## 6. Guidance")
-    stripped = (on.user[:start] + on.user[end:]).replace("## 6. Guidance", "## 5. Guidance").replace(
-        "## 7. Answer", "## 6. Answer")
+    stripped = (
+        (on.user[:start] + on.user[end:])
+        .replace("## 6. Guidance", "## 5. Guidance")
+        .replace("## 7. Answer", "## 6. Answer")
+    )
     assert stripped == off.user
     assert on.system == off.system + "\n\n" + load_template("system_predictions")
 
@@ -120,8 +124,9 @@ def _ctx(wf):
     def no_probe(_m):
         raise AssertionError("round 0 needs no probe")
 
-    return PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
-                         rounds=20, repeats=1)
+    return PolicyContext(
+        workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe, rounds=20, repeats=1
+    )
 
 
 @pytest.mark.parametrize("scenario", ["S5", "S13", "S10"])
@@ -146,8 +151,10 @@ def test_the_option_is_validated():
         AgentPolicy("rules", predictions="yes")
     with pytest.raises(PolicyError, match="predictions"):
         make_policy("agent-rules", predictions=True)  # the CLI offers it for agent-llm only
-    assert make_policy("agent-llm", predictions=True, llm={"base_url": "http://127.0.0.1:9/v1",
-                                                           "model": "m"}).predictions is True
+    assert (
+        make_policy("agent-llm", predictions=True, llm={"base_url": "http://127.0.0.1:9/v1", "model": "m"}).predictions
+        is True
+    )
 
 
 def _answer_p1(body, script):
@@ -161,8 +168,9 @@ def _answer_p1(body, script):
 def test_agent_llm_with_predictions_sends_and_audits_the_block(serve):
     server, script = serve(_answer_p1)
     wf = load_scenario("S5")
-    policy = AgentPolicy("llm", predictions=True, llm={"base_url": server.base_url, "model": "scripted",
-                                                       "timeout_s": 10.0})
+    policy = AgentPolicy(
+        "llm", predictions=True, llm={"base_url": server.base_url, "model": "scripted", "timeout_s": 10.0}
+    )
     run = run_loop(wf, policy, SimTestbed(), rounds=3, repeats=3, seed=0)
     assert len(run.records) == 3 and script.calls == 3
     assert policy.label == "agent-llm:scripted[predictions]"
@@ -180,8 +188,24 @@ def test_agent_llm_with_predictions_sends_and_audits_the_block(serve):
 def test_run_command_switches_the_stream(flag, serve, cli, tmp_path):
     server, _ = serve(_answer_p1)
     f = tmp_path / "run.json"
-    code, out, err = cli("run", "S5", "--policy", "agent-llm", "--llm-base-url", server.base_url, "--llm-model",
-                         "scripted", flag, "--rounds", "2", "--repeats", "1", "--no-oracle", "--json-out", str(f))
+    code, out, err = cli(
+        "run",
+        "S5",
+        "--policy",
+        "agent-llm",
+        "--llm-base-url",
+        server.base_url,
+        "--llm-model",
+        "scripted",
+        flag,
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--no-oracle",
+        "--json-out",
+        str(f),
+    )
     assert code == 0, err
     doc = json.loads(f.read_text())
     on = flag == "--llm-predictions"
@@ -232,8 +256,13 @@ def test_a_bad_input_among_a_rounds_runs_does_not_make_the_model_drop_its_mappin
             OneBadInput.runs += 1
             if OneBadInput.runs != 1:  # the first: nothing ran well before it
                 return x
-            return dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message="node A failed: bad input",
-                                       extra={**x.extra, "failed_task": "A"})
+            return dataclasses.replace(
+                x,
+                status=Status.ERROR,
+                e2e_ms=None,
+                message="node A failed: bad input",
+                extra={**x.extra, "failed_task": "A"},
+            )
 
     wf = load_scenario("S5")
     policy = AgentPolicy("rules", predictions=True)

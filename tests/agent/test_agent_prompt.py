@@ -11,14 +11,14 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from tests.support.views import as_labels, complete_mappings, round0_view
-from tests.support.scripted_testbed import ScriptedTestbed, workflow
 
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.prompt import PROMPT_VERSION, build_prompt, load_template
 from agentsched.loop.runner import run_loop
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.scenarios import load_scenario
+from tests.support.scripted_testbed import ScriptedTestbed, workflow
+from tests.support.views import as_labels, complete_mappings, round0_view
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("AGENTSCHED_REGEN_GOLDEN") == "1"
@@ -26,17 +26,23 @@ REGEN = os.environ.get("AGENTSCHED_REGEN_GOLDEN") == "1"
 
 def s5_cards() -> CardSet:
     """The paper's Table 1 rows for S5's tools, frozen here so the golden prompts never follow a refit."""
+
     def card(name, workload, cpu, gpu, load, vram, tags):
         return ToolCard(name=name, workload=workload, cpu_ms=cpu, gpu_ms=gpu, load_ms=load, vram_mb=vram, tags=tags)
 
-    return CardSet(name="golden-s5", cards={
-        "ocr": card("ocr", "TrOCR handwriting", 1386, 176, 3244, 248, ("compute-bound", "autoregressive")),
-        "whisper_base": card("whisper_base", "Whisper-Base ASR", 473, 35, 1792, 442,
-                             ("compute-bound", "autoregressive")),
-        "vector_search": card("vector_search", "Top-k similarity search", 43, 18, 14701, 3106,
-                              ("memory-bound", "large-index")),
-        "image_resize": card("image_resize", "Bilinear resize", 17, 4, 4008, 340, ("memory-bound", "elementwise")),
-    })
+    return CardSet(
+        name="golden-s5",
+        cards={
+            "ocr": card("ocr", "TrOCR handwriting", 1386, 176, 3244, 248, ("compute-bound", "autoregressive")),
+            "whisper_base": card(
+                "whisper_base", "Whisper-Base ASR", 473, 35, 1792, 442, ("compute-bound", "autoregressive")
+            ),
+            "vector_search": card(
+                "vector_search", "Top-k similarity search", 43, 18, 14701, 3106, ("memory-bound", "large-index")
+            ),
+            "image_resize": card("image_resize", "Bilinear resize", 17, 4, 4008, 340, ("memory-bound", "elementwise")),
+        },
+    )
 
 
 def s5():
@@ -108,7 +114,8 @@ def test_later_prompt_only_names_executed_mappings():
 
 def test_complete_mapping_detector_sees_both_styles():
     assert complete_mappings("R1: A=gpu_now,B=cpu,C=gpu_queue,D=cpu ->", list("ABCD")) == [
-        {"A": "gpu", "B": "cpu", "C": "gpu_queue", "D": "cpu"}]
+        {"A": "gpu", "B": "cpu", "C": "gpu_queue", "D": "cpu"}
+    ]
     assert complete_mappings('{"A": "gpu", "B": "cpu", "C": "cpu", "D": "gpu"}', list("ABCD"))
     assert complete_mappings('{"A": "<mode>", ...}', list("ABCD")) == []
 
@@ -122,7 +129,7 @@ def test_golden_s5_predictions_block_after_one_round():
     policy = AgentPolicy("rules", predictions=True)
     run_loop(s5(), policy, SimTestbed(), rounds=1, repeats=5, seed=0)
     user = build_prompt(policy.view(1)).user
-    block = user[user.index("## 5. Model predictions"):user.index("## 6. Guidance")]
+    block = user[user.index("## 5. Model predictions") : user.index("## 6. Guidance")]
     path = GOLDEN / f"S5_predictions_R1.{PROMPT_VERSION}.txt"
     if REGEN:
         path.write_text(block)
@@ -146,5 +153,6 @@ def test_a_round_with_nothing_to_judge_is_not_written_as_infeasible():
     run_loop(wf, policy, HostDown(ScriptedTestbed(), failing=1), rounds=1, repeats=1)  # R0's run: host code failed
     lines = [ln for ln in build_prompt(policy.view(1)).user.splitlines() if ln.startswith("R0: ")]
     assert len(lines) == 1 and "infeasible" not in lines[0]
-    assert lines[0].endswith(f"-> ERROR, not the mapping's doing: nothing to judge: every run failed in host code "
-                             f"({HOST_ERROR})")
+    assert lines[0].endswith(
+        f"-> ERROR, not the mapping's doing: nothing to judge: every run failed in host code ({HOST_ERROR})"
+    )

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.support.host_down import HOST_ERROR, HostDown
-from tests.support.views import round0_view
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
-
-from agentsched.experiments.check import run_check
 from agentsched.agent.policy import AgentPolicy
 from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, Measured
+from agentsched.experiments.check import run_check
 from agentsched.loop.runner import run_loop
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.execution import Status
@@ -19,48 +15,70 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.monitor.records import BestMapping, Hint, HistoryEntry
 from agentsched.oracle import brute_force
 from agentsched.scenarios import list_scenarios, load_scenario
+from tests.support.host_down import HOST_ERROR, HostDown
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
+from tests.support.views import round0_view
 
 CPU, NOW, QUEUE = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
 
 def hand_workflow(cards: dict[str, tuple], *, edges=(), space="binary", budget=None) -> Workflow:
-    cs = CardSet(name="hand", cards={
-        n: ToolCard(name=n, cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t)
-        for n, (c, g, ld, v, t) in cards.items()})
+    cs = CardSet(
+        name="hand",
+        cards={
+            n: ToolCard(name=n, cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t)
+            for n, (c, g, ld, v, t) in cards.items()
+        },
+    )
     tasks = dict(zip("ABCD", cards, strict=False))
-    return Workflow.model_validate({"name": "hand", "decision_space": space, "vram_budget_mb": budget,
-                                    "tasks": tasks, "edges": [list(e) for e in edges]}).with_cards(cs)
+    return Workflow.model_validate(
+        {
+            "name": "hand",
+            "decision_space": space,
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        }
+    ).with_cards(cs)
 
 
 def later_view(wf, *, best=None, measured=(), hints=(), history=None, rnd=3, rounds=20, start="warm"):
     v = round0_view(wf, start, rounds)
     if history is None:
-        history = tuple(HistoryEntry(i, best.mapping if best else {}, Status.OK, best.e2e_ms if best else None, 0.0)
-                        for i in range(rnd))
+        history = tuple(
+            HistoryEntry(i, best.mapping if best else {}, Status.OK, best.e2e_ms if best else None, 0.0)
+            for i in range(rnd)
+        )
     from agentsched.monitor.records import Evidence
+
     ev = Evidence(rnd - 1, False, True, ("history",), history[-1], best, (), (), (), tuple(hints), {}, 0, 0, (), ())
     return AgentView(wf, start, v.tools, rnd, rounds, tuple(history), best, ev, tuple(measured), {}, True, 0.02)
 
 
 def test_ratio_guideline_round0():
-    wf = hand_workflow({
-        "fast_gpu": (1000, 100, 0, 100, ()),  # ratio 10 -> gpu
-        "cpu_wins": (30, 60, 0, 100, ()),  # ratio 0.5 -> cpu
-        "cheap": (90, 30, 0, 100, ()),  # ratio 3, cpu 90 <= the 100 ms it runs beside -> cpu
-        "costly": (400, 100, 0, 100, ()),  # ratio 4, cpu 400 > 100 -> gpu
-    })
+    wf = hand_workflow(
+        {
+            "fast_gpu": (1000, 100, 0, 100, ()),  # ratio 10 -> gpu
+            "cpu_wins": (30, 60, 0, 100, ()),  # ratio 0.5 -> cpu
+            "cheap": (90, 30, 0, 100, ()),  # ratio 3, cpu 90 <= the 100 ms it runs beside -> cpu
+            "costly": (400, 100, 0, 100, ()),  # ratio 4, cpu 400 > 100 -> gpu
+        }
+    )
     d = RulesReasoner().propose(round0_view(wf))
     assert d.mapping == {"A": NOW, "B": CPU, "C": CPU, "D": NOW}
     assert "ratio" in d.reason
 
 
 def test_ratio_guideline_alone_in_its_stage_stays_on_gpu_and_no_gpu_tools_go_to_cpu():
-    wf = hand_workflow({
-        "amb": (90, 30, 0, 100, ()),  # alone (A of a diamond): nothing to hide behind -> gpu
-        "x": (1000, 100, 0, 100, ()),
-        "y": (1000, 100, 0, 100, ()),
-        "host": (50, None, None, None, ("io-bound",)),  # no GPU implementation -> cpu
-    }, edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+    wf = hand_workflow(
+        {
+            "amb": (90, 30, 0, 100, ()),  # alone (A of a diamond): nothing to hide behind -> gpu
+            "x": (1000, 100, 0, 100, ()),
+            "y": (1000, 100, 0, 100, ()),
+            "host": (50, None, None, None, ("io-bound",)),  # no GPU implementation -> cpu
+        },
+        edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")],
+    )
     assert RulesReasoner().propose(round0_view(wf)).mapping == {"A": NOW, "B": NOW, "C": NOW, "D": CPU}
 
 
@@ -72,12 +90,16 @@ def test_structural_rules_round0_three_way():
 
 
 def test_structural_rules_queue_timeline_sends_late_tasks_to_cpu():
-    wf = hand_workflow({
-        "big": (5000, 100, 700, 700, ()),  # loss 700 ms / 700 MB: first on gpu_now
-        "q1": (5000, 100, 500, 500, ()),  # loss 1.0 per MB, does not fit beside big: queue, ends at 600 ms
-        "q2": (900, 100, 400, 500, ()),  # behind q1 in the queue: 600 + 500 = 1100 > 900 -> cpu
-        "small": (10, 5, 1, 10, ()),  # fits beside big
-    }, space="three_way", budget=800)
+    wf = hand_workflow(
+        {
+            "big": (5000, 100, 700, 700, ()),  # loss 700 ms / 700 MB: first on gpu_now
+            "q1": (5000, 100, 500, 500, ()),  # loss 1.0 per MB, does not fit beside big: queue, ends at 600 ms
+            "q2": (900, 100, 400, 500, ()),  # behind q1 in the queue: 600 + 500 = 1100 > 900 -> cpu
+            "small": (10, 5, 1, 10, ()),  # fits beside big
+        },
+        space="three_way",
+        budget=800,
+    )
     m = RulesReasoner().propose(round0_view(wf)).mapping
     assert m == {"A": NOW, "B": QUEUE, "C": CPU, "D": NOW}
 
@@ -131,10 +153,14 @@ def test_recovers_from_an_infeasible_round_without_evidence():
 def test_takes_the_best_feasible_what_if_while_nothing_is_feasible():
     wf = workflow(budget_mb=800)
     oom = HistoryEntry(0, mapping("now now now now"), Status.OOM, None, 900.0, "", "C")
-    ms = (Measured(mapping("now now now now"), None, 0, True), Measured(mapping("now now cpu now"), 600.0, 1, False),
-          Measured(mapping("now now queue now"), 300.0, 1, False))
+    ms = (
+        Measured(mapping("now now now now"), None, 0, True),
+        Measured(mapping("now now cpu now"), 600.0, 1, False),
+        Measured(mapping("now now queue now"), 300.0, 1, False),
+    )
     assert RulesReasoner().propose(later_view(wf, history=(oom,), measured=ms, rnd=1)).mapping == mapping(
-        "now now queue now")
+        "now now queue now"
+    )
 
 
 def test_last_round_keeps_the_best():
@@ -157,8 +183,7 @@ def test_reaches_the_known_optimum_on_the_scripted_testbed():
 
 def test_agent_rules_reaches_an_oracle_equivalent_mapping_in_all_scenarios():
     """The acceptance check: S1..S13 on the simulator, warm and cold, two seeds (oracle for scoring only)."""
-    res = run_check([load_scenario(s) for s in list_scenarios()], starts=("warm", "cold"), seeds=(0, 1),
-                    baselines=())
+    res = run_check([load_scenario(s) for s in list_scenarios()], starts=("warm", "cold"), seeds=(0, 1), baselines=())
     bad = [(r.scenario, r.policy) for r in res.rows if r.reached != len(r.runs)]
     assert not bad, res.to_markdown()
 
@@ -166,12 +191,22 @@ def test_agent_rules_reaches_an_oracle_equivalent_mapping_in_all_scenarios():
 def test_a_round_with_nothing_to_judge_moves_no_task_and_says_why():
     wf = workflow(budget_mb=800)
     m = mapping("now now now now")
-    host = HistoryEntry(0, m, Status.ERROR, None, 0.0,
-                        f"nothing to judge: every run failed in host code ({HOST_ERROR})", None, judged=False)
+    host = HistoryEntry(
+        0,
+        m,
+        Status.ERROR,
+        None,
+        0.0,
+        f"nothing to judge: every run failed in host code ({HOST_ERROR})",
+        None,
+        judged=False,
+    )
     d = RulesReasoner().propose(later_view(wf, history=(host,), rnd=1))
     assert d.mapping == m
-    assert d.reason == "round 0 had nothing to judge (every run failed in host code, not the mapping's doing): " \
-                       "run its mapping again"
+    assert (
+        d.reason == "round 0 had nothing to judge (every run failed in host code, not the mapping's doing): "
+        "run its mapping again"
+    )
     # the same round judged a failure: the rules would move a task (what they must not do for host code)
     assert RulesReasoner().propose(later_view(wf, history=(replace(host, judged=True),), rnd=1)).mapping != m
     # with a best mapping known, the mapping the round had no verdict on runs again (it gets one)

@@ -8,8 +8,6 @@ import base64
 import json
 
 import pytest
-from tests.support.llm_servers import RawServer
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig, LLMReasoner
 from agentsched.agent.llm.parse import EXCERPT_CHARS
@@ -17,6 +15,8 @@ from agentsched.agent.local_llm import completion
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import run_loop
+from tests.support.llm_servers import RawServer
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 GOOD = '{"mapping": {"A": "gpu", "B": "gpu", "C": "cpu", "D": "gpu"}, "reason": "ratios"}'
 GOOD_MAP = mapping("gpu gpu cpu gpu")
@@ -37,8 +37,11 @@ def run(url, rounds=1, **llm):
 
 
 def reasoner(url, **options):
-    return LLMReasoner(LLMConfig.from_options({"base_url": url, "model": "m", "timeout_s": 10.0, **options}, {}),
-                       sleep=lambda s: None, notify=lambda line: None)
+    return LLMReasoner(
+        LLMConfig.from_options({"base_url": url, "model": "m", "timeout_s": 10.0, **options}, {}),
+        sleep=lambda s: None,
+        notify=lambda line: None,
+    )
 
 
 # ---- item 6: a whole-request deadline -----------------------------------------------------------------
@@ -55,8 +58,22 @@ def test_a_trickling_endpoint_times_out_at_the_deadline(trickle_headers):
 
 def test_preflight_of_a_trickling_endpoint_times_out_in_one_line(cli):
     with RawServer(lambda h: (200, body(pad=3000)), trickle_s=0.1) as server:
-        code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model", "m",
-                             "--llm-timeout", "1", "--rounds", "1", "--repeats", "1")
+        code, out, err = cli(
+            "run",
+            "S1",
+            "-p",
+            "agent-llm",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "m",
+            "--llm-timeout",
+            "1",
+            "--rounds",
+            "1",
+            "--repeats",
+            "1",
+        )
     assert code != 0 and out == ""
     assert err.splitlines() == [f"error: LLM endpoint {server.base_url} is not usable: no answer within 1 s"]
 
@@ -77,8 +94,20 @@ def test_preflight_of_an_answer_that_is_not_json_is_one_line(cli):
         with pytest.raises(PolicyError) as e:
             reasoner(server.base_url).preflight()
         assert str(e.value).startswith(f"LLM endpoint {server.base_url} is not usable: the answer is not JSON (")
-        code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model", "m",
-                             "--rounds", "1", "--repeats", "1")
+        code, out, err = cli(
+            "run",
+            "S1",
+            "-p",
+            "agent-llm",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "m",
+            "--rounds",
+            "1",
+            "--repeats",
+            "1",
+        )
     assert code != 0 and len(err.splitlines()) == 1 and "not JSON" in err and "Traceback" not in err
 
 
@@ -119,8 +148,24 @@ def test_a_key_echoed_in_content_and_reasoning_never_reaches_the_audit_or_json_o
     with RawServer(echo) as server:
         url = server.base_url.replace("http://", f"http://bob:{PASSWORD}@")
         out_file = tmp_path / "run.json"
-        code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", url, "--llm-model", "m",
-                             "--llm-api-key", KEY, "--rounds", "2", "--repeats", "1", "--json-out", str(out_file))
+        code, out, err = cli(
+            "run",
+            "S1",
+            "-p",
+            "agent-llm",
+            "--llm-base-url",
+            url,
+            "--llm-model",
+            "m",
+            "--llm-api-key",
+            KEY,
+            "--rounds",
+            "2",
+            "--repeats",
+            "1",
+            "--json-out",
+            str(out_file),
+        )
         sent = server.requests[-1][2]["Authorization"]
     assert code == 0, err
     token = base64.b64encode(f"bob:{PASSWORD}".encode()).decode()
@@ -144,12 +189,15 @@ def test_max_tokens_is_always_sent_512_by_default(serve):
     assert server.requests[0]["max_tokens"] == 512
     run(server.base_url, max_tokens=64)
     assert server.requests[-1]["max_tokens"] == 64
-    c = LLMConfig.from_options({}, {"AGENTSCHED_LLM_BASE_URL": "http://h/v1", "AGENTSCHED_LLM_MODEL": "m",
-                                    "AGENTSCHED_LLM_MAX_TOKENS": "200"})
+    c = LLMConfig.from_options(
+        {}, {"AGENTSCHED_LLM_BASE_URL": "http://h/v1", "AGENTSCHED_LLM_MODEL": "m", "AGENTSCHED_LLM_MAX_TOKENS": "200"}
+    )
     assert c.max_tokens == 200
     with pytest.raises(PolicyError, match="AGENTSCHED_LLM_MAX_TOKENS must be >= 1, got 0"):
-        LLMConfig.from_options({}, {"AGENTSCHED_LLM_BASE_URL": "http://h/v1", "AGENTSCHED_LLM_MODEL": "m",
-                                    "AGENTSCHED_LLM_MAX_TOKENS": "0"})
+        LLMConfig.from_options(
+            {},
+            {"AGENTSCHED_LLM_BASE_URL": "http://h/v1", "AGENTSCHED_LLM_MODEL": "m", "AGENTSCHED_LLM_MAX_TOKENS": "0"},
+        )
 
 
 def test_an_answer_cut_at_the_cap_is_an_unusable_round(serve):
@@ -157,8 +205,10 @@ def test_an_answer_cut_at_the_cap_is_an_unusable_round(serve):
     server, script = serve(lambda b, s: (200, completion(cut, "m", finish_reason="length")), GOOD)
     r = run(server.base_url, rounds=2, max_tokens=16)
     info = r.records[0].proposal_info
-    assert info["fallback"].startswith("unusable response: the answer was cut at the completion cap "
-                                       "(max_tokens 16, finish_reason length): raise --llm-max-tokens;")
+    assert info["fallback"].startswith(
+        "unusable response: the answer was cut at the completion cap "
+        "(max_tokens 16, finish_reason length): raise --llm-max-tokens;"
+    )
     assert len(info["response"]) == 2 and info["response"][0]["content"] == cut  # not re-asked; audited
     assert r.rounds[1].mapping == GOOD_MAP and "circuit_open" not in r.records[1].proposal_info
 
@@ -166,26 +216,60 @@ def test_an_answer_cut_at_the_cap_is_an_unusable_round(serve):
 def test_a_server_that_wants_max_completion_tokens_gets_the_cap_under_that_name(serve):
     def o_series(body, script):  # OpenAI's reasoning models
         if "max_tokens" in body:
-            return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                              "Use 'max_completion_tokens' instead."}}
+            return 400, {
+                "error": {
+                    "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead."
+                }
+            }
         return 200, completion(GOOD, "m")
 
     server, _ = serve(o_series)
     r = run(server.base_url, rounds=2)
     assert [x.mapping for x in r.rounds] == [GOOD_MAP, GOOD_MAP]
-    sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b["response_format"]["type"])
-            for b in server.requests]
+    sent = [
+        (b.get("max_tokens"), b.get("max_completion_tokens"), b["response_format"]["type"]) for b in server.requests
+    ]
     assert sent == [(512, None, "json_schema"), (None, 512, "json_schema"), (None, 512, "json_schema")]
 
 
 def test_cli_llm_max_tokens(cli, serve):
     server, _ = serve(GOOD)
-    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model", "m",
-                         "--llm-max-tokens", "48", "--rounds", "1", "--repeats", "1", "--no-oracle")
+    code, out, err = cli(
+        "run",
+        "S1",
+        "-p",
+        "agent-llm",
+        "--llm-base-url",
+        server.base_url,
+        "--llm-model",
+        "m",
+        "--llm-max-tokens",
+        "48",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--no-oracle",
+    )
     assert code == 0, err
     assert server.requests[-1]["max_tokens"] == 48
-    code, out, err = cli("run", "S1", "-p", "agent-llm", "--llm-base-url", server.base_url, "--llm-model", "m",
-                         "--llm-max-tokens", "0", "--rounds", "1", "--repeats", "1")
+    code, out, err = cli(
+        "run",
+        "S1",
+        "-p",
+        "agent-llm",
+        "--llm-base-url",
+        server.base_url,
+        "--llm-model",
+        "m",
+        "--llm-max-tokens",
+        "0",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+    )
     assert code != 0 and err.splitlines() == ["error: --llm-max-tokens must be >= 1, got 0"]
     code, out, err = cli("run", "S1", "-p", "heft", "--llm-max-tokens", "48", "--rounds", "1", "--repeats", "1")
     assert code != 0 and err.splitlines() == ["error: --llm-max-tokens applies only to --policy agent-llm (got heft)"]
@@ -194,8 +278,23 @@ def test_cli_llm_max_tokens(cli, serve):
 def test_invoke_takes_the_llm_options_as_run_does(cli, tmp_path):
     """Before, invoke had no --llm-* options: only the AGENTSCHED_LLM_* variables reached agent-llm."""
     with RawServer(lambda h: (200, body())) as server:
-        code, out, err = cli("invoke", "S1", "--testbed", "sim", "-p", "agent-llm", "--llm-base-url", server.base_url,
-                             "--llm-model", "m", "--llm-api-key", KEY, "--store", str(tmp_path / "s.db"), "--json")
+        code, out, err = cli(
+            "invoke",
+            "S1",
+            "--testbed",
+            "sim",
+            "-p",
+            "agent-llm",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "m",
+            "--llm-api-key",
+            KEY,
+            "--store",
+            str(tmp_path / "s.db"),
+            "--json",
+        )
         sent = server.requests[-1][2]["Authorization"]
     assert code == 0, err
     assert sent == f"Bearer {KEY}" and KEY not in out + err
@@ -212,6 +311,8 @@ def test_an_endpoint_root_with_a_query_gets_its_route_before_the_query():
     with RawServer(lambda h: (200, body())) as server:
         run(server.base_url + "/?api-version=2024-10-21")
         assert server.requests[0][1] == "/v1/chat/completions?api-version=2024-10-21"
-    assert with_route("https://h/openai/v1?api-version=1&x=2#frag", "/models") == \
-        "https://h/openai/v1/models?api-version=1&x=2"
+    assert (
+        with_route("https://h/openai/v1?api-version=1&x=2#frag", "/models")
+        == "https://h/openai/v1/models?api-version=1&x=2"
+    )
     assert with_route("http://h:8000/v1", "/chat/completions") == "http://h:8000/v1/chat/completions"

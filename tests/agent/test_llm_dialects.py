@@ -6,8 +6,6 @@ valid round proves the handoff."""
 from __future__ import annotations
 
 import pytest
-from tests.support.llm_servers import MIMICS, UNCONSTRAINED, link_of
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm import LLMConfig
 from agentsched.agent.llm.dialects import chain, identify, rejects_link
@@ -15,6 +13,8 @@ from agentsched.agent.local_llm import completion
 from agentsched.agent.policy import AgentPolicy
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import run_loop
+from tests.support.llm_servers import MIMICS, UNCONSTRAINED, link_of
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 ALL_CPU = mapping("cpu cpu cpu cpu")  # each task's first enum value: the mimics' constrained answer
 
@@ -52,7 +52,7 @@ def test_each_server_gets_the_schema_where_it_reads_it(name):
         assert all(rec.proposal_info["response"][0]["response_format"] == works for rec in r.records)
         # a new run starts from the learned server's own chain (llama-cpp-python: no refused request)
         run(server.base_url, rounds=1, policy=policy)
-        again = [link_of(b) for b in server.requests[len(sent):]]
+        again = [link_of(b) for b in server.requests[len(sent) :]]
         assert again == ([works] if learned == "llama-cpp-python" else [*rejected, works])
     finally:
         server.close()
@@ -91,12 +91,19 @@ def test_an_unknown_server_that_refuses_json_schema_gets_json_object_with_the_sc
     assert policy.reasoner.primary.server == "generic"  # GET /models says owned_by agentsched
 
 
-@pytest.mark.parametrize("owned_by, url, kind", [
-    ("vllm", "http://h:8000/v1", "vllm"), ("llamacpp", "http://h:8080/v1", "llama.cpp"),
-    ("me", "http://h:8000/v1", "llama-cpp-python"), ("library", "http://h:9/v1", "ollama"),
-    (None, "http://h:11434/v1", "ollama"), ("system", "https://api.example.com/v1", "openai"),
-    ("someone", "http://h/v1", "generic"), (None, "http://h/v1", "generic"),
-])
+@pytest.mark.parametrize(
+    "owned_by, url, kind",
+    [
+        ("vllm", "http://h:8000/v1", "vllm"),
+        ("llamacpp", "http://h:8080/v1", "llama.cpp"),
+        ("me", "http://h:8000/v1", "llama-cpp-python"),
+        ("library", "http://h:9/v1", "ollama"),
+        (None, "http://h:11434/v1", "ollama"),
+        ("system", "https://api.example.com/v1", "openai"),
+        ("someone", "http://h/v1", "generic"),
+        (None, "http://h/v1", "generic"),
+    ],
+)
 def test_identify(owned_by, url, kind):
     models = {"object": "list", "data": [{"id": "m", "owned_by": owned_by}]} if owned_by else None
     assert identify(models, url) == kind
@@ -113,6 +120,8 @@ def test_chains_and_rejections():
 
 
 def test_server_option_is_checked():
-    with pytest.raises(PolicyError, match="llm server must be one of auto, generic, openai, vllm, ollama, "
-                                        "llama.cpp, llama-cpp-python, got 'tgi'"):
+    with pytest.raises(
+        PolicyError,
+        match="llm server must be one of auto, generic, openai, vllm, ollama, llama.cpp, llama-cpp-python, got 'tgi'",
+    ):
         LLMConfig.from_options({"base_url": "http://h/v1", "model": "m", "server": "tgi"}, {})

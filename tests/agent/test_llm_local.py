@@ -14,13 +14,13 @@ import sys
 import types
 
 import pytest
-from tests.support.llm_servers import UNCONSTRAINED, schema_answer
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.agent.llm.dialects import placement_schema, response_schema
 from agentsched.agent.local_llm import GrammarCache, completion, llama_structured_output, request_schema
 from agentsched.agent.policy import AgentPolicy
 from agentsched.loop.runner import run_loop
+from tests.support.llm_servers import UNCONSTRAINED, schema_answer
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 
 class FakeGrammar:
@@ -82,14 +82,18 @@ def test_every_place_a_client_puts_the_schema_becomes_a_grammar(llama):
     wf = workflow()
     schema = placement_schema(wf)
     grammars = GrammarCache(llama)
-    for body in ({"response_format": response_schema(wf)},
-                 {"response_format": {"type": "json_object", "schema": schema}},
-                 {"guided_json": schema}, {"format": schema}):
+    for body in (
+        {"response_format": response_schema(wf)},
+        {"response_format": {"type": "json_object", "schema": schema}},
+        {"guided_json": schema},
+        {"format": schema},
+    ):
         assert request_schema(body) == schema
         assert llama_structured_output(body, grammars)["grammar"].schema == schema
     assert len(llama.compiled) == 1  # one schema, one compilation
-    assert llama_structured_output({"response_format": {"type": "json_object"}}, grammars) == \
-        {"response_format": {"type": "json_object"}}
+    assert llama_structured_output({"response_format": {"type": "json_object"}}, grammars) == {
+        "response_format": {"type": "json_object"}
+    }
     assert llama_structured_output({}, grammars) == {}
 
 

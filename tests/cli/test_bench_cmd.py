@@ -17,15 +17,35 @@ def big(tmp_path) -> str:
 
 def test_bench_skips_a_policy_on_a_workflow_over_its_cap_and_runs_the_rest(cli, tmp_path, big):
     out = tmp_path / "b"
-    code, text, err = cli("bench", "--scenarios", f"{TINY},{big}", "--policies", "all-gpu,ucb1", "--rounds", "1",
-                          "--repeats", "1", "--seeds", "1", "--noise", "0", "--world", "a5500", "--no-ablation",
-                          "--out", str(out))
+    code, text, err = cli(
+        "bench",
+        "--scenarios",
+        f"{TINY},{big}",
+        "--policies",
+        "all-gpu,ucb1",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--seeds",
+        "1",
+        "--noise",
+        "0",
+        "--world",
+        "a5500",
+        "--no-ablation",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     notes = [line for line in text.splitlines() if line.startswith("note:")]
     assert notes == [f"note: ucb1 skipped on big: {CAP_LINE}"]  # one line, however long
     doc = json.loads((out / "results.json").read_text())
-    assert [(r["scenario"], r["policy"]) for r in doc["records"]] == [("tiny", "all-gpu"), ("tiny", "ucb1"),
-                                                                      ("big", "all-gpu")]
+    assert [(r["scenario"], r["policy"]) for r in doc["records"]] == [
+        ("tiny", "all-gpu"),
+        ("tiny", "ucb1"),
+        ("big", "all-gpu"),
+    ]
     assert doc["skipped"] == [{"scenario": "big", "policy": "ucb1", "reason": CAP_LINE}]
     assert f"- Note: ucb1 skipped on big: {CAP_LINE}" in (out / "report.md").read_text()
 

@@ -5,9 +5,6 @@ import json
 import pytest
 
 
-
-
-
 def test_scenarios_json(cli):
     code, out, _ = cli("scenarios", "--json")
     rows = json.loads(out)
@@ -29,8 +26,10 @@ def test_show_gives_no_time_for_a_tool_that_was_never_profiled(cli, tmp_path):
     assert [c.strip() for c in row_a.split("│")][4] == "?"  # before: "1", the cold start's placeholder
     assert [c.strip() for c in row_b.split("│")][4] not in ("?", "-")
     # before: "total VRAM if all on GPU: 0 MB; cards: a5500", as if the set held the user tool
-    assert "total VRAM if all on GPU: unknown (1 task not profiled); cards: a5500 (no card for 1 of 2 tasks: " \
-           "agentsched profile writes them)" in " ".join(out.split())
+    assert (
+        "total VRAM if all on GPU: unknown (1 task not profiled); cards: a5500 (no card for 1 of 2 tasks: "
+        "agentsched profile writes them)" in " ".join(out.split())
+    )
     code, out, _ = cli("show", str(tmp_path / "w.yaml"), "--json")
     doc = json.loads(out)
     assert doc["total_vram_mb"] is None and doc["unprofiled"] == ["A"]
@@ -47,8 +46,9 @@ def test_show_gives_no_vram_or_load_for_a_card_without_a_gpu_implementation(cli,
 
 
 def test_simulate_json_is_stable(cli):
-    code, out, _ = cli("simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
-                           "--noise", "0", "--json")
+    code, out, _ = cli(
+        "simulate", "S13", "--mapping", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu", "--noise", "0", "--json"
+    )
     d = json.loads(out)
     assert code == 0
     assert set(d) == {"mapping", "status", "e2e_ms", "elapsed_ms", "peak_vram_mb", "message", "testbed", "timeline"}
@@ -66,8 +66,7 @@ def test_simulate_oom_json(cli):
 
 def test_simulate_gantt(cli, tmp_path):
     png = tmp_path / "g.png"
-    code, out, _ = cli("simulate", "S13", "-m", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu",
-                           "--gantt", str(png))
+    code, out, _ = cli("simulate", "S13", "-m", "A=gpu_now,B=gpu_queue,C=gpu_now,D=cpu", "--gantt", str(png))
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -99,7 +98,10 @@ BAD = [
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu"], "misses task(s) D"),
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu,Q=cpu"], "unknown task(s) Q"),
     (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu_queue"], "outside the binary decision space"),
-    (["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu", "--testbed", "cloud"], "'cloud' is not one of 'sim', 'local', 'ray'"),
+    (
+        ["simulate", "S5", "-m", "A=gpu,B=gpu,C=cpu,D=gpu", "--testbed", "cloud"],
+        "'cloud' is not one of 'sim', 'local', 'ray'",
+    ),
     (["oracle", "S5", "--top", "0"], "--top must be >= 1"),
     (["show", "S5", "--cards", "nosuchcards"], "neither a built-in set"),
     (["simulate", "S5"], "Missing option '--mapping'"),
@@ -127,7 +129,10 @@ BAD_FILES = [
     ("tasks: {A: {tool: clip}, B: {tool: clip}}\nedges: [[A, B], [B, A]]", "cycle"),
     ("tasks: {A: {tool: nope}}", "unknown tool 'nope'"),
     ("tasks: {A: {tool: clip}}\nedges: [[A, Z]]", "unknown task 'Z'"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -1", "vram_budget_mb must be a number > 0 (none: omit it), got -1"),
+    (
+        "tasks: {A: {tool: clip}}\nvram_budget_mb: -1",
+        "vram_budget_mb must be a finite number > 0 (none: omit it), got -1",
+    ),
     ("tasks: {A: {tool: clip}}\nvram_budget_mb: 5", "below every tool's VRAM"),
 ]
 

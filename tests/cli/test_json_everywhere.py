@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support import json_doc
-from tests.support.echo_tool import ECHO_TOOLS
 import typer
 
 from agentsched.cli.main import app
+from tests.support import json_doc
+from tests.support.echo_tool import ECHO_TOOLS
 
 # commands that print no result document: llm-serve and serve serve an endpoint until Ctrl-C/SIGTERM
 NO_DOCUMENT = {"llm-serve", "serve"}
@@ -44,22 +44,74 @@ def _argv(name: str, tmp) -> list[str] | None:
     echo = str(tmp / "echo.yaml")
     store = str(tmp / "s.db")
     table = {
-        "scenarios": [], "show": ["S1"], "simulate": ["S1", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu"],
-        "oracle": ["S1"], "calibrate": [], "policies": [], "tools": [], "prompt": ["S1"],
+        "scenarios": [],
+        "show": ["S1"],
+        "simulate": ["S1", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu"],
+        "oracle": ["S1"],
+        "calibrate": [],
+        "policies": [],
+        "tools": [],
+        "prompt": ["S1"],
         "run": ["S1", "-p", "heft", "--rounds", "1", "--repeats", "1"],
-        "bench": ["--scenarios", "S1", "--policies", "heft", "--seeds", "1", "--rounds", "1", "--repeats", "1",
-                  "--no-ablation", "--out", str(tmp / "bench")],
+        "bench": [
+            "--scenarios",
+            "S1",
+            "--policies",
+            "heft",
+            "--seeds",
+            "1",
+            "--rounds",
+            "1",
+            "--repeats",
+            "1",
+            "--no-ablation",
+            "--out",
+            str(tmp / "bench"),
+        ],
         "ablation": ["S1", "--rounds", "1", "--repeats", "1", "--seeds", "1"],
-        "agent-check": ["S1", "--rounds", "2", "--repeats", "1", "--seeds", "1", "--start", "warm",
-                        "--baseline", "none"],
+        "agent-check": [
+            "S1",
+            "--rounds",
+            "2",
+            "--repeats",
+            "1",
+            "--seeds",
+            "1",
+            "--start",
+            "warm",
+            "--baseline",
+            "none",
+        ],
         "generate": ["--out", str(tmp / "gen")],
         "invoke": [echo, "--store", store, "-i", "text=hi"],
         "history": ["echo", "--store", store],
-        "profile": ["--tools", "groupby", "--runs", "1", "--warmup", "0", "--busy", "ignore",
-                    "--out", str(tmp / "cards.json")],
+        "profile": [
+            "--tools",
+            "groupby",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--busy",
+            "ignore",
+            "--out",
+            str(tmp / "cards.json"),
+        ],
         "throughput": ["S1", "-k", "1", "--batches", "1", "--cpu-slots", "1"],
-        "load": ["S1", "--load", "0.3", "--duration-s", "10", "--seeds", "1", "--policies", "dmda",
-                 "--out", str(tmp / "load"), "--no-plot"],
+        "load": [
+            "S1",
+            "--load",
+            "0.3",
+            "--duration-s",
+            "10",
+            "--seeds",
+            "1",
+            "--policies",
+            "dmda",
+            "--out",
+            str(tmp / "load"),
+            "--no-plot",
+        ],
     }
     if name == "loadgen":  # needs a running service: tests/service/test_loadgen_served.py checks its --json
         return None
@@ -86,8 +138,9 @@ def _leaves() -> dict[str, typer.main.click.Command]:
 
 
 def test_every_command_that_prints_a_result_takes_json():
-    lacking = [n for n, c in _leaves().items()
-               if n not in NO_DOCUMENT and not any("--json" in p.opts for p in c.params)]
+    lacking = [
+        n for n, c in _leaves().items() if n not in NO_DOCUMENT and not any("--json" in p.opts for p in c.params)
+    ]
     assert lacking == []
 
 
@@ -154,15 +207,17 @@ def test_the_runtime_and_store_documents_have_the_fields_json_md_lists(cli, tmp_
         return json.loads(out)
 
     for text in ("a", "b"):  # round size 1: the second invocation follows the observed round 0
-        json_doc.check(SECTIONS["invoke"], doc("invoke", echo, "--store", store, "-i", f"text={text}",
-                                               "--round-size", "1", "--json"))
-    pinned = doc("invoke", echo, "--store", store, "-i", "text=p", "--round-size", "1", "--mapping", "A=cpu",
-                 "--json")
+        json_doc.check(
+            SECTIONS["invoke"],
+            doc("invoke", echo, "--store", store, "-i", f"text={text}", "--round-size", "1", "--json"),
+        )
+    pinned = doc("invoke", echo, "--store", store, "-i", "text=p", "--round-size", "1", "--mapping", "A=cpu", "--json")
     assert pinned["kind"] == "pinned" and pinned["round"] is None
     json_doc.check(SECTIONS["invoke"], pinned)
     (tmp_path / "in.jsonl").write_text('{"text": "c"}\n{"nope": 1}\n')
-    code, out, err = cli("invoke", echo, "--store", store, "--round-size", "1", "--inputs-jsonl",
-                         str(tmp_path / "in.jsonl"))
+    code, out, err = cli(
+        "invoke", echo, "--store", store, "--round-size", "1", "--inputs-jsonl", str(tmp_path / "in.jsonl")
+    )
     assert code == 1, err  # the refused line
     ran, refused = (json.loads(line) for line in out.splitlines())
     json_doc.check(SECTIONS["invoke --inputs-jsonl"], ran)
@@ -174,8 +229,10 @@ def test_the_runtime_and_store_documents_have_the_fields_json_md_lists(cli, tmp_
     json_doc.check(SECTIONS["history"], history)
     json_doc.check(SECTIONS["history --best"], doc("history", "echo", "--store", store, "--best", "--json"))
     json_doc.check(SECTIONS["store list"], doc("store", "list", "--store", store, "--json"))
-    json_doc.check(SECTIONS["store export"], doc("store", "export", "echo", "--out", str(tmp_path / "x.json"),
-                                                 "--store", store, "--json"))
+    json_doc.check(
+        SECTIONS["store export"],
+        doc("store", "export", "echo", "--out", str(tmp_path / "x.json"), "--store", store, "--json"),
+    )
     json_doc.check(SECTIONS["store vacuum"], doc("store", "vacuum", "--store", store, "--json"))
     json_doc.check(SECTIONS["store forget"], doc("store", "forget", "echo", "--store", store, "--json"))
 

@@ -9,24 +9,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.support.echo_tool import ECHO_TOOLS
 
 from agentsched.tools import _GPU_DEVICE_FILES
+from tests.support.echo_tool import ECHO_TOOLS
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 TOOLS = ECHO_TOOLS
 
 # runs the CLI in-process, then reports which heavy modules it imported (on stderr's last line)
-PROBE = ("import sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
-         "    code = e.code\nheavy = sorted(m for m in ('torch', 'transformers', 'ray', 'matplotlib') "
-         "if m in sys.modules)\nprint('HEAVY=' + ','.join(heavy), file=sys.stderr)\nsys.exit(code)\n")
+PROBE = (
+    "import sys\nfrom agentsched.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+    "    code = e.code\nheavy = sorted(m for m in ('torch', 'transformers', 'ray', 'matplotlib') "
+    "if m in sys.modules)\nprint('HEAVY=' + ','.join(heavy), file=sys.stderr)\nsys.exit(code)\n"
+)
 
 
 def _heavy(cwd: Path, *argv: str) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(cwd)])}
-    p = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     return p.stderr.strip().splitlines()[-1]
 
@@ -45,8 +48,10 @@ def test_invoke_of_a_torch_free_workflow_imports_no_torch(tmp_path):
     assert _heavy(tmp_path, "invoke", "echo.yaml", "--store", "s.db", "-i", "text=hi") == "HEAVY="
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or any(os.path.exists(f) for f in _GPU_DEVICE_FILES),
-                    reason="a GPU driver is present: torch is asked whether CUDA works")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or any(os.path.exists(f) for f in _GPU_DEVICE_FILES),
+    reason="a GPU driver is present: torch is asked whether CUDA works",
+)
 def test_a_gpu_capable_torch_free_tool_imports_no_torch_without_a_gpu_driver(tmp_path):
     # the CUDA check is what imported torch: without a driver's device files there is no CUDA to find
     (tmp_path / "notorch_tools.py").write_text(TOOLS.replace("has_gpu = False", "has_gpu = True"))

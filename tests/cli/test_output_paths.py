@@ -87,8 +87,22 @@ def test_one_loader_of_the_papers_tables():
 def test_bench_refuses_a_folder_where_an_output_file_goes_before_its_runs(cli, tmp_path, taken):
     """(A folder named report.md failed the bench after its runs, not naming the file.)"""
     (tmp_path / "b" / taken).mkdir(parents=True)
-    code, out, err = cli("bench", "--scenarios", "S1", "--policies", "heft", "--seeds", "1", "--rounds", "2",
-                         "--gantt", "S1", "--out", str(tmp_path / "b"))
-    assert code != 0 and err.strip() == (f"error: --out: {tmp_path / 'b' / taken} is a folder, where the output file "
-                                         f"{taken} goes; remove or rename it")
+    code, out, err = cli(
+        "bench",
+        "--scenarios",
+        "S1",
+        "--policies",
+        "heft",
+        "--seeds",
+        "1",
+        "--rounds",
+        "2",
+        "--gantt",
+        "S1",
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert code != 0 and err.strip() == (
+        f"error: --out: {tmp_path / 'b' / taken} is a folder, where the output file {taken} goes; remove or rename it"
+    )
     assert "done" not in out + err

@@ -20,8 +20,14 @@ def test_one_line_per_finished_scenario_with_eta():
     buf = io.StringIO()
     clock = FakeClock()
     lines = ScenarioLines(Console(file=buf, width=200), scenarios=3, runs_per_scenario=2, clock=clock)
-    for label in ("S1 heft seed 0", "S1 heft seed 1", "S2 heft seed 0", "S2 heft seed 1", "S3 heft seed 0",
-                  "S3 heft seed 1"):
+    for label in (
+        "S1 heft seed 0",
+        "S1 heft seed 1",
+        "S2 heft seed 0",
+        "S2 heft seed 1",
+        "S3 heft seed 0",
+        "S3 heft seed 1",
+    ):
         clock.t += 5.0
         lines(label)
     assert buf.getvalue().splitlines() == [
@@ -37,8 +43,10 @@ def test_skipped_runs_are_said_in_the_count():
     lines = ScenarioLines(Console(file=buf, width=200), scenarios=2, runs_per_scenario=2, clock=FakeClock())
     for label in ("S1 ucb1 seed 0 (skipped)", "S1 heft seed 0", "S2 ucb1 seed 0 (skipped)", "S2 heft seed 0"):
         lines(label)
-    assert [line.split(", ")[1] for line in buf.getvalue().splitlines()] == ["2/4 runs (1 skipped)",
-                                                                             "4/4 runs (2 skipped)"]
+    assert [line.split(", ")[1] for line in buf.getvalue().splitlines()] == [
+        "2/4 runs (1 skipped)",
+        "4/4 runs (2 skipped)",
+    ]
 
 
 def test_plain_lines_without_a_terminal_and_a_bar_with_eta_on_one():
@@ -56,8 +64,22 @@ def test_plain_lines_without_a_terminal_and_a_bar_with_eta_on_one():
 
 
 def test_bench_to_a_file_prints_scenario_lines(cli, tmp_path):
-    code, out, err = cli("bench", "--scenarios", "S1,S2", "--policies", "heft", "--seeds", "2", "--rounds", "2",
-                         "--repeats", "1", "--no-ablation", "--out", str(tmp_path / "b"))
+    code, out, err = cli(
+        "bench",
+        "--scenarios",
+        "S1,S2",
+        "--policies",
+        "heft",
+        "--seeds",
+        "2",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--no-ablation",
+        "--out",
+        str(tmp_path / "b"),
+    )
     assert code == 0, err
     assert out.splitlines()[0].startswith("S1 done: 1/2 scenarios, 2/4 runs")
     assert out.splitlines()[1].startswith("S2 done: 2/2 scenarios, 4/4 runs")

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import agentsched
 
 
@@ -21,7 +21,7 @@ TOOLS = textwrap.dedent('''
 
         def run(self, inputs):
             return inputs["docs"]
-''')
+""")
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_an_input_in_the_json_file_and_on_the_line_is_an_error(project, cli):
 
 def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
     from agentsched.store import Store
-    from agentsched.store import store as store_mod
+    from agentsched.store import database as store_mod
 
     db = project / "s.db"
     Store(db).close()
@@ -89,7 +89,7 @@ def test_invoke_announces_a_store_lock_wait(project, cli, monkeypatch):
         holder.close()
     assert code == 0, err
     assert err.splitlines() == [f"waiting for the store {db} (locked by another process) for up to 30 s ..."]
-    assert "output A: \"a\"" in out
+    assert 'output A: "a"' in out
 
 
 @pytest.mark.parametrize("depth", [200, 100_000])
@@ -104,26 +104,41 @@ def test_deeply_nested_input_json_is_one_line(project, cli, depth):
 def test_an_unknown_input_name_is_named(project, cli):
     code, out, err = _invoke(cli, project, "--input", "txt=hi")
     assert code == 2 and out == ""
-    assert err.splitlines() == ["error: invocation input 'txt' is not an input of workflow echo (its source "
-                                "tasks take: docs)"]
+    assert err.splitlines() == [
+        "error: invocation input 'txt' is not an input of workflow echo (its source tasks take: docs)"
+    ]
     assert not (project / "s.db").exists()  # refused before the store was opened
 
 
 def test_run_says_it_gives_no_inputs_to_a_workflow_whose_source_tool_takes_some(project, cli):
     """Before, run (which gives no inputs) ran it silently: every execution failed in the tool."""
-    code, out, err = cli("run", str(project / "echo.yaml"), "--testbed", "local", "--rounds", "1", "--repeats", "1",
-                         "--no-oracle")
-    assert ("note: run gives a workflow no inputs, but source task A (rtfix_tools:Echo) takes docs: use agentsched "
-            "invoke --input NAME=VALUE (or --inputs-jsonl FILE)") in (out + err).splitlines()
+    code, out, err = cli(
+        "run", str(project / "echo.yaml"), "--testbed", "local", "--rounds", "1", "--repeats", "1", "--no-oracle"
+    )
+    assert (
+        "note: run gives a workflow no inputs, but source task A (rtfix_tools:Echo) takes docs: use agentsched "
+        "invoke --input NAME=VALUE (or --inputs-jsonl FILE)"
+    ) in (out + err).splitlines()
     # the simulator never calls the tools: run on it as before (from profiled cards)
-    (project / "cards.json").write_text('{"name": "c", "source": "test", "cards": {"rtfix_tools:Echo": '
-                                        '{"name": "rtfix_tools:Echo", "cpu_ms": 5.0}}}')
-    code, _, err = cli("run", str(project / "echo.yaml"), "--testbed", "sim", "--cards", str(project / "cards.json"),
-                       "--rounds", "1", "--policy", "heft")
+    (project / "cards.json").write_text(
+        '{"name": "c", "source": "test", "cards": {"rtfix_tools:Echo": {"name": "rtfix_tools:Echo", "cpu_ms": 5.0}}}'
+    )
+    code, _, err = cli(
+        "run",
+        str(project / "echo.yaml"),
+        "--testbed",
+        "sim",
+        "--cards",
+        str(project / "cards.json"),
+        "--rounds",
+        "1",
+        "--policy",
+        "heft",
+    )
     assert code == 0, err
 
 
-NOISY = textwrap.dedent('''
+NOISY = textwrap.dedent("""
     import pathlib
 
     import agentsched
@@ -139,7 +154,7 @@ NOISY = textwrap.dedent('''
 
         def run(self, inputs):
             return 1
-''')
+""")
 
 
 def test_show_never_imports_user_tool_modules(project, cli, monkeypatch):
@@ -192,3 +207,23 @@ def test_runtime_results_carry_plain_strings(project):
     assert "<Mode." not in text and "<Status." not in text
     assert "mapping={'A': 'cpu'}" in text and "status='ok'" in text
     assert r.mapping == {"A": "cpu"} and r.status == "ok"
+
+
+def test_invoke_without_store_says_it_creates_one_in_the_current_folder(project, cli, monkeypatch):
+    monkeypatch.chdir(project)
+    code, _, err = cli("invoke", "echo.yaml", "--cpu-slots", "1", "--input", "docs=a")
+    assert code == 0, err
+    assert "created store agentsched.db (it keeps what invoke learns; --store chooses another)" in err.splitlines()
+    assert (project / "agentsched.db").is_file()
+    code, _, err = cli("invoke", "echo.yaml", "--cpu-slots", "1", "--input", "docs=b")
+    assert code == 0 and "created store" not in err  # said once, when it appears
+
+
+def test_a_single_local_invocation_says_its_e2e_includes_the_first_call_warm_up(project, cli):
+    from agentsched.cli.runtime_cmds import WARM_UP_NOTE
+
+    code, out, err = _invoke(cli, project, "--input", "docs=a")
+    assert code == 0, err
+    assert WARM_UP_NOTE in out.splitlines() and "first call" in WARM_UP_NOTE
+    code, out, err = cli("invoke", "S5", "--testbed", "sim", "--store", str(project / "sim.db"))
+    assert code == 0 and WARM_UP_NOTE not in out  # a simulated run has no warm-up

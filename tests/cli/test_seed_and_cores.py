@@ -17,8 +17,24 @@ def test_cpu_cores_follow_cpu_slots_for_planners_only():
 
 
 def test_bench_passes_cpu_slots_to_heft(cli, tmp_path):
-    code, _, err = cli("bench", "--scenarios", "S5", "--policies", "heft,ucb1", "--seeds", "1", "--rounds", "1",
-                       "--repeats", "1", "--cpu-slots", "1", "--no-ablation", "--out", str(tmp_path / "b"))
+    code, _, err = cli(
+        "bench",
+        "--scenarios",
+        "S5",
+        "--policies",
+        "heft,ucb1",
+        "--seeds",
+        "1",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--cpu-slots",
+        "1",
+        "--no-ablation",
+        "--out",
+        str(tmp_path / "b"),
+    )
     assert code == 0, err
     doc = json.loads((tmp_path / "b" / "results.json").read_text())
     assert doc["config"]["policy_options"] == {"heft": {"cpu_cores": 1}}
@@ -37,8 +53,19 @@ def test_simulate_uses_the_noise_stream_of_its_seed(cli):
 
 def test_cards_without_any_gpu_figure_get_a_note(cli, tmp_path):
     cards = tmp_path / "cpu.json"
-    cards.write_text(json.dumps({"name": "cpuonly", "cards": {
-        "minilm_l6": {"cpu_ms": 10}, "reranker": {"cpu_ms": 20}, "doc_merger": {"cpu_ms": 30}, "groupby": {"cpu_ms": 5}}}))
+    cards.write_text(
+        json.dumps(
+            {
+                "name": "cpuonly",
+                "cards": {
+                    "minilm_l6": {"cpu_ms": 10},
+                    "reranker": {"cpu_ms": 20},
+                    "doc_merger": {"cpu_ms": 30},
+                    "groupby": {"cpu_ms": 5},
+                },
+            }
+        )
+    )
     code, out, err = cli("oracle", "S2", "--cards", str(cards), "--json")
     assert code == 0, err
     assert "note: card set cpuonly has no GPU figures for any task of S2" in err

@@ -34,12 +34,15 @@ def test_version(cli):
     assert code == 0 and out.strip() == f"agentsched {__version__}"
 
 
-@pytest.mark.parametrize("argv", [
-    ("run", "S1", "-p", "heft", "--json", "out.json"),
-    ("run", "S1", "-p", "heft", "--json=out.json"),
-    ("ablation", "--json", "out.json"),
-    ("agent-check", "S1", "--json", "x.JSON"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "S1", "-p", "heft", "--json", "out.json"),
+        ("run", "S1", "-p", "heft", "--json=out.json"),
+        ("ablation", "--json", "out.json"),
+        ("agent-check", "S1", "--json", "x.JSON"),
+    ],
+)
 def test_old_json_file_form_is_one_line_pointing_to_json_out(cli, argv):
     code, out, err = cli(*argv)
     assert code == 2 and out == ""
@@ -69,8 +72,9 @@ def test_plural():
 
 
 def test_one_seed_is_singular_in_agent_check(cli):
-    code, out, err = cli("agent-check", "S1", "--seeds", "1", "--rounds", "2", "--repeats", "1",
-                         "--baseline", "none", "--start", "warm")
+    code, out, err = cli(
+        "agent-check", "S1", "--seeds", "1", "--rounds", "2", "--repeats", "1", "--baseline", "none", "--start", "warm"
+    )
     assert "2 rounds x 1 run, 1 seed, world a5500 (" in out, out + err
     assert "1 seeds" not in out and "1 runs" not in out
 
@@ -112,4 +116,6 @@ def test_symlink_loop_and_dangling_link_outputs(cli, tmp_path):
     d = tmp_path / "d"
     d.symlink_to(tmp_path / "nowhere" / "x")
     code, out, err = cli("bench", "--scenarios", "S1", "--policies", "heft", "--seeds", "1", "--out", str(d))
-    assert code == 2 and err.splitlines() == [f"error: --out: {d} is a symlink to a missing target ({tmp_path / 'nowhere' / 'x'})"]
+    assert code == 2 and err.splitlines() == [
+        f"error: --out: {d} is a symlink to a missing target ({tmp_path / 'nowhere' / 'x'})"
+    ]

@@ -11,7 +11,7 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store
-from agentsched.store.admin import read_export
+from agentsched.store.export import read_export
 
 
 @pytest.fixture
@@ -21,8 +21,21 @@ def db(tmp_path):
     for name, n in (("S1", 3), ("S2", 2)):
         ln = st.learner(load_scenario(name), "agent-rules", {"round_size": 1})
         for i in range(n):
-            st.append(ln.id, i, "round", i, Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=10.0 + i,
-                                                        elapsed_ms=10.0, peak_vram_mb=0.0, spans=(), testbed="sim"))
+            st.append(
+                ln.id,
+                i,
+                "round",
+                i,
+                Execution(
+                    status=Status.OK,
+                    mapping={"A": Mode.CPU},
+                    e2e_ms=10.0 + i,
+                    elapsed_ms=10.0,
+                    peak_vram_mb=0.0,
+                    spans=(),
+                    testbed="sim",
+                ),
+            )
         st.add_round(ln.id, 0, {"A": Mode.CPU}, Status.OK, 10.0, 1, "start")
     st.close()
     return path
@@ -50,8 +63,9 @@ def test_list_says_what_waits_on_disk_and_a_writable_open_writes_it(cli, db):
     from agentsched.store.unwritten import execution_record, keep
 
     key = json.loads(cli("store", "list", "--store", str(db), "--json")[1])["learners"][0]["key"]
-    x = Execution(status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=9.0, elapsed_ms=9.0, peak_vram_mb=0.0, spans=(),
-                  testbed="sim")
+    x = Execution(
+        status=Status.OK, mapping={"A": Mode.CPU}, e2e_ms=9.0, elapsed_ms=9.0, peak_vram_mb=0.0, spans=(), testbed="sim"
+    )
     where = keep(db, [execution_record(key, None, "pinned", None, x)])
     code, out, _ = cli("store", "list", "--store", str(db), "--json")
     assert json.loads(out)["unwritten"] == {str(where): 1}
@@ -77,7 +91,10 @@ def test_export_writes_json_that_reads_back(cli, db, tmp_path):
     code, out, err = cli("store", "export", "S2", "--out", str(out_file), "--store", str(db))
     assert code == 0 and err == "" and "2 invocation(s)" in out
     doc = read_export(out_file)
-    assert doc["learner"]["workflow_name"] == "S2" and [e["record"]["e2e_ms"] for e in doc["executions"]] == [10.0, 11.0]
+    assert doc["learner"]["workflow_name"] == "S2" and [e["record"]["e2e_ms"] for e in doc["executions"]] == [
+        10.0,
+        11.0,
+    ]
     code, _, err = cli("store", "export", "nope", "--out", str(tmp_path / "n.json"), "--store", str(db))
     assert code == 2 and "has no learner 'nope'" in _one_line(err) and not (tmp_path / "n.json").exists()
     code, _, err = cli("store", "export", "S1", "--out", str(out_file), "--store", str(db))  # an export: replaced
@@ -85,8 +102,10 @@ def test_export_writes_json_that_reads_back(cli, db, tmp_path):
     mine = tmp_path / "words.yaml"
     mine.write_text("name: words\n")
     code, _, err = cli("store", "export", "S2", "--out", str(mine), "--store", str(db))
-    assert code == 2 and _one_line(err) == (f"error: --out: {mine} exists and is not an agentsched export: not "
-                                            "overwritten (remove it or choose another file)")
+    assert code == 2 and _one_line(err) == (
+        f"error: --out: {mine} exists and is not an agentsched export: not "
+        "overwritten (remove it or choose another file)"
+    )
     assert mine.read_text() == "name: words\n"
     older = tmp_path / "old.json"  # an export of another version is an export still: replaced
     older.write_text(json.dumps({"format": "agentsched-learner-export", "version": 0}, indent=1))
@@ -119,8 +138,9 @@ def test_a_missing_or_corrupt_store_is_one_line(cli, tmp_path, command):
 
 
 def test_a_locked_store_is_one_line_and_loses_nothing(cli, db):
-    holder = sqlite3.connect(f"file:{db.as_posix().replace('?', '%3F').replace('#', '%23')}", uri=True,
-                             isolation_level=None)
+    holder = sqlite3.connect(
+        f"file:{db.as_posix().replace('?', '%3F').replace('#', '%23')}", uri=True, isolation_level=None
+    )
     holder.execute("BEGIN IMMEDIATE")  # another process writing
     try:
         code, _, err = cli("store", "forget", "S1", "--store", str(db), "--wait-s", "0.2")
@@ -143,13 +163,21 @@ def test_json_on_every_store_command(cli, db, tmp_path):
     assert code == 0 and doc["forgot"]["workflow"] == "S1" and doc["invocations_removed"] == 3
 
 
-@pytest.mark.parametrize("args, usage", [
-    (["store", "export", "#1", "--store", "s.db"], "error: Missing option '--out'. (see 'agentsched store export --help')"),
-    (["store", "list", "--bogus"], "error: No such option: --bogus (see 'agentsched store list --help')"),
-    (["serve", "S1", "--store", "s.db", "--log-level", "loud"],  # before: an internal error (uvicorn's KeyError)
-     "error: Invalid value for '--log-level': 'loud' is not one of 'critical', 'error', 'warning', 'info', 'debug', "
-     "'trace'. (see 'agentsched serve --help')"),
-])
+@pytest.mark.parametrize(
+    "args, usage",
+    [
+        (
+            ["store", "export", "#1", "--store", "s.db"],
+            "error: Missing option '--out'. (see 'agentsched store export --help')",
+        ),
+        (["store", "list", "--bogus"], "error: No such option: --bogus (see 'agentsched store list --help')"),
+        (
+            ["serve", "S1", "--store", "s.db", "--log-level", "loud"],  # before: an internal error (uvicorn's KeyError)
+            "error: Invalid value for '--log-level': 'loud' is not one of 'critical', 'error', 'warning', 'info', 'debug', "
+            "'trace'. (see 'agentsched serve --help')",
+        ),
+    ],
+)
 def test_a_usage_error_names_the_whole_command(cli, args, usage):
     """Before, a subcommand's usage error sent to `agentsched export --help`, which does not exist."""
     code, _, err = cli(*args)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import agentsched
 
 
@@ -23,7 +23,7 @@ TOOLS = textwrap.dedent('''
             if inputs["text"] == "fail":
                 raise ValueError("asked to fail")
             return inputs["text"].upper()
-''')
+""")
 
 
 @pytest.fixture
@@ -52,17 +52,19 @@ def test_inputs_reach_the_tools_and_failures_set_the_exit_status(cli, project):
     pytest.importorskip("ray")
     from tests.support.ray_cluster import ray_cluster
 
-    (project / "in.jsonl").write_text("".join(f'{{"text": "{t}"}}\n' for t in ("one", "fail", "two", "three", "unused")))
+    (project / "in.jsonl").write_text(
+        "".join(f'{{"text": "{t}"}}\n' for t in ("one", "fail", "two", "three", "unused"))
+    )
     with ray_cluster({"num_cpus": 2, "num_gpus": 0}):
-        code, out, err = cli("throughput", "upper.yaml", "-k", "2", "--batches", "1", "--input", "text=hi",
-                             "--json")
+        code, out, err = cli("throughput", "upper.yaml", "-k", "2", "--batches", "1", "--input", "text=hi", "--json")
         assert code == 0, err
         doc = json.loads(out)
         assert doc["failed"] == 0 and [e["status"] for e in doc["batches"][0]["executions"]] == ["ok", "ok"]
         # one line per invocation: the warm-up and batch 0 take lines 1-2 (one fails), batch 1 lines 3-4;
         # line 5 is not run
-        code, out, err = cli("throughput", "upper.yaml", "-k", "2", "--batches", "2", "--inputs-jsonl",
-                             "in.jsonl", "--json")
+        code, out, err = cli(
+            "throughput", "upper.yaml", "-k", "2", "--batches", "2", "--inputs-jsonl", "in.jsonl", "--json"
+        )
     assert code == 1
     doc = json.loads(out)
     first, second = (b["executions"] for b in doc["batches"])

@@ -10,25 +10,34 @@ import pytest
 
 from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.experiments.results import results_dict, results_schema
-from agentsched.testbeds.spec import TestbedSpec
 from agentsched.report.outputs import write_outputs
+from agentsched.testbeds.spec import TestbedSpec
 
 TINY = str(Path(__file__).parent.parent / "data" / "workflows" / "tiny.yaml")
-NO_CONTENTION = str(Path(__file__).parent.parent / "data" / "workflows" / "no_contention_world.json")  # tiny.yaml's world
+NO_CONTENTION = str(
+    Path(__file__).parent.parent / "data" / "workflows" / "no_contention_world.json"
+)  # tiny.yaml's world
 
 
 @pytest.fixture(scope="module")
 def small_bench():
-    cfg = BenchConfig(scenarios=(TINY, "S2", "S12"), policies=("all-gpu", "ucb1", "oracle"), rounds=4,
-                      repeats=2, seeds=(0, 1), gantt_scenario="S12",
-                      testbed=TestbedSpec(noise_sigma=0.0, world=NO_CONTENTION))
+    cfg = BenchConfig(
+        scenarios=(TINY, "S2", "S12"),
+        policies=("all-gpu", "ucb1", "oracle"),
+        rounds=4,
+        repeats=2,
+        seeds=(0, 1),
+        gantt_scenario="S12",
+        testbed=TestbedSpec(noise_sigma=0.0, world=NO_CONTENTION),
+    )
     return run_bench(cfg)  # one bench, one world: S2 and S12 run without contention here too
 
 
 def test_one_record_per_scenario_policy_seed(small_bench):
     keys = [(r.scenario, r.policy, r.seed) for r in small_bench.records]
-    assert keys == [(s, p, seed) for s in ("tiny", "S2", "S12") for p in ("all-gpu", "ucb1", "oracle")
-                    for seed in (0, 1)]
+    assert keys == [
+        (s, p, seed) for s in ("tiny", "S2", "S12") for p in ("all-gpu", "ucb1", "oracle") for seed in (0, 1)
+    ]
     assert all(r.metrics.executions == 8 for r in small_bench.records)  # 4 rounds x 2, no probes
 
 
@@ -73,8 +82,13 @@ def test_schema_rejects_a_broken_document(small_bench):
 def test_outputs_report_and_plots(small_bench, tmp_path):
     paths = write_outputs(small_bench, tmp_path)
     names = sorted(p.name for p in paths)
-    assert names == ["convergence.png", "e2e_normalised.png", "gantt_S12_all_gpu_vs_oracle.png", "report.md",
-                     "results.json"]
+    assert names == [
+        "convergence.png",
+        "e2e_normalised.png",
+        "gantt_S12_all_gpu_vs_oracle.png",
+        "report.md",
+        "results.json",
+    ]
     for p in paths:
         if p.suffix == ".png":
             assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -14,7 +14,6 @@ from agentsched.experiments import bench
 from agentsched.experiments.bench import BenchConfig, run_bench
 from agentsched.experiments.results import results_dict, results_schema
 from agentsched.testbeds.spec import TestbedSpec
-
 from tests.support.big_workflow import CAP_LINE, TINY, write_big
 
 NO_CONTENTION = str(Path(__file__).parent.parent / "data" / "workflows" / "no_contention_world.json")
@@ -26,8 +25,14 @@ def big(tmp_path) -> str:
 
 
 def _config(*scenarios: str, policies: tuple[str, ...]) -> BenchConfig:
-    return BenchConfig(scenarios=scenarios, policies=policies, rounds=1, repeats=1, seeds=(0,),
-                       testbed=TestbedSpec(noise_sigma=0.0, world=NO_CONTENTION))
+    return BenchConfig(
+        scenarios=scenarios,
+        policies=policies,
+        rounds=1,
+        repeats=1,
+        seeds=(0,),
+        testbed=TestbedSpec(noise_sigma=0.0, world=NO_CONTENTION),
+    )
 
 
 def test_a_policy_over_its_cap_is_skipped_on_that_workflow_only(big):

@@ -23,8 +23,14 @@ def reference() -> dict:
 @pytest.fixture(scope="module")
 def bench_doc(reference) -> dict:
     cfg = reference["config"]
-    config = BenchConfig(scenarios=tuple(cfg["scenarios"]), policies=tuple(cfg["policies"]), rounds=cfg["rounds"],
-                         repeats=cfg["repeats"], seeds=tuple(cfg["seeds"]), ablation=cfg["ablation"])
+    config = BenchConfig(
+        scenarios=tuple(cfg["scenarios"]),
+        policies=tuple(cfg["policies"]),
+        rounds=cfg["rounds"],
+        repeats=cfg["repeats"],
+        seeds=tuple(cfg["seeds"]),
+        ablation=cfg["ablation"],
+    )
     return json.loads(json.dumps(results_dict(run_bench(config))))
 
 

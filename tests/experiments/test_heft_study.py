@@ -13,8 +13,13 @@ def test_study_scores_each_plan_against_the_oracle_and_reads_the_paper_row():
     views = {s: scoring_view(wf, sim)[1] for s, wf in wfs.items()}
     study = heft_study(wfs, views, factors=(0.5, 5.0))
     assert [v.label for v in study.variants] == [
-        "heft (parallel)", "heft-cf (parallel, factor 0.5)", "heft-cf (parallel, factor 5)",
-        "heft (classical)", "heft-cf (classical, factor 0.5)", "heft-cf (classical, factor 5)"]
+        "heft (parallel)",
+        "heft-cf (parallel, factor 0.5)",
+        "heft-cf (parallel, factor 5)",
+        "heft (classical)",
+        "heft-cf (classical, factor 0.5)",
+        "heft-cf (classical, factor 5)",
+    ]
     assert study.paper == {"S5": 3, "S10": 2} and study.paper_full == 2 and study.table4 == ["S5", "S10"]
     for v in study.variants:
         for s, wf in wfs.items():
@@ -31,8 +36,10 @@ def test_a_workflow_file_that_only_calls_itself_s5_gets_no_paper_figure(tmp_path
     from agentsched.scenarios import resolve_workflow
 
     path = tmp_path / "s5.yaml"
-    path.write_text("name: S5\ncards: a5500\ndecision_space: binary\n"
-                    "tasks:\n  A: {tool: ocr, repeat: 1}\n  B: {tool: sentiment, repeat: 1}\nedges: []\n")
+    path.write_text(
+        "name: S5\ncards: a5500\ndecision_space: binary\n"
+        "tasks:\n  A: {tool: ocr, repeat: 1}\n  B: {tool: sentiment, repeat: 1}\nedges: []\n"
+    )
     sim = SimTestbed(noise_sigma=0.0, seed=None)
     wfs = {"S5": resolve_workflow(str(path)), "S10": load_scenario("S10")}
     views = {s: scoring_view(wf, sim)[1] for s, wf in wfs.items()}

@@ -13,7 +13,7 @@ import pytest
 
 from agentsched.errors import AgentschedError, WorkflowError
 from agentsched.experiments.jobs import MAX_DEFAULT_JOBS, check_jobs, default_jobs, run_jobs
-from agentsched.experiments.load import Machine, oracle_mappings, sustainable_rates
+from agentsched.experiments.traffic import Machine, oracle_mappings, sustainable_rates
 from agentsched.scenarios import resolve_workflow
 
 CALLS = [(operator.mul, (3, 4)), (pow, (2, 10)), (os.getpid, ()), (operator.add, ("a", "b"))]
@@ -73,6 +73,7 @@ def _workers_started_by(call: Callable[[], object]) -> list[int]:
 
 def test_a_failure_stops_the_calls_still_running():
     """A call that would run for minutes is stopped, not waited for (nor left running)."""
+
     def fail() -> None:
         with pytest.raises(AgentschedError, match="got 0"):
             run_jobs([(time.sleep, (120,)), (check_jobs, (0,))], 2)
@@ -111,7 +112,7 @@ def test_rates_searched_side_by_side_are_the_rates_searched_one_by_one():
     wfs = [resolve_workflow("S2"), resolve_workflow("S5")]
     machine = Machine(vram_budget_mb=4096.0, cpu_slots=4, noise_sigma=0.0)
     oracle = oracle_mappings(wfs, None)
-    names = ("dmda", "least-loaded+adm", "agentsched")
+    names = ("dmda", "least-loaded+adm", "traffic-aware")
     told: list[str] = []
     apart = sustainable_rates(wfs, names, machine, oracle, 10.0, 0.0, jobs=3, done=lambda n, r: told.append(n))
     assert apart == sustainable_rates(wfs, names, machine, oracle, 10.0, 0.0, jobs=1)

@@ -19,16 +19,32 @@ from agentsched.experiments.journal import JOURNAL_NAME, RunJournal, journaled
 
 # 45 runs, each long enough (tens of ms) that a kill can land between two of them, and enough of them
 # that three kills after at most 5 more finished runs each leave some unfinished
-BENCH = ["bench", "--scenarios", "S1,S5,S13", "--policies", "heft,ucb1,agent-rules", "--seeds", "5",
-         "--rounds", "40", "--repeats", "5", "--no-ablation"]
+BENCH = [
+    "bench",
+    "--scenarios",
+    "S1,S5,S13",
+    "--policies",
+    "heft,ucb1,agent-rules",
+    "--seeds",
+    "5",
+    "--rounds",
+    "40",
+    "--repeats",
+    "5",
+    "--no-ablation",
+]
 RUNS = 45
 
 
 def _bench(out: Path, *extra: str, capture: bool = False, log: Path | None = None) -> subprocess.Popen:
     # an unread pipe could fill and stall the child: runs that get killed write to ``log`` instead
     sink = subprocess.PIPE if capture else (open(log, "a") if log else subprocess.DEVNULL)  # noqa: SIM115
-    return subprocess.Popen([sys.executable, "-m", "agentsched", *BENCH, "--out", str(out), *extra],
-                            stdout=sink, stderr=subprocess.STDOUT if not capture else sink, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentsched", *BENCH, "--out", str(out), *extra],
+        stdout=sink,
+        stderr=subprocess.STDOUT if not capture else sink,
+        text=True,
+    )
 
 
 def _comparable(out: Path) -> dict:
@@ -119,13 +135,27 @@ def test_journaled_computes_once(tmp_path):
 
 def test_ablation_resume_needs_a_journal(cli):
     code, _, err = cli("ablation", "S13", "--resume", "--seeds", "1", "--rounds", "1")
-    assert code == 2 and err.strip() == "error: --resume needs --journal FILE (where the interrupted ablation " \
-                                        "recorded its runs)"
+    assert (
+        code == 2
+        and err.strip() == "error: --resume needs --journal FILE (where the interrupted ablation recorded its runs)"
+    )
 
 
 def test_ablation_journal_resumes(cli, tmp_path):
-    args = ("ablation", "S13", "--seeds", "2", "--rounds", "3", "--repeats", "1", "--initial", "rules",
-            "--journal", str(tmp_path / "a.sqlite"))
+    args = (
+        "ablation",
+        "S13",
+        "--seeds",
+        "2",
+        "--rounds",
+        "3",
+        "--repeats",
+        "1",
+        "--initial",
+        "rules",
+        "--journal",
+        str(tmp_path / "a.sqlite"),
+    )
     code, first, err = cli(*args)
     assert code == 0, err
     code, second, err = cli(*args, "--resume")
@@ -142,8 +172,11 @@ def test_without_resume_an_interrupted_journal_of_the_same_experiment_is_refused
     j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
     j.put("k", 1)
     j.close()
-    with pytest.raises(AgentschedError, match=r"holds 1 finished runs of this experiment, which did not finish: "
-                                              r"add --resume to continue it, or remove the file to start again$"):
+    with pytest.raises(
+        AgentschedError,
+        match=r"holds 1 finished runs of this experiment, which did not finish: "
+        r"add --resume to continue it, or remove the file to start again$",
+    ):
         RunJournal(tmp_path / "j.sqlite", {"a": 1})
     again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
     assert again.get("k") == 1
@@ -199,11 +232,28 @@ class _RunsCodeWhenUnpickled:
 
 
 def _ablation_args(journal: Path) -> tuple[str, ...]:
-    return ("ablation", "S13", "--seeds", "1", "--rounds", "2", "--repeats", "1", "--initial", "rules",
-            "--journal", str(journal))
+    return (
+        "ablation",
+        "S13",
+        "--seeds",
+        "1",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--initial",
+        "rules",
+        "--journal",
+        str(journal),
+    )
 
 
 def _overwrite_rows(journal: Path, payload) -> None:
+    """Every row replaced by ``payload``: text is compressed as the journal writes rows, bytes go as given."""
+    import zlib
+
+    if isinstance(payload, str):
+        payload = zlib.compress(payload.encode())
     with sqlite3.connect(journal) as db:
         db.execute("UPDATE runs SET payload = ?", (payload,))
 
@@ -225,28 +275,37 @@ def test_a_journal_row_that_would_run_code_is_refused_and_runs_nothing(cli, tmp_
 def test_rows_are_json_data_and_survive_a_round_trip(tmp_path):
     from agentsched.experiments.bench import BenchConfig, BenchRecord, run_bench
 
-    res = run_bench(BenchConfig(scenarios=("S5",), policies=("heft", "agent-rules"), seeds=(0,), rounds=3,
-                                repeats=2))
+    res = run_bench(BenchConfig(scenarios=("S5",), policies=("heft", "agent-rules"), seeds=(0,), rounds=3, repeats=2))
     j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
     for i, r in enumerate(res.records):
         j.put(str(i), r)
     j.close()
     with sqlite3.connect(tmp_path / "j.sqlite") as db:
         rows = [row[0] for row in db.execute("SELECT payload FROM runs")]
-    assert all(isinstance(json.loads(row), dict) for row in rows)  # plain JSON text, no pickle
+    import zlib
+
+    from agentsched.experiments.journal_codec import encode
+
+    texts = [zlib.decompress(row) for row in rows]
+    assert all(isinstance(json.loads(text), dict) for text in texts)  # JSON text, compressed; no pickle
+    # compressed: the default bench's journal took 54 MB of plain JSON
+    assert sum(map(len, rows)) * 5 < sum(len(encode(r)) for r in res.records)
     again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
     assert [again.get(str(i), BenchRecord, res.workflows) for i in range(len(rows))] == res.records
     again.close()
 
 
-@pytest.mark.parametrize("row, problem", [
-    ('{"$rec": "Popen", "fields": {"args": "touch x"}}', "unknown record type 'Popen'"),
-    ('{"$rec": "RunMetrics", "fields": {"tasks": "seven"}}', "RunMetrics.tasks is a str, not <class 'int'>"),
-    ('{"$tuple": [1, 2, 3]}', "holds a tuple, not the expected"),
-    ("[" * 100000 + "]" * 100000, "not a JSON record (RecursionError)"),
-    ('{"$dict": [[1]]}', "not a [key, value] pair"),
-    ('{"$workflow": "S99"}', "names workflow 'S99'"),
-])
+@pytest.mark.parametrize(
+    "row, problem",
+    [
+        ('{"$rec": "Popen", "fields": {"args": "touch x"}}', "unknown record type 'Popen'"),
+        ('{"$rec": "RunMetrics", "fields": {"tasks": "seven"}}', "RunMetrics.tasks is a str, not <class 'int'>"),
+        ('{"$tuple": [1, 2, 3]}', "holds a tuple, not the expected"),
+        ("[" * 100000 + "]" * 100000, "not a JSON record (RecursionError)"),
+        ('{"$dict": [[1]]}', "not a [key, value] pair"),
+        ('{"$workflow": "S99"}', "names workflow 'S99'"),
+    ],
+)
 def test_a_wrong_typed_journal_row_is_one_line_naming_the_file_and_the_run(tmp_path, row, problem):
     from agentsched.loop.metrics import RunMetrics
 
@@ -263,13 +322,36 @@ def test_a_wrong_typed_journal_row_is_one_line_naming_the_file_and_the_run(tmp_p
     assert problem in msg
 
 
+@pytest.mark.parametrize(
+    "payload, problem",
+    [
+        (b"not zlib", "is not a compressed record"),
+        (__import__("zlib").compress(b" " * (300 << 20)), "decompresses past 256 MiB"),
+        ("plain text", "holds a str, not a compressed JSON record"),
+    ],
+)
+def test_a_row_that_is_not_a_bounded_compressed_record_is_one_line(tmp_path, payload, problem):
+    j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
+    j.put("k", 1)
+    j.close()
+    with sqlite3.connect(tmp_path / "j.sqlite") as db:
+        db.execute("UPDATE runs SET payload = ?", (payload,))
+    again = RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
+    with pytest.raises(AgentschedError, match=f"run k is unreadable \\({problem}\\)"):
+        again.get("k")
+    again.close()
+
+
 def test_a_journal_of_the_pickle_format_is_refused_in_one_line(tmp_path):
     j = RunJournal(tmp_path / "j.sqlite", {"a": 1})
     j.close()
     with sqlite3.connect(tmp_path / "j.sqlite") as db:  # what earlier versions wrote: no row format
         db.execute("DELETE FROM meta WHERE key = 'format'")
-    with pytest.raises(AgentschedError, match=r"holds rows in another format \(pickle, this is json-1\): "
-                                              "it cannot be resumed; run without --resume"):
+    with pytest.raises(
+        AgentschedError,
+        match=r"holds rows in another format \(pickle, this is json-zlib-2\): "
+        "it cannot be resumed; run without --resume",
+    ):
         RunJournal(tmp_path / "j.sqlite", {"a": 1}, resume=True)
 
 
@@ -282,8 +364,22 @@ def test_a_bench_whose_outputs_failed_to_write_stays_resumable(cli, tmp_path, mo
     refused without --resume and resumed with it, not started over."""
     import agentsched.report.outputs as outputs
 
-    args = ("bench", "--scenarios", "S1", "--policies", "heft,ucb1", "--seeds", "2", "--rounds", "2",
-            "--repeats", "1", "--no-ablation", "--out", str(tmp_path / "b"))
+    args = (
+        "bench",
+        "--scenarios",
+        "S1",
+        "--policies",
+        "heft,ucb1",
+        "--seeds",
+        "2",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--no-ablation",
+        "--out",
+        str(tmp_path / "b"),
+    )
     write = outputs.write_outputs
     monkeypatch.setattr(outputs, "write_outputs", _fail_to_write)
     code, _, err = cli(*args)
@@ -299,8 +395,20 @@ def test_a_bench_whose_outputs_failed_to_write_stays_resumable(cli, tmp_path, mo
 def test_an_ablation_whose_output_failed_to_write_stays_resumable(cli, tmp_path, monkeypatch):
     import agentsched.cli.agent_cmds as agent_cmds
 
-    args = ("ablation", "S13", "--seeds", "1", "--rounds", "2", "--repeats", "1", "--initial", "rules",
-            "--journal", str(tmp_path / "a.sqlite"))
+    args = (
+        "ablation",
+        "S13",
+        "--seeds",
+        "1",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--initial",
+        "rules",
+        "--journal",
+        str(tmp_path / "a.sqlite"),
+    )
     monkeypatch.setattr(agent_cmds, "emit", _fail_to_write)
     code, _, err = cli(*args)
     assert code != 0 and "disk full" in err

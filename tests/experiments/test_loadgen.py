@@ -8,8 +8,8 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from agentsched.experiments.load import seeded_arrivals  # noqa: E402
 from agentsched.experiments.loadgen import fire, none_ran, run_against, summarize_shots  # noqa: E402
+from agentsched.experiments.traffic import seeded_arrivals  # noqa: E402
 from agentsched.testbeds.arrivals import Arrival  # noqa: E402
 
 NAMES = ["S1", "S7"]
@@ -32,7 +32,7 @@ def test_a_slow_server_does_not_delay_later_arrivals():
             if len(seen) == 1:  # the slow one
                 try:
                     await asyncio.wait_for(everyone_in.wait(), HOLD_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return httpx.Response(500, json={"detail": "later arrivals never came"})
             return httpx.Response(200, json={"status": "ok", "e2e_ms": 5.0, "invocation_id": len(seen)})
 
@@ -70,19 +70,29 @@ def test_every_invocation_carries_the_inputs_given_and_none_by_default():
         return httpx.Response(200, json={"status": "ok", "e2e_ms": 1.0, "invocation_id": len(bodies)})
 
     arrivals = [Arrival(float(i), 0) for i in range(3)]
-    run_against("http://svc", arrivals, ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler),
-                inputs={"text": "hello"})
+    run_against(
+        "http://svc",
+        arrivals,
+        ["S1"],
+        time_scale=1000.0,
+        transport=httpx.MockTransport(handler),
+        inputs={"text": "hello"},
+    )
     run_against("http://svc", arrivals[:1], ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler))
     assert bodies == [{"inputs": {"text": "hello"}}] * 3 + [{"inputs": {}}]
 
 
 def test_answers_are_counted_by_outcome():
     arrivals = [Arrival(float(i), 0) for i in range(5)]
-    answers = iter([httpx.Response(200, json={"status": "ok", "e2e_ms": 3.0, "invocation_id": 1}),
-                    httpx.Response(200, json={"status": "oom", "e2e_ms": None, "invocation_id": 2}),
-                    httpx.Response(503, json={"detail": "busy"}),
-                    httpx.Response(404, json={"detail": "unknown workflow"}),
-                    httpx.Response(200, json={"status": "ok", "e2e_ms": 4.0, "invocation_id": 3})])
+    answers = iter(
+        [
+            httpx.Response(200, json={"status": "ok", "e2e_ms": 3.0, "invocation_id": 1}),
+            httpx.Response(200, json={"status": "oom", "e2e_ms": None, "invocation_id": 2}),
+            httpx.Response(503, json={"detail": "busy"}),
+            httpx.Response(404, json={"detail": "unknown workflow"}),
+            httpx.Response(200, json={"status": "ok", "e2e_ms": 4.0, "invocation_id": 3}),
+        ]
+    )
 
     def handler(request: httpx.Request) -> httpx.Response:
         return next(answers)
@@ -104,8 +114,9 @@ def _summary(*answers: httpx.Response | None) -> dict:
         return reply
 
     arrivals = [Arrival(float(i), 0) for i in range(len(answers))]
-    return summarize_shots(run_against("http://svc", arrivals, ["S1"], time_scale=1000.0,
-                                       transport=httpx.MockTransport(handler)))
+    return summarize_shots(
+        run_against("http://svc", arrivals, ["S1"], time_scale=1000.0, transport=httpx.MockTransport(handler))
+    )
 
 
 def test_a_stream_fails_when_the_service_ran_none_of_it():
@@ -115,8 +126,9 @@ def test_a_stream_fails_when_the_service_ran_none_of_it():
     assert not none_ran(_summary())  # nothing sent, nothing failed
     refused = _summary(httpx.Response(422, json={"detail": "invocation is missing input(s)"}), None)
     assert none_ran(refused) and refused["first_failure"] == "S1: http-422: invocation is missing input(s)"
-    assert none_ran(_summary(None)) and none_ran(_summary(
-        httpx.Response(200, json={"status": "error", "e2e_ms": None, "invocation_id": 1})))
+    assert none_ran(_summary(None)) and none_ran(
+        _summary(httpx.Response(200, json={"status": "error", "e2e_ms": None, "invocation_id": 1}))
+    )
 
 
 def test_bad_arguments_are_one_line_errors():

@@ -25,18 +25,33 @@ def test_only_the_built_in_scenario_is_a_paper_scenario(tmp_path):
     fake.write_text(FAKE_S13)
     assert not is_paper_scenario(resolve_workflow(str(fake)))
     same_but_budget = tmp_path / "budget.yaml"
-    same_but_budget.write_text((load_scenario("S13").description and
-                                "name: S13\ncards: a5500\ndecision_space: three_way\nvram_budget_mb: 2000\n"
-                                "tasks:\n  A: {tool: clip, repeat: 12}\n  B: {tool: bert_base, repeat: 12}\n"
-                                "  C: {tool: whisper_base, repeat: 4}\n  D: {tool: groupby, repeat: 60}\nedges: []\n"))
+    same_but_budget.write_text(
+        load_scenario("S13").description
+        and "name: S13\ncards: a5500\ndecision_space: three_way\nvram_budget_mb: 2000\n"
+        "tasks:\n  A: {tool: clip, repeat: 12}\n  B: {tool: bert_base, repeat: 12}\n"
+        "  C: {tool: whisper_base, repeat: 4}\n  D: {tool: groupby, repeat: 60}\nedges: []\n"
+    )
     assert not is_paper_scenario(resolve_workflow(str(same_but_budget)))
 
 
 def test_bench_rejects_two_scenarios_with_one_name(cli, tmp_path):
     fake = tmp_path / "other.yaml"
     fake.write_text(FAKE_S13)
-    code, out, err = cli("bench", "--scenarios", f"S13,{fake}", "--policies", "heft", "--rounds", "1",
-                         "--repeats", "1", "--seeds", "1", "--out", str(tmp_path / "out"))
+    code, out, err = cli(
+        "bench",
+        "--scenarios",
+        f"S13,{fake}",
+        "--policies",
+        "heft",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--seeds",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert code != 0 and out == ""
     assert err.splitlines() == [f"error: --scenarios names workflow S13 twice (S13, {fake})"]
     assert not (tmp_path / "out").exists()
@@ -45,8 +60,22 @@ def test_bench_rejects_two_scenarios_with_one_name(cli, tmp_path):
 def test_bench_shows_no_paper_figures_for_a_file_named_like_a_scenario(cli, tmp_path):
     fake = tmp_path / "fake.yaml"
     fake.write_text(FAKE_S13)
-    code, out, err = cli("bench", "--scenarios", str(fake), "--policies", "heft", "--rounds", "1",
-                         "--repeats", "1", "--seeds", "1", "--no-ablation", "--out", str(tmp_path / "out"))
+    code, out, err = cli(
+        "bench",
+        "--scenarios",
+        str(fake),
+        "--policies",
+        "heft",
+        "--rounds",
+        "1",
+        "--repeats",
+        "1",
+        "--seeds",
+        "1",
+        "--no-ablation",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert code == 0, err
     oracle = json.loads((tmp_path / "out" / "results.json").read_text())["oracles"]["S13"]
     assert oracle["paper_mapping"] is None and oracle["paper_e2e_ms"] is None

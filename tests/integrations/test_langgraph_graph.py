@@ -131,8 +131,7 @@ def test_cycle_refused_naming_a_node() -> None:
     g.add_conditional_edges("b", lambda s: END, {"again": "llm", END: END})  # agent loop
     with pytest.raises(GraphError) as e:
         inspect_graph(g)
-    assert str(e.value) == ("graph has a cycle through node 'b' (b -> llm -> b): "
-                            "agentsched places acyclic graphs only")
+    assert str(e.value) == ("graph has a cycle through node 'b' (b -> llm -> b): agentsched places acyclic graphs only")
 
 
 def test_self_loop_refused() -> None:

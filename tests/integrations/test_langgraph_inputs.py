@@ -19,7 +19,7 @@ from agentsched.integrations.langgraph import GraphInputError, GraphRuntime, too
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "langgraph_rag" / "run.py"
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     from agentsched import Tool
 
 
@@ -31,7 +31,7 @@ TOOLS = textwrap.dedent('''
 
         def run(self, inputs):
             return inputs["text"].upper()
-''')
+""")
 
 
 class State(TypedDict, total=False):
@@ -60,8 +60,11 @@ def graph(tmp_path, monkeypatch):
 def test_input_that_is_not_a_mapping_is_one_line(graph, bad):
     g, folder = graph
     with GraphRuntime(g, "upper", store=str(folder / "s.db")) as rt:
-        with pytest.raises(GraphInputError, match=r"^graph input must be a mapping of state keys to values "
-                                                  rf"\(e\.g\. \{{'question': \.\.\.\}}\), got {type(bad).__name__}$"):
+        with pytest.raises(
+            GraphInputError,
+            match=r"^graph input must be a mapping of state keys to values "
+            rf"\(e\.g\. \{{'question': \.\.\.\}}\), got {type(bad).__name__}$",
+        ):
             rt.invoke(bad)
         r = rt.invoke({"text": "still works"})  # nothing was consumed by the refused call
         assert r.ok and r.state["upper"] == "STILL WORKS" and r.invocation_id == 1

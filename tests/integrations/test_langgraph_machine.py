@@ -113,8 +113,10 @@ def one_node(a: type) -> StateGraph:
     return g
 
 
-CARDS = {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["a"]},
-         "b": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["b"]}}
+CARDS = {
+    "a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["a"]},
+    "b": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": VRAM_MB["b"]},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -218,14 +220,13 @@ def test_a_cpu_run_never_overlaps_a_staged_run_that_moves_the_same_tool(make_wor
     bed = FakeGpuTestbed(one_node(SafeA), cpu_workers=4)
     runs = at_once(bed, wf, [{"a": N}, {"a": C}, {"a": N}, {"a": C}])
     assert all(x.ok for x, _ in runs), [x.message for x, _ in runs]
-    for (x, r), mode in zip(runs, [N, C, N, C]):
+    for (_, r), mode in zip(runs, [N, C, N, C], strict=False):
         assert r.state["a"]["device"] == ("cuda:0" if mode is N else "cpu")  # it ran where it was placed
     assert INSIDE.most <= 2 and all(d in ("cpu", "cuda:0") for _, e, d in INSIDE.events if e == "run")
 
 
 def test_a_staged_tool_serves_one_run_at_a_time_even_with_no_vram_on_its_card(make_workflow) -> None:
-    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 0}}, {"a": "a"}, [], space="three_way",
-                       budget=1000)
+    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 0}}, {"a": "a"}, [], space="three_way", budget=1000)
     bed = FakeGpuTestbed(one_node(SafeA), cpu_workers=4)
     runs = at_once(bed, wf, [{"a": N}] * 3)
     assert all(x.ok and r.state["a"]["device"] == "cuda:0" for x, r in runs)
@@ -246,8 +247,10 @@ def test_each_run_is_held_to_its_own_workflows_budget(make_workflow) -> None:
     small = make_workflow({"a": CARDS["a"]}, {"a": "a"}, [], space="three_way", budget=700)
     bed = FakeGpuTestbed(one_node(SlowA), cpu_workers=4)
     out: list[object] = []
-    threads = [threading.Thread(target=lambda w=w, m=m: out.append(bed.run(w, m, inputs={"q": "x"})))
-               for w, m in ((big, {"a": Q}), (big, {"a": Q}), (small, {"a": C}))]
+    threads = [
+        threading.Thread(target=lambda w=w, m=m: out.append(bed.run(w, m, inputs={"q": "x"})))
+        for w, m in ((big, {"a": Q}), (big, {"a": Q}), (small, {"a": C}))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -344,8 +347,9 @@ def test_machine_a_graph_asking_more_slots_than_the_cpu_count_gets_them() -> Non
     assert GraphMachine(cpu_slots=1)._host is GraphMachine(cpu_slots=1)._host  # one host per process
 
 
-def _hold_then_try(one: GraphMachine, first: Mode, two: GraphMachine, task: str, second: Mode,
-                   join_s: float) -> tuple[bool, float, list[str]]:
+def _hold_then_try(
+    one: GraphMachine, first: Mode, two: GraphMachine, task: str, second: Mode, join_s: float
+) -> tuple[bool, float, list[str]]:
     """A node of ``one`` holds 600 MB (staged, budget 1,000 MB) while a 500 MB node ``task`` of ``two``
     tries to start in ``second``: (was it still waiting after ``join_s``, the VRAM ``one`` saw held
     meanwhile, the order of entries and exits)."""
@@ -388,8 +392,9 @@ def test_close_lets_the_runs_in_progress_end_before_it_unloads_and_starts_no_mor
     bed = LangGraphTestbed(one_node(SafeA), cpu_workers=4)
     assert bed.run(one_wf, {"a": C}, inputs={"q": "warm-up"}).ok
     out: list[Any] = []
-    threads = [threading.Thread(target=lambda: out.append(bed.run(one_wf, {"a": C}, inputs={"q": "x"})))
-               for _ in range(3)]
+    threads = [
+        threading.Thread(target=lambda: out.append(bed.run(one_wf, {"a": C}, inputs={"q": "x"}))) for _ in range(3)
+    ]
     for t in threads:
         t.start()
     while INSIDE.now == 0:  # a run is inside its tool
@@ -402,7 +407,6 @@ def test_close_lets_the_runs_in_progress_end_before_it_unloads_and_starts_no_mor
     assert INSIDE.now == 0 and len(out) == 3 and any(x.ok for x in out)  # the run inside ended well
     with pytest.raises(TestbedError, match="closed"):
         bed.run(one_wf, {"a": C}, inputs={"q": "late"})
-
 
 
 def test_close_leaves_every_tool_loaded_while_a_run_goes_on_past_its_wait(one_wf, monkeypatch) -> None:
@@ -520,8 +524,10 @@ def test_two_graphs_served_by_one_process_never_hold_more_than_the_budget_togeth
     g.add_node("b", tool_node(SlowB))
     g.add_edge(START, "b")
     g.add_edge("b", END)
-    beds = [(FakeGpuTestbed(one_node(SlowA), cpu_workers=4), wf_a, {"a": N}),
-            (FakeGpuTestbed(g, cpu_workers=4), wf_b, {"b": N})]
+    beds = [
+        (FakeGpuTestbed(one_node(SlowA), cpu_workers=4), wf_a, {"a": N}),
+        (FakeGpuTestbed(g, cpu_workers=4), wf_b, {"b": N}),
+    ]
     for bed, wf, mapping in beds:  # warm-up (LangGraph's own set-up would stagger the runs)
         assert bed.run(wf, mapping, inputs={"q": "warm-up"}).ok
     global INSIDE

@@ -45,8 +45,11 @@ def test_tool_node_rejects_what_is_not_a_tool() -> None:
     with pytest.raises(NodeError, match="reads must be a list of state keys"):
         tool_node(Words, reads="text")
     # before: a bare TypeError ("'int' object is not iterable")
-    with pytest.raises(NodeError, match=r"^tool_node: reads must be a list of state keys or a dict of input name "
-                                        r"to key, got int$"):
+    with pytest.raises(
+        NodeError,
+        match=r"^tool_node: reads must be a list of state keys or a dict of input name "
+        r"to key, got int$",
+    ):
         tool_node(Words, reads=5)  # type: ignore[arg-type]
     with pytest.raises(NodeError, match=r"^tool_node: writes must be a state key \(a string\), got int$"):
         tool_node(Words, writes=5)  # type: ignore[arg-type]
@@ -58,6 +61,7 @@ def test_placeable_rejects_bad_declarations() -> None:
 
     with pytest.raises(NodeError, match="coro is async"):
         placeable(coro)
+
     def one(state: State) -> dict:
         return {}
 
@@ -102,9 +106,13 @@ def test_without_langgraph_the_import_is_one_line() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['langgraph'] = None\n"  # as if the extra were not installed
-            "try:\n    import agentsched.integrations.langgraph\n"
-            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    code = (
+        "import sys; sys.modules['langgraph'] = None\n"  # as if the extra were not installed
+        "try:\n    import agentsched.integrations.langgraph\n"
+        "except ImportError as e:\n    print(type(e).__name__, e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == ("MissingExtraError agentsched.integrations.langgraph needs LangGraph >= 1.0: "
-                                  "pip install 'agentsched[langgraph]'"), out.stderr
+    assert out.stdout.strip() == (
+        "MissingExtraError agentsched.integrations.langgraph needs LangGraph >= 1.0: "
+        "pip install 'agentsched[langgraph]'"
+    ), out.stderr

@@ -19,9 +19,11 @@ pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[2]
 RAG = ROOT / "examples" / "rag"
 EXAMPLE = ROOT / "examples" / "langgraph_rag"
-QUESTIONS = {"When did the Harbor Bridge open?": "harbor_bridge",
-             "How many books does the central library hold?": "city_library",
-             "How often do trains run in winter?": "mountain_railway"}
+QUESTIONS = {
+    "When did the Harbor Bridge open?": "harbor_bridge",
+    "How many books does the central library hold?": "city_library",
+    "How often do trains run in winter?": "mountain_railway",
+}
 
 
 def _load(path: Path, name: str) -> Any:
@@ -51,8 +53,9 @@ def example(tmp_path, monkeypatch):
 
 def _same_answer(a: dict, b: dict) -> bool:
     """Equal answers; the score to 1e-3 (the two runs may place MiniLM on different devices)."""
-    return {k: v for k, v in a.items() if k != "score"} == {k: v for k, v in b.items() if k != "score"} \
-        and abs(a["score"] - b["score"]) < 1e-3
+    return {k: v for k, v in a.items() if k != "score"} == {k: v for k, v in b.items() if k != "score"} and abs(
+        a["score"] - b["score"]
+    ) < 1e-3
 
 
 def test_example_graph_equals_agentsched_invoke_and_shows_in_history(example, cli) -> None:
@@ -65,8 +68,17 @@ def test_example_graph_equals_agentsched_invoke_and_shows_in_history(example, cl
         for q, source in QUESTIONS.items():
             g = grt.invoke({"docs": str(docs), "question": q})
             assert g.ok, g.message
-            code, out, err = cli("invoke", str(RAG / "rag.yaml"), "--input", f"docs={docs}", "--input",
-                                 f"question={q}", "--store", str(tmp / "yaml.db"), "--json")
+            code, out, err = cli(
+                "invoke",
+                str(RAG / "rag.yaml"),
+                "--input",
+                f"docs={docs}",
+                "--input",
+                f"question={q}",
+                "--store",
+                str(tmp / "yaml.db"),
+                "--json",
+            )
             assert code == 0, err
             y = json.loads(out)
             assert y["status"] == "ok" and _same_answer(g.state["answer"], y["outputs"]["E"])

@@ -112,8 +112,11 @@ tasks:
 edges: [[split, count], [split, longest], [count, report], [longest, report]]
 """
 
-DOCS = [["the cat sat on the mat", "a dog"], ["Graphs of tools", "placement matters the most"],
-        ["one", "two two", "three three three"]]
+DOCS = [
+    ["the cat sat on the mat", "a dog"],
+    ["Graphs of tools", "placement matters the most"],
+    ["one", "two two", "three three three"],
+]
 
 
 class State(TypedDict, total=False):
@@ -166,8 +169,10 @@ def test_graph_outputs_equal_the_yaml_pipeline_through_invoke(pipe) -> None:
     from agentsched.scenarios import resolve_workflow
 
     yaml_wf = resolve_workflow(str(folder / "words.yaml"))
-    with Runtime(yaml_wf, store=str(folder / "a.db"), testbed="local", round_size=2) as rt, \
-            GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "a.db"), round_size=2) as grt:
+    with (
+        Runtime(yaml_wf, store=str(folder / "a.db"), testbed="local", round_size=2) as rt,
+        GraphRuntime(words_graph(mod), "words-graph", store=str(folder / "a.db"), round_size=2) as grt,
+    ):
         assert grt.workflow.task_ids == yaml_wf.task_ids and grt.workflow.edges == yaml_wf.edges
         for docs in DOCS:
             a = rt.invoke(documents=docs)
@@ -211,6 +216,7 @@ def test_invocations_from_many_threads_run_at_once_and_each_gets_its_own_state(p
     g.add_edge("meet", END)
     results: dict[int, Any] = {}
     with GraphRuntime(g, "meet-graph", store=str(folder / "m.db"), round_size=2) as grt:
+
         def call(i: int) -> None:
             results[i] = grt.invoke(documents=DOCS[i])
 
@@ -289,8 +295,11 @@ def test_missing_input_is_one_line(pipe) -> None:
         with pytest.raises(GraphInputError, match="missing input.*source task split.*documents"):
             grt.invoke(note="no documents")
         # a key the state has not: LangGraph would drop it silently (before, the run went on without it)
-        with pytest.raises(GraphInputError, match="^graph input 'documnets' is not a key of the graph's state "
-                                                  r"\(its keys: count, documents, longest, meet, note, report, split\)$"):
+        with pytest.raises(
+            GraphInputError,
+            match="^graph input 'documnets' is not a key of the graph's state "
+            r"\(its keys: count, documents, longest, meet, note, report, split\)$",
+        ):
             grt.invoke(documnets=["a"])
         with pytest.raises(GraphInputError, match="^graph input 'documents' given twice"):
             grt.invoke({"documents": ["a"]}, documents=["b"])
@@ -344,8 +353,9 @@ def test_each_node_runs_on_the_device_the_runtime_chose(pipe) -> None:
     g.add_edge("split", "w2")
     device = {"cpu": "cpu", "gpu_now": "cuda:0", "gpu_queue": "cuda:0"}
     modes = set()
-    with GraphRuntime(g, "where", store=str(folder / "w.db"), round_size=1, explore_fraction=0.5,
-                      testbed=FakeGpu(g)) as grt:
+    with GraphRuntime(
+        g, "where", store=str(folder / "w.db"), round_size=1, explore_fraction=0.5, testbed=FakeGpu(g)
+    ) as grt:
         for _ in range(8):
             r = grt.invoke(documents=["x"])
             assert r.ok, r.message
@@ -383,7 +393,9 @@ def test_a_host_node_failing_in_the_first_round_does_not_kill_the_learner(pipe, 
     db = str(folder / "host.db")
     with GraphRuntime(_failing_host_graph(mod), "hosted", store=db, round_size=2, policy=policy) as grt:
         bad = grt.invoke(documents=["boom BOOM"])
-        assert bad.status is Status.ERROR and bad.message == "node host (host) failed: RuntimeError: the host step failed"
+        assert (
+            bad.status is Status.ERROR and bad.message == "node host (host) failed: RuntimeError: the host step failed"
+        )
         for docs in DOCS:  # the round ends, the learner observes a round that failed in a host node
             r = grt.invoke(documents=docs)
             assert r.ok, r.message
@@ -440,8 +452,10 @@ def test_a_testbed_kind_name_is_shorthand_as_for_runtime(pipe) -> None:
     folder, mod = pipe
     with GraphRuntime(words_graph(mod), "words-graph", store=None, testbed="local") as rt:
         assert rt.invoke(documents=["a b"]).ok
-    for kind, message in (("sim", "a LangGraph graph runs on the local testbed (got sim)"),
-                          ("tpu", "unknown testbed 'tpu' (valid: sim, local, ray)")):
+    for kind, message in (
+        ("sim", "a LangGraph graph runs on the local testbed (got sim)"),
+        ("tpu", "unknown testbed 'tpu' (valid: sim, local, ray)"),
+    ):
         with pytest.raises(Exception) as e:
             GraphRuntime(words_graph(mod), "words-graph", store=None, testbed=kind)
         assert str(e.value) == message

@@ -74,8 +74,12 @@ class FakeGpuTestbed(LangGraphTestbed):
         return True
 
 
-CARDS = {"a": {"cpu_ms": 10, "gpu_ms": 1}, "b": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600},
-         "c": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 500}, "d": {"cpu_ms": 10, "gpu_ms": 1}}
+CARDS = {
+    "a": {"cpu_ms": 10, "gpu_ms": 1},
+    "b": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600},
+    "c": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 500},
+    "d": {"cpu_ms": 10, "gpu_ms": 1},
+}
 
 
 def diamond(b: Any = B, c: Any = Cq) -> StateGraph:
@@ -94,8 +98,9 @@ def diamond(b: Any = B, c: Any = Cq) -> StateGraph:
 
 @pytest.fixture
 def wf(make_workflow):
-    return make_workflow(CARDS, {t: t for t in "abcd"}, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")],
-                         space="three_way")
+    return make_workflow(
+        CARDS, {t: t for t in "abcd"}, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], space="three_way"
+    )
 
 
 def test_each_node_runs_where_mapped_and_models_stay_warm(wf) -> None:
@@ -129,8 +134,13 @@ def test_changing_placement_moves_the_tool(wf) -> None:
     bed.run(wf, {"a": C, "b": C, "c": C, "d": C}, inputs={"q": "x"})
     ex = bed.run(wf, {"a": N, "b": C, "c": C, "d": C}, inputs={"q": "x"})
     assert ex.ok and bed.last_state["a"]["device"] == "cuda:0"
-    assert [(e, d) for t, e, d in EVENTS if t == "A"] == [("load", "cpu"), ("run", "cpu"), ("unload", "cpu"),
-                                                         ("load", "cuda:0"), ("run", "cuda:0")]
+    assert [(e, d) for t, e, d in EVENTS if t == "A"] == [
+        ("load", "cpu"),
+        ("run", "cpu"),
+        ("unload", "cpu"),
+        ("load", "cuda:0"),
+        ("run", "cuda:0"),
+    ]
 
 
 class Meet(Recording):
@@ -194,14 +204,17 @@ def test_gpu_queue_runs_one_node_at_a_time(wf) -> None:
 
 
 def test_gpu_now_over_the_budget_ends_the_invocation_as_oom(make_workflow) -> None:
-    wf = make_workflow(CARDS, {t: t for t in "abcd"}, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")],
-                       space="three_way", budget=1000)
+    wf = make_workflow(
+        CARDS, {t: t for t in "abcd"}, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], space="three_way", budget=1000
+    )
     Meet.barrier.reset()
     bed = FakeGpuTestbed(diamond(MeetB, MeetC), cpu_workers=2)
     ex = bed.run(wf, {"a": C, "b": N, "c": N, "d": C}, inputs={"q": "x"})
     assert ex.status is Status.OOM
-    assert ex.message in ("gpu_now task c needs 500 MB with 600 MB held: 1100 > budget 1000 MB",
-                          "gpu_now task b needs 600 MB with 500 MB held: 1100 > budget 1000 MB")
+    assert ex.message in (
+        "gpu_now task c needs 500 MB with 600 MB held: 1100 > budget 1000 MB",
+        "gpu_now task b needs 600 MB with 500 MB held: 1100 > budget 1000 MB",
+    )
     Meet.barrier.reset()
     ex = bed.run(wf, {"a": C, "b": N, "c": C, "d": C}, inputs={"q": "x"})
     assert ex.ok and ex.peak_vram_mb == 600

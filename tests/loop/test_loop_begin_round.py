@@ -44,7 +44,22 @@ def test_each_round_begins_before_its_probes_and_runs(make_workflow, no_contenti
     wf = make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}}, {"A": "a"})
     events: list[str] = []
     run_loop(wf, Probing(events), Recording(events, world=no_contention, noise_sigma=0.0), rounds=3, repeats=2)
-    assert events == ["begin 0", "reset", "run",
-                      "propose 0", "run", "run", "run",
-                      "begin 1", "propose 1", "run", "run", "run",
-                      "begin 2", "propose 2", "run", "run", "run"]
+    assert events == [
+        "begin 0",
+        "reset",
+        "run",
+        "propose 0",
+        "run",
+        "run",
+        "run",
+        "begin 1",
+        "propose 1",
+        "run",
+        "run",
+        "run",
+        "begin 2",
+        "propose 2",
+        "run",
+        "run",
+        "run",
+    ]

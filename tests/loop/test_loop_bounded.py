@@ -54,8 +54,14 @@ def test_an_endless_run_keeps_a_window_of_rounds_and_counts_them_all(make_workfl
     on_round, seen = _stop_after(n)
 
     with pytest.raises(_Stop):
-        run_loop(wf, Alternating(), WithOutputs(world=no_contention, noise_sigma=0.0), rounds=None, repeats=2,
-                 on_round=on_round)
+        run_loop(
+            wf,
+            Alternating(),
+            WithOutputs(world=no_contention, noise_sigma=0.0),
+            rounds=None,
+            repeats=2,
+            on_round=on_round,
+        )
     assert len(seen) == n
     # the loop's own run is internal: rebuild one from the records the callback saw, endless-style
     run = LoopRun(wf, "alternating", True, 0, 2, ENDLESS_KEEP_ROUNDS, list(seen))
@@ -75,16 +81,18 @@ def test_records_and_probes_carry_no_tool_outputs(make_workflow, no_contention):
 
 def test_a_finite_run_keeps_every_round(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}}, {"A": "a"})
-    run = run_loop(wf, Alternating(), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=ENDLESS_KEEP_ROUNDS + 5,
-                   repeats=1)
+    run = run_loop(
+        wf, Alternating(), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=ENDLESS_KEEP_ROUNDS + 5, repeats=1
+    )
     assert len(run.records) == ENDLESS_KEEP_ROUNDS + 5 == run.rounds_total
     assert run.executions_total == 2 * (ENDLESS_KEEP_ROUNDS + 5)  # one run + one probe per round
 
 
 def test_keep_rounds_bounds_a_finite_run_too(make_workflow, no_contention):
     wf = make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}}, {"A": "a"})
-    run = run_loop(wf, Alternating(), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=10, repeats=1,
-                   keep_rounds=3)
+    run = run_loop(
+        wf, Alternating(), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=10, repeats=1, keep_rounds=3
+    )
     assert [r.result.round for r in run.records] == [7, 8, 9]
     assert run.rounds_total == 10 and run.probes_total == 10
     assert run.best_round().mapping == {"A": Mode.GPU_NOW} and run.best_round().round == 0

@@ -7,9 +7,9 @@ import pytest
 from agentsched.errors import PolicyError
 from agentsched.loop import oracle_view, reference_oracle, run_loop, run_metrics, summarize_runs
 from agentsched.loop.metrics import regret_fraction, regret_ms
+from agentsched.loop.registry import make_policy
 from agentsched.model import Mode, Status
 from agentsched.model.execution import Execution
-from agentsched.loop.registry import make_policy
 from agentsched.model.mapping import mapping_key
 from agentsched.policies.base import Policy, Proposal
 from agentsched.scenarios import load_scenario
@@ -80,10 +80,16 @@ def test_probes_while_proposing_belong_to_that_round(make_workflow, no_contentio
 def oom_workflow(make_workflow):
     """A (GPU 100 ms, 600 MB) || C (CPU 20 ms) -> B (GPU 10 ms, 600 MB), budget 1000 MB.
     A and B both on the GPU: B becomes ready at t=20 beside A and runs out of memory then."""
-    return make_workflow({"a": {"cpu_ms": 400, "gpu_ms": 100, "vram_mb": 600},
-                          "b": {"cpu_ms": 30, "gpu_ms": 10, "vram_mb": 600},
-                          "c": {"cpu_ms": 20}},
-                         {"A": "a", "B": "b", "C": "c"}, edges=[("C", "B")], budget=1000)
+    return make_workflow(
+        {
+            "a": {"cpu_ms": 400, "gpu_ms": 100, "vram_mb": 600},
+            "b": {"cpu_ms": 30, "gpu_ms": 10, "vram_mb": 600},
+            "c": {"cpu_ms": 20},
+        },
+        {"A": "a", "B": "b", "C": "c"},
+        edges=[("C", "B")],
+        budget=1000,
+    )
 
 
 def test_infeasible_executions_are_charged_the_time_they_ran(make_workflow, no_contention):
@@ -114,10 +120,13 @@ def test_mixed_feasible_and_infeasible_regret(make_workflow, no_contention):
 def test_invalid_proposal_is_a_one_line_policy_error(make_workflow, no_contention):
     wf = one_task(make_workflow)
     with pytest.raises(PolicyError) as e:
-        run_loop(wf, Scripted([{"A": Mode.GPU_QUEUE}]), SimTestbed(world=no_contention, noise_sigma=0.0),
-                 rounds=1, repeats=1)
-    assert str(e.value) == ("policy scripted proposed an invalid mapping in round 0: task A: mode gpu_queue "
-                            "is outside the binary decision space")
+        run_loop(
+            wf, Scripted([{"A": Mode.GPU_QUEUE}]), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=1, repeats=1
+        )
+    assert str(e.value) == (
+        "policy scripted proposed an invalid mapping in round 0: task A: mode gpu_queue "
+        "is outside the binary decision space"
+    )
 
 
 def test_same_seed_same_run(make_workflow, no_contention):
@@ -165,8 +174,9 @@ class Watching(Scripted):
 
 
 def test_records_keep_figures_not_timelines_after_the_policy_observed_them(make_workflow, no_contention):
-    wf = make_workflow({"a": {"cpu_ms": 30, "gpu_ms": 10}, "b": {"cpu_ms": 5, "gpu_ms": 20}},
-                       {"A": "a", "B": "b"}, edges=[("A", "B")])
+    wf = make_workflow(
+        {"a": {"cpu_ms": 30, "gpu_ms": 10}, "b": {"cpu_ms": 5, "gpu_ms": 20}}, {"A": "a", "B": "b"}, edges=[("A", "B")]
+    )
     tb = SimTestbed(world=no_contention, noise_sigma=0.0)
     pol = Watching([{"A": G, "B": C}, {"A": C, "B": C}], probe_on_observe=[{"A": G, "B": G}])
     run = run_loop(wf, pol, tb, rounds=2, repeats=3)
@@ -184,8 +194,16 @@ def test_records_keep_figures_not_timelines_after_the_policy_observed_them(make_
 
 
 def _run(status: Status, e2e_ms: float | None, **extra: object) -> Execution:
-    return Execution(status=status, mapping={"A": Mode.CPU}, e2e_ms=e2e_ms, elapsed_ms=e2e_ms or 5.0,
-                     peak_vram_mb=0.0, spans=(), message="" if status is Status.OK else "it raised", extra=extra)
+    return Execution(
+        status=status,
+        mapping={"A": Mode.CPU},
+        e2e_ms=e2e_ms,
+        elapsed_ms=e2e_ms or 5.0,
+        peak_vram_mb=0.0,
+        spans=(),
+        message="" if status is Status.OK else "it raised",
+        extra=extra,
+    )
 
 
 def test_a_round_leaves_out_runs_that_failed_in_host_code(make_workflow):
@@ -210,8 +228,11 @@ def test_a_round_whose_every_run_failed_in_host_code_has_nothing_to_judge(make_w
     assert not summarize_runs(wf, {"A": Mode.GPU_NOW}, [host, host], 1, 4, only).judged
     assert not summarize_runs(wf, {"A": Mode.CPU}, [host, host], 2, 6, again).judged
     # any run that ended, or failed where its placement may be the cause, gives the round a verdict
-    for other, status in [(_run(Status.OK, 10.0), Status.OK), (_run(Status.ERROR, None, failed_task="A"), Status.ERROR),
-                          (_run(Status.OOM, None), Status.OOM)]:
+    for other, status in [
+        (_run(Status.OK, 10.0), Status.OK),
+        (_run(Status.ERROR, None, failed_task="A"), Status.ERROR),
+        (_run(Status.OOM, None), Status.OOM),
+    ]:
         r = summarize_runs(wf, {"A": Mode.CPU}, [host, other], 0, 2)
         assert r.judged and r.status is status and "nothing to judge" not in r.message
 
@@ -225,8 +246,10 @@ def test_a_mapping_that_ran_well_is_never_judged_for_host_failures_however_long_
     assert len({mapping_key(wf, r.mapping) for r in run.rounds}) == 1 and run.best_round() is run.rounds[0]
 
 
-@pytest.mark.parametrize("bad", [_run(Status.ERROR, None, failed_task="A"), _run(Status.ERROR, None),
-                                 _run(Status.OOM, None, failed_node="llm")])
+@pytest.mark.parametrize(
+    "bad",
+    [_run(Status.ERROR, None, failed_task="A"), _run(Status.ERROR, None), _run(Status.OOM, None, failed_node="llm")],
+)
 def test_a_round_with_a_run_its_placement_may_have_failed_is_failed(make_workflow, bad):
     wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
     assert bad.placement_failed
@@ -246,7 +269,8 @@ def test_a_placed_task_that_raised_while_another_run_ended_well_leaves_the_verdi
 
 
 def test_a_failed_run_counts_against_its_mapping_unless_it_failed_in_host_code_in_a_round_no_placed_task_failed(
-        make_workflow):
+    make_workflow,
+):
     wf = make_workflow({"a": {"cpu_ms": 10}}, {"A": "a"})
     host, placed = _run(Status.ERROR, None, failed_node="llm"), _run(Status.ERROR, None, failed_task="A")
     ok_round = summarize_runs(wf, {"A": Mode.CPU}, [_run(Status.OK, 10.0), host], 0, 2)
@@ -257,8 +281,7 @@ def test_a_failed_run_counts_against_its_mapping_unless_it_failed_in_host_code_i
 
 
 @pytest.mark.parametrize("policy", ["agent-rules", "agent-plan", "ucb1", "starpu", "heft"])
-def test_a_run_whose_every_round_fails_in_host_code_ends_after_its_rounds_holding_nothing_against_a_mapping(
-        policy):
+def test_a_run_whose_every_round_fails_in_host_code_ends_after_its_rounds_holding_nothing_against_a_mapping(policy):
     wf = load_scenario("S5")
     run = run_loop(wf, make_policy(policy), HostDown(SimTestbed(noise_sigma=0.0)), rounds=4, repeats=2)
     first, second = run.rounds[0], run.rounds[1]
@@ -277,8 +300,9 @@ def test_a_run_whose_every_round_fails_in_host_code_ends_after_its_rounds_holdin
 @pytest.mark.parametrize("policy", ["agent-rules", "agent-plan", "ucb1", "starpu"])
 def test_an_outage_the_testbed_calls_external_is_never_held_against_the_first_mapping(policy):
     wf = load_scenario("S5")
-    run = run_loop(wf, make_policy(policy), HostDown(SimTestbed(noise_sigma=0.0), failing=6, external=True),
-                   rounds=5, repeats=2)
+    run = run_loop(
+        wf, make_policy(policy), HostDown(SimTestbed(noise_sigma=0.0), failing=6, external=True), rounds=5, repeats=2
+    )
     down = [r for r in run.rounds if not any(x.ok for x in r.executions)]  # (probes take some failures too)
     assert len(down) >= 2 and not any(r.judged for r in down)  # from the first round on: nothing to judge
     assert run.rounds[-1].ok and run.best_round() is not None

@@ -48,7 +48,9 @@ def test_aliased_yaml_list_is_refused_before_it_is_built(tmp_path):
     p = tmp_path / "w.yaml"
     n = MAX_SEQUENCE_ITEMS + 1
     p.write_text("tasks: {A: clip, B: clip}\ne: &e [A, B]\nedges: [" + ", ".join(["*e"] * n) + "]\n")
-    with pytest.raises(WorkflowError, match=f"invalid YAML.*a list of {n:,} items \\(at most {MAX_SEQUENCE_ITEMS:,}\\)"):
+    with pytest.raises(
+        WorkflowError, match=f"invalid YAML.*a list of {n:,} items \\(at most {MAX_SEQUENCE_ITEMS:,}\\)"
+    ):
         load_workflow_file(p)
 
 
@@ -125,8 +127,11 @@ def test_run_prints_mode_counts_for_a_large_workflow(cli, tmp_path):
 
 def test_show_prints_plain_rows_beyond_the_rich_limit(cli, tmp_path):
     p = tmp_path / "big.json"
-    p.write_text(json.dumps({"tasks": {f"T{i}": "clip" for i in range(300)},
-                             "edges": [[f"T{i}", f"T{i + 1}"] for i in range(299)]}))
+    p.write_text(
+        json.dumps(
+            {"tasks": {f"T{i}": "clip" for i in range(300)}, "edges": [[f"T{i}", f"T{i + 1}"] for i in range(299)]}
+        )
+    )
     code, out, err = cli("show", str(p))
     assert code == 0, err
     lines = out.splitlines()
@@ -151,8 +156,11 @@ def test_a_yaml_over_the_caps_is_refused_from_its_shape_before_it_is_built(tmp_p
     p.write_text("name: big\ntasks:\n" + "".join(f"  T{i}: {{tool: clip}}\n" for i in range(200_000)))
     tracemalloc.start()
     try:
-        with pytest.raises(WorkflowError, match=f"^{p}: too large for a workflow: more than [0-9,]+ YAML nodes "
-                                                f"\\(at most {MAX_TASKS:,} tasks and {MAX_EDGES:,} edges\\)$"):
+        with pytest.raises(
+            WorkflowError,
+            match=f"^{p}: too large for a workflow: more than [0-9,]+ YAML nodes "
+            f"\\(at most {MAX_TASKS:,} tasks and {MAX_EDGES:,} edges\\)$",
+        ):
             load_workflow_file(p)
         _, peak = tracemalloc.get_traced_memory()
     finally:

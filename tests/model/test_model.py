@@ -47,16 +47,19 @@ def test_card_set_round_trip(tmp_path):
     assert again.cards == cs.cards
 
 
-@pytest.mark.parametrize("doc,needle", [
-    ("{", "invalid JSON"),
-    ('{"cards": {"x": {"cpu_ms": -1}}}', "cpu_ms"),
-    ('{"cards": {"x": {"cpu_ms": 1, "bogus": 2}}}', "bogus"),
-    ("[]", "expected an object"),
-    # a card keyed under one tool and named another (a trial's hand edit ran as if nothing were wrong)
-    ('{"cards": {"m:Bert": {"name": "other", "cpu_ms": 3}}}', "tool 'm:Bert': its card is named 'other'"),
-    # incomplete GPU figures (before: a GPU card without vram_mb held 0 MB, no budget ever stopped it)
-    ('{"cards": {"asr": {"cpu_ms": 90, "gpu_ms": 5}}}', r"^card file .*: cards\.asr: gpu_ms without vram_mb: "),
-])
+@pytest.mark.parametrize(
+    "doc,needle",
+    [
+        ("{", "invalid JSON"),
+        ('{"cards": {"x": {"cpu_ms": -1}}}', "cpu_ms"),
+        ('{"cards": {"x": {"cpu_ms": 1, "bogus": 2}}}', "bogus"),
+        ("[]", "expected an object"),
+        # a card keyed under one tool and named another (a trial's hand edit ran as if nothing were wrong)
+        ('{"cards": {"m:Bert": {"name": "other", "cpu_ms": 3}}}', "tool 'm:Bert': its card is named 'other'"),
+        # incomplete GPU figures (before: a GPU card without vram_mb held 0 MB, no budget ever stopped it)
+        ('{"cards": {"asr": {"cpu_ms": 90, "gpu_ms": 5}}}', r"^card file .*: cards\.asr: gpu_ms without vram_mb: "),
+    ],
+)
 def test_bad_card_files(tmp_path, doc, needle):
     p = tmp_path / "bad.json"
     p.write_text(doc)
@@ -83,14 +86,17 @@ def test_mapping_parse_and_format():
     assert len(list(enumerate_mappings(load_scenario("S13")))) == 81
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("A=gpu,B=gpu,C=cpu", "misses task(s) D"),
-    ("A=gpu,B=gpu,C=cpu,D=gpu,E=cpu", "unknown task(s) E"),
-    ("A=gpu,B=gpu,C=cpu,D=gpu_queue", "outside the binary decision space"),
-    ("A=gpu,B=tpu,C=cpu,D=gpu", "unknown mode 'tpu'"),
-    ("A=gpu,A=cpu,B=gpu,C=cpu,D=gpu", "twice"),
-    ("A:gpu", "not TASK=MODE"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("A=gpu,B=gpu,C=cpu", "misses task(s) D"),
+        ("A=gpu,B=gpu,C=cpu,D=gpu,E=cpu", "unknown task(s) E"),
+        ("A=gpu,B=gpu,C=cpu,D=gpu_queue", "outside the binary decision space"),
+        ("A=gpu,B=tpu,C=cpu,D=gpu", "unknown mode 'tpu'"),
+        ("A=gpu,A=cpu,B=gpu,C=cpu,D=gpu", "twice"),
+        ("A:gpu", "not TASK=MODE"),
+    ],
+)
 def test_bad_mappings(text, needle):
     with pytest.raises(MappingError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         parse_mapping(load_scenario("S5"), text)
@@ -113,28 +119,37 @@ def _write(tmp_path, text, name="w.yaml"):
     return p
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("tasks: {A: {tool: clip}}\nedges: [[A, B]]", "unknown task 'B'"),
-    ("tasks: {A: {tool: clip}, B: {tool: clip}}\nedges: [[A, B], [B, A]]", "cycle: A -> B -> A"),
-    ("tasks: {A: {tool: nope}}", "unknown tool 'nope'"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: -5", "vram_budget_mb must be a number > 0 (none: omit it), got -5"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: 0", "vram_budget_mb must be a number > 0 (none: omit it), got 0"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: 10", "below every tool's VRAM"),
-    ("tasks: {A: {tool: clip}}\ndecision_space: four_way", "decision_space"),
-    ("tasks: {A: {tool: clip, repeat: 0}}", "repeat"),
-    ("tasks: {}", "no tasks"),
-    ("tasks: [A: {tool: clip]", "invalid YAML"),
-    ("- 1\n- 2", "expected a mapping"),
-    ("tasks: {A: {tool: clip}}\nedges: [[A]]", "not a [from, to] pair"),
-    ("tasks:\n  A: {tool: clip}\n  A: {tool: ocr}", "duplicate key 'A'"),
-    ("tasks:\n  ? [a, b]\n  : clip", "a mapping key must be a plain value"),
-    ("tasks: {A: {tool: clip, repeat: 10000000}}", "repeat"),
-    ("tasks: {A: {tool: clip_x1000000, repeat: 2}}", "exceeds 1,000,000"),
-    ("tasks: {A: {tool: clip}}\nedges: [[A, [B]]]", "endpoints must be task ids"),
-    ("tasks: {A: " + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
-    ("tasks: {A: {tool: clip, repeat: .nan}}", "repeat"),
-    ("tasks: {A: {tool: clip}}\nvram_budget_mb: .nan", "vram_budget_mb"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("tasks: {A: {tool: clip}}\nedges: [[A, B]]", "unknown task 'B'"),
+        ("tasks: {A: {tool: clip}, B: {tool: clip}}\nedges: [[A, B], [B, A]]", "cycle: A -> B -> A"),
+        ("tasks: {A: {tool: nope}}", "unknown tool 'nope'"),
+        (
+            "tasks: {A: {tool: clip}}\nvram_budget_mb: -5",
+            "vram_budget_mb must be a finite number > 0 (none: omit it), got -5",
+        ),
+        (
+            "tasks: {A: {tool: clip}}\nvram_budget_mb: 0",
+            "vram_budget_mb must be a finite number > 0 (none: omit it), got 0",
+        ),
+        ("tasks: {A: {tool: clip}}\nvram_budget_mb: 10", "below every tool's VRAM"),
+        ("tasks: {A: {tool: clip}}\ndecision_space: four_way", "decision_space"),
+        ("tasks: {A: {tool: clip, repeat: 0}}", "repeat"),
+        ("tasks: {}", "no tasks"),
+        ("tasks: [A: {tool: clip]", "invalid YAML"),
+        ("- 1\n- 2", "expected a mapping"),
+        ("tasks: {A: {tool: clip}}\nedges: [[A]]", "not a [from, to] pair"),
+        ("tasks:\n  A: {tool: clip}\n  A: {tool: ocr}", "duplicate key 'A'"),
+        ("tasks:\n  ? [a, b]\n  : clip", "a mapping key must be a plain value"),
+        ("tasks: {A: {tool: clip, repeat: 10000000}}", "repeat"),
+        ("tasks: {A: {tool: clip_x1000000, repeat: 2}}", "exceeds 1,000,000"),
+        ("tasks: {A: {tool: clip}}\nedges: [[A, [B]]]", "endpoints must be task ids"),
+        ("tasks: {A: " + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+        ("tasks: {A: {tool: clip, repeat: .nan}}", "repeat"),
+        ("tasks: {A: {tool: clip}}\nvram_budget_mb: .nan", "vram_budget_mb"),
+    ],
+)
 def test_bad_workflow_files(tmp_path, text, needle):
     with pytest.raises(WorkflowError, match=re.escape(needle)):
         resolve_workflow(_write(tmp_path, text))
@@ -142,8 +157,12 @@ def test_bad_workflow_files(tmp_path, text, needle):
 
 def test_workflow_file_json_and_relative_cards(tmp_path):
     load_card_set("a5500").save(tmp_path / "mycards.json")
-    doc = {"name": "J", "cards": "mycards.json", "tasks": {"A": "clip", "B": {"tool": "bert_base", "repeat": 2}},
-           "edges": [["A", "B"]]}
+    doc = {
+        "name": "J",
+        "cards": "mycards.json",
+        "tasks": {"A": "clip", "B": {"tool": "bert_base", "repeat": 2}},
+        "edges": [["A", "B"]],
+    }
     wf = resolve_workflow(_write(tmp_path, json.dumps(doc), "w.json"))
     assert wf.task_cards["B"].name == "bert_base_x2" and wf.preds["B"] == ("A",)
 
@@ -170,9 +189,9 @@ def test_oracle_ranks_and_filters():
     res = brute_force(wf, SimTestbed(noise_sigma=0))
     assert len(res.ranked) == 81 and res.executions == 81
     feas = res.feasible
-    assert all(a.e2e_ms <= b.e2e_ms for a, b in zip(feas, feas[1:]))
+    assert all(a.e2e_ms <= b.e2e_ms for a, b in zip(feas, feas[1:], strict=False))
     assert all(e.peak_vram_mb <= 1100 for e in feas)
-    assert all(e.e2e_ms is None for e in res.ranked[len(feas):])
+    assert all(e.e2e_ms is None for e in res.ranked[len(feas) :])
     all_now = {t: Mode.GPU_NOW for t in wf.task_ids}
     assert res.entry(all_now).e2e_ms is None
     assert res.equivalent(res.best.mapping)
@@ -182,8 +201,7 @@ def test_oracle_on_noisy_testbed_uses_median_of_repeats():
     import random
 
     wf = load_scenario("S2")
-    res = brute_force(wf, SimTestbed(noise_sigma=0.03), repeats=3, rng=random.Random(1),
-                      use_expected=False)
+    res = brute_force(wf, SimTestbed(noise_sigma=0.03), repeats=3, rng=random.Random(1), use_expected=False)
     assert res.executions == 16 * 3
     exact = brute_force(wf, SimTestbed(noise_sigma=0.03))
     assert exact.executions == 16  # the simulator's expected values: one exact run per mapping
@@ -236,4 +254,3 @@ def test_a_cycle_in_a_workflow_file_names_the_file(tmp_path):
     f.write_text("name: cyc\ncards: a5500\ntasks:\n  A: {tool: clip}\n  B: {tool: ocr}\nedges: [[A, B], [B, A]]\n")
     with pytest.raises(WorkflowError, match=rf"^{f}: workflow 'cyc' has a cycle: "):  # before: no file named
         load_workflow_file(f)
-

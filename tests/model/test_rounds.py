@@ -9,8 +9,16 @@ from agentsched.model.workflow import Mode
 
 def _run(status: Status, **extra: object) -> Execution:
     ok = status is Status.OK
-    return Execution(status=status, mapping={"A": Mode.CPU}, e2e_ms=10.0 if ok else None, elapsed_ms=10.0,
-                     peak_vram_mb=0.0, spans=(), message="" if ok else f"{status.value} {extra}", extra=extra)
+    return Execution(
+        status=status,
+        mapping={"A": Mode.CPU},
+        e2e_ms=10.0 if ok else None,
+        elapsed_ms=10.0,
+        peak_vram_mb=0.0,
+        spans=(),
+        message="" if ok else f"{status.value} {extra}",
+        extra=extra,
+    )
 
 
 OK = _run(Status.OK)

@@ -9,8 +9,24 @@ from agentsched.errors import WorkflowError
 from agentsched.model.workflow import TASK_NAME_PATTERN
 from agentsched.model.workflow_io import load_workflow_file
 
-BAD = ["", "a=b", "a,b", "a b", "a\nb", "a\tb", "a\x01b", "ab\u202e", "\u202eA", "-a", ".a", "a" * 65,
-       "任务", "A:B", "[bold", "a/b"]
+BAD = [
+    "",
+    "a=b",
+    "a,b",
+    "a b",
+    "a\nb",
+    "a\tb",
+    "a\x01b",
+    "ab\u202e",
+    "\u202eA",
+    "-a",
+    ".a",
+    "a" * 65,
+    "任务",
+    "A:B",
+    "[bold",
+    "a/b",
+]
 GOOD = ["A", "task_1", "a.b-c", "1", "_x", "a" * 64, "T-1.v2"]
 
 

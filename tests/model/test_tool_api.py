@@ -33,7 +33,8 @@ class HostOnly(agentsched.Tool):
 
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
-    (tmp_path / "apitools_mod.py").write_text(textwrap.dedent("""
+    (tmp_path / "apitools_mod.py").write_text(
+        textwrap.dedent("""
         import agentsched
 
         class Good(agentsched.Tool):
@@ -48,7 +49,8 @@ def user_module(tmp_path, monkeypatch):
             pass
 
         NOT_A_CLASS = 3
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return "apitools_mod"
 
@@ -64,10 +66,18 @@ def test_builtin_tools_are_public_tools():
     assert isinstance(get_tool("groupby"), agentsched.Tool)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("pkg.mod:Cls", True), ("mod:Cls.Inner", True), ("clip", False), ("clip_x12", False),
-    ("pkg.mod:", False), (":Cls", False), ("a b:C", False),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pkg.mod:Cls", True),
+        ("mod:Cls.Inner", True),
+        ("clip", False),
+        ("clip_x12", False),
+        ("pkg.mod:", False),
+        (":Cls", False),
+        ("a b:C", False),
+    ],
+)
 def test_is_tool_path(text, expected):
     assert is_tool_path(text) is expected
 
@@ -77,12 +87,15 @@ def test_resolve_a_user_class(user_module):
     assert issubclass(cls, agentsched.Tool) and cls.workload == "good"
 
 
-@pytest.mark.parametrize(("attr", "match"), [
-    ("Plain", r"class Plain is not an agentsched.Tool subclass"),
-    ("NOT_A_CLASS", r"int is not an agentsched.Tool subclass"),
-    ("Missing", r"has no attribute 'Missing'"),
-    ("NoRun", r"does not implement run\(inputs\)"),
-])
+@pytest.mark.parametrize(
+    ("attr", "match"),
+    [
+        ("Plain", r"class Plain is not an agentsched.Tool subclass"),
+        ("NOT_A_CLASS", r"int is not an agentsched.Tool subclass"),
+        ("Missing", r"has no attribute 'Missing'"),
+        ("NoRun", r"does not implement run\(inputs\)"),
+    ],
+)
 def test_bad_user_classes_are_one_line_errors(user_module, attr, match):
     with pytest.raises(ToolError, match=match) as e:
         resolve_tool(f"{user_module}:{attr}")
@@ -107,6 +120,7 @@ def test_in_memory_classes_and_instances_are_registered():
         class Local(agentsched.Tool):
             def run(self, inputs):
                 return "local"
+
         return Local
 
     local = factory()
@@ -146,8 +160,9 @@ def test_cold_card_is_conservative_on_vram():
 
 
 def test_workflow_with_user_tools_marks_them_unprofiled(user_module):
-    wf = parse_workflow({"name": "u", "tasks": {"A": {"tool": f"{user_module}:Good"}, "B": "groupby"},
-                         "edges": [["A", "B"]]}, "u.yaml")
+    wf = parse_workflow(
+        {"name": "u", "tasks": {"A": {"tool": f"{user_module}:Good"}, "B": "groupby"}, "edges": [["A", "B"]]}, "u.yaml"
+    )
     assert wf.unprofiled == frozenset({"A"})
     assert wf.task_cards["A"].name == f"{user_module}:Good" and wf.task_cards["B"].name == "groupby"
 
@@ -202,14 +217,20 @@ def test_builtin_run_takes_named_arguments():
     assert all(line in text for line in written)
 
 
-@pytest.mark.parametrize("attrs, message", [
-    ({"tags": "compute-bound"}, "tags must be a tuple of strings, not the string 'compute-bound' (write ('compute-bound',))"),
-    ({"input_names": "text"}, "input_names must be a tuple of strings, not the string 'text' (write ('text',))"),
-    ({"tags": ("compute-bound", 3)}, "tags must be a tuple of strings, got ('compute-bound', 3)"),
-    ({"workload": 5}, "workload must be a string (one line), got int"),
-    ({"has_gpu": "yes"}, "has_gpu must be True or False, got 'yes'"),
-    ({"concurrent_safe": 1}, "concurrent_safe must be True or False, got 1"),
-])
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        (
+            {"tags": "compute-bound"},
+            "tags must be a tuple of strings, not the string 'compute-bound' (write ('compute-bound',))",
+        ),
+        ({"input_names": "text"}, "input_names must be a tuple of strings, not the string 'text' (write ('text',))"),
+        ({"tags": ("compute-bound", 3)}, "tags must be a tuple of strings, got ('compute-bound', 3)"),
+        ({"workload": 5}, "workload must be a string (one line), got int"),
+        ({"has_gpu": "yes"}, "has_gpu must be True or False, got 'yes'"),
+        ({"concurrent_safe": 1}, "concurrent_safe must be True or False, got 1"),
+    ],
+)
 def test_a_class_attribute_of_the_wrong_type_is_a_one_line_error(attrs, message):
     """Before, tags = "compute-bound" became the tags 'c', 'o', 'm', ... of its cold card."""
     bad = type("Bad", (Echo,), attrs)

@@ -6,14 +6,14 @@ import json
 import re
 
 import pytest
-from tests.support.host_down import HOST_ERROR, HostDown
-from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 from agentsched.errors import PolicyError
 from agentsched.loop.runner import summarize_runs
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode
 from agentsched.monitor import MonitorConfig, RuntimeMonitor
+from tests.support.host_down import HOST_ERROR, HostDown
+from tests.support.scripted_testbed import ScriptedTestbed, mapping, workflow
 
 ALL_ON = {"progressive": False, "confirm": False}  # every mechanism active from round 0, no re-measures
 
@@ -30,8 +30,9 @@ class Harness:
             self.probes.append(dict(m))
             return tb.run(wf, m)
 
-        self.monitor = RuntimeMonitor(wf, probe, MonitorConfig.from_options(config),
-                                      cards=wf.task_cards if warm else None)
+        self.monitor = RuntimeMonitor(
+            wf, probe, MonitorConfig.from_options(config), cards=wf.task_cards if warm else None
+        )
 
     def observe(self, m: dict[str, Mode]):
         execs = [self.tb.run(self.wf, m) for _ in range(self.repeats)]
@@ -50,8 +51,16 @@ def test_reprobes_are_every_single_move_in_task_then_mode_order():
     h = Harness(workflow(budget_mb=None), ScriptedTestbed(), **ALL_ON)
     base = mapping("now queue cpu cpu")
     ev, probes = h.observe(base)
-    assert labels(ev) == ["A->cpu", "A->gpu_queue", "B->cpu", "B->gpu_now", "C->gpu_now", "C->gpu_queue",
-                          "D->gpu_now", "D->gpu_queue"]
+    assert labels(ev) == [
+        "A->cpu",
+        "A->gpu_queue",
+        "B->cpu",
+        "B->gpu_now",
+        "C->gpu_now",
+        "C->gpu_queue",
+        "D->gpu_now",
+        "D->gpu_queue",
+    ]
     # each reprobe is the base with exactly that task moved, executed once on the testbed
     assert probes == [w.mapping for w in ev.whatifs]
     for w in ev.whatifs:
@@ -234,8 +243,7 @@ def test_best_ever_and_history():
 
 def test_confirm_re_measures_close_what_ifs_on_stagnation():
     tb = ScriptedTestbed()
-    h = Harness(workflow(budget_mb=None), tb, progressive=False, confirm_margin=2.0, confirm_samples=3,
-                confirm_top=2)
+    h = Harness(workflow(budget_mb=None), tb, progressive=False, confirm_margin=2.0, confirm_samples=3, confirm_top=2)
     base = mapping("now now now cpu")  # E2E 150 (D on cpu)
     h.observe(base)
     ev, probes = h.observe(base)
@@ -343,8 +351,9 @@ def test_the_failed_task_named_is_that_of_the_run_the_round_is_judged_by():
 
     wf = workflow(budget_mb=800)
     m = mapping("now now cpu cpu")
-    monitor = RuntimeMonitor(wf, lambda mp: None, MonitorConfig.from_options({**ALL_ON, "reprobe": False}),
-                             cards=wf.task_cards)
+    monitor = RuntimeMonitor(
+        wf, lambda mp: None, MonitorConfig.from_options({**ALL_ON, "reprobe": False}), cards=wf.task_cards
+    )
     x = ScriptedTestbed().run(wf, m)
     bad = dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message="A raised", extra={"failed_task": "A"})
     oom = dataclasses.replace(x, status=Status.OOM, e2e_ms=None, message="B oom", extra={"failed_task": "B"})

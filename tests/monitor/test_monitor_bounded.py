@@ -10,12 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentsched.model import Mode
-from agentsched.monitor.monitor import HISTORY_ROUNDS, _Measured
+from agentsched.monitor.measured import Measured
+from agentsched.monitor.monitor import HISTORY_ROUNDS
 
 
 @given(st.lists(st.floats(min_value=1e-3, max_value=1e7, allow_nan=False), min_size=1, max_size=200))
 def test_the_running_mean_equals_fmean_of_every_run_bit_for_bit(values):
-    m = _Measured({"A": Mode.CPU})
+    m = Measured({"A": Mode.CPU})
     for v in values:
         m.add(v)
     assert m.mean_ms == statistics.fmean(values)
@@ -24,7 +25,7 @@ def test_the_running_mean_equals_fmean_of_every_run_bit_for_bit(values):
 
 def test_the_running_sum_keeps_few_partials_over_many_runs():
     rng = random.Random(0)
-    m = _Measured({"A": Mode.CPU})
+    m = Measured({"A": Mode.CPU})
     values = [rng.lognormvariate(5, 1) for _ in range(20_000)]
     for v in values:
         m.add(v)
@@ -33,7 +34,7 @@ def test_the_running_sum_keeps_few_partials_over_many_runs():
 
 
 def test_an_infeasible_mapping_has_no_mean():
-    m = _Measured({"A": Mode.GPU_NOW})
+    m = Measured({"A": Mode.GPU_NOW})
     m.add(10.0)
     m.infeasible = True
     assert m.mean_ms is None and m.samples == 1

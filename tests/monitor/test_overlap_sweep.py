@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from agentsched.monitor.monitor import _overlapping
+from agentsched.monitor.overlap import overlapping
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Span:
 def _pairwise(spans):
     out = set()
     for i, a in enumerate(spans):
-        for b in spans[i + 1:]:
+        for b in spans[i + 1 :]:
             if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
                 out |= {a.task, b.task}
     return out
@@ -34,11 +34,11 @@ def test_sweep_equals_the_pairwise_definition(seed):
         load = float(rng.choice([0, 0, 5, rng.uniform(0, 50)]))
         length = float(rng.choice([0, 1, 10, rng.uniform(0, 200)])) if seed % 5 == 0 else rng.uniform(0.5, 200)
         spans.append(Span(f"T{i}", start, load, start + load + length))
-    assert {s.task for s in _overlapping(spans)} == _pairwise(spans)
+    assert {s.task for s in overlapping(spans)} == _pairwise(spans)
 
 
 def test_touching_intervals_do_not_overlap():
     a, b = Span("A", 0, 0, 10), Span("B", 10, 0, 20)
-    assert _overlapping([a, b]) == []
+    assert overlapping([a, b]) == []
     c = Span("C", 5, 0, 15)
-    assert {s.task for s in _overlapping([a, b, c])} == {"A", "B", "C"}
+    assert {s.task for s in overlapping([a, b, c])} == {"A", "B", "C"}

@@ -17,8 +17,14 @@ def _overlaps_fit(wf, mapping) -> bool:
     """Every gpu_now task's VRAM plus the gpu_now tasks that can overlap it stays in the budget."""
     now = [t for t, m in mapping.items() if m is Mode.GPU_NOW]
     cards = wf.task_cards
-    return all(fits_vram(sum(cards[u].vram_needed_mb for u in now if u in wf.concurrent[t]),
-                         cards[t].vram_needed_mb, wf.vram_budget_mb) for t in now)
+    return all(
+        fits_vram(
+            sum(cards[u].vram_needed_mb for u in now if u in wf.concurrent[t]),
+            cards[t].vram_needed_mb,
+            wf.vram_budget_mb,
+        )
+        for t in now
+    )
 
 
 def _pairwise_add(workflow, cards, beside_mb, t, budget_mb) -> None:
@@ -53,9 +59,13 @@ def test_sums_at_the_budget_s_edge_add_in_the_order_the_pairwise_rule_did(monkey
     budget by the process's hash seed (a reviewer's case)."""
     vram_mb = [1e-10, 0.2, 0.1, 0.1, 1234.56]
     cards = {f"t{i}": ToolCard(name=f"t{i}", cpu_ms=100, gpu_ms=1, load_ms=0, vram_mb=v) for i, v in enumerate(vram_mb)}
-    wf = Workflow(name="edge", decision_space="three_way", vram_budget_mb=1234.9599999990999,
-                  tasks={f"T{i}": {"tool": f"t{i}"} for i in range(5)},
-                  edges=[["T1", "T2"], ["T1", "T3"], ["T2", "T3"]]).with_cards(CardSet(name="edge", cards=cards))
+    wf = Workflow(
+        name="edge",
+        decision_space="three_way",
+        vram_budget_mb=1234.9599999990999,
+        tasks={f"T{i}": {"tool": f"t{i}"} for i in range(5)},
+        edges=[["T1", "T2"], ["T1", "T3"], ["T2", "T3"]],
+    ).with_cards(CardSet(name="edge", cards=cards))
     got, reference = _both(wf, monkeypatch)
     assert got == reference and _overlaps_fit(wf, got)
     kept: dict[str, float] = {}

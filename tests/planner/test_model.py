@@ -8,11 +8,11 @@ import random
 import numpy as np
 import pytest
 
-from agentsched.planner.model import PlanModel, unit_of
-from agentsched.planner.timeline import gpu_segments, observe
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Mode, Workflow
+from agentsched.planner.model import PlanModel, unit_of
+from agentsched.planner.timeline import gpu_segments, observe
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World
 
@@ -20,16 +20,21 @@ from agentsched.testbeds.world import World
 TRUTH = {"a": (2.0, 0.2), "b": (0.3, 1.5), "c": (0.8, 0.6)}
 
 
-TRUTH_WORLD = World(name="truth", contention={n: {"sensitivity": s, "pressure": p} for n, (s, p) in TRUTH.items()},
-                    default={"sensitivity": 0.0, "pressure": 0.0})
+TRUTH_WORLD = World(
+    name="truth",
+    contention={n: {"sensitivity": s, "pressure": p} for n, (s, p) in TRUTH.items()},
+    default={"sensitivity": 0.0, "pressure": 0.0},
+)
 
 
 def truth_workflow() -> Workflow:
-    cards = {n: ToolCard(name=n, cpu_ms=2000.0, gpu_ms=100.0 * (i + 1), load_ms=50.0, vram_mb=100.0,
-                         tags=("compute-bound",))
-             for i, n in enumerate(TRUTH)}
-    wf = Workflow(name="truth", tasks={"A": {"tool": "a"}, "B": {"tool": "b"}, "C": {"tool": "c"}},
-                  decision_space="three_way")
+    cards = {
+        n: ToolCard(name=n, cpu_ms=2000.0, gpu_ms=100.0 * (i + 1), load_ms=50.0, vram_mb=100.0, tags=("compute-bound",))
+        for i, n in enumerate(TRUTH)
+    }
+    wf = Workflow(
+        name="truth", tasks={"A": {"tool": "a"}, "B": {"tool": "b"}, "C": {"tool": "c"}}, decision_space="three_way"
+    )
     return wf.with_cards(CardSet(name="truth-cards", cards=cards))
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from agentsched.errors import PolicyError
 from agentsched.loop.metrics import oracle_view, run_metrics
+from agentsched.loop.registry import list_policies, make_policy
 from agentsched.loop.runner import reference_oracle, run_loop
 from agentsched.policies.base import PolicyContext
-from agentsched.loop.registry import list_policies, make_policy
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 
@@ -22,11 +22,14 @@ def test_registered_warm_and_cold():
     assert make_policy("agent-plan", start="cold").label == "agent-plan-cold"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"start": "hot"}, "start must be warm or cold"),
-    ({"probe_fraction": 1.5}, "probe_fraction must be a number"),
-    ({"probe_fraction": True}, "probe_fraction must be a number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"start": "hot"}, "start must be warm or cold"),
+        ({"probe_fraction": 1.5}, "probe_fraction must be a number"),
+        ({"probe_fraction": True}, "probe_fraction must be a number"),
+    ],
+)
 def test_bad_options(kwargs, message):
     with pytest.raises(PolicyError, match=message):
         make_policy("agent-plan", **kwargs)
@@ -45,8 +48,11 @@ def test_decisions_never_depend_on_the_simulated_contention(start):
             raise AssertionError("no execution: the planner decides round 0 from the prior")
 
         pol = make_policy("agent-plan", start=start, probe_fraction=0.0)
-        pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe,
-                                rounds=20, repeats=5))
+        pol.reset(
+            PolicyContext(
+                workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=no_probe, rounds=20, repeats=5
+            )
+        )
         props.append(pol.propose(0))
     assert props[0].mapping == props[1].mapping
     assert props[0].info["predicted_e2e_ms"] == props[1].info["predicted_e2e_ms"]
@@ -74,8 +80,14 @@ def test_the_planner_source_never_touches_the_world():
 
     for f in pathlib.Path(plan.__file__).parent.glob("*.py"):
         text = f.read_text()
-        for banned in ("testbeds.world", ".contention(", "contention_sensitivity", "contention_pressure",
-                       "load_world", ".world"):
+        for banned in (
+            "testbeds.world",
+            ".contention(",
+            "contention_sensitivity",
+            "contention_pressure",
+            "load_world",
+            ".world",
+        ):
             assert banned not in text, (f.name, banned)
 
 
@@ -108,8 +120,9 @@ def test_endless_run_probes_within_a_per_round_allowance():
             raise Stop
 
     with pytest.raises(Stop):
-        run_loop(wf, make_policy("agent-plan", probe_fraction=0.4), tb, rounds=None, repeats=5, seed=0,
-                 on_round=on_round)
+        run_loop(
+            wf, make_policy("agent-plan", probe_fraction=0.4), tb, rounds=None, repeats=5, seed=0, on_round=on_round
+        )
     assert [(r, a) for r, a, _ in budgets] == [(0, 2), (1, 4), (2, 6), (3, 8)]  # 0.4 x 5 per round
     assert all(used <= allowed for _, allowed, used in budgets)
 
@@ -145,20 +158,28 @@ def test_a_workflow_over_the_planner_cap_is_refused_in_one_line_before_any_run(p
     assert Counting.runs == 0
 
 
-
 def test_a_run_failed_in_host_code_is_no_evidence_against_its_mapping():
     from agentsched.model.execution import Execution, Status
 
     wf = load_scenario("S5")
     pol = make_policy("agent-plan", probe_fraction=0.0)
-    pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None,
-                            rounds=20, repeats=5))
+    pol.reset(
+        PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None, rounds=20, repeats=5)
+    )
     mapping = pol.propose(0).mapping
     key = pol.key(mapping)
 
     def failed(**extra):
-        return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=3.0, peak_vram_mb=0.0,
-                         spans=(), message="it raised", extra=extra)
+        return Execution(
+            status=Status.ERROR,
+            mapping=dict(mapping),
+            e2e_ms=None,
+            elapsed_ms=3.0,
+            peak_vram_mb=0.0,
+            spans=(),
+            message="it raised",
+            extra=extra,
+        )
 
     pol.record(failed(failed_node="llm"))  # host code around the tasks: says nothing of the mapping
     assert key not in pol.evidence.by_key or pol.evidence.by_key[key].failures == 0
@@ -175,8 +196,9 @@ def test_a_round_with_nothing_to_judge_is_no_evidence_and_feeds_no_model():
     wf = load_scenario("S5")
     tb = SimTestbed(noise_sigma=0.0)
     pol = make_policy("agent-plan", probe_fraction=0.0)
-    pol.reset(PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None,
-                            rounds=20, repeats=2))
+    pol.reset(
+        PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(0), probe=None, rounds=20, repeats=2)
+    )
     mapping = pol.propose(0).mapping
     key = pol.key(mapping)
 

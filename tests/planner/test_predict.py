@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from agentsched.planner.predict import Predictor, TaskParams
 from agentsched.errors import PolicyError
 from agentsched.model.generate import generate_workflow
 from agentsched.model.mapping import enumerate_mappings
 from agentsched.model.workflow import Workflow
+from agentsched.planner.predict import Predictor, TaskParams
 from agentsched.scenarios import list_scenarios, load_scenario
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import load_world
@@ -19,8 +19,10 @@ from agentsched.testbeds.world import load_world
 def sim_params(wf: Workflow, world: str | None = None) -> dict[str, TaskParams]:
     """The simulator's own figures: cards plus its world (a test may read them; the planner never does)."""
     w = load_world(world)
-    return {t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, *w.params(c))
-            for t, c in wf.task_cards.items()}
+    return {
+        t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, *w.params(c))
+        for t, c in wf.task_cards.items()
+    }
 
 
 def assert_same(wf: Workflow, mappings, cpu_slots=None, world=None) -> int:
@@ -48,9 +50,13 @@ def test_every_mapping_of_every_scenario(name):
 @pytest.mark.parametrize("seed", range(12))
 def test_random_dags(seed):
     rng = random.Random(seed)
-    wf = generate_workflow(tasks=rng.randint(3, 30), topology=rng.choice(["chain", "fan-out", "layered", "random"]),
-                           space=rng.choice(["binary", "three_way"]), budget_tightness=rng.choice([0.0, 0.4, 0.7]),
-                           seed=seed)
+    wf = generate_workflow(
+        tasks=rng.randint(3, 30),
+        topology=rng.choice(["chain", "fan-out", "layered", "random"]),
+        space=rng.choice(["binary", "three_way"]),
+        budget_tightness=rng.choice([0.0, 0.4, 0.7]),
+        seed=seed,
+    )
     modes = wf.decision_space.modes
     maps = [{t: rng.choice(modes) for t in wf.task_ids} for _ in range(25)]
     assert_same(wf, maps, cpu_slots=rng.choice([None, 2]), world=rng.choice([None, f"perturbed:{seed}"]))

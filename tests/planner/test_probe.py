@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentsched.planner.probe import candidate_values, worth_probing
 from agentsched.errors import PolicyError
-from agentsched.loop.runner import run_loop
 from agentsched.loop.registry import make_policy
+from agentsched.loop.runner import run_loop
+from agentsched.planner.probe import candidate_values, worth_probing
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 
@@ -58,6 +58,12 @@ def test_the_planner_stops_probing_and_states_its_budget():
 
 
 def test_zero_probe_fraction_never_probes():
-    run = run_loop(load_scenario("S5"), make_policy("agent-plan", probe_fraction=0.0),
-                   SimTestbed(noise_sigma=0.03), rounds=6, repeats=2, seed=0)
+    run = run_loop(
+        load_scenario("S5"),
+        make_policy("agent-plan", probe_fraction=0.0),
+        SimTestbed(noise_sigma=0.03),
+        rounds=6,
+        repeats=2,
+        seed=0,
+    )
     assert run.probes_total == 0

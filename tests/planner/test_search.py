@@ -7,15 +7,20 @@ import random
 
 import pytest
 
-from agentsched.planner.predict import Predictor, TaskParams
-from agentsched.planner.search import search, space_size
 from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Mode, Workflow
+from agentsched.planner.predict import Predictor, TaskParams
+from agentsched.planner.search import search, space_size
 
 
 def predictor(wf: Workflow) -> Predictor:
-    return Predictor(wf, {t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, 0.5, 0.5)
-                          for t, c in wf.task_cards.items()})
+    return Predictor(
+        wf,
+        {
+            t: TaskParams(c.cpu_ms, c.gpu_ms, c.load_needed_ms, c.vram_needed_mb, 0.5, 0.5)
+            for t, c in wf.task_cards.items()
+        },
+    )
 
 
 def choices(wf: Workflow):
@@ -39,12 +44,14 @@ def test_exhaustive_mode_is_the_brute_force_optimum(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_local_search_finds_the_exhaustive_optimum_on_small_cases(seed):
-    wf = generate_workflow(tasks=7, topology=["chain", "fan-out", "layered"][seed % 3], space="three_way",
-                           budget_tightness=0.3, seed=seed)
+    wf = generate_workflow(
+        tasks=7, topology=["chain", "fan-out", "layered"][seed % 3], space="three_way", budget_tightness=0.3, seed=seed
+    )
     pred = predictor(wf)
     cpu = tuple(Mode.CPU for _ in wf.task_ids)
-    res = search(lambda k: pred.predict(k).e2e_ms, choices(wf), [cpu], random.Random(seed),
-                 exhaustive_limit=0, max_evals=600)
+    res = search(
+        lambda k: pred.predict(k).e2e_ms, choices(wf), [cpu], random.Random(seed), exhaustive_limit=0, max_evals=600
+    )
     assert not res.exhaustive and res.evaluations <= 600
     assert res.best.e2e_ms == pytest.approx(brute(wf, pred), rel=1e-9)
 
@@ -53,8 +60,9 @@ def test_search_is_deterministic_under_a_seed_and_never_returns_infeasible():
     wf = generate_workflow(tasks=30, topology="layered", space="three_way", budget_tightness=0.8, seed=3)
     pred = predictor(wf)
     cpu = tuple(Mode.CPU for _ in wf.task_ids)
-    runs = [search(lambda k: pred.predict(k).e2e_ms, choices(wf), [cpu], random.Random(7), max_evals=300)
-            for _ in range(2)]
+    runs = [
+        search(lambda k: pred.predict(k).e2e_ms, choices(wf), [cpu], random.Random(7), max_evals=300) for _ in range(2)
+    ]
     assert runs[0] == runs[1]
     assert all(pred.predict(c.key).feasible for c in runs[0].candidates)
     assert runs[0].best.e2e_ms <= pred.predict(cpu).e2e_ms

@@ -52,10 +52,20 @@ def test_risk_and_its_cost_grow_as_the_slack_shrinks():
 
 def oom_execution() -> Execution:
     m = {"A": Mode.GPU_NOW, "B": Mode.GPU_NOW, "C": Mode.GPU_NOW}
-    spans = (TaskSpan("A", "a", Mode.GPU_NOW, 0, 0, 50.0, vram_mb=400),
-             TaskSpan("B", "b", Mode.GPU_NOW, 0, 0, None, vram_mb=700))
-    return Execution(Status.OOM, m, None, 60.0, 1300.0, spans, message="gpu_now task C needs 600 MB with 700 MB held",
-                     extra={"failed_task": "C"})
+    spans = (
+        TaskSpan("A", "a", Mode.GPU_NOW, 0, 0, 50.0, vram_mb=400),
+        TaskSpan("B", "b", Mode.GPU_NOW, 0, 0, None, vram_mb=700),
+    )
+    return Execution(
+        Status.OOM,
+        m,
+        None,
+        60.0,
+        1300.0,
+        spans,
+        message="gpu_now task C needs 600 MB with 700 MB held",
+        extra={"failed_task": "C"},
+    )
 
 
 def test_an_oom_names_its_conflict_and_widens_timing_when_unforeseen():
@@ -84,8 +94,10 @@ def test_a_foreseen_oom_does_not_widen_timing():
 
 def test_peak_above_what_the_figures_explain_becomes_a_margin():
     m = {"A": Mode.GPU_NOW, "B": Mode.GPU_NOW}
-    spans = (TaskSpan("A", "a", Mode.GPU_NOW, 0, 0, 100.0, vram_mb=400),
-             TaskSpan("B", "b", Mode.GPU_NOW, 0, 10, 80.0, vram_mb=500))
+    spans = (
+        TaskSpan("A", "a", Mode.GPU_NOW, 0, 0, 100.0, vram_mb=400),
+        TaskSpan("B", "b", Mode.GPU_NOW, 0, 10, 80.0, vram_mb=500),
+    )
     x = Execution(Status.OK, m, 100.0, 100.0, 1000.0, spans)
     explained = explained_peak_mb(x, {"A": 400.0, "B": 500.0})
     assert explained == 900.0

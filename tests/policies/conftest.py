@@ -16,8 +16,9 @@ def context(wf: Workflow, seed: int = 0, rounds: int = 20, repeats: int = 5):
     def no_probe(mapping):  # the classical baselines never probe
         raise AssertionError("unexpected probe")
 
-    return PolicyContext(workflow=wf, cards=dict(wf.task_cards), rng=random.Random(seed), probe=no_probe,
-                         rounds=rounds, repeats=repeats)
+    return PolicyContext(
+        workflow=wf, cards=dict(wf.task_cards), rng=random.Random(seed), probe=no_probe, rounds=rounds, repeats=repeats
+    )
 
 
 @pytest.fixture

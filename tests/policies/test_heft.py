@@ -6,8 +6,8 @@ import pytest
 
 from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
-from agentsched.model import Mode
 from agentsched.loop.registry import make_policy
+from agentsched.model import Mode
 from agentsched.policies.heft import HeftPolicy, mean_cost_ms, upward_ranks
 from agentsched.testbeds import SimTestbed
 
@@ -38,8 +38,9 @@ def test_tool_without_gpu_implementation_goes_to_the_cpu(make_workflow, make_con
 
 def test_diamond_ranks_and_earliest_finish(make_workflow, make_context):
     # A -> (B || C) -> D, one CPU core. Mean costs over q = 2 processors: A 55, B 55, C 45, D 55.
-    wf = make_workflow(DIAMOND_CARDS, {"A": "a", "B": "b", "C": "c", "D": "a"},
-                       edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+    wf = make_workflow(
+        DIAMOND_CARDS, {"A": "a", "B": "b", "C": "c", "D": "a"}, edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")]
+    )
     cards = wf.task_cards
     ranks = upward_ranks(wf, {t: mean_cost_ms(cards[t], 1) for t in wf.task_ids})
     assert ranks == {"D": 55.0, "B": 110.0, "C": 100.0, "A": 165.0}
@@ -56,8 +57,9 @@ def test_heft_is_contention_blind_and_heft_cf_is_not(make_workflow, make_context
     # Two independent tasks. Ranks (2 cores + GPU): A (100 + 2*1000)/3 = 700, B (100 + 2*140)/3.
     # A goes first to the GPU (100 < 1000). B: isolated GPU 100 < CPU 140 for HEFT; HEFT-CF sees A
     # running beside it: 100 * (1 + 0.5 * 1) = 150 > 140, so the CPU.
-    wf = make_workflow({"a": {"cpu_ms": 1000, "gpu_ms": 100}, "b": {"cpu_ms": 140, "gpu_ms": 100}},
-                       {"A": "a", "B": "b"})
+    wf = make_workflow(
+        {"a": {"cpu_ms": 1000, "gpu_ms": 100}, "b": {"cpu_ms": 140, "gpu_ms": 100}}, {"A": "a", "B": "b"}
+    )
     assert _propose(make_policy("heft"), wf, make_context).mapping == {"A": G, "B": G}
     assert _propose(make_policy("heft-cf"), wf, make_context).mapping == {"A": G, "B": C}
     # a factor small enough keeps B on the GPU: 100 * 1.3 = 130 < 140
@@ -66,9 +68,12 @@ def test_heft_is_contention_blind_and_heft_cf_is_not(make_workflow, make_context
 
 def test_budget_in_three_way_keeps_heft_feasible_and_off_the_queue(make_workflow, make_context):
     # Both want the GPU; 600 + 600 > 1000, so the lower-ranked B goes to the CPU.
-    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600},
-                        "b": {"cpu_ms": 50, "gpu_ms": 10, "vram_mb": 600}},
-                       {"A": "a", "B": "b"}, space="three_way", budget=1000)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}, "b": {"cpu_ms": 50, "gpu_ms": 10, "vram_mb": 600}},
+        {"A": "a", "B": "b"},
+        space="three_way",
+        budget=1000,
+    )
     for name in ("heft", "heft-cf"):
         assert _propose(make_policy(name), wf, make_context).mapping == {"A": G, "B": C}
 
@@ -79,10 +84,13 @@ def test_heft_is_static_across_rounds(make_workflow, no_contention):
     assert [r.mapping for r in run.rounds] == [{"A": G, "B": G}] * 3
 
 
-@pytest.mark.parametrize("name,opts,msg", [
-    ("heft", {"cpu_cores": 0}, "policy heft: cpu_cores must be an integer >= 1, got 0"),
-    ("heft-cf", {"contention_factor": -1}, "policy heft-cf: contention_factor must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "name,opts,msg",
+    [
+        ("heft", {"cpu_cores": 0}, "policy heft: cpu_cores must be an integer >= 1, got 0"),
+        ("heft-cf", {"contention_factor": -1}, "policy heft-cf: contention_factor must be >= 0, got -1"),
+    ],
+)
 def test_bad_options(name, opts, msg):
     with pytest.raises(PolicyError) as e:
         make_policy(name, **opts)

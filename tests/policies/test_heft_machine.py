@@ -23,8 +23,10 @@ def _plan(policy, wf, make_context):
 def _random_wf(make_workflow, seed: int):
     rng = random.Random(seed)
     n = rng.randrange(3, 8)
-    cards = {f"t{i}": {"cpu_ms": rng.choice([20, 50, 100, 200]),
-                       "gpu_ms": rng.choice([None, 5, 30, 60, 150])} for i in range(n)}
+    cards = {
+        f"t{i}": {"cpu_ms": rng.choice([20, 50, 100, 200]), "gpu_ms": rng.choice([None, 5, 30, 60, 150])}
+        for i in range(n)
+    }
     tasks = {f"T{i}": f"t{i}" for i in range(n)}
     edges = {(f"T{j}", f"T{i}") for i in range(1, n) for j in range(i) if rng.random() < 0.3}
     return make_workflow(cards, tasks, tuple(sorted(edges)))
@@ -44,8 +46,7 @@ def test_two_gpu_friendly_tasks_share_the_gpu_only_in_the_parallel_model(make_wo
 def test_classical_queues_on_the_gpu_when_that_still_wins(make_workflow, make_context):
     wf = make_workflow({"x": {"cpu_ms": 100, "gpu_ms": 30}}, {"A": "x", "B": "x", "C": "x"})
     cls = _plan(make_policy("heft", machine="classical"), wf, make_context)
-    assert [(cls[t].mode, cls[t].start_ms, cls[t].finish_ms) for t in "ABC"] == \
-        [(G, 0, 30), (G, 30, 60), (G, 60, 90)]
+    assert [(cls[t].mode, cls[t].start_ms, cls[t].finish_ms) for t in "ABC"] == [(G, 0, 30), (G, 30, 60), (G, 60, 90)]
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -59,7 +60,7 @@ def test_classical_plans_never_overlap_on_one_processor(make_workflow, make_cont
             assert all(plan[q].finish_ms <= p.start_ms + 1e-9 for q in wf.preds[p.task])
         for slots in by_proc.values():
             slots.sort()
-            assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slots, slots[1:]))
+            assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slots, slots[1:], strict=False))
         assert len([k for k in by_proc if k.startswith("cpu")]) <= (cores or 1)
 
 

@@ -9,9 +9,11 @@ G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
 
 
 def test_guard_sums_tasks_that_may_run_together(make_workflow):
-    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 300},
-                        "c": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 500}},
-                       {"A": "a", "B": "a", "C": "c"}, budget=700)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 300}, "c": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 500}},
+        {"A": "a", "B": "a", "C": "c"},
+        budget=700,
+    )
     g = VramGuard(wf, wf.task_cards)
     assert g.fits("A")
     g.admit("A")
@@ -22,8 +24,9 @@ def test_guard_sums_tasks_that_may_run_together(make_workflow):
 
 def test_guard_ignores_tasks_ordered_by_a_path(make_workflow):
     # A -> B: they never run together, so 600 + 600 under a 700 budget is fine
-    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600}}, {"A": "a", "B": "a"},
-                       edges=[("A", "B")], budget=700)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600}}, {"A": "a", "B": "a"}, edges=[("A", "B")], budget=700
+    )
     g = VramGuard(wf, wf.task_cards)
     g.admit("A")
     assert g.fits("B")
@@ -31,8 +34,12 @@ def test_guard_ignores_tasks_ordered_by_a_path(make_workflow):
 
 def test_guard_counts_exactly_the_admitted_tasks_that_may_overlap(make_workflow):
     # A -> B -> C, and D apart: D may run beside each of A, B, C; C beside D only
-    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 400}}, {"A": "a", "B": "a", "C": "a", "D": "a"},
-                       edges=[("A", "B"), ("B", "C")], budget=800)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 400}},
+        {"A": "a", "B": "a", "C": "a", "D": "a"},
+        edges=[("A", "B"), ("B", "C")],
+        budget=800,
+    )
     g = VramGuard(wf, wf.task_cards)
     g.admit("A")
     g.admit("A")  # admitted once however often it is said: D fits beside A's 400 alone
@@ -50,9 +57,12 @@ def test_guard_without_budget_admits_everything(make_workflow):
 
 
 def test_certainly_infeasible_cases(make_workflow):
-    wf = make_workflow({"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600},
-                        "big": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 1200}},
-                       {"A": "a", "B": "a", "X": "big"}, space="three_way", budget=1000)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 600}, "big": {"cpu_ms": 10, "gpu_ms": 1, "vram_mb": 1200}},
+        {"A": "a", "B": "a", "X": "big"},
+        space="three_way",
+        budget=1000,
+    )
     cards = wf.task_cards
     assert certainly_infeasible(wf, cards, {"A": G, "B": G, "X": C})  # 1200 at t=0
     assert not certainly_infeasible(wf, cards, {"A": G, "B": Q, "X": C})  # the queue head waits
@@ -60,10 +70,11 @@ def test_certainly_infeasible_cases(make_workflow):
 
 
 def test_lower_bound_is_the_critical_path_of_the_faster_devices(make_workflow):
-    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 20, "gpu_ms": 50},
-                        "n": {"cpu_ms": 7}},
-                       {"A": "a", "B": "b", "C": "n", "D": "a"},
-                       edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+    wf = make_workflow(
+        {"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 20, "gpu_ms": 50}, "n": {"cpu_ms": 7}},
+        {"A": "a", "B": "b", "C": "n", "D": "a"},
+        edges=[("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")],
+    )
     assert lower_bound_ms(wf, wf.task_cards) == 10 + 20 + 10
 
 

@@ -24,10 +24,18 @@ def test_names_in_report_order():
     assert baseline_policies() == ["all-gpu", "heft", "heft-cf", "ucb1", "starpu", "mem-greedy"]
 
 
-@pytest.mark.parametrize("name,cls", [
-    ("all-gpu", "AllGpuPolicy"), ("heft", "HeftPolicy"), ("heft-cf", "HeftCfPolicy"), ("ucb1", "Ucb1Policy"),
-    ("starpu", "StarpuPolicy"), ("mem-greedy", "MemGreedyPolicy"), ("oracle", "OracleRefPolicy"),
-])
+@pytest.mark.parametrize(
+    "name,cls",
+    [
+        ("all-gpu", "AllGpuPolicy"),
+        ("heft", "HeftPolicy"),
+        ("heft-cf", "HeftCfPolicy"),
+        ("ucb1", "Ucb1Policy"),
+        ("starpu", "StarpuPolicy"),
+        ("mem-greedy", "MemGreedyPolicy"),
+        ("oracle", "OracleRefPolicy"),
+    ],
+)
 def test_each_baseline_builds_with_its_name(name, cls):
     p = make_policy(name)
     assert type(p).__name__ == cls

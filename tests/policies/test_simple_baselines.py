@@ -22,8 +22,9 @@ def test_all_gpu_puts_gpu_capable_tools_on_gpu_now(make_workflow, no_contention)
 
 
 def test_all_gpu_ignores_the_budget_and_runs_out_of_memory(make_workflow, no_contention):
-    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
-                       space="three_way", budget=1000)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"}, space="three_way", budget=1000
+    )
     run = run_loop(wf, make_policy("all-gpu"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     assert [r.status for r in run.rounds] == [Status.OOM, Status.OOM]
 
@@ -38,8 +39,9 @@ S13_LIKE = {  # speedups 80, 20, 16, 2; VRAM 463, 627, 417, 5
 
 
 def test_mem_greedy_fills_the_budget_by_speedup_then_stops(make_workflow, make_context):
-    wf = make_workflow(S13_LIKE, {"A": "clip", "B": "bert", "C": "whisper", "D": "tiny", "E": "merge"},
-                       space="three_way", budget=1100)
+    wf = make_workflow(
+        S13_LIKE, {"A": "clip", "B": "bert", "C": "whisper", "D": "tiny", "E": "merge"}, space="three_way", budget=1100
+    )
     pol = make_policy("mem-greedy")
     pol.reset(make_context(wf))
     prop = pol.propose(0)
@@ -57,8 +59,7 @@ def test_mem_greedy_without_budget_is_gpu_where_faster(make_workflow, make_conte
 
 
 def test_oracle_reference_is_offline_and_proposes_the_brute_force_best(make_workflow, no_contention):
-    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}},
-                       {"A": "a", "B": "b"})
+    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}}, {"A": "a", "B": "b"})
     testbed = SimTestbed(world=no_contention, noise_sigma=0.0)
     given = reference_oracle(wf, testbed)  # the harness searches its own testbed and passes the result
     pol = make_policy("oracle", oracle=given)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agentsched.loop import run_loop
-from agentsched.model import Mode
 from agentsched.loop.registry import make_policy
+from agentsched.model import Mode
 from agentsched.testbeds import SimTestbed
 
 G, C = Mode.GPU_NOW, Mode.CPU
@@ -44,8 +44,9 @@ def test_card_values_before_any_measurement(make_workflow, make_context):
 
 def test_oom_spans_give_no_samples(make_workflow, no_contention):
     # All-GPU over budget fails at t=0 in every round; StarPU can only learn from complete spans.
-    wf = make_workflow({"a": {"cpu_ms": 5000, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
-                       space="three_way", budget=1000)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 5000, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"}, space="three_way", budget=1000
+    )
     pol = make_policy("starpu")
     run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=2, repeats=1)
     # the VRAM guard keeps StarPU itself feasible: A GPU, B CPU
@@ -56,8 +57,11 @@ def test_oom_spans_give_no_samples(make_workflow, no_contention):
 def test_tasks_are_planned_in_ready_order_then_file_order(make_workflow, make_context):
     # host-only tools: everything on the CPU. D (second in the file) is ready at 100 ms, after A;
     # C (last) at 10 ms, after B: dmda takes them by ready time, ties (A, B at 0) by file order
-    wf = make_workflow({"slow": {"cpu_ms": 100, "gpu_ms": None}, "fast": {"cpu_ms": 10, "gpu_ms": None}},
-                       {"A": "slow", "D": "fast", "B": "fast", "C": "fast"}, edges=[("A", "D"), ("B", "C")])
+    wf = make_workflow(
+        {"slow": {"cpu_ms": 100, "gpu_ms": None}, "fast": {"cpu_ms": 10, "gpu_ms": None}},
+        {"A": "slow", "D": "fast", "B": "fast", "C": "fast"},
+        edges=[("A", "D"), ("B", "C")],
+    )
     pol = make_policy("starpu")
     pol.reset(make_context(wf))
     plan = pol.plan()

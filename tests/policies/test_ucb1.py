@@ -6,9 +6,9 @@ import pytest
 
 from agentsched.errors import PolicyError
 from agentsched.loop import run_loop
+from agentsched.loop.registry import make_policy
 from agentsched.model import Mode
 from agentsched.model.mapping import mapping_key
-from agentsched.loop.registry import make_policy
 from agentsched.testbeds import SimTestbed
 
 G, C, Q = Mode.GPU_NOW, Mode.CPU, Mode.GPU_QUEUE
@@ -20,7 +20,9 @@ CARDS = {"a": {"cpu_ms": 100, "gpu_ms": 10}, "b": {"cpu_ms": 10, "gpu_ms": 100}}
 
 def test_explores_every_arm_before_repeating_then_follows_the_index(make_workflow, no_contention):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
-    run = run_loop(wf, make_policy("ucb1"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=8, repeats=1, seed=3)
+    run = run_loop(
+        wf, make_policy("ucb1"), SimTestbed(world=no_contention, noise_sigma=0.0), rounds=8, repeats=1, seed=3
+    )
     keys = [mapping_key(wf, r.mapping) for r in run.rounds]
     assert len(set(keys[:4])) == 4  # the 4 arms, each once
     best = (G, C)
@@ -45,8 +47,9 @@ def test_reward_is_lower_bound_over_e2e_and_zero_when_infeasible(make_workflow, 
 
 def test_arms_exclude_certainly_infeasible_mappings(make_workflow, no_contention):
     # three-way, A and B 600 MB each, budget 1000: only (gpu_now, gpu_now) must run out of memory
-    wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"},
-                       space="three_way", budget=1000)
+    wf = make_workflow(
+        {"a": {"cpu_ms": 100, "gpu_ms": 10, "vram_mb": 600}}, {"A": "a", "B": "a"}, space="three_way", budget=1000
+    )
     pol = make_policy("ucb1")
     run = run_loop(wf, pol, SimTestbed(world=no_contention, noise_sigma=0.0), rounds=8, repeats=1)
     assert len(pol.arms) == 8
@@ -57,12 +60,17 @@ def test_arms_exclude_certainly_infeasible_mappings(make_workflow, no_contention
 def test_exploration_order_comes_from_the_seed(make_workflow, no_contention):
     wf = make_workflow(CARDS, {"A": "a", "B": "b"})
     tb = SimTestbed(world=no_contention, noise_sigma=0.0)
-    first = {seed: [mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4,
-                                                                   repeats=1, seed=seed).rounds]
-             for seed in range(6)}
+    first = {
+        seed: [
+            mapping_key(wf, r.mapping)
+            for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4, repeats=1, seed=seed).rounds
+        ]
+        for seed in range(6)
+    }
     assert len({tuple(v) for v in first.values()}) > 1  # different seeds, different orders
-    again = [mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4, repeats=1,
-                                                          seed=2).rounds]
+    again = [
+        mapping_key(wf, r.mapping) for r in run_loop(wf, make_policy("ucb1"), tb, rounds=4, repeats=1, seed=2).rounds
+    ]
     assert again == first[2]  # same seed, same order
 
 
@@ -88,8 +96,10 @@ def test_arm_cap_refuses_a_large_workflow_before_enumerating(make_workflow, make
     wf = make_workflow({"a": {"cpu_ms": 100, "gpu_ms": 10}}, tasks, space="three_way", name="wide")
     with pytest.raises(PolicyError) as e:
         make_policy("ucb1").reset(make_context(wf))
-    assert str(e.value) == ("policy ucb1: wide has 43046721 mappings (3^16), over the arm cap of 4096; "
-                            "use a policy that does not enumerate mappings")
+    assert str(e.value) == (
+        "policy ucb1: wide has 43046721 mappings (3^16), over the arm cap of 4096; "
+        "use a policy that does not enumerate mappings"
+    )
 
 
 def test_arm_cap_is_in_the_preflight(make_workflow):
@@ -114,24 +124,46 @@ def test_run_ucb1_over_the_arm_cap_is_one_line(cli, tmp_path):
     import yaml
 
     big = tmp_path / "big.yaml"
-    big.write_text(yaml.safe_dump({"name": "big", "cards": "a5500", "decision_space": "three_way", "edges": [],
-                                   "tasks": {f"T{i:02d}": "groupby" for i in range(16)}}))
+    big.write_text(
+        yaml.safe_dump(
+            {
+                "name": "big",
+                "cards": "a5500",
+                "decision_space": "three_way",
+                "edges": [],
+                "tasks": {f"T{i:02d}": "groupby" for i in range(16)},
+            }
+        )
+    )
     code, out, err = cli("run", str(big), "-p", "ucb1", "--rounds", "1", "--repeats", "1", "--no-oracle")
     assert code != 0
-    assert err.splitlines() == ["error: policy ucb1: big has 43046721 mappings (3^16), over the arm cap of 4096; "
-                                "use a policy that does not enumerate mappings"]
+    assert err.splitlines() == [
+        "error: policy ucb1: big has 43046721 mappings (3^16), over the arm cap of 4096; "
+        "use a policy that does not enumerate mappings"
+    ]
 
 
 def test_ucb1_refusal_on_thousands_of_tasks_is_a_short_line(cli, tmp_path):
     import yaml
 
     big = tmp_path / "big.yaml"
-    big.write_text(yaml.safe_dump({"name": "big", "cards": "a5500", "decision_space": "binary", "edges": [],
-                                   "tasks": {f"T{i}": "groupby" for i in range(3000)}}))
+    big.write_text(
+        yaml.safe_dump(
+            {
+                "name": "big",
+                "cards": "a5500",
+                "decision_space": "binary",
+                "edges": [],
+                "tasks": {f"T{i}": "groupby" for i in range(3000)},
+            }
+        )
+    )
     code, out, err = cli("run", str(big), "-p", "ucb1", "--rounds", "1", "--repeats", "1", "--no-oracle")
     assert code != 0
-    assert err.splitlines() == ["error: policy ucb1: big has about 10^903 mappings (2^3000), over the arm cap of "
-                                "4096; use a policy that does not enumerate mappings"]
+    assert err.splitlines() == [
+        "error: policy ucb1: big has about 10^903 mappings (2^3000), over the arm cap of "
+        "4096; use a policy that does not enumerate mappings"
+    ]
 
 
 def test_a_round_with_nothing_to_judge_is_no_pull(make_workflow, no_contention):

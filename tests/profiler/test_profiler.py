@@ -9,6 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from agentsched.model.cards import CardSet, ToolCard, load_card_set, parse_card_set
+from agentsched.profiler import host
 from agentsched.profiler import profiler as prof
 
 pytest.importorskip("torch")
@@ -52,16 +53,22 @@ def test_card_file_validates_and_feeds_the_simulator(s2_run, tmp_path):
     wf = load_scenario("S2").with_cards(str(path))
     ex = SimTestbed(noise_sigma=0.0).run(wf, {t: Mode.CPU for t in wf.task_ids})
     assert ex.ok and ex.e2e_ms == pytest.approx(
-        cs.cards["minilm_l6"].cpu_ms + max(cs.cards["doc_merger"].cpu_ms, cs.cards["groupby"].cpu_ms)
-        + cs.cards["reranker"].cpu_ms)
+        cs.cards["minilm_l6"].cpu_ms
+        + max(cs.cards["doc_merger"].cpu_ms, cs.cards["groupby"].cpu_ms)
+        + cs.cards["reranker"].cpu_ms
+    )
 
 
 def _fake_run(with_cpu: bool) -> prof.ProfileRun:
     ms = [prof.Measurement("clip", "cuda", "small", load_ms=50.0, call_ms=2.0, calls_ms=[2.0], vram_mb=12.5)]
     if with_cpu:
         ms.insert(0, prof.Measurement("clip", "cpu", "small", load_ms=40.0, call_ms=30.0, calls_ms=[30.0]))
-    return prof.ProfileRun(ms, {"cpu": "x", "gpu": "fake"}, [0.0, 0.0, 0.0],
-                           {"size": "small", "runs": 1, "warmup": 0, "seed": 0, "devices": ["cpu", "cuda"]})
+    return prof.ProfileRun(
+        ms,
+        {"cpu": "x", "gpu": "fake"},
+        [0.0, 0.0, 0.0],
+        {"size": "small", "runs": 1, "warmup": 0, "seed": 0, "devices": ["cpu", "cuda"]},
+    )
 
 
 def test_gpu_fields_come_from_the_gpu_measurement():
@@ -81,19 +88,19 @@ def test_gpu_only_needs_a_base_card_file():
 
 def test_busy_machine_warns_or_waits(monkeypatch):
     said: list[str] = []
-    monkeypatch.setattr(prof, "others_cpu_pct", lambda interval_s=0.5: 90.0)
-    assert prof.wait_until_quiet(30.0, "warn", 0.0, said.append) == 90.0
+    monkeypatch.setattr(host, "others_cpu_pct", lambda interval_s=0.5: 90.0)
+    assert host.wait_until_quiet(30.0, "warn", 0.0, said.append) == 90.0
     assert "busy" in said[-1]
     said.clear()
-    assert prof.wait_until_quiet(30.0, "wait", 0.0, said.append) == 90.0
+    assert host.wait_until_quiet(30.0, "wait", 0.0, said.append) == 90.0
     assert "waiting" in said[0] and "warning" in said[-1]
     levels = iter([90.0, 10.0])
-    monkeypatch.setattr(prof, "others_cpu_pct", lambda interval_s=0.5: next(levels))
+    monkeypatch.setattr(host, "others_cpu_pct", lambda interval_s=0.5: next(levels))
     monkeypatch.setattr(prof.time, "sleep", lambda s: None)
     said.clear()
-    assert prof.wait_until_quiet(30.0, "wait", 60.0, said.append) == 10.0
+    assert host.wait_until_quiet(30.0, "wait", 60.0, said.append) == 10.0
     assert not any("warning" in s for s in said)
-    assert prof.wait_until_quiet(30.0, "ignore", 0.0, said.append) == 0.0
+    assert host.wait_until_quiet(30.0, "ignore", 0.0, said.append) == 0.0
 
 
 def test_bad_arguments_are_one_line_errors():
@@ -125,15 +132,30 @@ def test_profile_command_writes_a_valid_card_set(tmp_path):
         pass
 
     out = tmp_path / "cards.json"
-    res = CliRunner().invoke(app, ["profile", "--tools", "groupby,log_analyzer", "--runs", "2", "--warmup", "0",
-                                   "--busy", "ignore", "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            "--tools",
+            "groupby,log_analyzer",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--busy",
+            "ignore",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "wrote 2 cards" in res.output
     cs = load_card_set(str(out))
     assert cs.name == "cards" and set(cs.cards) == {"groupby", "log_analyzer"}
     # a second run merges into the same file
-    res = CliRunner().invoke(app, ["profile", "--tools", "pdf_parser", "--runs", "1", "--warmup", "0",
-                                   "--busy", "ignore", "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["profile", "--tools", "pdf_parser", "--runs", "1", "--warmup", "0", "--busy", "ignore", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert set(load_card_set(str(out)).cards) == {"groupby", "log_analyzer", "pdf_parser"}
 
@@ -161,12 +183,15 @@ def test_profile_out_unwritable_is_the_only_stderr_line(cli, no_measuring):
     assert err.splitlines() == ["error: --out: cannot write /proc/x.json: No such file or directory"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--tools", "nope"], "error: unknown tool 'nope' (known: "),
-    (["--device", "tpu"], "error: unknown --device 'tpu' (valid: cpu, gpu, all)"),
-    (["--max-busy-pct", "nan"], "error: max busy percent must be a number in [0, 100], got nan"),
-    (["--max-wait-s", "inf"], "error: max wait must be a finite number of seconds >= 0, got inf"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tools", "nope"], "error: unknown tool 'nope' (known: "),
+        (["--device", "tpu"], "error: unknown --device 'tpu' (valid: cpu, gpu, all)"),
+        (["--max-busy-pct", "nan"], "error: max busy percent must be a number in [0, 100], got nan"),
+        (["--max-wait-s", "inf"], "error: max wait must be a finite number of seconds >= 0, got inf"),
+    ],
+)
 def test_profile_bad_arguments_print_no_progress_bar(cli, no_measuring, tmp_path, args, message):
     code, out, err = cli("profile", "--out", str(tmp_path / "c.json"), *args)
     assert code != 0 and out == ""
@@ -176,7 +201,8 @@ def test_profile_bad_arguments_print_no_progress_bar(cli, no_measuring, tmp_path
 
 def test_profile_creates_the_out_folder(cli, monkeypatch, tmp_path):
     out = tmp_path / "new" / "c.json"
-    code, text, err = cli("profile", "--out", str(out), "--tools", "log_analyzer", "--runs", "1", "--warmup", "0",
-                          "--busy", "ignore")
+    code, text, err = cli(
+        "profile", "--out", str(out), "--tools", "log_analyzer", "--runs", "1", "--warmup", "0", "--busy", "ignore"
+    )
     assert code == 0, err
     assert set(load_card_set(str(out)).cards) == {"log_analyzer"}

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import agentsched
 
 
@@ -54,7 +54,7 @@ TOOLS = textwrap.dedent('''
 
         def example_inputs(self):
             return 42
-''')
+""")
 
 
 @pytest.fixture
@@ -64,16 +64,25 @@ def user_tools(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("tool, message", [
-    ("mt2:Boom", "error: tool mt2:Boom failed in run() on cpu: ValueError: kaboom"),
-    ("mt2:Hungry", "error: tool mt2:Hungry failed in load() on cpu: MemoryError: no room for the weights"),
-    ("mt2:Answer", ("error: tool mt2:Answer: example_inputs() returned int (42), not a dict of the inputs run() "
-                    "takes: the profiler has nothing to time it on")),
-])
+@pytest.mark.parametrize(
+    "tool, message",
+    [
+        ("mt2:Boom", "error: tool mt2:Boom failed in run() on cpu: ValueError: kaboom"),
+        ("mt2:Hungry", "error: tool mt2:Hungry failed in load() on cpu: MemoryError: no room for the weights"),
+        (
+            "mt2:Answer",
+            (
+                "error: tool mt2:Answer: example_inputs() returned int (42), not a dict of the inputs run() "
+                "takes: the profiler has nothing to time it on"
+            ),
+        ),
+    ],
+)
 def test_a_failing_user_tool_is_one_line(user_tools, cli, tool, message):
     out = user_tools / "cards.json"
-    code, _, err = cli("profile", "--tools", tool, "--out", str(out), "--runs", "2", "--warmup", "0",
-                       "--busy", "ignore")
+    code, _, err = cli(
+        "profile", "--tools", tool, "--out", str(out), "--runs", "2", "--warmup", "0", "--busy", "ignore"
+    )
     assert code != 0
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert lines == [message]
@@ -90,8 +99,9 @@ def test_measure_raises_profile_error(user_tools):
 
 def test_a_tool_whose_unload_raises_is_profiled_with_a_one_line_warning(user_tools, cli, caplog):
     out = user_tools / "cards.json"
-    code, _, err = cli("profile", "--tools", "mt2:BadUnload", "--out", str(out), "--runs", "1", "--warmup", "0",
-                       "--busy", "ignore")
+    code, _, err = cli(
+        "profile", "--tools", "mt2:BadUnload", "--out", str(out), "--runs", "1", "--warmup", "0", "--busy", "ignore"
+    )
     assert code == 0 and out.exists() and "Traceback" not in err
     (rec,) = [r for r in caplog.records if "unload() failed" in r.getMessage()]
     assert rec.getMessage() == "tool mt2:BadUnload: unload() failed: RuntimeError: unload failed"

@@ -23,8 +23,9 @@ def generated_bench(tmp_path_factory) -> BenchResult:
     """Two generated workflows, of 5 and 7 tasks, under every default policy; a second or two."""
     folder = tmp_path_factory.mktemp("generated")
     files = generate_suite(folder, tasks=5, seed=1) + generate_suite(folder, tasks=7, topology="random", seed=2)
-    return run_bench(BenchConfig(scenarios=tuple(map(str, files)), policies=DEFAULT_BENCH_POLICIES, rounds=2,
-                                 repeats=1, seeds=(0,)))
+    return run_bench(
+        BenchConfig(scenarios=tuple(map(str, files)), policies=DEFAULT_BENCH_POLICIES, rounds=2, repeats=1, seeds=(0,))
+    )
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def section(report: str, title: str) -> str:
     """The report's section that starts with ``title``, up to the next '## ' heading."""
     start = report.index(title)
     nxt = report.find("\n## ", start + 1)
-    return report[start: nxt if nxt > 0 else len(report)]
+    return report[start : nxt if nxt > 0 else len(report)]
 
 
 @pytest.fixture

@@ -27,12 +27,13 @@ def test_a_generated_workflow_benched_beside_a_paper_scenario_shows_its_own_task
     from agentsched.model.generate import generate_suite
 
     files = generate_suite(tmp_path, tasks=5, seed=1)[:1]
-    res = run_bench(BenchConfig(scenarios=("S5", str(files[0])), policies=("all-gpu", "heft"), rounds=1,
-                                repeats=1, seeds=(0,)))
+    res = run_bench(
+        BenchConfig(scenarios=("S5", str(files[0])), policies=("all-gpu", "heft"), rounds=1, repeats=1, seeds=(0,))
+    )
     heft = report_section(render_report(res), "## HEFT variants")
     study = res.heft_study
     gen = next(s for s in study.scenarios if s != "S5")
     for v in study.variants:
         row = next(line for line in heft.splitlines() if line.startswith(f"| {v.label} |"))
-        cells = dict(zip(study.scenarios, [c.strip() for c in row.strip().strip("|").split("|")][1:]))
+        cells = dict(zip(study.scenarios, [c.strip() for c in row.strip().strip("|").split("|")][1:], strict=False))
         assert cells["S5"] == str(v.exact["S5"]) and cells[gen] == f"{v.exact[gen]}/{v.tasks[gen]}"

@@ -9,8 +9,11 @@ from agentsched.report.markdown import render_report
 
 
 def _rows(table: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("|") and not line.startswith("|---")]
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("|") and not line.startswith("|---")
+    ]
 
 
 def test_oracle_cells_name_their_tasks_when_workflows_differ(generated_bench, report_section):
@@ -26,8 +29,9 @@ def test_oracle_cells_name_their_tasks_when_workflows_differ(generated_bench, re
 
 def test_oracle_header_names_the_tasks_when_every_workflow_has_the_same(tmp_path, report_section):
     files = generate_suite(tmp_path, tasks=6, count=2, seed=3)
-    result = run_bench(BenchConfig(scenarios=tuple(map(str, files)), policies=("heft",), rounds=1, repeats=1,
-                                   seeds=(0,)))
+    result = run_bench(
+        BenchConfig(scenarios=tuple(map(str, files)), policies=("heft",), rounds=1, repeats=1, seeds=(0,))
+    )
     rows = _rows(report_section(render_report(result), "## Oracles"))
     assert rows[0][:2] == ["scenario", "our oracle (A B C D E F)"]
     assert all(len(r[1].split()) == 6 for r in rows[1:])

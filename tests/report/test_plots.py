@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from matplotlib.colors import to_hex
 
 from agentsched.report import plots
@@ -32,18 +31,29 @@ def test_every_policy_has_its_own_colour_the_same_in_both_plots(generated_bench,
     e2e = {p: c.pop() for p, c in bars.items()}
     assert len(set(e2e.values())) == len(policies), e2e
     legend = ax.get_legend()
-    assert {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)} == e2e
+    assert {
+        t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles, strict=False)
+    } == e2e
 
     plots.plot_convergence(generated_bench, tmp_path / "c.png")
     for panel in saved_figures[-1].axes:
         if panel.axison:
-            lines = {line.get_label(): to_hex(line.get_color()) for line in panel.get_lines()
-                     if line.get_label() in e2e}
+            lines = {
+                line.get_label(): to_hex(line.get_color()) for line in panel.get_lines() if line.get_label() in e2e
+            }
             assert lines == e2e  # the colour each policy has in e2e_normalised.png
 
 
-@pytest.mark.parametrize("name, stem", [("S5", "S5"), ("../../../escape2/evil", "escape2_evil"),
-                                        ("my flow v2.1", "my_flow_v2_1"), ("...", "workflow"), ("任务", "workflow")])
+@pytest.mark.parametrize(
+    "name, stem",
+    [
+        ("S5", "S5"),
+        ("../../../escape2/evil", "escape2_evil"),
+        ("my flow v2.1", "my_flow_v2_1"),
+        ("...", "workflow"),
+        ("任务", "workflow"),
+    ],
+)
 def test_a_workflow_name_in_a_file_name_stays_inside_the_folder(name, stem):
     """(A name of ../../x wrote the bench's Gantt chart outside --out.)"""
     assert plots.file_stem(name) == stem

@@ -18,8 +18,16 @@ from agentsched.testbeds.sim import SimTestbed
 
 @pytest.fixture(scope="module")
 def result():
-    return run_bench(BenchConfig(scenarios=("S2", "S5", "S13"), policies=("all-gpu", "heft", "ucb1", "agent-rules"),
-                                 rounds=4, repeats=1, seeds=(0, 1), ablation=False))
+    return run_bench(
+        BenchConfig(
+            scenarios=("S2", "S5", "S13"),
+            policies=("all-gpu", "heft", "ucb1", "agent-rules"),
+            rounds=4,
+            repeats=1,
+            seeds=(0, 1),
+            ablation=False,
+        )
+    )
 
 
 def test_convergence_small_multiples_share_one_labelled_scale(result, tmp_path, saved_figures):
@@ -30,8 +38,11 @@ def test_convergence_small_multiples_share_one_labelled_scale(result, tmp_path, 
     assert all(ax.get_xlabel() == "round" for ax in panels)
     ticks = [[t.get_text() for t in ax.get_yticklabels()] for ax in panels]
     assert ticks[0] == ["0", "+2%", "+25%", "+100%", "+400%", "OOM"] and all(t == ticks[0] for t in ticks)
-    styles = {(str(line.get_linestyle()), line.get_marker(), line.get_color())
-              for line in panels[0].get_lines() if line.get_label() in result.config.policies}
+    styles = {
+        (str(line.get_linestyle()), line.get_marker(), line.get_color())
+        for line in panels[0].get_lines()
+        if line.get_label() in result.config.policies
+    }
     assert len(styles) == 4  # one distinct style per policy
 
 
@@ -49,8 +60,7 @@ def test_e2e_normalised_marks_oom_with_a_symbol_not_a_bar(result, tmp_path, save
     assert len(marks) == 1  # all-gpu on S13 never fits the budget
     tops = [b.get_y() + b.get_height() for b in ax.patches if b.get_height() > 0]
     ratios = [r.metrics.best_ratio for r in result.records if r.metrics.best_ratio is not None]
-    assert max(tops) == pytest.approx(max(
-        sum(v for v in xs) / len(xs) for xs in _means(result)), rel=1e-9)
+    assert max(tops) == pytest.approx(max(sum(v for v in xs) / len(xs) for xs in _means(result)), rel=1e-9)
     assert max(tops) <= max(ratios) + 1e-9
     assert "never feasible (OOM)" in [t.get_text() for t in ax.get_legend().get_texts()]
 
@@ -67,16 +77,20 @@ def _means(result):
 
 
 def test_gantt_has_legend_axis_labels_and_load_labels(tmp_path, saved_figures):
-    from agentsched.scenarios import load_scenario
     from agentsched.model.mapping import parse_mapping
+    from agentsched.scenarios import load_scenario
 
     wf = load_scenario("S13")
     ex = SimTestbed(noise_sigma=0.0, seed=None).expected(wf, parse_mapping(wf, "A=now,B=queue,C=now,D=cpu"))
     save_gantt(wf, [("oracle", ex)], tmp_path / "g.png")
     fig = saved_figures[-1]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["cpu: on the CPU", "gpu_now: on the GPU at once", "gpu_queue: GPU queue, one at a time",
-                      "hatched: model load-in (gpu_queue admission)"]
+    assert legend == [
+        "cpu: on the CPU",
+        "gpu_now: on the GPU at once",
+        "gpu_queue: GPU queue, one at a time",
+        "hatched: model load-in (gpu_queue admission)",
+    ]
     lanes, vram = fig.axes[0], fig.axes[1]
     assert lanes.get_xlabel() == "time (ms)" and lanes.get_ylabel() == "task (mode)"
     assert vram.get_ylabel() == "VRAM MB" and vram.get_xlabel() == "time (ms)"
@@ -88,8 +102,8 @@ def test_gantt_has_legend_axis_labels_and_load_labels(tmp_path, saved_figures):
 def test_gantt_of_a_run_where_nothing_started(tmp_path, saved_figures):
     """An oom in the first instant starts no task: before, matplotlib refused the legend of 0 columns
     and `simulate --gantt` was an internal error."""
-    from agentsched.scenarios import load_scenario
     from agentsched.model.mapping import parse_mapping
+    from agentsched.scenarios import load_scenario
 
     wf = load_scenario("S13")
     ex = SimTestbed(noise_sigma=0.0, seed=None).expected(wf, parse_mapping(wf, "A=now,B=now,C=now,D=cpu"))

@@ -15,8 +15,14 @@ from agentsched.testbeds.sim import SimTestbed
 
 @pytest.fixture(scope="module")
 def bench():
-    config = BenchConfig(scenarios=("S5", "S10", "S13"), policies=("heft", "heft-cf", "mem-greedy", "agent-rules"),
-                         rounds=3, repeats=2, seeds=(0, 1), ablation=True)
+    config = BenchConfig(
+        scenarios=("S5", "S10", "S13"),
+        policies=("heft", "heft-cf", "mem-greedy", "agent-rules"),
+        rounds=3,
+        repeats=2,
+        seeds=(0, 1),
+        ablation=True,
+    )
     result = run_bench(config)
     return result, render_report(result)
 
@@ -24,7 +30,7 @@ def bench():
 def _section(report: str, title: str) -> str:
     start = report.index(title)
     nxt = report.find("\n## ", start + 1)
-    return report[start: nxt if nxt > 0 else len(report)]
+    return report[start : nxt if nxt > 0 else len(report)]
 
 
 def test_table4_shows_the_strict_and_the_lenient_reading(bench):

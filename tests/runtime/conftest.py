@@ -84,9 +84,12 @@ def write_project(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "wordtools.py").write_text(TOOLS)
     (root / "words.yaml").write_text(WORDS)
-    for name, tool in (("opaque", "wordtools:Opaque"), ("plain", "wordtools:Plain"),
-                       ("missing", "nowhere_pkg.tools:Thing")):
-        (root / f"{name}.yaml").write_text(f"name: {name}\ntasks:\n  A: {{tool: \"{tool}\"}}\n")
+    for name, tool in (
+        ("opaque", "wordtools:Opaque"),
+        ("plain", "wordtools:Plain"),
+        ("missing", "nowhere_pkg.tools:Thing"),
+    ):
+        (root / f"{name}.yaml").write_text(f'name: {name}\ntasks:\n  A: {{tool: "{tool}"}}\n')
     return root
 
 

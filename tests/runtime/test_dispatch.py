@@ -297,8 +297,7 @@ def test_a_ctrl_c_leaving_a_runtime_waits_for_no_tool_its_loop_thread_is_in(tmp_
     rt = Runtime("S1", store=tmp_path / "k.db", testbed="sim", round_size=2)
     try:
         assert stuck.wait(WAIT_S)
-        leaving = threading.Thread(target=rt.__exit__, args=(KeyboardInterrupt, KeyboardInterrupt(), None),
-                                   daemon=True)
+        leaving = threading.Thread(target=rt.__exit__, args=(KeyboardInterrupt, KeyboardInterrupt(), None), daemon=True)
         leaving.start()
         leaving.join(10)  # (the loop thread is waited for a second, not a minute)
         assert not leaving.is_alive() and not release.is_set()

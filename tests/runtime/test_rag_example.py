@@ -31,11 +31,25 @@ def test_rag_example_answers_from_the_right_document(tmp_path):
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("docs", "*.db*", "__pycache__"))
     run(folder, "make_docs.py", "docs")
     assert len(list((folder / "docs").glob("*.pdf"))) == 5
-    asked = {"When was the mountain railway electrified?": ("mountain_railway", "1955"),
-             "How many books can members borrow?": ("city_library", "fifteen")}
+    asked = {
+        "When was the mountain railway electrified?": ("mountain_railway", "1955"),
+        "How many books can members borrow?": ("city_library", "fifteen"),
+    }
     for question, (doc, fact) in asked.items():
-        p = run(folder, "-m", "agentsched", "invoke", "rag.yaml", "--input", "docs=docs", "--input",
-                f"question={question}", "--store", "rag.db", "--json")
+        p = run(
+            folder,
+            "-m",
+            "agentsched",
+            "invoke",
+            "rag.yaml",
+            "--input",
+            "docs=docs",
+            "--input",
+            f"question={question}",
+            "--store",
+            "rag.db",
+            "--json",
+        )
         out = json.loads(p.stdout)
         assert out["status"] == "ok" and out["outputs"]["E"]["source"] == doc and fact in out["outputs"]["E"]["answer"]
         assert [s["task"] for s in out["timeline"]][-1] == "E"

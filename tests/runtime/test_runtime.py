@@ -233,7 +233,8 @@ def test_a_workflow_of_tool_instances_resumes_its_learner_in_a_new_process(tmp_p
 
     import agentsched
 
-    (tmp_path / "inst_tools.py").write_text(textwrap.dedent("""
+    (tmp_path / "inst_tools.py").write_text(
+        textwrap.dedent("""
         import agentsched
 
         class Scale(agentsched.Tool):
@@ -245,7 +246,8 @@ def test_a_workflow_of_tool_instances_resumes_its_learner_in_a_new_process(tmp_p
 
             def run(self, inputs):
                 return inputs["x"] * self.factor
-    """))
+    """)
+    )
     script = textwrap.dedent(f"""
         from agentsched import Runtime
         from agentsched.runtime import workflow_from_tools
@@ -255,16 +257,25 @@ def test_a_workflow_of_tool_instances_resumes_its_learner_in_a_new_process(tmp_p
             print(rt.invoke(x=4).outputs["S"], rt.learner_id)
     """)
     src = str(Path(agentsched.__file__).parents[1])
-    runs = [subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120, env={"PYTHONPATH": f"{src}:{tmp_path}", "PATH": "/usr/bin:/bin"})
-            for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": f"{src}:{tmp_path}", "PATH": "/usr/bin:/bin"},
+        )
+        for _ in range(2)
+    ]
     assert [r.stdout.split() for r in runs] == [["8", "1"], ["8", "1"]], [r.stderr[-300:] for r in runs]
 
 
 def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
     out = tmp_path / "cards.json"
-    code, printed, err = cli("profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup",
-                             "0", "--busy", "ignore")
+    code, printed, err = cli(
+        "profile", "--tools", "wordtools:Shout", "--out", str(out), "--runs", "3", "--warmup", "0", "--busy", "ignore"
+    )
     assert code == 0, err
     assert "3 runs" in printed and "size" not in printed  # --size is the built-in tools': not said of user tools
     from agentsched.model.cards import load_card_set
@@ -278,8 +289,10 @@ def test_profile_user_tools_by_import_path(on_path, tmp_path, cli):
     assert wf.unprofiled == frozenset({"A", "B"}) and wf.task_cards["C"].cpu_ms == card.cpu_ms
 
     code, _, err = cli("profile", "--tools", "wordtools:Split", "--out", str(tmp_path / "x.json"))
-    assert code == 2 and err.strip() == ("error: tool wordtools:Split defines no example_inputs() (a dict of the "
-                                         "inputs run() takes): the profiler has nothing to time it on")
+    assert code == 2 and err.strip() == (
+        "error: tool wordtools:Split defines no example_inputs() (a dict of the "
+        "inputs run() takes): the profiler has nothing to time it on"
+    )
     code, _, err = cli("profile", "--tools", "wordtools:Plain", "--out", str(tmp_path / "x.json"))
     assert code == 2 and "class Plain is not an agentsched.Tool subclass" in err
 
@@ -308,7 +321,8 @@ def test_a_long_running_runtime_keeps_a_bounded_window_of_rounds(tmp_path):
 
 
 def test_a_history_that_cannot_be_replayed_is_one_line_naming_the_learner_and_how_to_forget_it(
-        tmp_path, monkeypatch, cli):
+    tmp_path, monkeypatch, cli
+):
     import agentsched.monitor.monitor as monitor
 
     wf = load_scenario("S13")
@@ -327,7 +341,8 @@ def test_a_history_that_cannot_be_replayed_is_one_line_naming_the_learner_and_ho
     assert str(e.value) == (
         f"learner 1 (S13, agent-rules) in store {db} cannot replay its history (after 3 stored invocations: "
         f"KeyError: 'host'); forget it to start afresh: agentsched history S13 --store {db} --forget 1 "
-        "(or Store(path).forget(1))")
+        "(or Store(path).forget(1))"
+    )
     monkeypatch.setattr(monitor.RuntimeMonitor, "observe", real)
     code, out, err = cli("history", "S13", "--store", str(db), "--forget", "1")
     assert code == 0 and out.strip() == f"forgot learner 1 of S13 (6 invocations) in {db}", err

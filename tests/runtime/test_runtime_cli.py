@@ -14,13 +14,28 @@ import pytest
 
 def agentsched(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """One `agentsched` process started in ``cwd`` (the user's folder)."""
-    return subprocess.run([sys.executable, "-m", "agentsched", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "agentsched", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def invoke_json(cwd: Path, store: Path, text: str) -> dict:
-    p = agentsched(cwd, "invoke", "words.yaml", "--input", f"text={text}", "--store", str(store), "--json",
-                   "--round-size", "2", "--explore-fraction", "0.25", "--cpu-slots", "2")
+    p = agentsched(
+        cwd,
+        "invoke",
+        "words.yaml",
+        "--input",
+        f"text={text}",
+        "--store",
+        str(store),
+        "--json",
+        "--round-size",
+        "2",
+        "--explore-fraction",
+        "0.25",
+        "--cpu-slots",
+        "2",
+    )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -57,29 +72,48 @@ def test_a_user_project_runs_and_history_shows_every_invocation(project, tmp_pat
 
 
 def test_plain_output(project, tmp_path):
-    p = agentsched(project, "invoke", "words.yaml", "-i", "text=hello world", "--store", str(tmp_path / "s.db"),
-                   "--cpu-slots", "1")
+    p = agentsched(
+        project, "invoke", "words.yaml", "-i", "text=hello world", "--store", str(tmp_path / "s.db"), "--cpu-slots", "1"
+    )
     assert p.returncode == 0, p.stderr
     assert "output B: 2" in p.stdout and 'output C: "HELLO WORLD"' in p.stdout and "mapping: A=" in p.stdout
 
 
 def test_inputs_from_a_json_file(project, tmp_path):
     (tmp_path / "in.json").write_text(json.dumps({"text": "from a file"}))
-    p = agentsched(project, "invoke", "words.yaml", "--input-json", str(tmp_path / "in.json"), "--store",
-                   str(tmp_path / "s.db"), "--json", "--cpu-slots", "1")
+    p = agentsched(
+        project,
+        "invoke",
+        "words.yaml",
+        "--input-json",
+        str(tmp_path / "in.json"),
+        "--store",
+        str(tmp_path / "s.db"),
+        "--json",
+        "--cpu-slots",
+        "1",
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["outputs"]["C"] == "FROM A FILE"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["missing.yaml", "-i", "x=1"], "missing.yaml: tool nowhere_pkg.tools:Thing: no module named 'nowhere_pkg'"),
-    (["plain.yaml", "-i", "x=1"], "plain.yaml: tool wordtools:Plain: class Plain is not an agentsched.Tool subclass"),
-    (["words.yaml"], "invocation is missing input(s) for source task A (wordtools:Split): text"),
-    (["words.yaml", "-i", "text"], "--input 'text' is not NAME=VALUE"),
-    (["opaque.yaml", "-i", "x=1", "--json"], "output of task A (object) cannot be written as JSON (invocation 1 "
-                                              "is stored)"),
-    (["words.yaml", "-i", "text=a", "--policy", "starpu"], "policy starpu needs profile cards"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.yaml", "-i", "x=1"], "missing.yaml: tool nowhere_pkg.tools:Thing: no module named 'nowhere_pkg'"),
+        (
+            ["plain.yaml", "-i", "x=1"],
+            "plain.yaml: tool wordtools:Plain: class Plain is not an agentsched.Tool subclass",
+        ),
+        (["words.yaml"], "invocation is missing input(s) for source task A (wordtools:Split): text"),
+        (["words.yaml", "-i", "text"], "--input 'text' is not NAME=VALUE"),
+        (
+            ["opaque.yaml", "-i", "x=1", "--json"],
+            "output of task A (object) cannot be written as JSON (invocation 1 is stored)",
+        ),
+        (["words.yaml", "-i", "text=a", "--policy", "starpu"], "policy starpu needs profile cards"),
+    ],
+)
 def test_bad_input_is_one_line(project, tmp_path, args, message):
     p = agentsched(project, "invoke", *args, "--store", str(tmp_path / "s.db"))
     assert p.returncode == 2
@@ -129,9 +163,14 @@ def test_two_processes_invoke_on_one_store(project, tmp_path):
         "             testbed=TestbedSpec(kind='local', cpu_slots=1)) as rt:\n"
         "    for i in range(12):\n"
         "        r = rt.invoke(text=f'{sys.argv[2]} {i}')\n"
-        "        assert r.ok and r.outputs['C'] == f'{sys.argv[2]} {i}'.upper(), r\n")
-    procs = [subprocess.Popen([sys.executable, str(script), str(store), name], cwd=project, stderr=subprocess.PIPE,
-                              text=True) for name in ("left", "right")]
+        "        assert r.ok and r.outputs['C'] == f'{sys.argv[2]} {i}'.upper(), r\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(store), name], cwd=project, stderr=subprocess.PIPE, text=True
+        )
+        for name in ("left", "right")
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -156,5 +195,8 @@ def test_run_and_prompt_take_unprofiled_tools_as_invoke_does(project):
     assert p.returncode == 2 and p.stderr.strip() == "error: --start warm needs cards, but task(s) A, B, C have none"
     for policy in ("heft", "starpu"):
         p = agentsched(project, "run", "words.yaml", "--testbed", "local", "-p", policy, "--rounds", "1")
-        assert p.returncode == 2 and f"error: policy {policy} needs profile cards, but task(s) A, B, C have" \
-            in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert (
+            p.returncode == 2
+            and f"error: policy {policy} needs profile cards, but task(s) A, B, C have" in p.stderr
+            and len(p.stderr.strip().splitlines()) == 1
+        ), p.stderr

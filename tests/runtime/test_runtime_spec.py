@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import agentsched
-from agentsched.runtime import Runtime, workflow_from_tools
 from agentsched.model.workflow import Mode
+from agentsched.runtime import Runtime, workflow_from_tools
 from agentsched.testbeds.spec import TestbedSpec
 
 
@@ -57,16 +57,21 @@ def test_runtime_takes_a_sim_spec_and_the_kind_name_shorthand():
 
 
 def test_a_bad_spec_value_is_one_line_before_anything_runs():
-    with pytest.raises(agentsched.AgentschedError, match=r"^emulate_gpu applies only to the ray testbed \(got local\)$"):
+    with pytest.raises(
+        agentsched.AgentschedError, match=r"^emulate_gpu applies only to the ray testbed \(got local\)$"
+    ):
         Runtime(agentsched.load_scenario("S5"), store=None, testbed=TestbedSpec(kind="local", emulate_gpu=True))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"seed": "x"}, "seed must be an integer, got 'x'"),  # (accepted before)
-    ({"seed": 1.5}, "seed must be an integer, got 1.5"),
-    ({"store": 5}, "store must be a file path, a Store or None, got int"),  # (a bare TypeError before)
-    ({"policy_options": [1]}, "policy_options must be a mapping of option names to values, got list"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"seed": "x"}, "seed must be an integer, got 'x'"),  # (accepted before)
+        ({"seed": 1.5}, "seed must be an integer, got 1.5"),
+        ({"store": 5}, "store must be a file path, a Store or None, got int"),  # (a bare TypeError before)
+        ({"policy_options": [1]}, "policy_options must be a mapping of option names to values, got list"),
+    ],
+)
 def test_an_argument_of_the_wrong_type_is_one_line_naming_it(kwargs, message, tmp_path):
     with pytest.raises(agentsched.AgentschedError) as e:
         Runtime(agentsched.load_scenario("S5"), testbed="sim", **{"store": None, **kwargs})

@@ -32,6 +32,7 @@ class Flaky:
                 raise _refusal(True)
             self.written.append(item)
             return item
+
         return fn
 
 

@@ -25,8 +25,14 @@ class ServerProcess:
 
     def __init__(self, args: list[str], cwd: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-        self.proc = subprocess.Popen([sys.executable, "-m", "agentsched", "serve", *args, "--port", "0"], cwd=cwd,
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentsched", "serve", *args, "--port", "0"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self.url: str | None = None
         self._ready = threading.Event()

@@ -14,8 +14,9 @@ N_REQUESTS = 64
 async def _fire(url: str, jobs: list[tuple[str, dict]]) -> list[httpx.Response]:
     limits = httpx.Limits(max_connections=N_REQUESTS, max_keepalive_connections=N_REQUESTS)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
-        return await asyncio.gather(*(client.post(f"/v1/workflows/{wf}/invocations", json={"inputs": inputs})
-                                      for wf, inputs in jobs))
+        return await asyncio.gather(
+            *(client.post(f"/v1/workflows/{wf}/invocations", json={"inputs": inputs}) for wf, inputs in jobs)
+        )
 
 
 def _history_ids(client: httpx.Client, wf: str) -> set[int]:
@@ -38,8 +39,20 @@ def _alone(wf: str, mapping: dict[str, str]) -> str:
 
 
 def test_64_concurrent_over_3_simulated_workflows_in_real_time(start_server, tmp_path):
-    server = start_server(["S1", "S2", "S3", "--store", str(tmp_path / "s.db"), "--testbed", "sim", "--realtime",
-                           "--max-concurrency", "64"])
+    server = start_server(
+        [
+            "S1",
+            "S2",
+            "S3",
+            "--store",
+            str(tmp_path / "s.db"),
+            "--testbed",
+            "sim",
+            "--realtime",
+            "--max-concurrency",
+            "64",
+        ]
+    )
     names = ("S1", "S2", "S3")
     jobs = [(names[i % 3], {}) for i in range(N_REQUESTS)]
     responses = asyncio.run(_fire(server.url, jobs))
@@ -70,11 +83,15 @@ def test_64_concurrent_over_3_simulated_workflows_in_real_time(start_server, tmp
 
 
 def test_64_concurrent_over_3_local_workflows(start_server, tmp_path):
-    server = start_server([str(EXAMPLE_WORKFLOWS), "S1", "--store", str(tmp_path / "l.db"), "--testbed", "local",
-                           "--size", "small"], cwd=EXAMPLE_WORKFLOWS)
+    server = start_server(
+        [str(EXAMPLE_WORKFLOWS), "S1", "--store", str(tmp_path / "l.db"), "--testbed", "local", "--size", "small"],
+        cwd=EXAMPLE_WORKFLOWS,
+    )
     texts = [" ".join(f"w{j}" * (1 + j % 3) for j in range(i % 7 + 1)) for i in range(N_REQUESTS)]
-    jobs = [("wordstats", {"text": t}) if i % 3 == 0 else ("shout", {"text": t}) if i % 3 == 1 else ("S1", {})
-            for i, t in enumerate(texts)]
+    jobs = [
+        ("wordstats", {"text": t}) if i % 3 == 0 else ("shout", {"text": t}) if i % 3 == 1 else ("S1", {})
+        for i, t in enumerate(texts)
+    ]
     responses = asyncio.run(_fire(server.url, jobs))
     assert [r.status_code for r in responses] == [200] * N_REQUESTS
     docs = [r.json() for r in responses]

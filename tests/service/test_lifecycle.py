@@ -35,8 +35,7 @@ def _sleepers(server, n: int, seconds: float) -> tuple[list[threading.Thread], l
 
 def test_sigterm_drains_in_flight_and_refuses_new(start_server, tmp_path):
     db = tmp_path / "d.db"
-    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "60", "--round-size", "4"],
-                          cwd=WORKFLOWS)
+    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "60", "--round-size", "4"], cwd=WORKFLOWS)
     threads, answers = _sleepers(server, 4, 2)
     with server.client() as c:
         _wait_in_flight(c, 4)
@@ -78,7 +77,8 @@ def test_sigkill_then_restart_resumes_the_learner(start_server, tmp_path):
         # the whole sequence replayed: same learner, same count, the same best round as before the kill
         assert after["learner"] == before["learner"] and after["replayed"] == before["invocations"] == 9
         assert after["best_mapping"] == before["best_mapping"] and after["best_e2e_ms"] == pytest.approx(
-            before["best_e2e_ms"])
+            before["best_e2e_ms"]
+        )
         d = c.post("/v1/workflows/S1/invocations", json={"inputs": {}}).json()
         assert d["invocation_id"] > max(ids)
         history = c.get("/v1/workflows/S1/history").json()
@@ -135,11 +135,12 @@ def test_invocations_still_running_after_drain_s_are_recorded_as_cut(start_serve
 
 
 @pytest.mark.parametrize("placement, signals", [("policy", 2), ("live", 2), ("live", 3)])
-def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_server, tmp_path, placement,
-                                                                         signals):
+def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_server, tmp_path, placement, signals):
     db = tmp_path / f"second-{placement}-{signals}.db"
-    server = start_server(["sleepy.yaml", "--store", str(db), "--drain-s", "3600", "--round-size", "4",
-                           "--placement", placement], cwd=WORKFLOWS)
+    server = start_server(
+        ["sleepy.yaml", "--store", str(db), "--drain-s", "3600", "--round-size", "4", "--placement", placement],
+        cwd=WORKFLOWS,
+    )
     threads, answers = _sleepers(server, 2, 3600)  # only a cut can answer them
     with server.client() as c:
         _wait_in_flight(c, 2)
@@ -154,8 +155,7 @@ def test_a_second_signal_cuts_what_still_runs_at_once_each_answered_once(start_s
     for t in threads:
         t.join(120)
     assert [r.status_code for r in answers] == [200, 200]
-    assert all(r.json()["kind"] == "cut" and r.json()["message"] == "cut by a second shutdown signal"
-               for r in answers)
+    assert all(r.json()["kind"] == "cut" and r.json()["message"] == "cut by a second shutdown signal" for r in answers)
     assert not any("Traceback" in line for line in server.lines)
     st = Store(db, read_only=True)
     try:
@@ -180,8 +180,9 @@ def _ipv6_loopback() -> bool:
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
 def test_an_ipv6_address_is_printed_as_a_url_a_client_can_use(start_server, tmp_path):
     """Before: http://::1:PORT, which no client takes."""
-    server = start_server(["S1", "--store", str(tmp_path / "s.db"), "--testbed", "sim", "--cards", "a5500",
-                           "--host", "::1"])
+    server = start_server(
+        ["S1", "--store", str(tmp_path / "s.db"), "--testbed", "sim", "--cards", "a5500", "--host", "::1"]
+    )
     assert server.url is not None and server.url.startswith("http://[::1]:")
     with server.client() as c:
         assert c.get("/healthz").json()["status"] == "ok"

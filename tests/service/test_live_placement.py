@@ -7,14 +7,15 @@ import threading
 import pytest
 
 from agentsched.errors import AgentschedError, TestbedError
-from agentsched.experiments.load import seeded_arrivals
 from agentsched.experiments.loadgen import run_against
+from agentsched.experiments.traffic import seeded_arrivals
 from agentsched.model.execution import Status
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner
+from agentsched.planner.traffic import TrafficPlanner
 from agentsched.scenarios import resolve_workflow
+from agentsched.service import Engine, ServiceConfig
 from agentsched.service.realtime import SharedMachine
-from agentsched.service.service import Service, ServiceConfig
+from agentsched.service.views import describe, history
 from agentsched.testbeds.arrivals import Arrival
 from agentsched.testbeds.spec import TestbedSpec
 from agentsched.testbeds.stream import run_stream
@@ -25,8 +26,15 @@ SYNC_S = 60.0  # bounds the joins of the test's threads; not a timing check
 
 
 def _config(tmp_path, **kw) -> ServiceConfig:
-    base = dict(workflows=tuple(MIX), store=tmp_path / "s.db", testbed=TestbedSpec(kind="sim", noise_sigma=0.0),
-                realtime=True, time_scale=1000.0, vram_budget_mb=2048.0, placement="live")
+    base = dict(
+        workflows=tuple(MIX),
+        store=tmp_path / "s.db",
+        testbed=TestbedSpec(kind="sim", noise_sigma=0.0),
+        realtime=True,
+        time_scale=1000.0,
+        vram_budget_mb=2048.0,
+        placement="live",
+    )
     return ServiceConfig(**{**base, **kw})
 
 
@@ -36,22 +44,29 @@ def test_live_placement_on_the_shared_machine_is_agentsched_loads_planner(admiss
     mappings and latencies as ``agentsched load``'s stream simulator under ``agentsched`` (and, where
     no door holds an invocation while another's task waits for VRAM, under a crowd)."""
     wfs = [resolve_workflow(n) for n in MIX]
-    arrivals = [Arrival(0.0, 0), Arrival(0.0, 1), Arrival(10.0, 1), Arrival(40.0, 0), Arrival(60.0, 1),
-                Arrival(4000.0, 0)]
+    arrivals = [
+        Arrival(0.0, 0),
+        Arrival(0.0, 1),
+        Arrival(10.0, 1),
+        Arrival(40.0, 0),
+        Arrival(60.0, 1),
+        Arrival(4000.0, 0),
+    ]
     clock = Clock()
-    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=LoadPlanner(admission=admission))
+    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=TrafficPlanner(admission=admission))
     try:
         served = _runs_at(machine, clock, [(a.time_ms, wfs[a.workflow], {}) for a in arrivals])
     finally:
         machine.close()
-    streamed = run_stream(wfs, arrivals, LoadPlanner(admission=admission), vram_budget_mb=2048.0, noise_sigma=0.0,
-                          gpu_now_waits=True)
+    streamed = run_stream(
+        wfs, arrivals, TrafficPlanner(admission=admission), vram_budget_mb=2048.0, noise_sigma=0.0, gpu_now_waits=True
+    )
     assert [x.status.value for x in served] == [i.status for i in streamed.invocations] == ["ok"] * len(arrivals)
     assert [x.mapping for x in served] == [i.mapping for i in streamed.invocations]
     assert [x.e2e_ms for x in served] == pytest.approx([i.end_ms - i.arrival_ms for i in streamed.invocations])
-    assert all(set(x.mapping) == set(wfs[a.workflow].task_ids) for x, a in zip(served, arrivals))
+    assert all(set(x.mapping) == set(wfs[a.workflow].task_ids) for x, a in zip(served, arrivals, strict=True))
     # under the tight budget the crowd changes the placement: not every S7 runs the mapping S7 alone gets
-    s7 = [x.mapping for x, a in zip(served, arrivals) if a.workflow == 1]
+    s7 = [x.mapping for x, a in zip(served, arrivals, strict=True) if a.workflow == 1]
     assert machine.peak_reserved_mb <= 2048.0 and (admission or len({tuple(sorted(m.items())) for m in s7}) > 1)
 
 
@@ -59,7 +74,7 @@ def test_a_brought_mapping_still_runs_as_brought_and_none_without_live_placement
     wfs = [resolve_workflow("S1")]
     cpu = {t: Mode.CPU for t in wfs[0].task_ids}
     clock = Clock()
-    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=LoadPlanner())
+    machine = SharedMachine(wfs, SPEC, vram_budget_mb=2048.0, clock=clock, decider=TrafficPlanner())
     try:
         (x,) = _runs_at(machine, clock, [(0.0, wfs[0], cpu)])
     finally:
@@ -73,21 +88,29 @@ def test_a_brought_mapping_still_runs_as_brought_and_none_without_live_placement
         plain.close()
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(placement="nearest"), "unknown placement 'nearest'"),
-    (dict(realtime=False, time_scale=1.0, vram_budget_mb=None), "--placement live needs --testbed local or --testbed sim --realtime"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(placement="nearest"), r"^placement is invalid \(input should be 'policy' or 'live'\), got 'nearest'$"),
+        (
+            dict(realtime=False, time_scale=1.0, vram_budget_mb=None),
+            "^placement live needs the local testbed or the real-time simulator",
+        ),
+    ],
+)
 def test_bad_placement_options_are_one_line_errors(tmp_path, kw, message):
     with pytest.raises(AgentschedError, match=message):
         _config(tmp_path, **kw)
 
 
 def test_the_service_records_live_invocations_outside_the_rounds_and_a_pin_still_wins(tmp_path):
-    service = Service(_config(tmp_path))
+    service = Engine(_config(tmp_path))
     try:
         results: list = [None] * 8
-        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, service.invoke(MIX[i % 2], {})))
-                   for i in range(len(results))]
+        threads = [
+            threading.Thread(target=lambda i=i: results.__setitem__(i, service.invoke(MIX[i % 2], {})))
+            for i in range(len(results))
+        ]
         for th in threads:
             th.start()
         for th in threads:
@@ -96,22 +119,37 @@ def test_the_service_records_live_invocations_outside_the_rounds_and_a_pin_still
         for i, r in enumerate(results):
             wf = service.runtime(MIX[i % 2]).workflow
             assert set(r.mapping) == set(wf.task_ids) and set(r.mapping.values()) <= set(wf.decision_space.modes)
-        history = service.history("S7", 100)
-        assert [h["kind"] for h in history] == ["live"] * 4 and all(h["seq"] is None for h in history)
-        assert service.describe("S7")["placement"] == "live" and service.describe("S7")["invocations"] == 4
+        rows = history(service, "S7", 100)
+        assert [h.kind for h in rows] == ["live"] * 4 and all(h.seq is None for h in rows)
+        assert describe(service, "S7").placement == "live" and describe(service, "S7").invocations == 4
         cpu = {t: "cpu" for t in service.runtime("S1").workflow.task_ids}
         service.runtime("S1").pin(cpu)
         pinned = service.invoke("S1", {})
         assert pinned.kind == "pinned" and {m.value for m in pinned.mapping.values()} == {"cpu"}
-        assert service.describe("S1")["placement"] == "pinned"
+        assert describe(service, "S1").placement == "pinned"
     finally:
         service.close()
 
 
 def test_a_stream_fired_at_a_live_placing_server(start_server, tmp_path):
-    server = start_server([*MIX, "--store", str(tmp_path / "l.db"), "--testbed", "sim", "--realtime",
-                           "--time-scale", "100", "--vram-budget-mb", "2048", "--placement", "live",
-                           "--max-concurrency", "1000"])
+    server = start_server(
+        [
+            *MIX,
+            "--store",
+            str(tmp_path / "l.db"),
+            "--testbed",
+            "sim",
+            "--realtime",
+            "--time-scale",
+            "100",
+            "--vram-budget-mb",
+            "2048",
+            "--placement",
+            "live",
+            "--max-concurrency",
+            "1000",
+        ]
+    )
     arrivals = seeded_arrivals("poisson", 4.0, 5.0, MIX, seed=3)
     shots = run_against(server.url, arrivals, MIX, time_scale=100.0)
     assert len(shots) == len(arrivals) >= 5
@@ -125,12 +163,12 @@ def test_a_stream_fired_at_a_live_placing_server(start_server, tmp_path):
 
 def test_a_restarted_service_counts_the_live_invocations_of_earlier_processes(tmp_path):
     for expected in (3, 6):
-        service = Service(_config(tmp_path))
+        service = Engine(_config(tmp_path))
         try:
             for _ in range(3):
                 assert service.invoke("S1", {}).kind == "live"
-            described = service.describe("S1")
-            assert described["invocations"] == expected and described["current_mapping"] is None
-            assert described["placement"] == "live"
+            described = describe(service, "S1")
+            assert described.invocations == expected and described.current_mapping is None
+            assert described.placement == "live"
         finally:
             service.close()

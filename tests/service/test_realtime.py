@@ -48,7 +48,7 @@ def _runs_at(machine: SharedMachine, clock: Clock, jobs) -> list[Execution]:
         th = threading.Thread(target=lambda i=i, wf=wf, m=mapping: out.__setitem__(i, machine.run(wf, m)))
         th.start()
         threads.append(th)
-        _wait_for(lambda n=i + 1: machine.sim._arrived == n)
+        _wait_for(lambda n=i + 1: len(machine.sim.invocations) == n)
     clock.s = 1e6
     machine.poke()
     for th in threads:
@@ -64,12 +64,14 @@ def test_runs_on_the_shared_machine_are_the_stream_simulators_runs():
     clock = Clock()
     machine = SharedMachine(wfs, SPEC, vram_budget_mb=8192.0, clock=clock)
     try:
-        served = _runs_at(machine, clock, [(a.time_ms, wfs[a.workflow], mappings[wfs[a.workflow].name])
-                                           for a in arrivals])
+        served = _runs_at(
+            machine, clock, [(a.time_ms, wfs[a.workflow], mappings[wfs[a.workflow].name]) for a in arrivals]
+        )
     finally:
         machine.close()
-    streamed = run_stream(wfs, arrivals, StaticDecider(mappings), vram_budget_mb=8192.0, noise_sigma=0.0,
-                          gpu_now_waits=True)
+    streamed = run_stream(
+        wfs, arrivals, StaticDecider(mappings), vram_budget_mb=8192.0, noise_sigma=0.0, gpu_now_waits=True
+    )
     assert [x.status.value for x in served] == [i.status for i in streamed.invocations]
     assert [x.e2e_ms for x in served] == [i.end_ms - i.arrival_ms for i in streamed.invocations]
     alone = served[-1]  # arrives after the others ended: uncontended
@@ -85,8 +87,15 @@ def test_a_gpu_start_that_does_not_fit_beside_the_others_waits_for_their_vram():
     budget = alone.peak_vram_mb + 1.0  # one run fits alone, not two
     machine = SharedMachine([wf], SPEC, vram_budget_mb=budget, clock=clock)
     try:
-        first, second, cpu = _runs_at(machine, clock, [(0.0, wf, _gpu_mapping(wf)), (40.0, wf, _gpu_mapping(wf)),
-                                                       (50.0, wf, dict.fromkeys(wf.task_ids, Mode.CPU))])
+        first, second, cpu = _runs_at(
+            machine,
+            clock,
+            [
+                (0.0, wf, _gpu_mapping(wf)),
+                (40.0, wf, _gpu_mapping(wf)),
+                (50.0, wf, dict.fromkeys(wf.task_ids, Mode.CPU)),
+            ],
+        )
     finally:
         machine.close()
     assert first.ok and second.ok  # co-scheduling never causes an oom: the second waited for the VRAM
@@ -122,13 +131,16 @@ def test_the_realtime_testbed_hands_runs_to_the_machine():
 
 def test_time_scale_and_budget_options_are_checked_in_one_line(tmp_path):
     from agentsched.errors import AgentschedError
-    from agentsched.service.service import ServiceConfig
+    from agentsched.service.config import ServiceConfig
 
-    with pytest.raises(AgentschedError, match="apply only to --testbed sim --realtime"):
+    with pytest.raises(AgentschedError, match=r"^time_scale applies only to the real-time simulator") as e:
         ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", time_scale=10.0)
-    with pytest.raises(AgentschedError, match="--time-scale must be"):
+    assert e.value.field == "time_scale"
+    with pytest.raises(AgentschedError, match=r"^time_scale is invalid \(input should be greater than 0\), got 0.0$"):
         ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=0.0)
-    with pytest.raises(AgentschedError, match="--vram-budget-mb must be"):
+    with pytest.raises(
+        AgentschedError, match=r"^vram_budget_mb must be a finite number > 0 \(none: omit it\), got -1$"
+    ):
         ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, vram_budget_mb=-1.0)
 
 
@@ -136,11 +148,12 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
     """Before, S1 served beside S13 (1,100 MB) planned for no budget: its first rounds placed llama_1b
     (2,484 MB) on the GPU, and every invocation of them was an oom."""
     from agentsched.errors import WorkflowError
-    from agentsched.service.service import Service, ServiceConfig
+    from agentsched.service import Engine, ServiceConfig
 
-    config = ServiceConfig(workflows=("S1", "S13"), store=tmp_path / "s.db", testbed=SPEC, realtime=True,
-                           time_scale=1e6)
-    service = Service(config)
+    config = ServiceConfig(
+        workflows=("S1", "S13"), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6
+    )
+    service = Engine(config)
     try:
         rt = service.runtimes["S1"]
         assert rt.workflow.vram_budget_mb == 1100.0 == service.runtimes["S13"].workflow.vram_budget_mb
@@ -149,19 +162,22 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
     finally:
         service.close()
     with pytest.raises(WorkflowError, match="vram_budget_mb 100 is below every tool's VRAM"):
-        Service(ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True,
-                              vram_budget_mb=100.0))
+        Engine(
+            ServiceConfig(workflows=("S1",), store=tmp_path / "t.db", testbed=SPEC, realtime=True, vram_budget_mb=100.0)
+        )
     assert not (tmp_path / "t.db").exists()
 
 
 def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp_path, monkeypatch):
     """Before, `invocations` right after a restart counted only those replayed so far (116 of 203)."""
     from agentsched.runtime.runtime import Runtime
-    from agentsched.service.service import Service, ServiceConfig
+    from agentsched.service import Engine, ServiceConfig
+    from agentsched.service.views import describe
 
-    config = ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6,
-                           round_size=3)
-    first = Service(config)
+    config = ServiceConfig(
+        workflows=("S1",), store=tmp_path / "s.db", testbed=SPEC, realtime=True, time_scale=1e6, round_size=3
+    )
+    first = Engine(config)
     try:
         assert all(first.runtimes["S1"].invoke().ok for _ in range(6))
     finally:
@@ -174,11 +190,11 @@ def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp
         return stored(self, seq, mapping)
 
     monkeypatch.setattr(Runtime, "_stored", slow_replay)
-    again = Service(config)
+    again = Engine(config)
     try:
         _wait_for(lambda: again.runtimes["S1"].replayed == 2)
-        d = again.describe("S1")
-        assert (d["replayed"], d["invocations"]) == (2, 6)
+        d = describe(again, "S1")
+        assert (d.replayed, d.invocations) == (2, 6)
     finally:
         go.set()
         again.close()

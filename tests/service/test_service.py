@@ -6,12 +6,13 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from agentsched.service.service import Service, ServiceConfig  # noqa: E402
+from agentsched.service import Engine, ServiceConfig  # noqa: E402
+from agentsched.service.views import history  # noqa: E402
 from agentsched.testbeds.spec import TestbedSpec  # noqa: E402
 
 
 def test_history_reads_the_newest_n_with_sql_limit(tmp_path, monkeypatch):
-    svc = Service(ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=TestbedSpec(kind="sim")))
+    svc = Engine(ServiceConfig(workflows=("S1",), store=tmp_path / "s.db", testbed=TestbedSpec(kind="sim")))
     try:
         ids = [svc.invoke("S1", {}).invocation_id for _ in range(4)]
         asked: list[int | None] = []
@@ -22,7 +23,7 @@ def test_history_reads_the_newest_n_with_sql_limit(tmp_path, monkeypatch):
             return real(learner_id, limit=limit)
 
         monkeypatch.setattr(svc.store, "executions", spy)
-        assert [h["invocation_id"] for h in svc.history("S1", 3)] == ids[-3:]
+        assert [h.invocation_id for h in history(svc, "S1", 3)] == ids[-3:]
         assert asked == [3]  # the limit went to SQL; no full read sliced in Python
     finally:
         svc.close()
@@ -35,11 +36,15 @@ def test_a_source_tool_without_input_names_takes_the_invocations_arguments(tmp_p
 
     (tmp_path / "anyin_tools.py").write_text(
         "import agentsched\n\n\nclass Echo(agentsched.Tool):\n    name = 'echo'\n    has_gpu = False\n\n"
-        "    def run(self, inputs):\n        return sorted(inputs)\n")
+        "    def run(self, inputs):\n        return sorted(inputs)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "anyin.yaml").write_text('name: anyin\ntasks:\n  A: {tool: "anyin_tools:Echo"}\nedges: []\n')
-    svc = Service(ServiceConfig(workflows=(str(tmp_path / "anyin.yaml"),), store=tmp_path / "s.db",
-                                testbed=TestbedSpec(kind="local")))
+    svc = Engine(
+        ServiceConfig(
+            workflows=(str(tmp_path / "anyin.yaml"),), store=tmp_path / "s.db", testbed=TestbedSpec(kind="local")
+        )
+    )
     try:
         svc.check_inputs("anyin", {"x": 1, "y": 2})
         r = svc.invoke("anyin", {"x": 1, "y": 2})
@@ -56,21 +61,23 @@ def test_served_workflow_names_are_unique_and_routable(tmp_path):
     import pytest
 
     from agentsched.errors import WorkflowError
-    from agentsched.service.service import workflow_files
+    from agentsched.service.discovery import workflow_files
 
     (tmp_path / "a.yaml").write_text("name: same\ntasks: {A: clip}\n")
     (tmp_path / "b.yaml").write_text("name: same\ntasks: {A: clip}\n")
     with pytest.raises(WorkflowError) as e:
         workflow_files((str(tmp_path),))
-    assert str(e.value) == (f"two workflows are named same ({tmp_path / 'a.yaml'} and {tmp_path / 'b.yaml'}): "
-                            "each served workflow needs its own name")
+    assert str(e.value) == (
+        f"two workflows are named same ({tmp_path / 'a.yaml'} and {tmp_path / 'b.yaml'}): "
+        "each served workflow needs its own name"
+    )
     (tmp_path / "c.yaml").write_text('name: "a/b"\ntasks: {A: clip}\n')
     with pytest.raises(WorkflowError) as e:
         workflow_files((str(tmp_path / "c.yaml"),))
-    assert str(e.value) == (f"workflow 'a/b' ({tmp_path / 'c.yaml'}): a served workflow's name is part of its URL "
-                            "and may not hold a '/'")
+    assert str(e.value) == (
+        f"workflow 'a/b' ({tmp_path / 'c.yaml'}): a served workflow's name is part of its URL and may not hold a '/'"
+    )
     assert [w.name for w in workflow_files((str(tmp_path / "a.yaml"), "S1"))] == ["same", "S1"]
-
 
 
 def test_a_learner_starting_afresh_beside_history_under_another_budget_is_said_once(tmp_path, caplog):
@@ -79,8 +86,8 @@ def test_a_learner_starting_afresh_beside_history_under_another_budget_is_said_o
     40 learned invocations vanish when a smaller workflow joined the service)."""
     store = tmp_path / "s.db"
 
-    def serve(*names: str) -> Service:
-        return Service(ServiceConfig(workflows=names, store=store, testbed=TestbedSpec(kind="sim")))
+    def serve(*names: str) -> Engine:
+        return Engine(ServiceConfig(workflows=names, store=store, testbed=TestbedSpec(kind="sim")))
 
     def said() -> list[str]:
         out = [r.getMessage() for r in caplog.records if r.name == "agentsched.service"]
@@ -100,10 +107,12 @@ def test_a_learner_starting_afresh_beside_history_under_another_budget_is_said_o
     finally:
         svc.close()
     [line] = said()  # S2 only: S1's learner under no budget had no invocation; S13 keeps its own
-    assert line == ("workflow S2 starts learning afresh under a VRAM budget of 1100 MB: the store holds 3 "
-                    "invocations of it learned under no VRAM budget (learner 1), set aside (a learner's key holds "
-                    "its budget, here the smallest a served workflow declares: serve the same workflows together "
-                    "to resume them)")
+    assert line == (
+        "workflow S2 starts learning afresh under a VRAM budget of 1100 MB: the store holds 3 "
+        "invocations of it learned under no VRAM budget (learner 1), set aside (a learner's key holds "
+        "its budget, here the smallest a served workflow declares: serve the same workflows together "
+        "to resume them)"
+    )
     svc = serve("S2", "S13")  # a restart on the same set resumes its learner: nothing to say
     svc.close()
     assert said() == []

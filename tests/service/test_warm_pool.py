@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import threading
 
     import agentsched
@@ -37,14 +37,15 @@ TOOLS = textwrap.dedent('''
 
         def run(self, inputs):
             return len(next(iter(inputs.values())))
-''')
+""")
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     (tmp_path / "warm_tools.py").write_text(TOOLS)
-    (tmp_path / "one.yaml").write_text('name: one\ntasks:\n  A: {tool: "warm_tools:Upper"}\n'
-                                       '  B: {tool: "warm_tools:Length"}\nedges: [[A, B]]\n')
+    (tmp_path / "one.yaml").write_text(
+        'name: one\ntasks:\n  A: {tool: "warm_tools:Upper"}\n  B: {tool: "warm_tools:Length"}\nedges: [[A, B]]\n'
+    )
     (tmp_path / "two.yaml").write_text('name: two\ntasks:\n  A: {tool: "warm_tools:Upper"}\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -54,15 +55,22 @@ def project(tmp_path, monkeypatch):
 def test_two_workflows_share_warm_tools_and_metrics_count_loads(project, monkeypatch):
     import warm_tools
 
-    from agentsched.testbeds.tool_pool import shared_pool
+    from agentsched.testbeds.tool_pool import ToolPool
 
-    monkeypatch.setattr(shared_pool(), "host_pressure", None)  # (a busy machine's RAM must not evict here)
+    pool = ToolPool()  # passed in, its host_pressure None: a busy machine's RAM must not evict here
+    from agentsched.service import Engine, ServiceConfig
     from agentsched.service.metrics import Metrics
-    from agentsched.service.service import Service, ServiceConfig
     from agentsched.testbeds.spec import TestbedSpec
 
-    svc = Service(ServiceConfig(workflows=("one.yaml", "two.yaml"), store=project / "s.db",
-                                testbed=TestbedSpec(kind="local", cpu_slots=2), round_size=4))
+    svc = Engine(
+        ServiceConfig(
+            workflows=("one.yaml", "two.yaml"),
+            store=project / "s.db",
+            testbed=TestbedSpec(kind="local", cpu_slots=2),
+            round_size=4,
+        ),
+        pool=pool,
+    )
     try:
         before = svc.pool.stats()["loads"]
         gate = threading.Barrier(4)
@@ -87,17 +95,20 @@ def test_two_workflows_share_warm_tools_and_metrics_count_loads(project, monkeyp
         svc.close()
 
 
-def test_cpu_slots_of_a_local_service_are_the_processes_and_are_given_back_at_close(project):
-    from agentsched.service.service import Service, ServiceConfig
+def test_a_local_service_keeps_its_own_pool_and_leaves_the_processes_alone(project):
+    from agentsched.service import Engine, ServiceConfig
     from agentsched.testbeds.spec import TestbedSpec
     from agentsched.testbeds.tool_pool import shared_pool
 
-    before = shared_pool().cpu_slots
-    svc = Service(ServiceConfig(workflows=("two.yaml",), store=project / "s.db",
-                                testbed=TestbedSpec(kind="local", cpu_slots=3)))
+    before = (shared_pool().cpu_slots, shared_pool().budget_mb)
+    svc = Engine(
+        ServiceConfig(workflows=("two.yaml",), store=project / "s.db", testbed=TestbedSpec(kind="local", cpu_slots=3))
+    )
     try:
-        assert svc.pool is shared_pool() and svc.pool.cpu_slots == 3  # every invocation shares these 3
+        assert svc.pool is not shared_pool() and svc.pool.cpu_slots == 3  # every invocation shares these 3
+        assert (shared_pool().cpu_slots, shared_pool().budget_mb) == before  # never changed, not even for a while
         assert svc.invoke("two", {"text": "x"}).ok and svc.pool.cpu_busy == 0
+        assert svc.pool.stats()["loads"] >= 1 and shared_pool().loaded_count() == 0  # its tools are in its own pool
     finally:
         svc.close()
-    assert shared_pool().cpu_slots == before
+    assert (shared_pool().cpu_slots, shared_pool().budget_mb) == before

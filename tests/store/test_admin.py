@@ -13,22 +13,21 @@ from agentsched.model.execution import Execution, Status
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.store import Store, execution_from_doc
-from agentsched.store.admin import (
-    UnknownLearnerError,
-    export_doc,
-    file_bytes,
-    find,
-    find_one,
-    read_export,
-    summaries,
-    write_export,
-)
+from agentsched.store.admin import UnknownLearnerError, file_bytes, find, find_one, summaries
+from agentsched.store.export import read_export, write_export
 
 
 def _x(e2e: float, status: Status = Status.OK) -> Execution:
-    return Execution(status=status, mapping={"A": Mode.CPU}, e2e_ms=e2e if status is Status.OK else None,
-                     elapsed_ms=e2e, peak_vram_mb=0.0, spans=(), message="" if status is Status.OK else "boom",
-                     testbed="sim")
+    return Execution(
+        status=status,
+        mapping={"A": Mode.CPU},
+        e2e_ms=e2e if status is Status.OK else None,
+        elapsed_ms=e2e,
+        peak_vram_mb=0.0,
+        spans=(),
+        message="" if status is Status.OK else "boom",
+        testbed="sim",
+    )
 
 
 @pytest.fixture
@@ -75,7 +74,7 @@ def test_a_learner_is_named_by_workflow_key_prefix_or_id(filled):
 def test_export_holds_every_record_and_reads_back(filled, tmp_path):
     st, s1a, _, _ = filled
     out = tmp_path / "e.json"
-    write_export(export_doc(st, s1a), out)
+    assert write_export(st, s1a, out) == (3, 3)
     doc = read_export(out)
     assert doc["learner"]["key"] == s1a.key and doc["workflow"]["name"] == "S1"
     assert [r["round"] for r in doc["rounds"]] == [0, 1, 2] and doc["best"]["best_e2e_ms"] == 9.5
@@ -101,8 +100,21 @@ def test_vacuum_shrinks_a_store_after_forget_and_keeps_the_rest(tmp_path):
     big = st.learner(load_scenario("S1"), "agent-rules", {})
     keep = st.learner(load_scenario("S2"), "agent-rules", {})
     for i in range(300):
-        st.append(big.id, i, "round", 0, Execution(status=Status.ERROR, mapping={"A": Mode.CPU}, e2e_ms=None,
-                                                     elapsed_ms=1.0, peak_vram_mb=0.0, spans=(), message="x" * 500))
+        st.append(
+            big.id,
+            i,
+            "round",
+            0,
+            Execution(
+                status=Status.ERROR,
+                mapping={"A": Mode.CPU},
+                e2e_ms=None,
+                elapsed_ms=1.0,
+                peak_vram_mb=0.0,
+                spans=(),
+                message="x" * 500,
+            ),
+        )
     st.append(keep.id, 0, "round", 0, _x(5.0))
     st.forget(big.id)
     st._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # what a later open would do: the pages are free now
@@ -128,8 +140,9 @@ def test_a_store_path_with_uri_characters_opens_that_very_file(tmp_path, name):
     st = Store(path)
     st.learner(load_scenario("S1"), "agent-rules", {})
     st.close()
-    assert path.is_file() and sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) \
-        == [name]  # no other file created under a truncated name
+    assert path.is_file() and sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        name
+    ]  # no other file created under a truncated name
     ro = Store(path, read_only=True)
     assert [ln.workflow_name for ln in ro.learners()] == ["S1"]
     ro.close()

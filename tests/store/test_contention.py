@@ -19,7 +19,9 @@ def test_contention_rows_round_trip_and_a_save_replaces_its_keys(tmp_path):
         store.save_contention([("ocr", "c1", 3.0, 0.5, 90, -0.2)])
         rows = store.contention(["c1", "c2", "other"])
         assert [(r.unit, r.card_hash, r.s, r.p, r.runs, r.log_ratio) for r in rows] == [
-            ("clip", "c2", 0.5, 2.9, 12, 0.0), ("ocr", "c1", 3.0, 0.5, 90, -0.2)]
+            ("clip", "c2", 0.5, 2.9, 12, 0.0),
+            ("ocr", "c1", 3.0, 0.5, 90, -0.2),
+        ]
         assert [r.unit for r in store.contention(["c2"])] == ["clip"] and store.contention([]) == []
     finally:
         store.close()
@@ -51,8 +53,10 @@ def test_a_contention_table_from_before_the_measured_ratio_reads_it_as_zero_and_
     Store(path).close()
     with sqlite3.connect(path) as conn:  # as the table was first written, without log_ratio
         conn.execute("DROP TABLE contention")
-        conn.execute("CREATE TABLE contention (unit TEXT NOT NULL, card_hash TEXT NOT NULL, s REAL NOT NULL, "
-                     "p REAL NOT NULL, runs INTEGER NOT NULL, updated_s REAL NOT NULL, PRIMARY KEY (unit, card_hash))")
+        conn.execute(
+            "CREATE TABLE contention (unit TEXT NOT NULL, card_hash TEXT NOT NULL, s REAL NOT NULL, "
+            "p REAL NOT NULL, runs INTEGER NOT NULL, updated_s REAL NOT NULL, PRIMARY KEY (unit, card_hash))"
+        )
         conn.execute("INSERT INTO contention VALUES ('ocr', 'c1', 2.0, 1.0, 7, 0)")
     store = Store(path)
     try:

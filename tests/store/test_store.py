@@ -20,14 +20,23 @@ from agentsched.store import SCHEMA_VERSION, Store, execution_from_doc, executio
 
 
 def _execution(e2e: float = 12.345678901234567, status: Status = Status.OK) -> Execution:
-    spans = (TaskSpan("A", "groupby", Mode.CPU, 0.0, 0.1, 5.123456789, 0.0, 0.0),
-             TaskSpan("B", "clip", Mode.GPU_QUEUE, 5.123456789, 5.2, None if status is not Status.OK else e2e,
-                      1.5, 300.25))
-    return Execution(status=status, mapping={"A": Mode.CPU, "B": Mode.GPU_QUEUE},
-                     e2e_ms=e2e if status is Status.OK else None, elapsed_ms=e2e, peak_vram_mb=300.25, spans=spans,
-                     vram_timeline=((0.0, 0.0), (5.2, 300.25)), message="" if status is Status.OK else "boom",
-                     testbed="local", extra={"size": "small", "failed_task": None, "obj": object()},
-                     outputs={"B": object()})
+    spans = (
+        TaskSpan("A", "groupby", Mode.CPU, 0.0, 0.1, 5.123456789, 0.0, 0.0),
+        TaskSpan("B", "clip", Mode.GPU_QUEUE, 5.123456789, 5.2, None if status is not Status.OK else e2e, 1.5, 300.25),
+    )
+    return Execution(
+        status=status,
+        mapping={"A": Mode.CPU, "B": Mode.GPU_QUEUE},
+        e2e_ms=e2e if status is Status.OK else None,
+        elapsed_ms=e2e,
+        peak_vram_mb=300.25,
+        spans=spans,
+        vram_timeline=((0.0, 0.0), (5.2, 300.25)),
+        message="" if status is Status.OK else "boom",
+        testbed="local",
+        extra={"size": "small", "failed_task": None, "obj": object()},
+        outputs={"B": object()},
+    )
 
 
 def test_execution_round_trips_at_full_precision():
@@ -57,8 +66,9 @@ def test_learner_is_keyed_by_workflow_cards_policy_and_settings(store):
     a = store.learner(wf, "agent-rules", {"round_size": 5})
     assert store.learner(wf, "agent-rules", {"round_size": 5}).id == a.id
     assert store.learner(wf, "agent-rules", {"round_size": 3}).id != a.id
-    slower = CardSet(name="slower", cards={k: c.model_copy(update={"cpu_ms": c.cpu_ms * 2})
-                                           for k, c in wf.card_set.cards.items()})
+    slower = CardSet(
+        name="slower", cards={k: c.model_copy(update={"cpu_ms": c.cpu_ms * 2}) for k, c in wf.card_set.cards.items()}
+    )
     assert store.learner(wf.with_cards(slower), "agent-rules", {"round_size": 5}).id != a.id
     assert store.learner(load_scenario("S6"), "agent-rules", {"round_size": 5}).id != a.id
     assert [ln.id for ln in store.learners("S5")] == [a.id, a.id + 1, a.id + 2]
@@ -238,8 +248,11 @@ def _unwritable_folders(monkeypatch):
     import agentsched.store.store as store_mod
 
     real = os.access
-    monkeypatch.setattr(store_mod.os, "access",
-                        lambda path, mode, **kw: False if mode == os.W_OK and os.path.isdir(path) else real(path, mode))
+    monkeypatch.setattr(
+        store_mod.os,
+        "access",
+        lambda path, mode, **kw: False if mode == os.W_OK and os.path.isdir(path) else real(path, mode),
+    )
 
 
 def test_a_store_in_a_folder_we_cannot_write_opens_without_creating_files(tmp_path, monkeypatch):
@@ -263,16 +276,27 @@ def test_unmerged_wal_changes_in_a_read_only_folder_are_one_line(tmp_path, monke
         shutil.copy(tmp_path / name, copy / name)
     writer.close()
     _unwritable_folders(monkeypatch)
-    with pytest.raises(StoreError, match=r"^store .*copy/s\.db has changes in s\.db-wal not yet in the store, and "
-                                         "its folder is read-only: copy the store with its -wal file"):
+    with pytest.raises(
+        StoreError,
+        match=r"^store .*copy/s\.db has changes in s\.db-wal not yet in the store, and "
+        "its folder is read-only: copy the store with its -wal file",
+    ):
         Store(copy / "s.db", read_only=True)
 
 
 def _can_bind_read_only(folder) -> bool:
     try:
-        p = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && "
-                            f"mount -o remount,bind,ro {folder} && ! touch {folder}/probe"],
-                           capture_output=True, timeout=30)
+        p = subprocess.run(
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && ! touch {folder}/probe",
+            ],
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return p.returncode == 0
@@ -284,9 +308,18 @@ def test_history_reads_a_store_in_a_read_only_folder(tmp_path):
         pytest.skip("needs unshare and mount (a read-only bind mount)")
     p = _stored_history(tmp_path)
     cmd = f"{sys.executable} -m agentsched history S5 --store {p} --json"
-    run = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path} && "
-                          f"mount -o remount,bind,ro {tmp_path} && exec {cmd}"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {tmp_path} {tmp_path} && mount -o remount,bind,ro {tmp_path} && exec {cmd}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert '"invocations": 1' in run.stdout
 
@@ -302,14 +335,17 @@ def _runtime_store(tmp_path):
     return db
 
 
-@pytest.mark.parametrize("sql, problem", [
-    ("UPDATE executions SET mapping = '{not json' WHERE id = 2", "execution 2 is not JSON (JSONDecodeError)"),
-    ("UPDATE executions SET mapping = '{\"A\": \"warp\"}' WHERE id = 2", "execution 2 places task 'A' on 'warp'"),
-    ("UPDATE executions SET status = 'great' WHERE id = 3", "execution 3 has status 'great'"),
-    ("UPDATE rounds SET e2e_ms = 'fast' WHERE round = 1", "round 1 of learner 1 has E2E 'fast', not a number"),
-    ("UPDATE learners SET settings = '[1, 2]'", "learner 1's settings is a JSON list, not an object"),
-    ("UPDATE executions SET mapping = '" + "[" * 100000 + "]" * 100000 + "'", "is not JSON (RecursionError)"),
-])
+@pytest.mark.parametrize(
+    "sql, problem",
+    [
+        ("UPDATE executions SET mapping = '{not json' WHERE id = 2", "execution 2 is not JSON (JSONDecodeError)"),
+        ('UPDATE executions SET mapping = \'{"A": "warp"}\' WHERE id = 2', "execution 2 places task 'A' on 'warp'"),
+        ("UPDATE executions SET status = 'great' WHERE id = 3", "execution 3 has status 'great'"),
+        ("UPDATE rounds SET e2e_ms = 'fast' WHERE round = 1", "round 1 of learner 1 has E2E 'fast', not a number"),
+        ("UPDATE learners SET settings = '[1, 2]'", "learner 1's settings is a JSON list, not an object"),
+        ("UPDATE executions SET mapping = '" + "[" * 100000 + "]" * 100000 + "'", "is not JSON (RecursionError)"),
+    ],
+)
 def test_history_of_a_semantically_corrupt_store_is_one_line(tmp_path, cli, sql, problem):
     db = _runtime_store(tmp_path)
     with sqlite3.connect(db) as c:
@@ -319,11 +355,14 @@ def test_history_of_a_semantically_corrupt_store_is_one_line(tmp_path, cli, sql,
     assert err.startswith(f"error: store {db} is damaged: ") and problem in err
 
 
-@pytest.mark.parametrize("record, problem", [
-    ("{not json", "execution 1 of learner 1 is not JSON (JSONDecodeError)"),
-    ('{"status": "ok"}', "execution 1 of learner 1 has no field 'spans'"),
-    ('{"status": "ok", "spans": [[1]], "mapping": {}}', "execution 1 of learner 1 holds a wrong value (IndexError"),
-])
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ("{not json", "execution 1 of learner 1 is not JSON (JSONDecodeError)"),
+        ('{"status": "ok"}', "execution 1 of learner 1 has no field 'spans'"),
+        ('{"status": "ok", "spans": [[1]], "mapping": {}}', "execution 1 of learner 1 holds a wrong value (IndexError"),
+    ],
+)
 def test_replaying_a_corrupt_execution_record_is_one_line(tmp_path, record, problem):
     from agentsched import Runtime
     from agentsched.testbeds.sim import SimTestbed
@@ -331,7 +370,9 @@ def test_replaying_a_corrupt_execution_record_is_one_line(tmp_path, record, prob
     db = _runtime_store(tmp_path)
     with sqlite3.connect(db) as c:
         c.execute("UPDATE executions SET record = ? WHERE seq = 1", (record,))
-    with Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt, \
-            pytest.raises(StoreError) as e:
+    with (
+        Runtime(load_scenario("S5"), store=db, testbed=SimTestbed(noise_sigma=0.0), round_size=2) as rt,
+        pytest.raises(StoreError) as e,
+    ):
         rt.invoke()
     assert str(e.value).startswith(f"store {db} is damaged: ") and problem in str(e.value)

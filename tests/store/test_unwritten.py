@@ -18,8 +18,15 @@ from agentsched.store.unwritten import execution_record, keep, round_record, tak
 
 
 def _x(e2e_ms: float) -> Execution:
-    return Execution(status=Status.OK, mapping={"t1": Mode.CPU}, e2e_ms=e2e_ms, elapsed_ms=e2e_ms, peak_vram_mb=0.0,
-                     spans=(), testbed="sim")
+    return Execution(
+        status=Status.OK,
+        mapping={"t1": Mode.CPU},
+        e2e_ms=e2e_ms,
+        elapsed_ms=e2e_ms,
+        peak_vram_mb=0.0,
+        spans=(),
+        testbed="sim",
+    )
 
 
 def _learner(db):
@@ -86,9 +93,14 @@ def test_the_next_store_writes_them_by_learner_key(tmp_path, caplog):
         assert st.append(row.id, 0, "round", 0, _x(10.0)) == (1, True)
     finally:
         st.close()
-    keep(db, [execution_record(row.key, 0, "round", 0, _x(11.0)),  # place 0 taken meanwhile
-              execution_record(row.key, 1, "round", 0, _x(12.0)),
-              round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 11.5, 2, "first round")])
+    keep(
+        db,
+        [
+            execution_record(row.key, 0, "round", 0, _x(11.0)),  # place 0 taken meanwhile
+            execution_record(row.key, 1, "round", 0, _x(12.0)),
+            round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 11.5, 2, "first round"),
+        ],
+    )
     st = Store(db)
     try:
         rows = st.executions(row.id)
@@ -102,9 +114,14 @@ def test_the_next_store_writes_them_by_learner_key(tmp_path, caplog):
 def test_records_of_a_learner_the_store_does_not_have_are_set_aside(tmp_path, caplog):
     db = tmp_path / "s.db"
     row = _learner(db)
-    keep(db, [execution_record("no-such-key", None, "pinned", None, _x(1.0)),
-              {**execution_record(row.key, None, "pinned", None, _x(3.0)), "execution": {"status": "ok"}},  # malformed
-              execution_record(row.key, None, "pinned", None, _x(2.0))])
+    keep(
+        db,
+        [
+            execution_record("no-such-key", None, "pinned", None, _x(1.0)),
+            {**execution_record(row.key, None, "pinned", None, _x(3.0)), "execution": {"status": "ok"}},  # malformed
+            execution_record(row.key, None, "pinned", None, _x(2.0)),
+        ],
+    )
     st = Store(db)
     try:
         assert [e.e2e_ms for e in st.executions(row.id)] == [2.0]
@@ -152,8 +169,13 @@ Store(sys.argv[1])
 def test_records_written_by_a_process_that_died_before_removing_them_are_not_written_again(tmp_path):
     db = tmp_path / "s.db"
     row = _learner(db)
-    keep(db, [execution_record(row.key, None, "pinned", None, _x(1.0)),
-              round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 1.0, 1, "r")])
+    keep(
+        db,
+        [
+            execution_record(row.key, None, "pinned", None, _x(1.0)),
+            round_record(row.key, 0, {"t1": Mode.CPU}, Status.OK, 1.0, 1, "r"),
+        ],
+    )
     child = subprocess.run([sys.executable, "-c", _DIES_BEFORE_REMOVING, str(db)], capture_output=True, text=True)
     assert child.returncode == 3, child.stderr
     assert len(list(tmp_path.glob("*.taking"))) == 1  # written, and left on disk

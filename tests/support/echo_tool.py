@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-ECHO_TOOLS = textwrap.dedent('''
+ECHO_TOOLS = textwrap.dedent("""
     import agentsched
 
 
@@ -18,4 +18,4 @@ ECHO_TOOLS = textwrap.dedent('''
 
         def run(self, inputs):
             return inputs["text"]
-''')
+""")

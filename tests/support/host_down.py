@@ -23,8 +23,13 @@ HOST_ERROR = "node llm (host) failed: RuntimeError: the LLM endpoint is down"
 def host_failed(x: Execution, external: bool = False) -> Execution:
     """``x`` as if the host code around its tasks raised once they had run (``external``: as the
     testbed marks a failure no placement can cause, an endpoint refusing)."""
-    return dataclasses.replace(x, status=Status.ERROR, e2e_ms=None, message=HOST_ERROR,
-                               extra={**x.extra, "failed_node": "llm", "external": external})
+    return dataclasses.replace(
+        x,
+        status=Status.ERROR,
+        e2e_ms=None,
+        message=HOST_ERROR,
+        extra={**x.extra, "failed_node": "llm", "external": external},
+    )
 
 
 class HostDown(Testbed):
@@ -33,16 +38,21 @@ class HostDown(Testbed):
 
     name = "host-down"
 
-    def __init__(self, inner: Testbed, failing: int | None = None, healthy: int = 0,
-                 external: bool = False) -> None:
+    def __init__(self, inner: Testbed, failing: int | None = None, healthy: int = 0, external: bool = False) -> None:
         self.inner = inner
         self.external = external
         self.failing = failing
         self.healthy = healthy
         self.runs = 0  # runs so far
 
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
+    def run(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        *,
+        rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Execution:
         x = self.inner.run(workflow, mapping, rng=rng)  # the inner testbeds here take no inputs
         self.runs += 1
         down = self.runs - self.healthy

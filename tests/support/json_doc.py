@@ -103,7 +103,8 @@ def check(prefix: str, doc: Any) -> None:
     missing = sorted(p for p in paths - seen if not any(p.startswith(e) for e in empty))
     assert not undocumented and not missing, (
         f"docs/json.md section {prefix!r} and the document disagree: written but not documented {undocumented}; "
-        f"documented but not written {missing}")
+        f"documented but not written {missing}"
+    )
 
 
 def check_example(prefix: str) -> int:

@@ -39,8 +39,9 @@ def link_of(body: dict[str, Any]) -> str:
 def schema_answer(schema: dict[str, Any]) -> str:
     """The answer a server constrained by ``schema`` could give: each task its first allowed mode."""
     mapping = schema["properties"]["mapping"]
-    return json.dumps({"mapping": {t: mapping["properties"][t]["enum"][0] for t in mapping["required"]},
-                       "reason": "constrained"})
+    return json.dumps(
+        {"mapping": {t: mapping["properties"][t]["enum"][0] for t in mapping["required"]}, "reason": "constrained"}
+    )
 
 
 UNCONSTRAINED = "{}"  # a tiny model's answer without a schema
@@ -91,12 +92,16 @@ def _openai_reject(body: dict[str, Any]) -> tuple[int, str] | None:
 
 def _only_text_or_json_object(status: int, model: str) -> Callable[[dict[str, Any]], tuple[int, str] | None]:
     """A pydantic-validated server whose response_format type may only be text or json_object."""
+
     def reject(body: dict[str, Any]) -> tuple[int, str] | None:
         kind = _fmt(body).get("type")
         if kind is not None and kind not in ("text", "json_object"):
-            return status, (f"1 validation error for {model} response_format.type Input should be 'text' or "
-                            f"'json_object' [type=literal_error, input_value='{kind}', input_type=str]")
+            return status, (
+                f"1 validation error for {model} response_format.type Input should be 'text' or "
+                f"'json_object' [type=literal_error, input_value='{kind}', input_type=str]"
+            )
         return None
+
     return reject
 
 
@@ -116,17 +121,23 @@ def _no_rejection(body: dict[str, Any]) -> None:
     return None
 
 
-MIMICS: dict[str, Mimic] = {m.name: m for m in (
-    Mimic("openai", "system", _openai_reject, _json_schema),
-    # vLLM ignores unknown fields, also inside json_object: only its own guided_json carries a schema there
-    Mimic("vllm", "vllm", _no_rejection, lambda b: _json_schema(b) or b.get("guided_json")),
-    Mimic("vllm-old", "vllm", _only_text_or_json_object(400, "ChatCompletionRequest"), lambda b: b.get("guided_json")),
-    Mimic("llama.cpp", "llamacpp", _no_rejection, lambda b: _json_schema(b) or _json_object_schema(b)),
-    Mimic("llama-cpp-python", "me", _only_text_or_json_object(500, "CreateChatCompletionRequest"),
-          _json_object_schema),
-    Mimic("ollama", "library", _no_rejection, _json_schema),
-    Mimic("ollama-old", "library", _ollama_old_reject, lambda b: b.get("format")),
-)}
+MIMICS: dict[str, Mimic] = {
+    m.name: m
+    for m in (
+        Mimic("openai", "system", _openai_reject, _json_schema),
+        # vLLM ignores unknown fields, also inside json_object: only its own guided_json carries a schema there
+        Mimic("vllm", "vllm", _no_rejection, lambda b: _json_schema(b) or b.get("guided_json")),
+        Mimic(
+            "vllm-old", "vllm", _only_text_or_json_object(400, "ChatCompletionRequest"), lambda b: b.get("guided_json")
+        ),
+        Mimic("llama.cpp", "llamacpp", _no_rejection, lambda b: _json_schema(b) or _json_object_schema(b)),
+        Mimic(
+            "llama-cpp-python", "me", _only_text_or_json_object(500, "CreateChatCompletionRequest"), _json_object_schema
+        ),
+        Mimic("ollama", "library", _no_rejection, _json_schema),
+        Mimic("ollama-old", "library", _ollama_old_reject, lambda b: b.get("format")),
+    )
+}
 
 
 class RawServer:
@@ -134,8 +145,14 @@ class RawServer:
     body bytes), sent at once or, with ``trickle_s``, one byte every ``trickle_s`` seconds (from the
     status line on with ``trickle_headers``). ``requests``: (method, path, headers) of each request."""
 
-    def __init__(self, respond: Callable[[BaseHTTPRequestHandler], tuple[int, bytes]], *, trickle_s: float = 0.0,
-                 trickle_headers: bool = False, content_length: bool = True) -> None:
+    def __init__(
+        self,
+        respond: Callable[[BaseHTTPRequestHandler], tuple[int, bytes]],
+        *,
+        trickle_s: float = 0.0,
+        trickle_headers: bool = False,
+        content_length: bool = True,
+    ) -> None:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.stopping = threading.Event()
         server = self
@@ -178,7 +195,7 @@ class RawServer:
         for i in range(len(data)):
             if self.stopping.wait(every_s):
                 return
-            out.write(data[i:i + 1])
+            out.write(data[i : i + 1])
             out.flush()
 
     @property

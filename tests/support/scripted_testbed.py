@@ -30,17 +30,25 @@ CARDS = {
 
 
 def card_set() -> CardSet:
-    return CardSet(name="scripted", cards={
-        n: ToolCard(name=n, workload=f"{n} kernel", cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t)
-        for n, (c, g, ld, v, t) in CARDS.items()
-    })
+    return CardSet(
+        name="scripted",
+        cards={
+            n: ToolCard(name=n, workload=f"{n} kernel", cpu_ms=c, gpu_ms=g, load_ms=ld, vram_mb=v, tags=t)
+            for n, (c, g, ld, v, t) in CARDS.items()
+        },
+    )
 
 
 def workflow(space: str = "three_way", budget_mb: float | None = 800.0) -> Workflow:
-    wf = Workflow.model_validate({
-        "name": "scripted", "decision_space": space, "vram_budget_mb": budget_mb,
-        "tasks": {"A": "alpha", "B": "beta", "C": "gamma", "D": "delta"}, "edges": [],
-    })
+    wf = Workflow.model_validate(
+        {
+            "name": "scripted",
+            "decision_space": space,
+            "vram_budget_mb": budget_mb,
+            "tasks": {"A": "alpha", "B": "beta", "C": "gamma", "D": "delta"},
+            "edges": [],
+        }
+    )
     return wf.with_cards(card_set())
 
 
@@ -76,9 +84,17 @@ class ScriptedTestbed(Testbed):
                 continue
             vram = cards[t].vram_needed_mb if m is Mode.GPU_NOW else 0.0
             if budget is not None and held + vram > budget:
-                return Execution(Status.OOM, dict(mapping), None, 0.0, held + vram, tuple(spans),
-                                 message=f"gpu_now task {t} needs {vram:g} MB with {held:g} MB held",
-                                 testbed=self.name, extra={"failed_task": t})
+                return Execution(
+                    Status.OOM,
+                    dict(mapping),
+                    None,
+                    0.0,
+                    held + vram,
+                    tuple(spans),
+                    message=f"gpu_now task {t} needs {vram:g} MB with {held:g} MB held",
+                    testbed=self.name,
+                    extra={"failed_task": t},
+                )
             held += vram
             spans.append(TaskSpan(t, cards[t].name, m, 0.0, 0.0, self.latency(workflow, t, m), 0.0, vram))
         peak = held
@@ -88,9 +104,17 @@ class ScriptedTestbed(Testbed):
                 continue
             c = cards[t]
             if budget is not None and c.vram_needed_mb > budget:
-                return Execution(Status.OOM, dict(mapping), None, now, c.vram_needed_mb, tuple(spans),
-                                 message=f"gpu_queue task {t} is larger than the budget", testbed=self.name,
-                                 extra={"failed_task": t})
+                return Execution(
+                    Status.OOM,
+                    dict(mapping),
+                    None,
+                    now,
+                    c.vram_needed_mb,
+                    tuple(spans),
+                    message=f"gpu_queue task {t} is larger than the budget",
+                    testbed=self.name,
+                    extra={"failed_task": t},
+                )
             end = now + c.load_needed_ms + self.latency(workflow, t, Mode.GPU_QUEUE)
             spans.append(TaskSpan(t, c.name, Mode.GPU_QUEUE, 0.0, now, end, c.load_needed_ms, c.vram_needed_mb))
             peak = max(peak, c.vram_needed_mb)

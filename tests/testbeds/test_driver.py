@@ -11,10 +11,10 @@ import pytest
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
+from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, MachineLost, is_external
-from agentsched.model.rules import Start
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
@@ -25,8 +25,14 @@ class ScriptedBackend(Backend):
 
     name = "scripted"
 
-    def __init__(self, duration_ms: dict[str, float], *, fail: dict[str, BaseException] | None = None,
-                 early: Failure | None = None, broken_wait: bool = False) -> None:
+    def __init__(
+        self,
+        duration_ms: dict[str, float],
+        *,
+        fail: dict[str, BaseException] | None = None,
+        early: Failure | None = None,
+        broken_wait: bool = False,
+    ) -> None:
         self.duration_ms = duration_ms
         self.fail = fail or {}
         self.early = early  # a Failure begin() returns
@@ -35,8 +41,9 @@ class ScriptedBackend(Backend):
         self.now = 0.0
         self.running: dict[str, tuple[float, float, float]] = {}  # task -> (start, end, load)
 
-    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
-              expected: bool = False) -> Failure | None:
+    def begin(
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None, expected: bool = False
+    ) -> Failure | None:
         self.log.append(("begin", expected))
         self.now, self.running = 0.0, {}
         return self.early
@@ -74,20 +81,35 @@ class ScriptedBackend(Backend):
 
 
 def wf(tasks: dict, edges=(), budget=None) -> Workflow:
-    return parse_workflow({"name": "t", "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,
-                           "tasks": tasks, "edges": [list(e) for e in edges]}, "t")
+    return parse_workflow(
+        {
+            "name": "t",
+            "cards": "a5500",
+            "decision_space": "three_way",
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        },
+        "t",
+    )
 
 
-DIAMOND = wf({"A": "minilm_l6", "B": "groupby", "C": "reranker", "D": "doc_merger"},
-             [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+DIAMOND = wf(
+    {"A": "minilm_l6", "B": "groupby", "C": "reranker", "D": "doc_merger"},
+    [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")],
+)
 
 
 def test_data_flow_sources_get_the_inputs_successors_their_predecessors_outputs():
     be = ScriptedBackend({"A": 10, "B": 5, "C": 7, "D": 1})
     ex = Driver(be).run(DIAMOND, {t: C for t in "ABCD"}, inputs={"q": "hi"})
     starts = {e[1]: e[3] for e in be.log if e[0] == "start"}
-    assert starts == {"A": {"q": "hi"}, "B": {"A": "A(q=hi)"}, "C": {"A": "A(q=hi)"},
-                      "D": {"B": "B(A=A(q=hi))", "C": "C(A=A(q=hi))"}}
+    assert starts == {
+        "A": {"q": "hi"},
+        "B": {"A": "A(q=hi)"},
+        "C": {"A": "A(q=hi)"},
+        "D": {"B": "B(A=A(q=hi))", "C": "C(A=A(q=hi))"},
+    }
     assert ex.ok and ex.outputs["D"] == "D(B=B(A=A(q=hi)),C=C(A=A(q=hi)))" and set(ex.outputs) == set("ABCD")
 
 
@@ -134,8 +156,10 @@ def test_a_task_whose_machine_was_lost_fails_its_run_as_no_placements_doing():
 
     be = ScriptedBackend({"A": 10, "B": 5}, fail={"A": MachineLost("LocalRayletDiedError: the raylet died")})
     ex = Driver(be).run(wf({"A": "clip", "B": "groupby"}), {"A": N, "B": C})
-    assert ex.status is Status.ERROR and ex.message == "task A (clip) lost its machine: LocalRayletDiedError: " \
-                                                       "the raylet died"
+    assert (
+        ex.status is Status.ERROR
+        and ex.message == "task A (clip) lost its machine: LocalRayletDiedError: the raylet died"
+    )
     assert ex.extra["failed_node"] == "machine" and ex.extra["external"] and ex.extra["lost_task"] == "A"
     assert not ex.placement_failed and not speaks(ex, [ex])  # a round of such runs has nothing to judge
     be = ScriptedBackend({"A": 10, "B": 5}, fail={"A": RuntimeError("the tool broke")})
@@ -156,8 +180,12 @@ def test_an_infeasible_start_is_oom_with_the_loads_the_backend_reports():
 def test_a_failure_before_the_clock_starts():
     be = ScriptedBackend({"A": 1}, early=Failure(Status.ERROR, "A", "task A (groupby) failed to load: OSError"))
     ex = Driver(be).run(wf({"A": "groupby"}), {"A": C})
-    assert (ex.status, ex.spans, ex.elapsed_ms, ex.message) == (Status.ERROR, (), 0.0,
-                                                                 "task A (groupby) failed to load: OSError")
+    assert (ex.status, ex.spans, ex.elapsed_ms, ex.message) == (
+        Status.ERROR,
+        (),
+        0.0,
+        "task A (groupby) failed to load: OSError",
+    )
     assert ex.extra == {"backend": "scripted", "failed_task": "A"}
     assert [e[0] for e in be.log] == ["begin", "end"]
 
@@ -194,14 +222,29 @@ class ReadTimeout(APIConnectionError):  # httpx's name: a timeout under a connec
     pass
 
 
-@pytest.mark.parametrize("exc", [ConnectionRefusedError("refused"), FileNotFoundError("prompt.txt"),
-                                 APIConnectionError("down"), RateLimitError("429")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ConnectionRefusedError("refused"),
+        FileNotFoundError("prompt.txt"),
+        APIConnectionError("down"),
+        RateLimitError("429"),
+    ],
+)
 def test_a_failure_of_something_outside_the_workflow_is_external(exc):
     assert is_external(exc)
 
 
-@pytest.mark.parametrize("exc", [ValueError("bad"), RuntimeError("CUDA out of memory"), TimeoutError(),
-                                 ReadTimeout("slow"), TypeError("can't convert cuda:0 device type tensor")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("bad"),
+        RuntimeError("CUDA out of memory"),
+        TimeoutError(),
+        ReadTimeout("slow"),
+        TypeError("can't convert cuda:0 device type tensor"),
+    ],
+)
 def test_a_failure_a_placement_may_cause_is_not_external(exc):
     assert not is_external(exc)
 

@@ -11,8 +11,17 @@ import pytest
 from agentsched.errors import WorldError
 from agentsched.model.contention import gpu_rates
 from agentsched.testbeds.laws import (
-    MaxLaw, LinearLaw, PowerLaw, SaturatingLaw, ThresholdLaw, linear_rates, max_rates, power_rates,
-    rate_function, saturating_rates, threshold_rates,
+    LinearLaw,
+    MaxLaw,
+    PowerLaw,
+    SaturatingLaw,
+    ThresholdLaw,
+    linear_rates,
+    max_rates,
+    power_rates,
+    rate_function,
+    saturating_rates,
+    threshold_rates,
 )
 
 # every law as (name, checked function with its parameters, validated law for the simulator)
@@ -27,6 +36,7 @@ IDS = [name for name, _, _ in LAWS]
 
 
 # -- invalid arguments: one test each -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name, law, _", LAWS, ids=IDS)
 def test_sensitivity_and_pressure_of_different_lengths(name, law, _):
@@ -68,6 +78,7 @@ def test_saturating_scale_outside_0_1000(scale):
 
 # -- what every law satisfies ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name, law, _", LAWS, ids=IDS)
 def test_without_co_runners_every_rate_is_1(name, law, _):
     assert law([], []) == []
@@ -78,8 +89,13 @@ def test_without_co_runners_every_rate_is_1(name, law, _):
 
 def _own_law_of(name: str, foreign: float) -> float:
     """The slowdown term per unit sensitivity of one law at a single foreign pressure."""
-    return {"linear": foreign, "max": foreign, "power": foreign ** 1.5, "threshold": max(0.0, foreign - 0.5),
-            "saturating": 1.0 - math.exp(-foreign)}[name]
+    return {
+        "linear": foreign,
+        "max": foreign,
+        "power": foreign**1.5,
+        "threshold": max(0.0, foreign - 0.5),
+        "saturating": 1.0 - math.exp(-foreign),
+    }[name]
 
 
 @pytest.mark.parametrize("name, law, _", LAWS, ids=IDS)
@@ -106,6 +122,7 @@ def test_the_simulators_kernel_is_the_checked_function(name, law, model):
 
 
 # -- hand-computed values and reductions to the linear law ------------------------------------------
+
 
 def test_linear_is_the_predictors_law():
     s, p = [0.336, 0.743, 0.106], [2.929, 3.399, 0.482]

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from agentsched.errors import TestbedError
-from agentsched.model.live import Invocation, LiveState, StreamDecider, TaskDone
+from agentsched.model.live import FasterDevice, Invocation, MachineSnapshot, TaskDone
 from agentsched.model.workflow import Mode
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.real import Cancelled
@@ -31,7 +31,7 @@ class Clock:
         self.s += ms / 1000.0
 
 
-class Scripted(StreamDecider):
+class Scripted(FasterDevice):
     """Places each task as ``modes`` says (by task id), admits while ``admitting``; keeps what it is told."""
 
     name = "scripted"
@@ -45,10 +45,10 @@ class Scripted(StreamDecider):
         self.ended_ids: list[int] = []
         self.views: list[tuple[int, int, float, int]] = []  # (cpu_busy, cpu_waiting, vram, queue) at each place
 
-    def admit(self, inv: Invocation, live: LiveState) -> bool:
+    def admit(self, inv: Invocation, live: MachineSnapshot) -> bool:
         return self.admitting
 
-    def place(self, inv: Invocation, task: str, live: LiveState) -> Mode | None:
+    def place(self, inv: Invocation, task: str, live: MachineSnapshot) -> Mode | None:
         self.asked.append(task)
         self.views.append((live.cpu_busy, live.cpu_waiting, live.vram_in_use_mb, live.queue_length))
         return self.modes[task]
@@ -83,13 +83,17 @@ def test_cpu_tasks_wait_for_a_slot_in_placement_order_until_their_run_starts():
     p = m.placer(TWO)
     p.admit()
     assert p.place("A") is C and p.place("B") is C
-    assert (m.cpu_busy, len(m.cpu_fifo)) == (0, 2) and m.cpu_waiting_ms == sum(c.cpu_ms for c in TWO.task_cards.values())
+    assert (m.cpu_busy, len(m.cpu_fifo)) == (0, 2) and m.cpu_waiting_ms == sum(
+        c.cpu_ms for c in TWO.task_cards.values()
+    )
     p.run_started("A")
     clock.move_ms(40)
     assert (m.cpu_busy, [t for _, t, _ in m.cpu_fifo]) == (1, ["B"])
-    m.under_lock(m._tick)
+    m.under_lock(m.tick)
     (view,) = m.running_views(gpu=False)
-    assert view.elapsed_ms == pytest.approx(40) and view.expected_remaining_ms == pytest.approx(TWO.task_cards["A"].cpu_ms - 40)
+    assert view.elapsed_ms == pytest.approx(40) and view.expected_remaining_ms == pytest.approx(
+        TWO.task_cards["A"].cpu_ms - 40
+    )
     p.finished("A", 40, 0)
     p.run_started("B")
     assert (m.cpu_busy, m.cpu_fifo) == (1, [])
@@ -179,7 +183,7 @@ def test_admission_goes_in_arrival_order_and_the_first_is_always_admitted():
     th = threading.Thread(target=lambda: (second.admit(), admitted.set()))
     th.start()
     assert not admitted.wait(0.1)  # at the door while the decider says no
-    assert m.live.admission_waiting == 1 and m.in_flight == 1
+    assert m.snapshot().admission_waiting == 1 and m.in_flight == 1
     d.admitting = True
     th.join(JOIN_S)
     assert admitted.is_set() and m.in_flight == 2 and m.admission == []
@@ -268,7 +272,7 @@ def test_cpu_slots_must_be_a_positive_integer(slots):
 
 def test_a_decider_that_plans_whole_mappings_is_refused():
     with pytest.raises(TestbedError, match="does not place tasks when they become ready"):
-        LiveMachine(StreamDecider(), [TWO], vram_budget_mb=None, cpu_slots=2)
+        LiveMachine(FasterDevice(), [TWO], vram_budget_mb=None, cpu_slots=2)
 
 
 def test_a_queued_task_whose_job_ended_without_a_turn_leaves_the_queue_to_the_next():
@@ -373,7 +377,7 @@ def test_a_queued_task_is_shown_from_its_turn_and_waits_until_its_turn():
     clock.move_ms(50)  # loading
     p.run_started("A")
     clock.move_ms(20)
-    m.under_lock(m._tick)  # (the machine's clock moves at events; a decision would move it so)
+    m.under_lock(m.tick)  # (the machine's clock moves at events; a decision would move it so)
     (v,) = m.running_views(gpu=True)
     assert v.elapsed_ms == pytest.approx(70.0)  # from its turn, its load included (as the simulator shows it)
     p.finished("A", 20, 50)

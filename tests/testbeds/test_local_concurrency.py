@@ -18,9 +18,17 @@ C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
 
 def wf(name: str, tasks: dict, edges=(), budget=None):
-    return parse_workflow({"name": name, "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,
-                           "tasks": tasks,
-                           "edges": [list(e) for e in edges]}, name)
+    return parse_workflow(
+        {
+            "name": name,
+            "cards": "a5500",
+            "decision_space": "three_way",
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        },
+        name,
+    )
 
 
 class Gpu:
@@ -205,8 +213,9 @@ def test_the_process_cpu_slots_bound_the_cpu_tasks_of_every_run_together(slots, 
     Counting.inside = Counting.peak = 0
     pool = ToolPool()
     pool.set_cpu_slots(slots)
-    tb = LocalTestbed(tool_factory=lambda name, size, seed=0: Counting(name, Gpu({}), [], None), pool=pool,
-                      cpu_workers=2)
+    tb = LocalTestbed(
+        tool_factory=lambda name, size, seed=0: Counting(name, Gpu({}), [], None), pool=pool, cpu_workers=2
+    )
     w = wf("two", {"A": "groupby", "B": "image_resize"})
     gate = threading.Barrier(4)
     runs = concurrently(4, lambda i: (gate.wait(10), tb.run(w, {"A": C, "B": C}))[1])

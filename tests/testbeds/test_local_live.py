@@ -18,18 +18,22 @@ import pytest
 from agentsched.errors import TestbedError
 from agentsched.model.cards import CardSet, ToolCard
 from agentsched.model.workflow import Mode
-from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_learn import ContentionLearner
+from agentsched.planner.traffic import TrafficPlanner
+from agentsched.planner.traffic_learn import ContentionLearner
 from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
 from agentsched.testbeds.tool_pool import ToolPool
 from tests.testbeds.test_driver import wf
 
 VRAM_MB = 1000.0
-CARDS = CardSet(name="fake", source="test", cards={
-    "clip": ToolCard(name="clip", cpu_ms=120.0, gpu_ms=20.0, load_ms=0.0, vram_mb=VRAM_MB, tags=("compute-bound",)),
-    "ocr": ToolCard(name="ocr", cpu_ms=120.0, gpu_ms=20.0, load_ms=0.0, vram_mb=VRAM_MB, tags=("compute-bound",)),
-})
+CARDS = CardSet(
+    name="fake",
+    source="test",
+    cards={
+        "clip": ToolCard(name="clip", cpu_ms=120.0, gpu_ms=20.0, load_ms=0.0, vram_mb=VRAM_MB, tags=("compute-bound",)),
+        "ocr": ToolCard(name="ocr", cpu_ms=120.0, gpu_ms=20.0, load_ms=0.0, vram_mb=VRAM_MB, tags=("compute-bound",)),
+    },
+)
 SENSITIVITY = {"clip": 0.0, "ocr": 3.0}  # the fake GPU's law: ocr runs 1 + 3 x (clips beside it) slower
 STEP_S = 0.002
 
@@ -93,8 +97,9 @@ def fake_gpu(monkeypatch):
 
 
 def local_testbed(gpu: FakeGpu, fail: frozenset[str] = frozenset()) -> LocalTestbed:
-    return LocalTestbed(tool_factory=lambda name, size, seed=0: Tool(name, gpu, name in fail), pool=ToolPool(),
-                        cpu_workers=4)
+    return LocalTestbed(
+        tool_factory=lambda name, size, seed=0: Tool(name, gpu, name in fail), pool=ToolPool(), cpu_workers=4
+    )
 
 
 PAIR = wf({"A": "clip", "B": "ocr"}, budget=4 * VRAM_MB).with_cards(CARDS)  # two sources: they overlap
@@ -106,7 +111,7 @@ def run_many(tb: LocalTestbed, machine: LiveMachine, n: int, threads: int = 4):
 
 
 def test_concurrent_live_invocations_run_and_leave_the_machine_clean(fake_gpu):
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     m = LiveMachine(planner, [PAIR], vram_budget_mb=2 * VRAM_MB, cpu_slots=2)
     tb = local_testbed(fake_gpu)
     runs = run_many(tb, m, 16)
@@ -120,7 +125,7 @@ def test_concurrent_live_invocations_run_and_leave_the_machine_clean(fake_gpu):
 
 
 def test_the_planner_learns_the_contention_the_machine_really_has(fake_gpu):
-    planner = LoadPlanner(admission=False)
+    planner = TrafficPlanner(admission=False)
     m = LiveMachine(planner, [PAIR], vram_budget_mb=None, cpu_slots=4)
     seen: list = []
     observe = planner.observe
@@ -140,7 +145,7 @@ def test_the_planner_learns_the_contention_the_machine_really_has(fake_gpu):
 
 
 def test_a_tool_that_raises_fails_its_invocation_alone_and_releases_what_it_held(fake_gpu):
-    planner = LoadPlanner()
+    planner = TrafficPlanner()
     m = LiveMachine(planner, [PAIR], vram_budget_mb=None, cpu_slots=2)
     tb = local_testbed(fake_gpu, fail=frozenset({"ocr"}))
     runs = run_many(tb, m, 6)
@@ -153,7 +158,7 @@ def test_a_tool_that_raises_fails_its_invocation_alone_and_releases_what_it_held
 
 def test_without_cuda_a_gpu_capable_workflow_is_refused_before_any_placement(monkeypatch):
     monkeypatch.setattr(LocalBackend, "_cuda_available", lambda self: False)
-    m = LiveMachine(LoadPlanner(), [PAIR], vram_budget_mb=None, cpu_slots=2)
+    m = LiveMachine(TrafficPlanner(), [PAIR], vram_budget_mb=None, cpu_slots=2)
     tb = local_testbed(FakeGpu())
     with pytest.raises(TestbedError, match="has no CUDA GPU"):
         tb.run_live(PAIR, m.placer(PAIR))
@@ -180,9 +185,15 @@ class Scripted:
     concurrent_safe = True
     has_gpu = True
 
-    def __init__(self, raises: bool = False, release: threading.Event | None = None, run_s: float = 0.0,
-                 load_s: float = 0.0, after: threading.Event | None = None,
-                 started: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        raises: bool = False,
+        release: threading.Event | None = None,
+        run_s: float = 0.0,
+        load_s: float = 0.0,
+        after: threading.Event | None = None,
+        started: threading.Event | None = None,
+    ) -> None:
         self.raises, self.release, self.run_s, self.load_s = raises, release, run_s, load_s
         self.after, self.started = after, started  # wait for ``after`` first; set ``started`` when running
 
@@ -211,16 +222,21 @@ class Scripted:
 def scripted_testbed(tools: dict, *, slots: int = 4, timeout_s: float | None = None) -> LocalTestbed:
     pool = ToolPool()
     pool.set_cpu_slots(slots)
-    return LocalTestbed(tool_factory=lambda name, size, seed=0: tools[name], pool=pool, cpu_workers=slots,
-                        task_timeout_s=timeout_s)
+    return LocalTestbed(
+        tool_factory=lambda name, size, seed=0: tools[name], pool=pool, cpu_workers=slots, task_timeout_s=timeout_s
+    )
 
 
 def test_a_failed_gpu_task_leaves_the_books_at_once_while_its_sibling_still_runs(fake_gpu):
     from tests.testbeds.test_live_machine import Scripted as Decider
 
     release, ocr_runs = threading.Event(), threading.Event()
-    tb = scripted_testbed({"clip": Scripted(raises=True, after=ocr_runs),  # raises once the ocr runs
-                           "ocr": Scripted(release=release, started=ocr_runs)})
+    tb = scripted_testbed(
+        {
+            "clip": Scripted(raises=True, after=ocr_runs),  # raises once the ocr runs
+            "ocr": Scripted(release=release, started=ocr_runs),
+        }
+    )
     m = LiveMachine(Decider({"A": Mode.GPU_NOW, "B": Mode.CPU}), [PAIR], vram_budget_mb=None, cpu_slots=4)
     out: list = []
     th = threading.Thread(target=lambda: out.append(tb.run_live(PAIR, m.placer(PAIR))))
@@ -243,7 +259,7 @@ def test_waiting_for_a_cpu_slot_or_the_gpu_queue_does_not_count_toward_the_task_
         one = wf({"A": "clip"}).with_cards(CARDS)
         m = LiveMachine(Decider({"A": mode}), [one], vram_budget_mb=None, cpu_slots=1)
         with ThreadPoolExecutor(3) as ex:
-            runs = list(ex.map(lambda i: tb.run_live(one, m.placer(one)), range(3)))
+            runs = list(ex.map(lambda i: tb.run_live(one, m.placer(one)), range(3)))  # noqa: B023 - mapped within this iteration
         tb.close()
         assert [x.status.value for x in runs] == ["ok"] * 3, [x.message for x in runs]
 

@@ -92,16 +92,18 @@ def _cli(argv, capsys):
 
 
 def test_cli_simulate_local_prints_timeline(capsys):
-    code, out, err = _cli(["simulate", "S2", "--testbed", "local", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu",
-                           "--size", "small"], capsys)
+    code, out, err = _cli(
+        ["simulate", "S2", "--testbed", "local", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu", "--size", "small"], capsys
+    )
     assert code == 0, err
     assert "S2: ok" in out and "minilm_l6" in out and "reranker" in out
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
 def test_cli_simulate_local_gpu_without_cuda_one_line(capsys):
-    code, _, err = _cli(["simulate", "S2", "--testbed", "local", "--mapping", "A=gpu,B=cpu,C=cpu,D=cpu",
-                         "--size", "small"], capsys)
+    code, _, err = _cli(
+        ["simulate", "S2", "--testbed", "local", "--mapping", "A=gpu,B=cpu,C=cpu,D=cpu", "--size", "small"], capsys
+    )
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0] and "--testbed sim" in lines[0]

@@ -22,7 +22,9 @@ def _factors(noise: Noise, n: int = 4000, sigma: float = 0.1, seed: int = 0) -> 
 
 def test_the_default_shape_is_exp_of_one_gauss_draw():
     rng_a, rng_b = random.Random(5), random.Random(5)
-    assert [noise_factor(rng_a, 0.2, Noise()) for _ in range(50)] == [math.exp(rng_b.gauss(0.0, 0.2)) for _ in range(50)]
+    assert [noise_factor(rng_a, 0.2, Noise()) for _ in range(50)] == [
+        math.exp(rng_b.gauss(0.0, 0.2)) for _ in range(50)
+    ]
 
 
 def test_student_t_has_heavier_tails_than_the_log_normal():

@@ -28,9 +28,19 @@ C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 NODE_VRAM_MB = 1000.0  # every node's vram_mb: clip (656 MB) + bert_base (486 MB) do not fit on one
 NODE = {"num_cpus": 1, "num_gpus": 1, "resources": {"vram_mb": NODE_VRAM_MB}}
 
+
 def wf(tasks: dict, edges=(), budget=None):
-    return parse_workflow({"name": "t", "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,
-                           "tasks": tasks, "edges": [list(e) for e in edges]}, "t")
+    return parse_workflow(
+        {
+            "name": "t",
+            "cards": "a5500",
+            "decision_space": "three_way",
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        },
+        "t",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +57,10 @@ def test_tasks_spread_over_the_nodes_and_data_flows(cluster):
     # two 1-CPU nodes: the two middle tasks run at once only on different nodes
     tb = make_tb(cluster, call_s=0.3)
     try:
-        w = wf({"A": "groupby", "B": "doc_merger", "C": "image_resize", "D": "vector_search"},
-               [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+        w = wf(
+            {"A": "groupby", "B": "doc_merger", "C": "image_resize", "D": "vector_search"},
+            [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")],
+        )
         ex = tb.run(w, {"A": C, "B": C, "C": C, "D": C}, inputs={"q": 1})
         assert ex.ok, ex.message
         assert ex.extra["nodes"]["B"] != ex.extra["nodes"]["C"]

@@ -13,8 +13,8 @@ ray = pytest.importorskip("ray")
 from agentsched.errors import TestbedError  # noqa: E402
 from agentsched.model.workflow import Mode  # noqa: E402
 from agentsched.scenarios import load_scenario  # noqa: E402
-from agentsched.testbeds.ray import testbed as ray_testbed  # noqa: E402
 from agentsched.testbeds.ray import RayTestbed  # noqa: E402
+from agentsched.testbeds.ray import testbed as ray_testbed  # noqa: E402
 from tests.support.ray_cluster import ray_cluster  # noqa: E402
 from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
@@ -60,8 +60,9 @@ def test_throughput_default_mapping_runs_without_a_gpu_json_on_stdout(cpu_cluste
 
 def test_throughput_all_cpu_mapping_json_out_file(cpu_cluster, fake_tools, cli, tmp_path):
     path = tmp_path / "tp.json"
-    code, out, err = cli("throughput", "S2", "-k", "2", "--batches", "1", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu",
-                         "--json-out", str(path))
+    code, out, err = cli(
+        "throughput", "S2", "-k", "2", "--batches", "1", "--mapping", "A=cpu,B=cpu,C=cpu,D=cpu", "--json-out", str(path)
+    )
     assert code == 0, err
     assert "batch 0: E2E ms" in out and f"invocations written to {path}" in out
     doc = json.loads(path.read_text())

@@ -17,7 +17,7 @@ pytest.importorskip("ray")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import time
 
     import agentsched
@@ -34,7 +34,7 @@ TOOLS = textwrap.dedent('''
             if inputs["text"] == "hang":
                 time.sleep(600)
             raise ValueError("boom on ray\\nsecond line")
-''')
+""")
 
 
 def _invoke(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -42,9 +42,28 @@ def _invoke(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     (tmp_path / "boom.yaml").write_text('name: boom\ntasks:\n  A: {tool: "ray_fault_tools:Boom"}\n')
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)])}
     env.pop("AGENTSCHED_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "agentsched.cli.main", "invoke", "boom.yaml", "--testbed", "ray",
-                           "--cpu-slots", "1", "--store", "s.db", "--json", *extra],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentsched.cli.main",
+            "invoke",
+            "boom.yaml",
+            "--testbed",
+            "ray",
+            "--cpu-slots",
+            "1",
+            "--store",
+            "s.db",
+            "--json",
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_a_tool_raising_on_ray_is_one_line(tmp_path):
@@ -57,8 +76,9 @@ def test_a_tool_raising_on_ray_is_one_line(tmp_path):
 def test_a_task_over_its_timeout_on_ray_is_an_error(tmp_path):
     p = _invoke(tmp_path, "-i", "text=hang", "--task-timeout-s", "2")
     assert p.returncode == 1, p.stderr
-    assert json.loads(p.stdout)["message"] == ("task A (ray_fault_tools:Boom) failed: TimeoutError: ran longer than "
-                                               "its timeout of 2 s (--task-timeout-s)")
+    assert json.loads(p.stdout)["message"] == (
+        "task A (ray_fault_tools:Boom) failed: TimeoutError: ran longer than its timeout of 2 s (--task-timeout-s)"
+    )
     assert p.stderr == ""
 
 
@@ -73,8 +93,12 @@ def test_rays_errors_that_say_the_machine_failed_are_machine_lost_and_the_tools_
         assert isinstance(lost, MachineLost) and str(lost).startswith(type(exc).__name__ + ": ")
     # the tool or its placement may have caused these (a crash on its device, an output a CUDA tensor
     # that cannot be read back where there is no CUDA: a RaySystemError), or a timeout
-    for exc in (ValueError("a tool's own"), rex.WorkerCrashedError(), rex.GetTimeoutError("slow"),
-                rex.RaySystemError("Failed to unpickle serialized exception: deserialize object on a CUDA device")):
+    for exc in (
+        ValueError("a tool's own"),
+        rex.WorkerCrashedError(),
+        rex.GetTimeoutError("slow"),
+        rex.RaySystemError("Failed to unpickle serialized exception: deserialize object on a CUDA device"),
+    ):
         assert machine_lost(exc) is exc
 
 
@@ -102,8 +126,18 @@ def test_a_worker_warm_up_that_times_out_never_fails_the_run_and_is_not_retried(
 
     monkeypatch.setattr(cl, "ray_module", lambda: Busy())
     monkeypatch.setattr(cl, "remote", lambda name: Idle())
-    c = cl.Cluster(address="auto", size="small", seed=0, emulate_gpu=True, emulated_gpus=1, cpu_slots=2,
-                   vram_mb=None, timeout_s=2.0, torch_threads=None, tool_factory=None)  # type: ignore[arg-type]
+    c = cl.Cluster(
+        address="auto",
+        size="small",
+        seed=0,
+        emulate_gpu=True,
+        emulated_gpus=1,
+        cpu_slots=2,
+        vram_mb=None,
+        timeout_s=2.0,
+        torch_threads=None,
+        tool_factory=None,
+    )  # type: ignore[arg-type]
     node = NodeInfo(node_id="n1", cpus=2, gpus=0, vram_mb=0)
     c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)  # no exception
     c.start_workers({"A": Mode.CPU, "B": Mode.CPU}, 1, [node], 2)
@@ -117,8 +151,11 @@ def test_a_load_past_its_deadline_is_said_in_words_naming_the_setting():
     from agentsched.testbeds.ray.backend import LOAD_TIMEOUT_S, load_error
 
     message = load_error(rex.GetTimeoutError("Get timed out: some object(s) not ready."))
-    assert message == (f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load "
-                       "deadline, agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, "
-                       "not loads)")
-    assert load_error(ValueError("no such model")) == ("loading the tools on the Ray cluster failed: "
-                                                        "ValueError: no such model")
+    assert message == (
+        f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load "
+        "deadline, agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, "
+        "not loads)"
+    )
+    assert load_error(ValueError("no such model")) == (
+        "loading the tools on the Ray cluster failed: ValueError: no such model"
+    )

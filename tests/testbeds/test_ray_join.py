@@ -15,8 +15,9 @@ from tests.support.sleep_tool import SleepFactory  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-WF = parse_workflow({"name": "t", "cards": "a5500", "tasks": {"A": "groupby", "B": "doc_merger"},
-                     "edges": [["A", "B"]]}, "t")
+WF = parse_workflow(
+    {"name": "t", "cards": "a5500", "tasks": {"A": "groupby", "B": "doc_merger"}, "edges": [["A", "B"]]}, "t"
+)
 
 
 @pytest.fixture(scope="module")

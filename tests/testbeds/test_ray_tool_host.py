@@ -23,8 +23,9 @@ class Counted:
 
 def test_warm_loads_each_tool_once_across_runs():
     Counted.loads = []
-    host = ToolHost(factory=lambda name, size, seed=0: Counted(), size="small", seed=0, gpu_device="cpu",
-                    torch_threads=None)
+    host = ToolHost(
+        factory=lambda name, size, seed=0: Counted(), size="small", seed=0, gpu_device="cpu", torch_threads=None
+    )
     needs = [(("mod:Tool", "cpu"), "cpu")]
     for _ in range(3):
         assert host.warm(needs, {"mod:Tool": Counted}) is None

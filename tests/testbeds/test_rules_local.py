@@ -11,10 +11,10 @@ import pytest
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Status
+from agentsched.model.rules import Dispatcher, Infeasible
 from agentsched.model.workflow import Mode
 from agentsched.model.workflow_io import parse_workflow
 from agentsched.testbeds.local import LocalBackend, LocalTestbed
-from agentsched.model.rules import Dispatcher, Infeasible
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.tool_pool import ToolPool
 
@@ -22,12 +22,23 @@ C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
 
 def wf(tasks: dict, edges=(), budget=None, space="three_way"):
-    return parse_workflow({"name": "t", "cards": "a5500", "decision_space": space,
-                           "vram_budget_mb": budget, "tasks": tasks, "edges": [list(e) for e in edges]}, "t")
+    return parse_workflow(
+        {
+            "name": "t",
+            "cards": "a5500",
+            "decision_space": space,
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        },
+        "t",
+    )
 
 
-DIAMOND = {"tasks": {"A": "minilm_l6", "B": "doc_merger", "C": "groupby", "D": "reranker"},
-               "edges": [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")]}
+DIAMOND = {
+    "tasks": {"A": "minilm_l6", "B": "doc_merger", "C": "groupby", "D": "reranker"},
+    "edges": [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")],
+}
 
 
 def started(decision) -> list[str]:
@@ -114,7 +125,6 @@ class FakeTool:
 
         return self.call()
 
-
     def call(self):
         self.calls += 1
         if self.fail is not None:
@@ -168,8 +178,9 @@ def test_local_diamond_respects_dependencies():
 
 def test_local_cpu_workers_cap():
     f = FakeFactory()
-    ex = local(f, cpu_workers=1).run(wf({"A": "groupby", "B": "pdf_parser", "C": "log_analyzer"}),
-                                     {"A": C, "B": C, "C": C})
+    ex = local(f, cpu_workers=1).run(
+        wf({"A": "groupby", "B": "pdf_parser", "C": "log_analyzer"}), {"A": C, "B": C, "C": C}
+    )
     spans = sorted(ex.spans, key=lambda s: s.start_ms)
     for a, b in itertools.pairwise(spans):
         assert b.start_ms >= a.end_ms  # one CPU task at a time
@@ -246,8 +257,9 @@ def test_local_budget_oom_record(fake_gpu):
 
 
 def test_real_cuda_oom_becomes_oom_execution(fake_gpu):
-    f = FakeFactory(clip={"fail": RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")},
-                    groupby={"call_s": 0.05})
+    f = FakeFactory(
+        clip={"fail": RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")}, groupby={"call_s": 0.05}
+    )
     w = wf({"A": "clip", "B": "groupby", "C": "reranker"}, edges=[("A", "C")])
     tb = local(f)
     ex = tb.run(w, {"A": N, "B": C, "C": C})

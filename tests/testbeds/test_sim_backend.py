@@ -23,9 +23,18 @@ GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "sim_digest_v0_1.json"
 def canon(ex: Execution) -> str:
     """Everything an execution records that v0.1 recorded, floats in full precision (``held_by``, the
     tasks holding VRAM when a start is refused, came later: tests/planner/test_vram.py checks it)."""
-    return repr((ex.status.value, ex.e2e_ms, ex.elapsed_ms, ex.peak_vram_mb, ex.vram_timeline, ex.message,
-                 sorted((k, v) for k, v in ex.extra.items() if k != "held_by"),
-                 [(s.task, s.mode.value, s.ready_ms, s.start_ms, s.end_ms, s.load_ms, s.vram_mb) for s in ex.spans]))
+    return repr(
+        (
+            ex.status.value,
+            ex.e2e_ms,
+            ex.elapsed_ms,
+            ex.peak_vram_mb,
+            ex.vram_timeline,
+            ex.message,
+            sorted((k, v) for k, v in ex.extra.items() if k != "held_by"),
+            [(s.task, s.mode.value, s.ready_ms, s.start_ms, s.end_ms, s.load_ms, s.vram_mb) for s in ex.spans],
+        )
+    )
 
 
 @pytest.mark.parametrize("name", list_scenarios())

@@ -8,8 +8,13 @@ C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
 
 def wf(cards, tasks, edges=(), budget=None, space="three_way"):
-    w = Workflow(name="t", decision_space=space, vram_budget_mb=budget,
-                 tasks={k: {"tool": v} for k, v in tasks.items()}, edges=[list(e) for e in edges])
+    w = Workflow(
+        name="t",
+        decision_space=space,
+        vram_budget_mb=budget,
+        tasks={k: {"tool": v} for k, v in tasks.items()},
+        edges=[list(e) for e in edges],
+    )
     return w.with_cards(cards)
 
 

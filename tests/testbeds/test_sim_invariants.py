@@ -19,15 +19,23 @@ def cases(draw):
     for i in range(n):
         has_gpu = draw(st.booleans()) or i == 0
         cards[f"t{i}"] = ToolCard(
-            name=f"t{i}", cpu_ms=draw(st.floats(1, 500)),
+            name=f"t{i}",
+            cpu_ms=draw(st.floats(1, 500)),
             gpu_ms=draw(st.floats(1, 200)) if has_gpu else None,
-            load_ms=draw(st.floats(0, 300)), vram_mb=draw(st.floats(10, 900)))
+            load_ms=draw(st.floats(0, 300)),
+            vram_mb=draw(st.floats(10, 900)),
+        )
         contention[f"t{i}"] = {"sensitivity": draw(st.floats(0, 3)), "pressure": draw(st.floats(0, 3))}
     ids = [f"T{i}" for i in range(n)]
     edges = [[ids[a], ids[b]] for a in range(n) for b in range(a + 1, n) if draw(st.integers(0, 3)) == 0]
     budget = draw(st.one_of(st.none(), st.floats(900, 3000)))
-    wf = Workflow(name="r", decision_space="three_way", vram_budget_mb=budget,
-                  tasks={t: {"tool": f"t{i}"} for i, t in enumerate(ids)}, edges=edges)
+    wf = Workflow(
+        name="r",
+        decision_space="three_way",
+        vram_budget_mb=budget,
+        tasks={t: {"tool": f"t{i}"} for i, t in enumerate(ids)},
+        edges=edges,
+    )
     wf = wf.with_cards(CardSet(name="rand", cards=cards))
     mapping = {t: draw(st.sampled_from(MODES)) for t in ids}
     world = World(name="rand", contention=contention, default={"sensitivity": 0.0, "pressure": 0.0})
@@ -46,9 +54,10 @@ def test_invariants(case):
             assert spans[p].end_ms is not None and spans[p].end_ms <= s.start_ms + eps
         assert s.start_ms + eps >= s.ready_ms
     # the queue is serial (host-only tools on gpu_queue run as CPU tasks, outside it)
-    queued = sorted((s for s in ex.spans if s.mode is Mode.GPU_QUEUE and wf.task_cards[s.task].has_gpu),
-                    key=lambda s: s.start_ms)
-    for a, b in zip(queued, queued[1:]):
+    queued = sorted(
+        (s for s in ex.spans if s.mode is Mode.GPU_QUEUE and wf.task_cards[s.task].has_gpu), key=lambda s: s.start_ms
+    )
+    for a, b in zip(queued, queued[1:], strict=False):
         assert a.end_ms is not None and a.end_ms <= b.start_ms + eps
     if ex.status is Status.OK:
         assert set(spans) == set(wf.task_ids)
@@ -57,8 +66,9 @@ def test_invariants(case):
         if wf.vram_budget_mb is not None:  # VRAM never above budget
             assert ex.peak_vram_mb <= wf.vram_budget_mb + eps
             for s in ex.spans:
-                held = sum(o.vram_mb for o in ex.spans if o.start_ms <= s.start_ms + eps
-                           and o.end_ms > s.start_ms + eps)
+                held = sum(
+                    o.vram_mb for o in ex.spans if o.start_ms <= s.start_ms + eps and o.end_ms > s.start_ms + eps
+                )
                 assert held <= wf.vram_budget_mb + eps
         for s in ex.spans:  # contention only slows: a task never beats its isolated time by much
             card = wf.task_cards[s.task]

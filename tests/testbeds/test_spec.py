@@ -5,31 +5,34 @@ from __future__ import annotations
 import pytest
 
 from agentsched.errors import TestbedError, WorldError
-from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, TestbedKind, TestbedSpec, as_spec
 from agentsched.testbeds.sim import SimTestbed
+from agentsched.testbeds.spec import DEFAULT_NOISE_SIGMA, TestbedKind, TestbedSpec, as_spec
 from agentsched.testbeds.world import World, load_world
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"kind": "cloud"}, "unknown testbed 'cloud' (valid: sim, local, ray)"),
-    ({"seed": 1.5}, "testbed seed must be an integer, got 1.5"),
-    ({"seed": True}, "testbed seed must be an integer, got True"),
-    ({"noise_sigma": -0.1}, "noise_sigma must be a number in [0, 1], got -0.1"),
-    ({"noise_sigma": float("nan")}, "noise_sigma must be a number in [0, 1], got nan"),
-    ({"noise_sigma": 2}, "noise_sigma must be a number in [0, 1], got 2"),
-    ({"size": "huge"}, "testbed size must be small or paper, got 'huge'"),
-    ({"cpu_slots": 0}, "cpu_slots must be an integer >= 1, got 0"),
-    ({"cpu_slots": 2.5}, "cpu_slots must be an integer >= 1, got 2.5"),
-    ({"kind": "ray", "timeout_s": 0}, "timeout_s must be a finite number > 0, got 0"),
-    ({"kind": "ray", "timeout_s": float("inf")}, "timeout_s must be a finite number > 0, got inf"),
-    ({"kind": "ray", "emulate_gpu": "yes"}, "emulate_gpu must be true or false, got 'yes'"),
-    ({"kind": "local", "noise_sigma": 0.1}, "noise_sigma applies only to the sim testbed (got local)"),
-    ({"kind": "ray", "world": "a5500"}, "world applies only to the sim testbed (got ray)"),
-    ({"ray_address": "auto"}, "ray_address applies only to the ray testbed (got sim)"),
-    ({"kind": "local", "emulate_gpu": True}, "emulate_gpu applies only to the ray testbed (got local)"),
-    ({"timeout_s": 5.0}, "timeout_s applies only to the local and ray testbeds (got sim)"),
-    ({"size": "paper"}, "size applies only to the local and ray testbeds (got sim)"),  # (it was ignored)
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"kind": "cloud"}, "unknown testbed 'cloud' (valid: sim, local, ray)"),
+        ({"seed": 1.5}, "testbed seed must be an integer, got 1.5"),
+        ({"seed": True}, "testbed seed must be an integer, got True"),
+        ({"noise_sigma": -0.1}, "noise_sigma must be a number in [0, 1], got -0.1"),
+        ({"noise_sigma": float("nan")}, "noise_sigma must be a number in [0, 1], got nan"),
+        ({"noise_sigma": 2}, "noise_sigma must be a number in [0, 1], got 2"),
+        ({"size": "huge"}, "testbed size must be small or paper, got 'huge'"),
+        ({"cpu_slots": 0}, "cpu_slots must be an integer >= 1, got 0"),
+        ({"cpu_slots": 2.5}, "cpu_slots must be an integer >= 1, got 2.5"),
+        ({"kind": "ray", "timeout_s": 0}, "timeout_s must be a finite number > 0, got 0"),
+        ({"kind": "ray", "timeout_s": float("inf")}, "timeout_s must be a finite number > 0, got inf"),
+        ({"kind": "ray", "emulate_gpu": "yes"}, "emulate_gpu must be true or false, got 'yes'"),
+        ({"kind": "local", "noise_sigma": 0.1}, "noise_sigma applies only to the sim testbed (got local)"),
+        ({"kind": "ray", "world": "a5500"}, "world applies only to the sim testbed (got ray)"),
+        ({"ray_address": "auto"}, "ray_address applies only to the ray testbed (got sim)"),
+        ({"kind": "local", "emulate_gpu": True}, "emulate_gpu applies only to the ray testbed (got local)"),
+        ({"timeout_s": 5.0}, "timeout_s applies only to the local and ray testbeds (got sim)"),
+        ({"size": "paper"}, "size applies only to the local and ray testbeds (got sim)"),  # (it was ignored)
+    ],
+)
 def test_each_invalid_argument_is_a_one_line_testbed_error(kwargs, message):
     with pytest.raises(TestbedError) as e:
         TestbedSpec(**kwargs)
@@ -55,16 +58,28 @@ def test_the_spec_reaches_the_simulator():
     assert (tb.noise_sigma, tb.cpu_slots, tb.world.name, tb.deterministic) == (0.0, 2, "perturbed:4", True)
 
 
-@pytest.mark.parametrize("spec", [
-    TestbedSpec(),
-    TestbedSpec(seed=7, noise_sigma=0.0, cpu_slots=3, world="perturbed:2"),
-    TestbedSpec(kind="local", size="paper", cpu_slots=2, seed=1),
-    TestbedSpec(kind="ray", ray_address="auto", emulate_gpu=True, cpu_slots=4, timeout_s=30.0),
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        TestbedSpec(),
+        TestbedSpec(seed=7, noise_sigma=0.0, cpu_slots=3, world="perturbed:2"),
+        TestbedSpec(kind="local", size="paper", cpu_slots=2, seed=1),
+        TestbedSpec(kind="ray", ray_address="auto", emulate_gpu=True, cpu_slots=4, timeout_s=30.0),
+    ],
+)
 def test_to_dict_and_from_dict_round_trip(spec):
     doc = spec.to_dict()
-    assert set(doc) == {"name", "seed", "noise_sigma", "size", "cpu_slots", "world", "ray_address", "emulate_gpu",
-                        "timeout_s"}
+    assert set(doc) == {
+        "name",
+        "seed",
+        "noise_sigma",
+        "size",
+        "cpu_slots",
+        "world",
+        "ray_address",
+        "emulate_gpu",
+        "timeout_s",
+    }
     assert TestbedSpec.from_dict(doc) == spec
     assert TestbedSpec.from_dict(doc).to_dict() == doc
 

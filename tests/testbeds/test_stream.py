@@ -8,7 +8,7 @@ import random
 import pytest
 
 from agentsched.errors import TestbedError
-from agentsched.model.live import StaticDecider, StreamDecider
+from agentsched.model.live import FasterDevice, StaticDecider
 from agentsched.model.workflow import Mode
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import Arrival, poisson_arrivals
@@ -20,14 +20,14 @@ def _all(wf, mode):
     return {wf.name: {t: mode for t in wf.task_ids}}
 
 
-@pytest.mark.parametrize("name, mode", [("S1", Mode.GPU_NOW), ("S7", Mode.GPU_NOW), ("S11", Mode.GPU_QUEUE),
-                                        ("S5", Mode.CPU)])
+@pytest.mark.parametrize(
+    "name, mode", [("S1", Mode.GPU_NOW), ("S7", Mode.GPU_NOW), ("S11", Mode.GPU_QUEUE), ("S5", Mode.CPU)]
+)
 def test_one_invocation_alone_matches_the_one_run_simulator(name, mode):
     wf = load_scenario(name)
     mapping = {t: mode for t in wf.task_ids}
     want = SimTestbed(noise_sigma=0.0).expected(wf, mapping)
-    res = run_stream([wf], [Arrival(0.0, 0)], StaticDecider({wf.name: mapping}), vram_budget_mb=None,
-                     cpu_slots=64)
+    res = run_stream([wf], [Arrival(0.0, 0)], StaticDecider({wf.name: mapping}), vram_budget_mb=None, cpu_slots=64)
     assert res.count("ok") == 1
     assert res.latencies_ms()[0] == pytest.approx(want.e2e_ms, rel=1e-9)
 
@@ -60,7 +60,7 @@ def test_vram_never_above_the_budget_and_queue_is_one_at_a_time():
     wfs = [load_scenario(n) for n in ("S11", "S12", "S13")]
     seen = []
 
-    class Spy(StreamDecider):
+    class Spy(FasterDevice):
         late_binding = True
 
         def place(self, inv, task, live):
@@ -68,8 +68,9 @@ def test_vram_never_above_the_budget_and_queue_is_one_at_a_time():
             seen.append((live.vram_in_use_mb, sum(v.mode is Mode.GPU_QUEUE for v in gpu)))
             return Mode.GPU_QUEUE
 
-    res = run_stream(wfs, poisson_arrivals(3.0, 20.0, 3, random.Random(0)), Spy(), vram_budget_mb=1700,
-                     noise_sigma=0.1, seed=3)
+    res = run_stream(
+        wfs, poisson_arrivals(3.0, 20.0, 3, random.Random(0)), Spy(), vram_budget_mb=1700, noise_sigma=0.1, seed=3
+    )
     assert res.count("ok") == len(res.invocations) > 20
     assert all(v <= 1700 + 1e-6 and q <= 1 for v, q in seen)
 
@@ -87,7 +88,7 @@ def test_deterministic_under_a_seed():
 def test_held_task_runs_on_the_cpu_when_nothing_else_can_free_a_resource():
     wf = load_scenario("S2")
 
-    class HoldForever(StreamDecider):
+    class HoldForever(FasterDevice):
         late_binding = True
 
         def place(self, inv, task, live):
@@ -101,7 +102,7 @@ def test_held_task_runs_on_the_cpu_when_nothing_else_can_free_a_resource():
 def test_admission_waits_and_counts_in_latency():
     wf = load_scenario("S2")
 
-    class OneAtATime(StreamDecider):
+    class OneAtATime(FasterDevice):
         def admit(self, inv, live):
             return live.in_flight == 0
 
@@ -120,8 +121,9 @@ def test_an_invocation_at_the_door_is_admitted_when_the_last_one_in_flight_ends_
         def admit(self, inv, live):
             return live.in_flight == 0
 
-    res = run_stream([wf], [Arrival(0.0, 0), Arrival(1.0, 0)], AllGpuOneAtATime(_all(wf, Mode.GPU_NOW)),
-                     vram_budget_mb=2048)
+    res = run_stream(
+        [wf], [Arrival(0.0, 0), Arrival(1.0, 0)], AllGpuOneAtATime(_all(wf, Mode.GPU_NOW)), vram_budget_mb=2048
+    )
     first, second = res.invocations
     assert first.status == second.status == "oom"
     assert second.admitted_ms == pytest.approx(first.end_ms)
@@ -136,9 +138,9 @@ def test_mode_outside_the_decision_space_is_an_error():
 def test_bad_machine_is_one_line():
     wf = load_scenario("S1")
     with pytest.raises(TestbedError, match="cpu_slots"):
-        run_stream([wf], [], StreamDecider(), vram_budget_mb=None, cpu_slots=0)
+        run_stream([wf], [], FasterDevice(), vram_budget_mb=None, cpu_slots=0)
     with pytest.raises(TestbedError, match="vram_budget_mb"):
-        run_stream([wf], [], StreamDecider(), vram_budget_mb=-1)
+        run_stream([wf], [], FasterDevice(), vram_budget_mb=-1)
 
 
 def test_task_done_reports_overlap_by_unit_tool():
@@ -167,5 +169,7 @@ def test_gpu_now_waits_for_vram_other_invocations_hold_never_for_its_own():
     assert [i.status for i in waits.invocations] == ["ok", "ok"]  # the service's: the second waited
     assert waits.invocations[1].end_ms - waits.invocations[1].arrival_ms > alone.e2e_ms
     tight = {"vram_budget_mb": alone.peak_vram_mb - 1.0, "noise_sigma": 0.0}  # too small alone: still oom
-    assert [i.status for i in run_stream([wf], two[:1], StaticDecider({wf.name: mapping}), **tight,
-                                         gpu_now_waits=True).invocations] == ["oom"]
+    assert [
+        i.status
+        for i in run_stream([wf], two[:1], StaticDecider({wf.name: mapping}), **tight, gpu_now_waits=True).invocations
+    ] == ["oom"]

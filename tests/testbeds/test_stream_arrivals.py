@@ -28,7 +28,7 @@ def test_same_seed_same_stream():
 def test_bursty_keeps_the_mean_rate_in_bursts():
     arr = bursty_arrivals(10.0, 400.0, 1, random.Random(3))
     assert 3000 < len(arr) < 5000
-    gaps = [b.time_ms - a.time_ms for a, b in zip(arr, arr[1:])]
+    gaps = [b.time_ms - a.time_ms for a, b in zip(arr, arr[1:], strict=False)]
     assert max(gaps) > 1000.0  # off periods: gaps far above the 100 ms mean gap
 
 
@@ -40,10 +40,18 @@ def test_trace_file(tmp_path):
     assert make_arrivals(f"trace:{f}", rate_per_s=1, duration_s=1, names=["S1", "S2"], rng=random.Random()) == arr
 
 
-@pytest.mark.parametrize("text, needle", [("1,S9\n", "unknown workflow"), ("x,S1\n", "not a number"),
-                                          ("1\n", "expected TIME_S,WORKFLOW"), ("-1,S1\n", r"in \[0, "), ("\n", "no arrivals"),
-                                          # finite in s, not in ms: it stalled the simulator, misleadingly
-                                          ("1e308,S1\n", r"bad.csv:1: time must be a number of seconds in \[0, 1,000,000\]")])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("1,S9\n", "unknown workflow"),
+        ("x,S1\n", "not a number"),
+        ("1\n", "expected TIME_S,WORKFLOW"),
+        ("-1,S1\n", r"in \[0, "),
+        ("\n", "no arrivals"),
+        # finite in s, not in ms: it stalled the simulator, misleadingly
+        ("1e308,S1\n", r"bad.csv:1: time must be a number of seconds in \[0, 1,000,000\]"),
+    ],
+)
 def test_bad_trace_is_one_line(tmp_path, text, needle):
     f = tmp_path / "bad.csv"
     f.write_text(text)
@@ -61,11 +69,14 @@ def test_bad_arguments():
         read_trace("/nonexistent/trace.csv", ["a"])
 
 
-@pytest.mark.parametrize("duration_s, message", [
-    (0.0, "duration must be a finite number > 0"),
-    (float("nan"), "duration must be a finite number > 0"),
-    (2e6, "duration 2,000,000 s: at most 1,000,000 simulated seconds"),
-])
+@pytest.mark.parametrize(
+    "duration_s, message",
+    [
+        (0.0, "duration must be a finite number > 0"),
+        (float("nan"), "duration must be a finite number > 0"),
+        (2e6, "duration 2,000,000 s: at most 1,000,000 simulated seconds"),
+    ],
+)
 def test_a_bad_duration_is_one_line(duration_s, message):
     with pytest.raises(TestbedError, match=message):
         poisson_arrivals(1e-9, duration_s, 1, random.Random())

@@ -14,8 +14,7 @@ from agentsched.testbeds.stream import StreamSim
 
 def test_arrivals_fed_one_at_a_time_give_run_s_result():
     wfs = [resolve_workflow(n) for n in ("S1", "S7", "S11")]
-    mappings = {wf.name: {t: Mode.GPU_NOW if c.has_gpu else Mode.CPU for t, c in wf.task_cards.items()}
-                for wf in wfs}
+    mappings = {wf.name: {t: Mode.GPU_NOW if c.has_gpu else Mode.CPU for t, c in wf.task_cards.items()} for wf in wfs}
     arrivals = poisson_arrivals(6.0, 20.0, len(wfs), random.Random(4))
     kw = {"vram_budget_mb": 4096.0, "cpu_slots": 4, "noise_sigma": 0.03, "seed": 9}
     whole = StreamSim(wfs, arrivals, StaticDecider(mappings), **kw).run()

@@ -9,23 +9,13 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsched.experiments.load import LOAD_POLICIES, make_decider, oracle_mappings
+from agentsched.experiments.traffic import LOAD_POLICIES, make_decider, oracle_mappings
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.arrivals import make_arrivals
 from agentsched.testbeds.stream import StreamSim
 
 MIX = [load_scenario(n) for n in ("S1", "S4", "S7", "S11", "S12", "S13")]
 ORACLE = oracle_mappings(MIX, None)
-
-
-class _Watched(StreamSim):
-    """Records the most VRAM ever held at once."""
-
-    peak_mb = 0.0
-
-    def _start(self, inv, task, ready_ms, mode):
-        super()._start(inv, task, ready_ms, mode)
-        self.peak_mb = max(self.peak_mb, self.vram_in_use_mb)
 
 
 @st.composite
@@ -44,17 +34,26 @@ def cases(draw):
 @given(cases())
 def test_every_invocation_ends_and_vram_stays_within_the_budget(case):
     policy, budget, slots, arrival, rate, seed, waits = case
-    arrivals = make_arrivals(arrival, rate_per_s=rate, duration_s=3.0, names=[w.name for w in MIX],
-                             rng=random.Random(seed))
-    sim = _Watched(MIX, arrivals, make_decider(policy, ORACLE), vram_budget_mb=budget, cpu_slots=slots,
-                   noise_sigma=0.05, seed=seed, gpu_now_waits=waits)
+    arrivals = make_arrivals(
+        arrival, rate_per_s=rate, duration_s=3.0, names=[w.name for w in MIX], rng=random.Random(seed)
+    )
+    sim = StreamSim(
+        MIX,
+        arrivals,
+        make_decider(policy, ORACLE),
+        vram_budget_mb=budget,
+        cpu_slots=slots,
+        noise_sigma=0.05,
+        seed=seed,
+        gpu_now_waits=waits,
+    )
     res = sim.run()
     assert len(res.invocations) == len(arrivals)
     assert all(i.status in ("ok", "oom", "error") and i.end_ms is not None for i in res.invocations)
     assert not sim.runs and not sim.admission and sim.in_flight == 0
-    assert budget is None or sim.peak_mb <= budget + 1e-6
+    assert budget is None or sim.peak_vram_mb <= budget + 1e-6
     for i in res.invocations:
         if i.status == "ok":
             assert i.end_ms - i.arrival_ms >= i.admitted_ms - i.arrival_ms >= 0
-    if policy.startswith("agentsched") or policy.startswith(("dmda", "least-loaded")):
+    if policy.startswith("traffic-aware") or policy.startswith(("dmda", "least-loaded")):
         assert res.count("oom") == 0  # a GPU start only where it fits now: never an oom

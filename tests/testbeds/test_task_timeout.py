@@ -16,7 +16,7 @@ import pytest
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import os
     import threading
 
@@ -46,7 +46,7 @@ TOOLS = textwrap.dedent('''
                 print("started", flush=True)
                 threading.Event().wait()  # forever; ignores stop requests
             return inputs["text"]
-''')
+""")
 
 
 @pytest.fixture
@@ -57,8 +57,7 @@ def project(tmp_path):
 
 
 def _env(project: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
-           "LOADS_FILE": str(project / "loads.txt")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]), "LOADS_FILE": str(project / "loads.txt")}
     env.pop("AGENTSCHED_DEBUG", None)
     return env
 
@@ -69,15 +68,22 @@ def _cmd(*argv: str, prelude: str = "") -> list[str]:
 
 
 def test_a_task_over_its_timeout_ends_the_execution_as_error(project):
-    p = subprocess.run(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", "--task-timeout-s", "1",
-                            "--json"), cwd=project, env=_env(project), capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        _cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", "--task-timeout-s", "1", "--json"),
+        cwd=project,
+        env=_env(project),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 1, p.stderr
     import json
 
-    doc = json.loads(p.stdout[p.stdout.index("{"):])  # (the tool printed 'started' first)
+    doc = json.loads(p.stdout[p.stdout.index("{") :])  # (the tool printed 'started' first)
     assert doc["status"] == "error"
-    assert doc["message"] == ("task A (hang_tools:Hang) failed: TimeoutError: ran longer than its timeout of 1 s "
-                              "(--task-timeout-s)")
+    assert doc["message"] == (
+        "task A (hang_tools:Hang) failed: TimeoutError: ran longer than its timeout of 1 s (--task-timeout-s)"
+    )
     assert p.stderr == ""
 
 
@@ -127,9 +133,14 @@ def test_the_timed_out_instance_is_built_afresh_next_time():
 
 def _ctrl_c_twice(project: Path, between, prelude: str = "", env: dict[str, str] | None = None):
     """Start `invoke` on the hanging tool, Ctrl-C once it runs, ``between(p)``, Ctrl-C again: (status, stderr)."""
-    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", prelude=prelude),
-                         cwd=project, env=env or _env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        _cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang", prelude=prelude),
+        cwd=project,
+        env=env or _env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "started"  # the tool hangs now
         p.send_signal(signal.SIGINT)
@@ -157,8 +168,10 @@ def test_ctrl_c_while_the_process_exits_keeps_its_status(project, exit_step):
     "before": the step runs before agentsched's last one (a tool's own atexit hook): the Ctrl-C
     exits at once. "after": it runs after it (registered before the command started): the exit is
     decided, the Ctrl-C is ignored and the step finishes."""
-    done = ("import atexit, pathlib, time; atexit.register(lambda: (pathlib.Path('exiting').touch(), "
-            "time.sleep(1.5), pathlib.Path('done').touch())); ")
+    done = (
+        "import atexit, pathlib, time; atexit.register(lambda: (pathlib.Path('exiting').touch(), "
+        "time.sleep(1.5), pathlib.Path('done').touch())); "
+    )
     prelude, env = (done, _env(project)) if exit_step == "after" else ("", {**_env(project), "SLOW_EXIT": "1"})
 
     def until_exiting(p):
@@ -174,16 +187,25 @@ def test_ctrl_c_while_the_process_exits_keeps_its_status(project, exit_step):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("sig, status, line, why", [
-    ("SIGINT", 130, "interrupted", "interrupted (Ctrl-C)"),
-    # SIGTERM is what `timeout` and supervisors send: before, it killed `invoke` (no line, no record)
-    ("SIGTERM", 143, "terminated", "terminated (SIGTERM)"),
-])
+@pytest.mark.parametrize(
+    "sig, status, line, why",
+    [
+        ("SIGINT", 130, "interrupted", "interrupted (Ctrl-C)"),
+        # SIGTERM is what `timeout` and supervisors send: before, it killed `invoke` (no line, no record)
+        ("SIGTERM", 143, "terminated", "terminated (SIGTERM)"),
+    ],
+)
 def test_one_signal_ends_an_invoke_whose_tool_hangs_and_keeps_its_record(project, sig, status, line, why):
     """Before, the first Ctrl-C waited for the tool to return (forever here) and the invocation was
     never recorded."""
-    p = subprocess.Popen(_cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"), cwd=project,
-                         env=_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        _cmd("invoke", "hang.yaml", "--store", "s.db", "-i", "text=hang"),
+        cwd=project,
+        env=_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "started"  # the tool hangs now
         p.send_signal(getattr(signal, sig))
@@ -192,8 +214,14 @@ def test_one_signal_ends_an_invoke_whose_tool_hangs_and_keeps_its_record(project
         if p.poll() is None:
             p.kill()
     assert p.returncode == status and err.splitlines() == [f"error: {line}"]
-    h = subprocess.run(_cmd("history", "hang", "--store", "s.db", "--json"), cwd=project, env=_env(project),
-                       capture_output=True, text=True, timeout=60)
+    h = subprocess.run(
+        _cmd("history", "hang", "--store", "s.db", "--json"),
+        cwd=project,
+        env=_env(project),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     import json
 
     (ex,) = json.loads(h.stdout)["learners"][0]["executions"]

@@ -14,7 +14,7 @@ import pytest
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-TOOLS = textwrap.dedent('''
+TOOLS = textwrap.dedent("""
     import os
 
     import agentsched
@@ -67,7 +67,7 @@ TOOLS = textwrap.dedent('''
         def unload(self):
             import torch  # noqa: F401 - as the RAG example's embedders do
 
-''')
+""")
 
 
 @pytest.fixture
@@ -79,13 +79,22 @@ def project(tmp_path):
 
 
 def _agentsched(project: Path, *argv: str, block_torch: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
-           "UNLOADED_FILE": str(project / "unloaded.txt")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([SRC, str(project)]),
+        "UNLOADED_FILE": str(project / "unloaded.txt"),
+    }
     env.pop("AGENTSCHED_DEBUG", None)
     pre = "import sys; sys.modules['torch'] = None; " if block_torch else ""
     code = pre + "from agentsched.cli.main import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", "import sys; " + code, *argv], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; " + code, *argv],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_an_unload_that_raises_keeps_the_invocations_result(project):
@@ -118,6 +127,7 @@ def test_a_library_that_failed_inside_its_import_is_not_called_a_missing_extra()
 
     missing = ModuleNotFoundError("No module named 'transformers'", name="transformers")
     assert "(needs the tools extra: " in load_reason(missing)
-    partial = ImportError("cannot import name 'BertConfig' from partially initialized module 'transformers'",
-                          name="transformers")
+    partial = ImportError(
+        "cannot import name 'BertConfig' from partially initialized module 'transformers'", name="transformers"
+    )
     assert load_reason(partial) == f"ImportError: {partial}"  # installed: the hint would mislead

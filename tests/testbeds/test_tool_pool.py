@@ -41,6 +41,7 @@ def key(name: str, device: str = "cuda") -> tuple:
 def builder(log: list, cls=Fake):
     def build_for(name: str):
         return lambda: cls(name, log)
+
     return build_for
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from agentsched.agent.local_llm import ChatServer, completion
+from agentsched.loop.registry import REGISTRY, is_available, make_policy
 from agentsched.loop.runner import run_loop
 from agentsched.model.workflow import Mode
-from agentsched.loop.registry import REGISTRY, is_available, make_policy
 from agentsched.scenarios import load_scenario
 from agentsched.testbeds.sim import SimTestbed
 from agentsched.testbeds.world import World, load_world, parse_world
@@ -51,9 +51,15 @@ def _round0(policy_name: str, scenario: str, world: Any, server: ChatServer, **e
     tb = SimTestbed(world=_world(world))
     run = run_loop(load_scenario(scenario), policy, tb, rounds=1, repeats=1, seed=0)
     (ctx,) = seen
-    return {"workflow": ctx.workflow, "cards": ctx.cards, "rounds": ctx.rounds, "repeats": ctx.repeats,
-            "mapping": run.rounds[0].mapping, "probes": [p.mapping for p in run.records[0].probes],
-            "prompts": server.requests[asked:]}
+    return {
+        "workflow": ctx.workflow,
+        "cards": ctx.cards,
+        "rounds": ctx.rounds,
+        "repeats": ctx.repeats,
+        "mapping": run.rounds[0].mapping,
+        "probes": [p.mapping for p in run.records[0].probes],
+        "prompts": server.requests[asked:],
+    }
 
 
 def _world(ref: str | dict[str, Any]) -> World:

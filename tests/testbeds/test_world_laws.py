@@ -64,11 +64,18 @@ def test_a_law_may_be_named_without_parameters(tmp_path):
 
 def test_a_world_extends_a_base_file_relative_to_itself(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "base.json").write_text(json.dumps({
-        "contention": {"clip": {"sensitivity": 1, "pressure": 2}}, "default": {"sensitivity": 0.5, "pressure": 0.5},
-        "law": {"kind": "threshold", "threshold": 0.2}}))
-    (tmp_path / "sub" / "top.json").write_text(json.dumps({"base": "base.json", "law": "max",
-                                                           "default": {"sensitivity": 0, "pressure": 0}}))
+    (tmp_path / "sub" / "base.json").write_text(
+        json.dumps(
+            {
+                "contention": {"clip": {"sensitivity": 1, "pressure": 2}},
+                "default": {"sensitivity": 0.5, "pressure": 0.5},
+                "law": {"kind": "threshold", "threshold": 0.2},
+            }
+        )
+    )
+    (tmp_path / "sub" / "top.json").write_text(
+        json.dumps({"base": "base.json", "law": "max", "default": {"sensitivity": 0, "pressure": 0}})
+    )
     w = load_world(str(tmp_path / "sub" / "top.json"))
     assert w.name == "top" and w.law == MaxLaw() and w.contention["clip"].pressure == 2
     assert (w.default.sensitivity, w.default.pressure) == (0, 0)  # its own keys win
@@ -78,28 +85,43 @@ def _doc(**extra):
     return json.dumps({"default": {"sensitivity": 1, "pressure": 1}, **extra})
 
 
-@pytest.mark.parametrize("text, needle", [
-    (_doc(law="quadratic"), "world 'bad': law: Input tag 'quadratic' found using 'kind' does not match"),
-    (_doc(law={"gamma": 2}), "world 'bad': law: Unable to extract tag using discriminator 'kind'"),
-    (_doc(law=3), "world 'bad': law: Input should be a valid dictionary"),
-    (_doc(law={"kind": "power"}), "world 'bad': law.power.gamma: Field required"),
-    (_doc(law={"kind": "power", "gamma": 0}), "world 'bad': law.power.gamma: Input should be greater than 0"),
-    (_doc(law={"kind": "power", "gamma": 5}), "world 'bad': law.power.gamma: Input should be less than or equal to 4"),
-    (_doc(law={"kind": "threshold", "threshold": -1}), "world 'bad': law.threshold.threshold: Input should be greater"),
-    (_doc(law={"kind": "saturating", "scale": 0}), "world 'bad': law.saturating.scale: Input should be greater than 0"),
-    (_doc(law={"kind": "max", "gamma": 2}), "world 'bad': law.max.gamma: Extra inputs are not permitted"),
-    (_doc(noise={"kind": "cauchy"}), "world 'bad': noise.kind: Input should be 'lognormal' or 'student_t'"),
-    (_doc(noise={"kind": "student_t"}), "world 'bad': noise: df is required with kind student_t, and only there"),
-    (_doc(noise={"df": 3}), "world 'bad': noise: df is required with kind student_t, and only there"),
-    (_doc(noise={"kind": "student_t", "df": 0}), "world 'bad': noise.df: Input should be greater than 0"),
-    (_doc(noise={"straggler_probability": 1}), "world 'bad': noise.straggler_probability: Input should be less than 1"),
-    (_doc(noise={"straggler_factor": 0.5}), "world 'bad': noise.straggler_factor: Input should be greater"),
-    (_doc(noise={"straggler_factor": 101}), "world 'bad': noise.straggler_factor: Input should be less"),
-    (_doc(base=""), "world 'bad': base: must be a world name or a file path"),
-    (_doc(base="nowhere"), "world '{d}/nowhere' is neither a built-in world"),
-    (_doc(base="drift:a5500,a5500-max,2"), "world 'bad': base: cannot extend a drifting world"),
-    (_doc(base="bad.json"), "world 'bad': base: more than 8 worlds deep (a cycle?)"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (_doc(law="quadratic"), "world 'bad': law: Input tag 'quadratic' found using 'kind' does not match"),
+        (_doc(law={"gamma": 2}), "world 'bad': law: Unable to extract tag using discriminator 'kind'"),
+        (_doc(law=3), "world 'bad': law: Input should be a valid dictionary"),
+        (_doc(law={"kind": "power"}), "world 'bad': law.power.gamma: Field required"),
+        (_doc(law={"kind": "power", "gamma": 0}), "world 'bad': law.power.gamma: Input should be greater than 0"),
+        (
+            _doc(law={"kind": "power", "gamma": 5}),
+            "world 'bad': law.power.gamma: Input should be less than or equal to 4",
+        ),
+        (
+            _doc(law={"kind": "threshold", "threshold": -1}),
+            "world 'bad': law.threshold.threshold: Input should be greater",
+        ),
+        (
+            _doc(law={"kind": "saturating", "scale": 0}),
+            "world 'bad': law.saturating.scale: Input should be greater than 0",
+        ),
+        (_doc(law={"kind": "max", "gamma": 2}), "world 'bad': law.max.gamma: Extra inputs are not permitted"),
+        (_doc(noise={"kind": "cauchy"}), "world 'bad': noise.kind: Input should be 'lognormal' or 'student_t'"),
+        (_doc(noise={"kind": "student_t"}), "world 'bad': noise: df is required with kind student_t, and only there"),
+        (_doc(noise={"df": 3}), "world 'bad': noise: df is required with kind student_t, and only there"),
+        (_doc(noise={"kind": "student_t", "df": 0}), "world 'bad': noise.df: Input should be greater than 0"),
+        (
+            _doc(noise={"straggler_probability": 1}),
+            "world 'bad': noise.straggler_probability: Input should be less than 1",
+        ),
+        (_doc(noise={"straggler_factor": 0.5}), "world 'bad': noise.straggler_factor: Input should be greater"),
+        (_doc(noise={"straggler_factor": 101}), "world 'bad': noise.straggler_factor: Input should be less"),
+        (_doc(base=""), "world 'bad': base: must be a world name or a file path"),
+        (_doc(base="nowhere"), "world '{d}/nowhere' is neither a built-in world"),
+        (_doc(base="drift:a5500,a5500-max,2"), "world 'bad': base: cannot extend a drifting world"),
+        (_doc(base="bad.json"), "world 'bad': base: more than 8 worlds deep (a cycle?)"),
+    ],
+)
 def test_bad_laws_noise_and_bases_are_one_line_errors(tmp_path, text, needle):
     f = tmp_path / "bad.json"
     f.write_text(text)

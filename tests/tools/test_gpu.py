@@ -69,8 +69,17 @@ def test_profiler_measures_vram_and_load():
 
 
 def _wf(tasks, budget=None, edges=()):
-    return parse_workflow({"name": "g", "cards": "a5500", "decision_space": "three_way", "vram_budget_mb": budget,
-                           "tasks": tasks, "edges": [list(e) for e in edges]}, "g")
+    return parse_workflow(
+        {
+            "name": "g",
+            "cards": "a5500",
+            "decision_space": "three_way",
+            "vram_budget_mb": budget,
+            "tasks": tasks,
+            "edges": [list(e) for e in edges],
+        },
+        "g",
+    )
 
 
 def test_local_gpu_now_and_queue():
@@ -114,7 +123,6 @@ def test_real_cuda_oom_is_an_oom_execution():
         def run(self, inputs):  # the public Tool API
 
             return self.call()
-
 
         def call(self):
             _, total = torch.cuda.mem_get_info()

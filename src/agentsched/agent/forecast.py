@@ -20,14 +20,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from agentsched.planner.policy import PlanPolicy
-from agentsched.planner.predict import Predictor
-from agentsched.planner.search import check_plan_size
 from agentsched.agent.view import ModelPredictions, PredictedMapping
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
 from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Workflow
+from agentsched.planner.policy import PlanPolicy
+from agentsched.planner.predict import Predictor
+from agentsched.planner.search import check_plan_size
 from agentsched.policies.base import PolicyContext
 
 TOP_K = 3  # candidates shown: enough to compare, few enough not to read as a menu
@@ -61,8 +61,7 @@ class Forecaster:
     def reset(self, ctx: PolicyContext) -> None:
         """A new run: a fresh model from the cards (warm) or the tags (cold)."""
         self.check(ctx.workflow)
-        own = replace(ctx, rng=random.Random(ctx.rng.getrandbits(64)), probe=_refuse_probe,
-                      probe_allowed=lambda: False)
+        own = replace(ctx, rng=random.Random(ctx.rng.getrandbits(64)), probe=_refuse_probe, probe_allowed=lambda: False)
         self.planner.reset(own)
         self.executions = 0
         self._cached = None
@@ -85,8 +84,16 @@ class Forecaster:
     def _compute(self) -> ModelPredictions:
         p = self.planner
         if self.start == "cold" and self.executions == 0:
-            return ModelPredictions((), 0, 0.0, self.draws, QUANTILES, 0, False,
-                                    note="cold start: the model has seen no execution yet, so it knows no latency")
+            return ModelPredictions(
+                (),
+                0,
+                0.0,
+                self.draws,
+                QUANTILES,
+                0,
+                False,
+                note="cold start: the model has seen no execution yet, so it knows no latency",
+            )
         fit, pred, res = p.plan()
         keys = [c.key for c in res.candidates if c.key not in p.infeasible][: self.top_k]
         samples = p.model.samples(self.draws, p.np_rng, fit)
@@ -97,8 +104,16 @@ class Forecaster:
             assert mean.e2e_ms is not None  # the search returns feasible candidates only
             spread = [e for d in drawn if (e := d.predict(key).e2e_ms) is not None] or [mean.e2e_ms]
             lo, hi = (float(v) for v in np.quantile(spread, QUANTILES))
-            cands.append(PredictedMapping(dict(zip(p.ids, key, strict=True)), mean.e2e_ms,
-                                          min(lo, mean.e2e_ms), max(hi, mean.e2e_ms), mean.peak_vram_mb))
+            cands.append(
+                PredictedMapping(
+                    dict(zip(p.ids, key, strict=True)),
+                    mean.e2e_ms,
+                    min(lo, mean.e2e_ms),
+                    max(hi, mean.e2e_ms),
+                    mean.peak_vram_mb,
+                )
+            )
         note = "" if cands else "the model predicts no feasible mapping that was not already seen failing"
-        return ModelPredictions(tuple(cands), self.executions, fit.noise_sigma, self.draws, QUANTILES,
-                                res.evaluations, res.exhaustive, note)
+        return ModelPredictions(
+            tuple(cands), self.executions, fit.noise_sigma, self.draws, QUANTILES, res.evaluations, res.exhaustive, note
+        )

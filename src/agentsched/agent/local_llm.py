@@ -33,10 +33,11 @@ GGUF_SCHEME = "gguf:"  # --llm-base-url gguf:/path/model.gguf starts a local ser
 def completion(content: str, model: str, finish_reason: str = "stop") -> dict[str, Any]:
     """An OpenAI chat.completion body carrying ``content``."""
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                     "finish_reason": finish_reason}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 
@@ -48,8 +49,15 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
 class ChatServer:
     """An OpenAI-compatible chat endpoint on the loopback interface, served from ``backend``."""
 
-    def __init__(self, backend: ChatBackend, *, model: str = "local", host: str = "127.0.0.1", port: int = 0,
-                 owned_by: str = "agentsched") -> None:
+    def __init__(
+        self,
+        backend: ChatBackend,
+        *,
+        model: str = "local",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        owned_by: str = "agentsched",
+    ) -> None:
         self.backend = backend  # turns a request body into (status, response body)
         self.model = model  # name listed by GET /v1/models
         self.owned_by = owned_by  # how GET /v1/models names the server (each server kind says its own name)
@@ -77,8 +85,13 @@ class ChatServer:
 
             def do_GET(self) -> None:
                 if self._route() in ("/v1/models", "/models"):
-                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model",
-                                                                  "owned_by": server.owned_by}]})
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": server.model, "object": "model", "owned_by": server.owned_by}],
+                        },
+                    )
                 else:
                     self._send(404, error_body(f"no route {self.path}", "not_found_error"))
 
@@ -112,8 +125,9 @@ class ChatServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> ChatServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="agentsched-chat", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="agentsched-chat", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -134,12 +148,14 @@ class ChatServer:
 def require_llama_cpp() -> None:
     """One-line error when the local-llm extra is missing."""
     if importlib.util.find_spec("llama_cpp") is None:
-        raise AgentschedError("a local GGUF model needs the local-llm extra: pip install 'agentsched[local-llm]' "
-                              "(llama-cpp-python)")
+        raise AgentschedError(
+            "a local GGUF model needs the local-llm extra: pip install 'agentsched[local-llm]' (llama-cpp-python)"
+        )
 
 
-def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int = 0, seed: int = 0,
-                 chat_format: str | None = None) -> ChatBackend:
+def gguf_backend(
+    model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int = 0, seed: int = 0, chat_format: str | None = None
+) -> ChatBackend:
     """A ChatServer backend that runs a GGUF model in-process with llama-cpp-python."""
     require_llama_cpp()
     path = Path(model_path).expanduser()
@@ -147,8 +163,13 @@ def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int
         raise AgentschedError(f"GGUF model not found: {path}")
     import llama_cpp
 
-    kwargs: dict[str, Any] = {"model_path": str(path), "n_ctx": n_ctx, "n_gpu_layers": n_gpu_layers,
-                              "seed": seed, "verbose": False}
+    kwargs: dict[str, Any] = {
+        "model_path": str(path),
+        "n_ctx": n_ctx,
+        "n_gpu_layers": n_gpu_layers,
+        "seed": seed,
+        "verbose": False,
+    }
     if chat_format:
         kwargs["chat_format"] = chat_format
     try:
@@ -159,8 +180,10 @@ def gguf_backend(model_path: str | Path, *, n_ctx: int = 8192, n_gpu_layers: int
     grammars = GrammarCache(llama_cpp)
 
     def backend(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        args: dict[str, Any] = {"messages": body.get("messages", []),
-                                "temperature": float(body.get("temperature", 0.2))}
+        args: dict[str, Any] = {
+            "messages": body.get("messages", []),
+            "temperature": float(body.get("temperature", 0.2)),
+        }
         if body.get("max_tokens"):
             args["max_tokens"] = int(body["max_tokens"])
         try:
@@ -220,8 +243,15 @@ def llama_structured_output(body: dict[str, Any], grammars: GrammarCache) -> dic
     return {}
 
 
-def serve_gguf(model_path: str | Path, *, port: int = 0, n_ctx: int = 8192, n_gpu_layers: int = 0,
-               seed: int = 0, chat_format: str | None = None) -> ChatServer:
+def serve_gguf(
+    model_path: str | Path,
+    *,
+    port: int = 0,
+    n_ctx: int = 8192,
+    n_gpu_layers: int = 0,
+    seed: int = 0,
+    chat_format: str | None = None,
+) -> ChatServer:
     """Load a GGUF model and serve it on 127.0.0.1 (started; close() when done)."""
     backend = gguf_backend(model_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, seed=seed, chat_format=chat_format)
     return ChatServer(backend, model=Path(model_path).stem, port=port).start()

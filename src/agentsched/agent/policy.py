@@ -25,7 +25,7 @@ from agentsched.agent.rules import RulesReasoner
 from agentsched.agent.view import AgentView, LoadEvidence, Measured, ToolView
 from agentsched.errors import PolicyError
 from agentsched.model.execution import Execution
-from agentsched.model.live import LiveState
+from agentsched.model.live import MachineSnapshot
 from agentsched.model.mapping import MappingT, format_mapping
 from agentsched.model.options import INITIALS, STARTS, InitialRule, StartKind
 from agentsched.model.workflow import Workflow
@@ -42,9 +42,14 @@ DEFAULT_STABILITY = 0.02  # adopt a what-if only if it beats the best by more th
 
 # short names of switched-off mechanisms, for labels that tell ablation variants apart
 _SWITCH_LABELS = {
-    "enabled": "no-monitor", "running_averages": "no-avg", "reprobe": "no-reprobe",
-    "cpu_to_queue_reprobe": "no-cpu2queue", "swap_reprobe": "no-swap", "hints": "no-hints",
-    "confirm": "no-confirm", "progressive": "all-on",
+    "enabled": "no-monitor",
+    "running_averages": "no-avg",
+    "reprobe": "no-reprobe",
+    "cpu_to_queue_reprobe": "no-cpu2queue",
+    "swap_reprobe": "no-swap",
+    "hints": "no-hints",
+    "confirm": "no-confirm",
+    "progressive": "all-on",
 }
 
 
@@ -54,10 +59,17 @@ class AgentPolicy(Policy):
     name = "agent"
     online = True
 
-    def __init__(self, reasoner: str = "rules", *, start: StartKind | str | None = StartKind.WARM,
-                 llm: LLMConfig | Mapping[str, Any] | None = None, monitor: Mapping[str, Any] | None = None,
-                 stability: float = DEFAULT_STABILITY, initial: InitialRule | str | None = InitialRule.RULES,
-                 predictions: bool = False) -> None:
+    def __init__(
+        self,
+        reasoner: str = "rules",
+        *,
+        start: StartKind | str | None = StartKind.WARM,
+        llm: LLMConfig | Mapping[str, Any] | None = None,
+        monitor: Mapping[str, Any] | None = None,
+        stability: float = DEFAULT_STABILITY,
+        initial: InitialRule | str | None = InitialRule.RULES,
+        predictions: bool = False,
+    ) -> None:
         if reasoner not in REASONERS:
             raise PolicyError(f"unknown agent reasoner {reasoner!r} (valid: {', '.join(REASONERS)})")
         start = str(start or StartKind.WARM)
@@ -80,8 +92,10 @@ class AgentPolicy(Policy):
             raise PolicyError("llm options are only valid with the llm reasoner (agent-llm)")
         if llm is not None and not isinstance(llm, Mapping) and type(llm).__name__ != "LLMConfig":
             # (the value is not quoted: a URL or a key given where the mapping goes may be a secret)
-            raise PolicyError("agent llm options must be a mapping of LLM settings (base_url, model, api_key, ...), "
-                              f"got {'text, not a JSON object' if isinstance(llm, str) else 'a ' + type(llm).__name__}")
+            raise PolicyError(
+                "agent llm options must be a mapping of LLM settings (base_url, model, api_key, ...), "
+                f"got {'text, not a JSON object' if isinstance(llm, str) else 'a ' + type(llm).__name__}"
+            )
         self.reasoner: Reasoner = RulesReasoner(initial=initial)
         if reasoner == "llm":
             from agentsched.agent.llm import LLMConfig, LLMReasoner
@@ -93,7 +107,7 @@ class AgentPolicy(Policy):
         self.monitor: RuntimeMonitor | None = None
         self._evidence: Evidence | None = None
         self.forecaster = None  # the planner fed by this agent's executions (predictions on), per run
-        self.live: LiveState | None = None  # the stream's live state when deciding under load (watch_load)
+        self.live: MachineSnapshot | None = None  # the stream's live state when deciding under load (watch_load)
         if predictions:
             from agentsched.agent.forecast import Forecaster
 
@@ -104,8 +118,11 @@ class AgentPolicy(Policy):
         base = f"agent-{self.reasoner.label}"
         if self.start == "cold":
             base += "-cold"
-        off = [_SWITCH_LABELS.get(k, f"{k}={v}") for k, v in self.monitor_config.differences().items()
-               if k in _SWITCH_LABELS]
+        off = [
+            _SWITCH_LABELS.get(k, f"{k}={v}")
+            for k, v in self.monitor_config.differences().items()
+            if k in _SWITCH_LABELS
+        ]
         if not self.monitor_config.enabled:
             off = ["no-monitor"]
         if self.initial != "rules":
@@ -121,17 +138,19 @@ class AgentPolicy(Policy):
         if self.forecaster is not None:
             self.forecaster.reset(ctx)
             probe = self._observed_probe(ctx.probe)
-        self.monitor = RuntimeMonitor(ctx.workflow, probe, self.monitor_config, cards=cards,
-                                      probe_allowed=ctx.probe_allowed)
+        self.monitor = RuntimeMonitor(
+            ctx.workflow, probe, self.monitor_config, cards=cards, probe_allowed=ctx.probe_allowed
+        )
         self.reasoner.reset()
         self._evidence = None
 
-    def watch_load(self, live: LiveState | None) -> None:
+    def watch_load(self, live: MachineSnapshot | None) -> None:
         """Show the load of ``live`` (a stream's live state) in every later view; None: no load stream."""
         self.live = live
 
     def _observed_probe(self, probe: Callable[[MappingT], Execution]) -> Callable[[MappingT], Execution]:
         """``probe`` that also feeds each monitor probe's execution to the prediction model."""
+
         def run(mapping: MappingT) -> Execution:
             x = probe(mapping)
             assert self.forecaster is not None
@@ -157,8 +176,7 @@ class AgentPolicy(Policy):
 
     def describe(self) -> dict[str, Any]:
         """Label, start and the reasoner's settings (an LLM's model and redacted base URL)."""
-        out = {**super().describe(), "start": self.start, "initial": self.initial,
-               "reasoner": self.reasoner.describe()}
+        out = {**super().describe(), "start": self.start, "initial": self.initial, "reasoner": self.reasoner.describe()}
         if self.predictions:  # only when on: recorded runs without the stream keep their records
             out["predictions"] = True
         return out
@@ -168,16 +186,21 @@ class AgentPolicy(Policy):
         ctx = self.ctx
         assert self.monitor is not None
         warm = self.start == "warm"
-        tools = {
-            t: ToolView(t, c.name, c.workload, tuple(c.tags), c if warm else None)
-            for t, c in ctx.cards.items()
-        }
+        tools = {t: ToolView(t, c.name, c.workload, tuple(c.tags), c if warm else None) for t, c in ctx.cards.items()}
         measured = tuple(Measured(m, mean, n, was_round) for m, mean, n, was_round in self.monitor.measured_mappings())
         return AgentView(
-            workflow=ctx.workflow, start=self.start, tools=tools, round=round_index, rounds=ctx.rounds,
-            history=tuple(self.monitor.history), best=self.monitor.best(), evidence=self._evidence,
-            measured=measured, observed_vram_mb=dict(self.monitor.observed_vram_mb),
-            monitor_enabled=self.monitor_config.enabled, stability=self.stability,
+            workflow=ctx.workflow,
+            start=self.start,
+            tools=tools,
+            round=round_index,
+            rounds=ctx.rounds,
+            history=tuple(self.monitor.history),
+            best=self.monitor.best(),
+            evidence=self._evidence,
+            measured=measured,
+            observed_vram_mb=dict(self.monitor.observed_vram_mb),
+            monitor_enabled=self.monitor_config.enabled,
+            stability=self.stability,
             predictions=None if self.forecaster is None else self.forecaster.predictions(),
             load=None if self.live is None else LoadEvidence.from_live(self.live),
         )
@@ -187,10 +210,15 @@ class AgentPolicy(Policy):
         d = self.reasoner.propose(view)
         info = {**d.audit, "reason": d.reason, "mapping": format_mapping(view.workflow, d.mapping)}
         if view.predictions is not None:  # what the fifth stream showed, in every reasoner's audit
-            info["predictions"] = [{"mapping": format_mapping(view.workflow, c.mapping),
-                                    "predicted_e2e_ms": round(c.e2e_ms, 3),
-                                    "range_ms": [round(c.e2e_low_ms, 3), round(c.e2e_high_ms, 3)],
-                                    "peak_vram_mb": round(c.peak_vram_mb, 3)} for c in view.predictions.candidates]
+            info["predictions"] = [
+                {
+                    "mapping": format_mapping(view.workflow, c.mapping),
+                    "predicted_e2e_ms": round(c.e2e_ms, 3),
+                    "range_ms": [round(c.e2e_low_ms, 3), round(c.e2e_high_ms, 3)],
+                    "peak_vram_mb": round(c.peak_vram_mb, 3),
+                }
+                for c in view.predictions.candidates
+            ]
         return Proposal(d.mapping, info)
 
     def observe(self, result: RoundResult) -> dict[str, Any]:

@@ -87,32 +87,59 @@ def _topology(view: AgentView) -> list[str]:
     sp = wf.decision_space
     modes = ", ".join(f"`{sp.label(m)}`" for m in sp.modes)
     budget = "none" if wf.vram_budget_mb is None else f"{wf.vram_budget_mb:g} MB"
-    return [f"Tasks: {', '.join(ids)}. Topology: {shape}.", f"Edges: {edges}.",
-            f"Decision space: {sp.value} ({modes}). VRAM budget: {budget}."]
+    return [
+        f"Tasks: {', '.join(ids)}. Topology: {shape}.",
+        f"Edges: {edges}.",
+        f"Decision space: {sp.value} ({modes}). VRAM budget: {budget}.",
+    ]
 
 
 def _tools(view: AgentView) -> list[str]:
     wf = view.workflow
     three = wf.decision_space is DecisionSpace.THREE_WAY
     if view.warm:
-        header = ["task", "tool", "workload", "cpu ms", "gpu ms", "ratio", *(["load ms"] if three else []),
-                  "VRAM MB", "tags"]
+        header = [
+            "task",
+            "tool",
+            "workload",
+            "cpu ms",
+            "gpu ms",
+            "ratio",
+            *(["load ms"] if three else []),
+            "VRAM MB",
+            "tags",
+        ]
         rows = []
         for t in wf.task_ids:
             c = view.tools[t].card
             assert c is not None
             ratio = "-" if c.speedup is None else f"{c.speedup:.1f}"
-            rows.append([t, c.name, c.workload, _num(c.cpu_ms), "no GPU" if c.gpu_ms is None else _num(c.gpu_ms),
-                         ratio, *([_num(c.load_ms) if c.has_gpu else "-"] if three else []),
-                         _num(c.vram_mb) if c.has_gpu else "-", ", ".join(c.tags)])
-        return ["## 2. Tool cards (warm start: isolated profiles measured offline, one run of each task)",
-                *_table(header, rows)]
-    rows = [[t, v.tool, v.workload or "-", ", ".join(v.tags) or "-"] for t, v in
-            ((t, view.tools[t]) for t in wf.task_ids)]
-    return ["## 2. Tools (cold start: no profiles)",
-            "No latency or memory figure is known before it is measured: judge from the names, tags and "
-            "workload descriptions, then from the history and the monitor.",
-            *_table(["task", "tool", "workload", "tags"], rows)]
+            rows.append(
+                [
+                    t,
+                    c.name,
+                    c.workload,
+                    _num(c.cpu_ms),
+                    "no GPU" if c.gpu_ms is None else _num(c.gpu_ms),
+                    ratio,
+                    *([_num(c.load_ms) if c.has_gpu else "-"] if three else []),
+                    _num(c.vram_mb) if c.has_gpu else "-",
+                    ", ".join(c.tags),
+                ]
+            )
+        return [
+            "## 2. Tool cards (warm start: isolated profiles measured offline, one run of each task)",
+            *_table(header, rows),
+        ]
+    rows = [
+        [t, v.tool, v.workload or "-", ", ".join(v.tags) or "-"] for t, v in ((t, view.tools[t]) for t in wf.task_ids)
+    ]
+    return [
+        "## 2. Tools (cold start: no profiles)",
+        "No latency or memory figure is known before it is measured: judge from the names, tags and "
+        "workload descriptions, then from the history and the monitor.",
+        *_table(["task", "tool", "workload", "tags"], rows),
+    ]
 
 
 def _history(view: AgentView) -> list[str]:
@@ -154,8 +181,10 @@ def _monitor(view: AgentView) -> list[str]:
     if ev is None:
         out.append("No evidence yet: the monitor reports after the first round.")
         return out
-    out.append(f"After R{ev.round}: contention (Factor A) {'detected' if ev.contention else 'not detected'}; "
-               f"memory pressure (Factor B) {'detected' if ev.memory_pressure else 'not detected'}.")
+    out.append(
+        f"After R{ev.round}: contention (Factor A) {'detected' if ev.contention else 'not detected'}; "
+        f"memory pressure (Factor B) {'detected' if ev.memory_pressure else 'not detected'}."
+    )
     if ev.averages:
         out.append("Running averages (per task and placement, measured under contention):")
         out.extend(f"- {line}" for line in average_lines(ev.averages, sp, cards=view.warm))
@@ -164,14 +193,23 @@ def _monitor(view: AgentView) -> list[str]:
         out.extend(f"- {whatif_line(w, sp, wf.vram_budget_mb)}" for w in ev.whatifs)
     best = view.best
     if best is not None:
-        earlier = sorted((m for m in view.measured
-                          if not m.was_round and m.mean_e2e_ms is not None and m.mean_e2e_ms < best.e2e_ms
-                          and not any(w.mapping == m.mapping for w in ev.whatifs)),
-                         key=lambda m: m.mean_e2e_ms)[:MAX_EARLIER_WHATIFS]
+        earlier = sorted(
+            (
+                m
+                for m in view.measured
+                if not m.was_round
+                and m.mean_e2e_ms is not None
+                and m.mean_e2e_ms < best.e2e_ms
+                and not any(w.mapping == m.mapping for w in ev.whatifs)
+            ),
+            key=lambda m: m.mean_e2e_ms,
+        )[:MAX_EARLIER_WHATIFS]
         if earlier:
             out.append("Earlier measured what-ifs that beat the best, relative to the best mapping:")
-            out.extend(f"- best with {_relative(view, m.mapping, best.mapping)}: {m.mean_e2e_ms:.0f} ms "
-                       f"(mean of {m.samples})" for m in earlier)
+            out.extend(
+                f"- best with {_relative(view, m.mapping, best.mapping)}: {m.mean_e2e_ms:.0f} ms (mean of {m.samples})"
+                for m in earlier
+            )
     if ev.hints:
         out.append("Hints:")
         out.extend(f"- {h.text}" for h in ev.hints)
@@ -189,25 +227,36 @@ def _predictions(view: AgentView, number: int, version: str) -> list[str]:
     pr = view.predictions
     assert pr is not None
     wf = view.workflow
-    out = [f"## {number}. Model predictions (estimates of a model, not measurements; optional stream)",
-           load_template("predictions", version)]
+    out = [
+        f"## {number}. Model predictions (estimates of a model, not measurements; optional stream)",
+        load_template("predictions", version),
+    ]
     if not pr.candidates:
         out.append(f"No predictions this round: {pr.note}.")
         return out
     lo, hi = (f"{q:.0%}" for q in pr.quantiles)
-    search = (f"every one of the {pr.evaluated} mappings" if pr.exhaustive
-              else f"{pr.evaluated} mappings by local search")
+    search = (
+        f"every one of the {pr.evaluated} mappings" if pr.exhaustive else f"{pr.evaluated} mappings by local search"
+    )
     if pr.executions:
-        basis = (f"Model fitted to {plural(pr.executions, 'execution')} (rounds and probes); it estimates "
-                 f"run-to-run noise at about {pr.noise_sigma:.0%} per task.")
+        basis = (
+            f"Model fitted to {plural(pr.executions, 'execution')} (rounds and probes); it estimates "
+            f"run-to-run noise at about {pr.noise_sigma:.0%} per task."
+        )
     else:
-        basis = ("The model has seen no execution yet: its figures are the cards' isolated profiles with a prior "
-                 f"on GPU contention by tag (run-to-run noise assumed about {pr.noise_sigma:.0%} per task).")
-    out.append(f"{basis} Range: the {lo} to {hi} quantiles of the predicted E2E over {pr.draws} draws from "
-               "the model's uncertainty (noise not included).")
+        basis = (
+            "The model has seen no execution yet: its figures are the cards' isolated profiles with a prior "
+            f"on GPU contention by tag (run-to-run noise assumed about {pr.noise_sigma:.0%} per task)."
+        )
+    out.append(
+        f"{basis} Range: the {lo} to {hi} quantiles of the predicted E2E over {pr.draws} draws from "
+        "the model's uncertainty (noise not included)."
+    )
     fits = "" if wf.vram_budget_mb is None else "; each predicted to fit the VRAM budget"
-    out.append(f"Its {plural(len(pr.candidates), 'mapping')} with the lowest predicted E2E (searched {search}"
-               f"{fits}), lowest first:")
+    out.append(
+        f"Its {plural(len(pr.candidates), 'mapping')} with the lowest predicted E2E (searched {search}"
+        f"{fits}), lowest first:"
+    )
     rows = []
     for i, c in enumerate(pr.candidates, 1):
         m = view.measured_for(c.mapping)
@@ -217,8 +266,16 @@ def _predictions(view: AgentView, number: int, version: str) -> list[str]:
             seen = "ran infeasible"
         else:
             seen = f"{m.mean_e2e_ms:.0f} ms (mean of {m.samples}{', a round' if m.was_round else ', a probe'})"
-        rows.append([f"P{i}", format_mapping(wf, c.mapping), f"{c.e2e_ms:.0f}",
-                     f"{c.e2e_low_ms:.0f}-{c.e2e_high_ms:.0f}", f"{c.peak_vram_mb:.0f}", seen])
+        rows.append(
+            [
+                f"P{i}",
+                format_mapping(wf, c.mapping),
+                f"{c.e2e_ms:.0f}",
+                f"{c.e2e_low_ms:.0f}-{c.e2e_high_ms:.0f}",
+                f"{c.peak_vram_mb:.0f}",
+                seen,
+            ]
+        )
     out.extend(_table(["#", "mapping", "predicted E2E ms", "range ms", "predicted peak VRAM MB", "measured"], rows))
     return out
 
@@ -228,22 +285,33 @@ def _load(view: AgentView, number: int, version: str) -> list[str]:
     ld = view.load
     assert ld is not None
     budget = "no budget" if ld.vram_budget_mb is None else f"of a {ld.vram_budget_mb:.0f} MB budget"
-    out = [f"## {number}. Load at decision time (measured now, shared with other invocations)",
-           load_template("load", version),
-           f"- GPU: {plural(len(ld.gpu_tasks), 'task')} running; VRAM in use {ld.vram_in_use_mb:.0f} MB {budget}.",
-           f"- GPU queue: {plural(ld.queue_length, 'task')} waiting"
-           + (f" ({ld.queue_backlog_ms:.0f} ms of load and GPU time by their cards)." if ld.queue_length else "."),
-           f"- CPU: {ld.cpu_busy} of {ld.cpu_slots} slots busy; {plural(ld.cpu_waiting, 'task')} waiting for a slot.",
-           f"- Invocations: {ld.in_flight} in flight; {ld.admission_waiting} waiting at admission."]
+    out = [
+        f"## {number}. Load at decision time (measured now, shared with other invocations)",
+        load_template("load", version),
+        f"- GPU: {plural(len(ld.gpu_tasks), 'task')} running; VRAM in use {ld.vram_in_use_mb:.0f} MB {budget}.",
+        f"- GPU queue: {plural(ld.queue_length, 'task')} waiting"
+        + (f" ({ld.queue_backlog_ms:.0f} ms of load and GPU time by their cards)." if ld.queue_length else "."),
+        f"- CPU: {ld.cpu_busy} of {ld.cpu_slots} slots busy; {plural(ld.cpu_waiting, 'task')} waiting for a slot.",
+        f"- Invocations: {ld.in_flight} in flight; {ld.admission_waiting} waiting at admission.",
+    ]
     if ld.gpu_tasks:
-        rows = [[g.tool, g.mode + (" (loading)" if g.loading else ""), _num(g.elapsed_ms),
-                 _num(g.expected_remaining_ms), _num(g.vram_mb)] for g in ld.gpu_tasks[:MAX_LOAD_ROWS]]
-        out.extend(_table(["tool on the GPU", "mode", "elapsed ms", "expected remaining ms (card)", "VRAM MB"],
-                          rows))
+        rows = [
+            [
+                g.tool,
+                g.mode + (" (loading)" if g.loading else ""),
+                _num(g.elapsed_ms),
+                _num(g.expected_remaining_ms),
+                _num(g.vram_mb),
+            ]
+            for g in ld.gpu_tasks[:MAX_LOAD_ROWS]
+        ]
+        out.extend(_table(["tool on the GPU", "mode", "elapsed ms", "expected remaining ms (card)", "VRAM MB"], rows))
         rest = ld.gpu_tasks[MAX_LOAD_ROWS:]
         if rest:
-            out.append(f"... and {plural(len(rest), 'more task')} ({sum(g.expected_remaining_ms for g in rest):.0f} ms "
-                       f"of expected remaining time, {sum(g.vram_mb for g in rest):.0f} MB together).")
+            out.append(
+                f"... and {plural(len(rest), 'more task')} ({sum(g.expected_remaining_ms for g in rest):.0f} ms "
+                f"of expected remaining time, {sum(g.vram_mb for g in rest):.0f} MB together)."
+            )
     return out
 
 
@@ -254,10 +322,12 @@ def build_prompt(view: AgentView, version: str = PROMPT_VERSION) -> Prompt:
     three = sp is DecisionSpace.THREE_WAY
     semantics = load_template("semantics_three_way" if three else "semantics_binary", version)
     guidance = load_template("guidance_three_way" if three else "guidance_binary", version)
-    evidence = Template(load_template("guidance_evidence_three_way" if three else "guidance_evidence_binary",
-                                      version)).substitute(stability=f"{view.stability:.0%}")
+    evidence = Template(
+        load_template("guidance_evidence_three_way" if three else "guidance_evidence_binary", version)
+    ).substitute(stability=f"{view.stability:.0%}")
     answer = Template(load_template("answer", version)).substitute(
-        tasks=", ".join(wf.task_ids), modes=", ".join(sp.label(m) for m in sp.modes))
+        tasks=", ".join(wf.task_ids), modes=", ".join(sp.label(m) for m in sp.modes)
+    )
     fifth = view.predictions is not None
     predictions = [*_predictions(view, 5, version), ""] if fifth else []
     loaded = view.load is not None and not view.load.idle

@@ -102,8 +102,7 @@ class FallbackReasoner(Reasoner):
             audit = {**e.audit, "fallback": note, "fallback_reasoner": self.fallback.name}
             trail = audit.get("response")
             if isinstance(trail, list):  # the per-request trail ends with the fallback's record
-                audit["response"] = [*trail, {"fallback": note,
-                                              "mapping": format_mapping(view.workflow, d.mapping)}]
+                audit["response"] = [*trail, {"fallback": note, "mapping": format_mapping(view.workflow, d.mapping)}]
             (log.info if e.quiet else log.warning)("agent-%s round %d: %s", self.primary.name, view.round, note)
             return Decision(dict(d.mapping), note, audit)
 

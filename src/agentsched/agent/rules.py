@@ -26,8 +26,6 @@ from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import DecisionSpace, Mode
 from agentsched.planner.initial import card_mapping, tag_mapping
 
-
-
 __all__ = ["Decision", "RulesReasoner"]
 
 
@@ -50,8 +48,10 @@ class RulesReasoner(Reasoner):
     # ---- round 0 -----------------------------------------------------------------------------
     def initial(self, view: AgentView) -> Decision:
         if self.initial_rule == "all-gpu":
-            return Decision({t: Mode.GPU_NOW for t in view.workflow.task_ids},
-                            "round 0 without a prior: every task on gpu_now (the framework default)")
+            return Decision(
+                {t: Mode.GPU_NOW for t in view.workflow.task_ids},
+                "round 0 without a prior: every task on gpu_now (the framework default)",
+            )
         if not view.warm:
             return Decision(*tag_mapping(view.workflow, {t: tuple(v.tags) for t, v in view.tools.items()}))
         return Decision(*card_mapping(view.workflow, _cards(view)))
@@ -71,8 +71,11 @@ class RulesReasoner(Reasoner):
             return Decision(dict(best.mapping), f"last round: keep the best mapping ({best.e2e_ms:.0f} ms)")
         last = view.history[-1]
         if not last.judged:
-            return Decision(dict(last.mapping), f"round {last.round} had nothing to judge (every run failed in "
-                                                f"host code, not the mapping's doing): run its mapping again")
+            return Decision(
+                dict(last.mapping),
+                f"round {last.round} had nothing to judge (every run failed in "
+                f"host code, not the mapping's doing): run its mapping again",
+            )
         if best is None:
             return self._recover(view)
         # 3. adopt a measured what-if that beats the best by more than the stability threshold
@@ -80,9 +83,11 @@ class RulesReasoner(Reasoner):
         cands = [m for m in view.measured if not m.was_round and m.mean_e2e_ms is not None and m.mean_e2e_ms < bar]
         if cands:
             pick = min(cands, key=lambda m: (m.mean_e2e_ms, _order_key(view, m.mapping)))
-            return Decision(dict(pick.mapping),
-                            f"adopt a what-if: {pick.mean_e2e_ms:.0f} ms beats the best {best.e2e_ms:.0f} ms "
-                            f"by more than {view.stability:.0%}")
+            return Decision(
+                dict(pick.mapping),
+                f"adopt a what-if: {pick.mean_e2e_ms:.0f} ms beats the best {best.e2e_ms:.0f} ms "
+                f"by more than {view.stability:.0%}",
+            )
         # 4. follow an exploration hint
         for h in view.hints:
             if (h.task, h.mode) in self._followed:
@@ -97,8 +102,9 @@ class RulesReasoner(Reasoner):
         feasible = [m for m in view.measured if m.mean_e2e_ms is not None]
         if feasible:
             pick = min(feasible, key=lambda m: (m.mean_e2e_ms, _order_key(view, m.mapping)))
-            return Decision(dict(pick.mapping), f"no feasible round yet: take the best feasible what-if "
-                                                f"({pick.mean_e2e_ms:.0f} ms)")
+            return Decision(
+                dict(pick.mapping), f"no feasible round yet: take the best feasible what-if ({pick.mean_e2e_ms:.0f} ms)"
+            )
         last = view.history[-1]
         m = dict(last.mapping)
         culprit = last.failed_task
@@ -114,8 +120,11 @@ class RulesReasoner(Reasoner):
             m[culprit] = Mode.GPU_QUEUE
         else:
             m[culprit] = Mode.CPU
-        return Decision(m, f"round {last.round} was infeasible: move {culprit}, whose start broke the budget, "
-                           f"to {view.workflow.decision_space.label(m[culprit])}")
+        return Decision(
+            m,
+            f"round {last.round} was infeasible: move {culprit}, whose start broke the budget, "
+            f"to {view.workflow.decision_space.label(m[culprit])}",
+        )
 
     def _make_room(self, view: AgentView, base: MappingT, task: str, mode: Mode) -> MappingT:
         m = {**base, task: mode}
@@ -134,8 +143,7 @@ class RulesReasoner(Reasoner):
                 return m
             # the smallest task that alone makes room, else the largest, and repeat
             enough = [u for u in held if sizes[u] >= over]  # type: ignore[operator]
-            victim = (min(enough, key=lambda u: (sizes[u], u)) if enough
-                      else max(held, key=lambda u: (sizes[u], u)))
+            victim = min(enough, key=lambda u: (sizes[u], u)) if enough else max(held, key=lambda u: (sizes[u], u))
             m[victim] = demote
 
 

@@ -13,8 +13,16 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentsched.masking import (BARE_USERINFO, MASK, QUERY_SECRET, SECRET_KEYS, URL_KEYS, USERINFO, mask_secrets,
-                                path_secrets)
+from agentsched.masking import (
+    BARE_USERINFO,
+    MASK,
+    QUERY_SECRET,
+    SECRET_KEYS,
+    URL_KEYS,
+    USERINFO,
+    mask_secrets,
+    path_secrets,
+)
 
 #: a secret shorter than this is not searched for in free text (masking every "k" would garble the
 #: message, and such a key protects nothing); URL credentials are masked whatever their length
@@ -35,7 +43,7 @@ def url_secrets(url: str) -> tuple[str, ...]:
     out: list[str] = query
     for part in m["userinfo"].split(":", 1):
         out += [part, urllib.parse.unquote(part)]
-    written = m["userinfo"] if ":" in m["userinfo"] else f'{m["userinfo"]}:'
+    written = m["userinfo"] if ":" in m["userinfo"] else f"{m['userinfo']}:"
     out += [basic_token(url) or "", base64.b64encode(written.encode()).decode("ascii")]
     return tuple(dict.fromkeys(out))
 
@@ -55,8 +63,9 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with URL credentials, the value written after each secret key (``api_key=``, ``"api_key":``)
     and every occurrence of each of ``secrets`` replaced by ``***`` (secrets shorter than ``MIN_SECRET_CHARS`` and placeholder keys are left alone)."""
     out = mask_secrets(str(text))
-    for s in sorted({s for s in secrets if s and s not in NOT_SECRETS and len(s) >= MIN_SECRET_CHARS},
-                    key=len, reverse=True):  # longest first: a key that contains another is masked whole
+    for s in sorted(
+        {s for s in secrets if s and s not in NOT_SECRETS and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True
+    ):  # longest first: a key that contains another is masked whole
         out = out.replace(s, MASK)
     return out
 
@@ -69,8 +78,9 @@ def redact_options(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
         found = [str(v) for k, v in obj.items() if k in SECRET_KEYS and v]
         found += [s for k, v in obj.items() if k in URL_KEYS and isinstance(v, str) for s in url_secrets(v)]
         keys += found
-        return {k: (MASK if k in SECRET_KEYS and v not in (None, "") else redact_options(v, keys))
-                for k, v in obj.items()}
+        return {
+            k: (MASK if k in SECRET_KEYS and v not in (None, "") else redact_options(v, keys)) for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return type(obj)(redact_options(v, keys) for v in obj)
     if isinstance(obj, str):

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentsched.model.cards import ToolCard
-from agentsched.model.live import LiveState
+from agentsched.model.live import MachineSnapshot
 from agentsched.model.mapping import MappingT
 from agentsched.model.workflow import Workflow
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry
@@ -87,7 +87,7 @@ class GpuTaskNow:
 
 @dataclass(frozen=True)
 class LoadEvidence:
-    """The sixth stream: the machine's load when the decision is made (``LiveState``, never the world)."""
+    """The sixth stream: the machine's load when the decision is made (``MachineSnapshot``, never the world)."""
 
     gpu_tasks: tuple[GpuTaskNow, ...]  # running or loading on the GPU, longest expected remaining first
     vram_in_use_mb: float
@@ -101,19 +101,30 @@ class LoadEvidence:
     in_flight: int  # invocations admitted and not finished
 
     @classmethod
-    def from_live(cls, live: LiveState) -> LoadEvidence:
+    def from_live(cls, live: MachineSnapshot) -> LoadEvidence:
         """A snapshot of ``live`` now (what a decider under load may see)."""
         gpu = sorted(live.running(gpu=True), key=lambda v: -v.expected_remaining_ms)
-        tasks = tuple(GpuTaskNow(v.card.name, v.mode.value, v.loading, v.elapsed_ms, v.expected_remaining_ms,
-                                 v.vram_mb) for v in gpu)
-        return cls(tasks, live.vram_in_use_mb, live.vram_budget_mb, live.queue_length, live.queue_backlog_ms,
-                   live.cpu_busy, live.cpu_slots, live.cpu_waiting, live.admission_waiting, live.in_flight)
+        tasks = tuple(
+            GpuTaskNow(v.card.name, v.mode.value, v.loading, v.elapsed_ms, v.expected_remaining_ms, v.vram_mb)
+            for v in gpu
+        )
+        return cls(
+            tasks,
+            live.vram_in_use_mb,
+            live.vram_budget_mb,
+            live.queue_length,
+            live.queue_backlog_ms,
+            live.cpu_busy,
+            live.cpu_slots,
+            live.cpu_waiting,
+            live.admission_waiting,
+            live.in_flight,
+        )
 
     @property
     def idle(self) -> bool:
         """Nothing runs or waits: no load to report."""
-        return not (self.gpu_tasks or self.queue_length or self.cpu_busy or self.cpu_waiting
-                    or self.admission_waiting)
+        return not (self.gpu_tasks or self.queue_length or self.cpu_busy or self.cpu_waiting or self.admission_waiting)
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,6 @@ class AgentView:
         if not wf.edges:
             return "fan-out"
         ids = wf.task_ids
-        if (len(ids) == 4 and set(wf.edges) == {(ids[0], ids[1]), (ids[0], ids[2]), (ids[1], ids[3]),
-                                                   (ids[2], ids[3])}):
+        if len(ids) == 4 and set(wf.edges) == {(ids[0], ids[1]), (ids[0], ids[2]), (ids[1], ids[3]), (ids[2], ids[3])}:
             return "diamond"
         return "DAG"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 
 from agentsched.cli.options import SPEC_OPTIONS
-from agentsched.errors import AgentschedError, TestbedError
+from agentsched.errors import AgentschedError, FieldError
 from agentsched.model.workflow import Workflow
 from agentsched.scenarios import resolve_workflow_and_world
 from agentsched.testbeds.base import Testbed
@@ -37,16 +37,29 @@ def load_workflow_and_world(name_or_path: str, cards: str | None = None) -> tupl
         wf = wf.with_cards(cards)
         host_only = [t for t, c in wf.task_cards.items() if not c.has_gpu]
         if host_only and len(host_only) == len(wf.task_ids):  # e.g. a card set profiled with --device cpu
-            err_console.print(f"note: card set {wf.card_set.name} has no GPU figures for any task of {wf.name}: "
-                              "every GPU placement runs as a CPU task (profile on a GPU for GPU cards)",
-                              highlight=False, markup=False, soft_wrap=True)
+            err_console.print(
+                f"note: card set {wf.card_set.name} has no GPU figures for any task of {wf.name}: "
+                "every GPU placement runs as a CPU task (profile on a GPU for GPU cards)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     return wf, world
 
 
-def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None, size: Size = Size.SMALL,
-                 cpu_slots: int | None = None, world: str | None = None,
-                 from_workflows: Sequence[str | None] = (), ray_address: str | None = None,
-                 emulate_gpu: bool = False, task_timeout_s: float | None = None) -> TestbedSpec:
+def testbed_spec(
+    kind: TestbedKind,
+    *,
+    seed: int = 0,
+    noise: float | None = None,
+    size: Size = Size.SMALL,
+    cpu_slots: int | None = None,
+    world: str | None = None,
+    from_workflows: Sequence[str | None] = (),
+    ray_address: str | None = None,
+    emulate_gpu: bool = False,
+    task_timeout_s: float | None = None,
+) -> TestbedSpec:
     """The command's testbed spec, built once. On the simulator the world is chosen here (--world,
     else the workflow files' world: key, else a5500) and loaded once; a --world given to another
     testbed is the spec's one-line error."""
@@ -55,17 +68,29 @@ def testbed_spec(kind: TestbedKind, *, seed: int = 0, noise: float | None = None
     if kind is TestbedKind.SIM:
         chosen = load_world(choose_world(world, list(from_workflows)))
     try:
-        return TestbedSpec(kind=kind, seed=seed, noise_sigma=noise, size=size, cpu_slots=cpu_slots, world=chosen,
-                           ray_address=ray_address, emulate_gpu=emulate_gpu, timeout_s=task_timeout_s)
-    except TestbedError as e:  # the spec names its fields; a command line, its flags
-        field, _, rest = str(e).partition(" ")
-        if field in FLAG_OF_FIELD:
-            raise TestbedError(f"{FLAG_OF_FIELD[field]} {rest}") from None
-        raise
+        return TestbedSpec(
+            kind=kind,
+            seed=seed,
+            noise_sigma=noise,
+            size=size,
+            cpu_slots=cpu_slots,
+            world=chosen,
+            ray_address=ray_address,
+            emulate_gpu=emulate_gpu,
+            timeout_s=task_timeout_s,
+        )
+    except FieldError as e:  # the spec names its fields; a command line, its flags
+        raise by_flag(e, FLAG_OF_FIELD) from None
 
 
 # the flag that sets each TestbedSpec field (its first declaration in options.py), for the spec's errors
 FLAG_OF_FIELD = {field: option.param_decls[0] for field, option in SPEC_OPTIONS.items()}
+
+
+def by_flag(error: FieldError, flags: Mapping[str, str]) -> FieldError:
+    """``error`` with its field called by the flag that sets it (``flags``: field -> flag), read
+    from the error's ``field``, never from its text; a field no flag sets keeps its name."""
+    return error.renamed(flags[error.field]) if error.field in flags else error
 
 
 def print_json(obj: Any) -> None:
@@ -107,8 +132,11 @@ MAX_SEEDS = 10_000
 
 def loop_counts(*, rounds: int | None = None, repeats: int | None = None, seeds: int | None = None) -> None:
     """--rounds, --repeats, --seeds: >= 1 and at most MAX_*; one-line AgentschedError otherwise."""
-    for flag, value, limit in (("--rounds", rounds, MAX_ROUNDS), ("--repeats", repeats, MAX_REPEATS),
-                               ("--seeds", seeds, MAX_SEEDS)):
+    for flag, value, limit in (
+        ("--rounds", rounds, MAX_ROUNDS),
+        ("--repeats", repeats, MAX_REPEATS),
+        ("--seeds", seeds, MAX_SEEDS),
+    ):
         if value is None:
             continue
         positive(flag, value)

@@ -45,7 +45,7 @@ def pin_mapping(rt: Any, text: str) -> None:
 
 def run_jsonl(rt: Any, lines: list[tuple[int, dict[str, Any]]]) -> int:
     """Invoke once per line (one process: tools stay loaded); one JSON line out each. Returns how many failed."""
-    from agentsched.service.service import jsonable
+    from agentsched.service.bounded import jsonable
 
     failed = 0
     for n, inputs in lines:
@@ -56,10 +56,23 @@ def run_jsonl(rt: Any, lines: list[tuple[int, dict[str, Any]]]) -> int:
             failed += 1
             continue
         failed += not res.ok
-        typer.echo(json.dumps(jsonable({
-            "line": n, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
-            "status": res.status.value, "message": res.message, "mapping": {t: m.value for t, m in res.mapping.items()},
-            "e2e_ms": res.e2e_ms, "outputs": res.outputs})))
+        typer.echo(
+            json.dumps(
+                jsonable(
+                    {
+                        "line": n,
+                        "invocation_id": res.invocation_id,
+                        "kind": res.kind,
+                        "round": res.round,
+                        "status": res.status.value,
+                        "message": res.message,
+                        "mapping": {t: m.value for t, m in res.mapping.items()},
+                        "e2e_ms": res.e2e_ms,
+                        "outputs": res.outputs,
+                    }
+                )
+            )
+        )
     return failed
 
 
@@ -70,11 +83,9 @@ def best_docs(st: Any, learners: list[Any]) -> list[dict[str, Any]]:
     return [{"learner": ln.id, "policy": ln.policy, **best_round(st, ln.id)} for ln in learners]
 
 
-def print_best(name: str, docs: list[dict[str, Any]], json_out: bool,
-               spaces: dict[int, str] | None = None) -> None:
-    """``spaces``: each learner's decision space (its name), for the terminal's mode labels (a binary
-    workflow's ``gpu``, as every other table prints it; JSON keeps the mode)."""
-    from agentsched.model.workflow import DecisionSpace, Mode
+def print_best(name: str, docs: list[dict[str, Any]], json_out: bool) -> None:
+    """Each learner's best mapping, its modes spelled as the service's API spells them (``gpu_now``)."""
+    from agentsched.model.workflow import Mode
 
     if json_out:
         typer.echo(json.dumps({"workflow": name, "learners": docs}, indent=2))
@@ -83,7 +94,8 @@ def print_best(name: str, docs: list[dict[str, Any]], json_out: bool,
         if d["best_mapping"] is None:
             typer.echo(f"learner {d['learner']} ({d['policy']}): no round observed ok yet")
             continue
-        space = DecisionSpace((spaces or {}).get(d["learner"], "three_way"))
-        mapping = ",".join(f"{t}={space.label(Mode(m))}" for t, m in d["best_mapping"].items())
-        typer.echo(f"learner {d['learner']} ({d['policy']}): best {mapping} (round {d['best_round']}, "
-                   f"median E2E {d['best_e2e_ms']:,.1f} ms, of {d['rounds']} ok rounds)")
+        mapping = ",".join(f"{t}={Mode(m).value}" for t, m in d["best_mapping"].items())  # as the API spells it
+        typer.echo(
+            f"learner {d['learner']} ({d['policy']}): best {mapping} (round {d['best_round']}, "
+            f"median E2E {d['best_e2e_ms']:,.1f} ms, of {d['rounds']} ok rounds)"
+        )

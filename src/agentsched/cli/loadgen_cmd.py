@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -20,16 +20,25 @@ def loadgen_cmd(
     duration_s: float = opt.DURATION_S,
     # the arrival stream's seed (no testbed or policy here: the service has its own)
     seed: int = opt.variant(opt.SEED, help="the stream's seed (stream SEED of `agentsched load --seeds`)"),
-    # the client side: it must match the server's --time-scale
-    time_scale: float = opt.variant(opt.TIME_SCALE, help="the server's --time-scale (simulated ms per wall ms); 1 "
-                                                         "for real tools"),
+    # the client side: the server's clock, adopted from its /healthz unless given
+    time_scale: float | None = opt.variant(
+        opt.TIME_SCALE,
+        default=None,
+        help="the server's --time-scale "
+        "(simulated ms per wall ms); default: the one the service reports at "
+        "/healthz (1 for real tools); a value it contradicts is replaced by "
+        "the service's, with a note",
+    ),
     # the client side: the token it sends
-    token_file: Optional[Path] = opt.variant(opt.TOKEN_FILE, help="file holding the service's bearer token"),
+    token_file: Path | None = opt.variant(opt.TOKEN_FILE, help="file holding the service's bearer token"),
     # sent with every invocation of the stream
-    input_: Optional[list[str]] = opt.variant(opt.INPUT, help="NAME=VALUE sent with every invocation (repeatable; "
-                                                              "text): the inputs a workflow of user tools takes"),
-    input_json: Optional[Path] = opt.variant(opt.INPUT_JSON, help="JSON object of NAME: VALUE sent with every "
-                                                                  "invocation (--input items override it)"),
+    input_: list[str] | None = opt.variant(
+        opt.INPUT,
+        help="NAME=VALUE sent with every invocation (repeatable; text): the inputs a workflow of user tools takes",
+    ),
+    input_json: Path | None = opt.variant(
+        opt.INPUT_JSON, help="JSON object of NAME: VALUE sent with every invocation (--input items override it)"
+    ),
     json_out: bool = opt.JSON,
     json_file: str = opt.JSON_OUT,
 ) -> None:
@@ -39,8 +48,8 @@ def loadgen_cmd(
     no arrival is refused before anything is sent."""
     from agentsched.cli.load_cmd import _floats
     from agentsched.cli.output import check_output_file, emit
-    from agentsched.experiments.load import seeded_arrivals
     from agentsched.experiments.loadgen import run_against, summarize_shots
+    from agentsched.experiments.traffic import seeded_arrivals
 
     try:
         import httpx  # noqa: F401 - the serve extra's client
@@ -58,20 +67,29 @@ def loadgen_cmd(
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the stream, not after it
     _check_served(url, workflows, token)
-    _check_time_scale(url, time_scale)
+    time_scale = _time_scale(url, time_scale)
     streams = [(rate, seeded_arrivals(arrival, rate, duration_s, workflows, seed)) for rate in rate_list]
     empty = [f"{rate:g}" for rate, arrivals in streams if not arrivals]
     if empty:  # nothing to send would measure nothing: said before any arrival is sent
-        raise AgentschedError(f"the stream has no arrival at rate(s) {', '.join(empty)} in {duration_s:g} s: raise "
-                              f"--duration-s or the rate")
+        raise AgentschedError(
+            f"the stream has no arrival at rate(s) {', '.join(empty)} in {duration_s:g} s: raise "
+            f"--duration-s or the rate"
+        )
     rows: list[dict[str, Any]] = []
     for rate, arrivals in streams:
         shots = run_against(url, arrivals, workflows, time_scale=time_scale, token=token, inputs=inputs)
         rows.append({"rate_per_s": rate, **summarize_shots(shots)})
     from agentsched.masking import redact_url
 
-    doc = {"url": redact_url(url), "workflows": list(workflows), "arrival": arrival, "duration_s": duration_s, "seed": seed,
-           "time_scale": time_scale, "rows": rows}
+    doc = {
+        "url": redact_url(url),
+        "workflows": list(workflows),
+        "arrival": arrival,
+        "duration_s": duration_s,
+        "seed": seed,
+        "time_scale": time_scale,
+        "rows": rows,
+    }
     emit(doc, _table(rows), json_out=json_out, json_file=json_file)
     _fail_when_none_ran(rows)
 
@@ -89,28 +107,39 @@ def _check_served(url: str, names: list[str], token: str | None) -> None:
         raise AgentschedError(f"{url}/v1/workflows answered HTTP {r.status_code}: {_first_line(r.text)}")
     served = _served_names(r)
     if served is None:  # (before: an AttributeError from another kind of server's answer)
-        raise AgentschedError(f"{url} is not an agentsched service: GET /v1/workflows answered "
-                              f"{_first_line(r.text)!r}, not a list of workflows")
+        raise AgentschedError(
+            f"{url} is not an agentsched service: GET /v1/workflows answered "
+            f"{_first_line(r.text)!r}, not a list of workflows"
+        )
     missing = [n for n in names if n not in served]
     if missing:
-        raise AgentschedError(f"the service does not serve {', '.join(missing)} (it serves "
-                              f"{', '.join(sorted(str(s) for s in served))})")
+        raise AgentschedError(
+            f"the service does not serve {', '.join(missing)} (it serves {', '.join(sorted(str(s) for s in served))})"
+        )
 
 
-def _check_time_scale(url: str, time_scale: float) -> None:
-    """One line when the service's clock runs at another scale than ``--time-scale`` says: every
-    latency would be converted with the wrong factor (the overhead came out negative, the
-    percentiles 10x off) and nothing else would tell. A service that does not say (an older one)
-    is taken at its word."""
+def _time_scale(url: str, given: float | None) -> float:
+    """The scale of the service's clock, which every latency is converted with: the one its
+    /healthz reports (a stream at another would be 10x off, the overhead negative), else ``given``,
+    else 1. A ``given`` the service contradicts is replaced, said in one note on stderr."""
     import httpx
 
+    if given is not None and not (math.isfinite(given) and given > 0):
+        raise AgentschedError(f"--time-scale must be a finite number > 0, got {given:g}")
     try:
         served = httpx.get(url.rstrip("/") + "/healthz", timeout=30).json().get("time_scale")
     except (httpx.HTTPError, ValueError, AttributeError):
-        return
-    if isinstance(served, (int, float)) and not math.isclose(served, time_scale, rel_tol=1e-9):
-        raise AgentschedError(f"the service runs at --time-scale {served:g} (simulated ms per wall ms), this "
-                              f"stream at {time_scale:g}: pass loadgen --time-scale {served:g}")
+        served = None
+    ok = isinstance(served, (int, float)) and not isinstance(served, bool) and math.isfinite(served) and served > 0
+    if not ok:  # a service that does not say (an older one) is taken at the caller's word
+        return given if given is not None else 1.0
+    if given is not None and not math.isclose(served, given, rel_tol=1e-9):
+        typer.echo(
+            f"note: the service runs at --time-scale {served:g} (simulated ms per wall ms), not {given:g}: "
+            f"the stream uses {served:g}",
+            err=True,
+        )
+    return float(served)
 
 
 def _served_names(r: Any) -> set[str] | None:
@@ -144,8 +173,13 @@ def _fail_when_none_ran(rows: list[dict[str, Any]]) -> None:
         from agentsched.masking import redact_url
 
         # through redact_url: a failure's text may quote the URL, credentials and all
-        typer.echo(redact_url(f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first "
-                              f"failure: {failed[0]['first_failure']}"), err=True)
+        typer.echo(
+            redact_url(
+                f"error: no arrival answered {' or '.join(RAN)} at rate(s) {rates}; the first "
+                f"failure: {failed[0]['first_failure']}"
+            ),
+            err=True,
+        )
         raise SystemExit(1)
 
 
@@ -153,15 +187,23 @@ def _table(rows: list[dict[str, Any]]) -> str:
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:,.1f}" if isinstance(x, float) else str(x)
 
-    lines = ["| rate/s | sent | ok | oom | error | refused | no answer | other | p50 ms | p95 ms | p99 ms | "
-             "server E2E p50 | overhead ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rate/s | sent | ok | oom | error | refused | no answer | other | p50 ms | p95 ms | p99 ms | "
+        "server E2E p50 | overhead ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['rate_per_s']:g} | {r['sent']} | {r['ok']} | {r['oom']} | {r['error']} | {r['refused']} | "
-                     f"{r['no-answer']} | {r['other']} | {f(r['p50_ms'])} | {f(r['p95_ms'])} | {f(r['p99_ms'])} | "
-                     f"{f(r['e2e_p50_ms'])} | {f(r['overhead_ms_mean'])} |")
+        lines.append(
+            f"| {r['rate_per_s']:g} | {r['sent']} | {r['ok']} | {r['oom']} | {r['error']} | {r['refused']} | "
+            f"{r['no-answer']} | {r['other']} | {f(r['p50_ms'])} | {f(r['p95_ms'])} | {f(r['p99_ms'])} | "
+            f"{f(r['e2e_p50_ms'])} | {f(r['overhead_ms_mean'])} |"
+        )
     # why: a stream the service refused wholesale (422: a missing --input) showed only zeros
-    lines += [f"rate {r['rate_per_s']:g}: {r['sent'] - r['ok']} not ok; the first: {r['first_failure']}"
-              for r in rows if r["first_failure"]]
+    lines += [
+        f"rate {r['rate_per_s']:g}: {r['sent'] - r['ok']} not ok; the first: {r['first_failure']}"
+        for r in rows
+        if r["first_failure"]
+    ]
     return "\n".join(lines)
 
 

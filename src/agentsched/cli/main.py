@@ -55,8 +55,11 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="print the version and exit")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     """Place AI workflow tool calls on CPU, GPU now, or the GPU queue."""
 
 
@@ -101,8 +104,10 @@ def old_json_form(argv: list[str]) -> str | None:
         if arg == "--json" and i + 1 < len(argv) and argv[i + 1].lower().endswith(".json"):
             value = argv[i + 1]
         if value is not None:
-            return (f"--json is a flag now (JSON on stdout); to write a file use --json-out {value} "
-                    f"(a workflow file goes before --json)")
+            return (
+                f"--json is a flag now (JSON on stdout); to write a file use --json-out {value} "
+                f"(a workflow file goes before --json)"
+            )
     return None
 
 
@@ -122,7 +127,7 @@ def _secrets(argv: list[str]) -> list[str]:
             if a == flag and i + 1 < len(argv):
                 values.append(argv[i + 1])
             elif a.startswith(flag + "="):
-                values.append(a[len(flag) + 1:])
+                values.append(a[len(flag) + 1 :])
         return values
 
     ray = [s for a in given("--ray-address", "RAY_ADDRESS") for s in address_secrets(a)]  # user:pw@host, no scheme

@@ -91,8 +91,10 @@ def prepare_output_dir(path: str | Path, flag: str = "--out", files: Sequence[st
     for name in files:
         taken = out / name
         if taken.exists() and not taken.is_file():
-            raise AgentschedError(f"{flag}: {taken} is {'a folder' if taken.is_dir() else 'not a file'}, where "
-                                  f"the output file {name} goes; remove or rename it")
+            raise AgentschedError(
+                f"{flag}: {taken} is {'a folder' if taken.is_dir() else 'not a file'}, where "
+                f"the output file {name} goes; remove or rename it"
+            )
     return out
 
 
@@ -107,15 +109,20 @@ def write_json(path: str | Path, doc: Any, indent: int = 1) -> None:
         raise AgentschedError(f"cannot write {path}: {_reason(e)}") from None
 
 
-def emit(doc: Any, text: str, *, json_out: bool, json_file: str | None) -> None:
+def emit(doc: Any, text: str, *, json_out: bool, json_file: str | None, markdown: bool = False) -> None:
     """The one output convention (docs/json.md): ``--json`` prints ``doc`` as JSON on stdout instead of
-    ``text``; ``--json-out FILE`` also writes it to FILE (and says so on stderr when stdout is JSON)."""
+    ``text``; ``--json-out FILE`` also writes it to FILE (and says so on stderr when stdout is JSON).
+    ``markdown``: ``text`` is Markdown, printed rendered (headings, tables), not as its source."""
     import typer
 
     from agentsched.cli.common import console, err_console, print_json
 
     if json_out:
         print_json(doc)
+    elif markdown:
+        from rich.markdown import Markdown
+
+        console.print(Markdown(text))
     else:
         typer.echo(text)  # plain: markdown tables must not wrap
     if json_file:

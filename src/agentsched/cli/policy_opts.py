@@ -27,12 +27,24 @@ class PolicyFlags:
     items: tuple[str, ...] = ()  # --policy-option KEY=VALUE / POLICY.KEY=VALUE, in order
 
 
-def llm_given(*, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-              temperature: float | None = None, timeout_s: float | None = None,
-              max_tokens: int | None = None) -> dict[str, Any]:
+def llm_given(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    temperature: float | None = None,
+    timeout_s: float | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
     """The --llm-* values that were given, keyed by ``LLMConfig`` field."""
-    given = {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature,
-             "timeout_s": timeout_s, "max_tokens": max_tokens}
+    given = {
+        "base_url": base_url,
+        "model": model,
+        "api_key": api_key,
+        "temperature": temperature,
+        "timeout_s": timeout_s,
+        "max_tokens": max_tokens,
+    }
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -68,8 +80,9 @@ def _options_text(policy: str) -> str:
     return ", ".join(sorted(get_spec(policy).public_options)) or "none"
 
 
-def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str, dict[str, Any]],
-                 flagged: dict[str, str]) -> None:
+def _apply_items(
+    policies: list[str], items: tuple[str, ...], options: dict[str, dict[str, Any]], flagged: dict[str, str]
+) -> None:
     """--policy-option items into ``options`` (policy -> kwargs); ``flagged``: key -> the flag that set it."""
     from agentsched.loop.registry import REGISTRY, get_spec
 
@@ -78,12 +91,15 @@ def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str,
         target, key, value = parse_item(item)
         if target is not None:
             if target not in REGISTRY:  # e.g. 'monitor.hints=false': the prefix names a policy, not a nesting
-                raise AgentschedError(f"--policy-option {item}: {target} is not a policy (POLICY.KEY=VALUE names "
-                                      f"one of the chosen policies: {', '.join(policies)})")
+                raise AgentschedError(
+                    f"--policy-option {item}: {target} is not a policy (POLICY.KEY=VALUE names "
+                    f"one of the chosen policies: {', '.join(policies)})"
+                )
             name = get_spec(target).name.value
             if name not in policies:
-                raise AgentschedError(f"--policy-option {item}: policy {name} is not among the chosen policies "
-                                      f"({', '.join(policies)})")
+                raise AgentschedError(
+                    f"--policy-option {item}: policy {name} is not among the chosen policies ({', '.join(policies)})"
+                )
             takers = [name]
         else:
             takers = [p for p in policies if key in get_spec(p).public_options]
@@ -95,8 +111,9 @@ def _apply_items(policies: list[str], items: tuple[str, ...], options: dict[str,
             raise AgentschedError(f"--policy-option {key}: {flagged[key]} sets it too; give it once")
         for p in takers:
             if (p, key) in given:  # else the later item would silently replace the earlier one
-                raise AgentschedError(f"--policy-option {item}: {key} of {p} is set by {given[(p, key)]} too; "
-                                      "give it once")
+                raise AgentschedError(
+                    f"--policy-option {item}: {key} of {p} is set by {given[(p, key)]} too; give it once"
+                )
             given[(p, key)] = item
             options.setdefault(p, {})[key] = value
 
@@ -113,8 +130,9 @@ def _llm_item(flags: PolicyFlags) -> tuple[dict[str, Any], tuple[str, ...]]:
     value = parse_item(mine[0])[2]
     both = sorted(set(value) & set(flags.llm))
     if both:
-        raise AgentschedError(f"--policy-option {mine[0]}: llm {both[0]} is given by {LLM_FLAGS[both[0]]} too; "
-                              "give it once")
+        raise AgentschedError(
+            f"--policy-option {mine[0]}: llm {both[0]} is given by {LLM_FLAGS[both[0]]} too; give it once"
+        )
     return {**value, **flags.llm}, tuple(item for item in flags.items if item not in mine)
 
 
@@ -124,12 +142,12 @@ def _is_llm_item(item: str) -> bool:
     return key == "llm" and target in (None, "agent-llm") and isinstance(value, dict)
 
 
-def _llm_options(policies: list[str], flags: PolicyFlags, single: bool,
-                 options: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+def _llm_options(
+    policies: list[str], flags: PolicyFlags, single: bool, options: dict[str, dict[str, Any]]
+) -> tuple[str, ...]:
     """--llm-* (an ``LLMConfig``, built and checked once here, with a ``-O llm={...}`` beside them:
     ``_llm_item``) and --llm-predictions for agent-llm; returns the --policy-option items left."""
-    where = (f"to --policy agent-llm (got {policies[0]})" if single
-             else "when agent-llm is among --policies")
+    where = f"to --policy agent-llm (got {policies[0]})" if single else "when agent-llm is among --policies"
     if flags.llm and "agent-llm" not in policies:
         raise AgentschedError(f"{flags_apply(flags.llm)} only {where}")
     if flags.predictions is not None and "agent-llm" not in policies:
@@ -155,8 +173,10 @@ def policy_options(policies: list[str], flags: PolicyFlags, *, single: bool = Fa
     if flags.start is not None:
         takers = policies if single else [p for p in policies if accepts(p, "start")]
         if not takers:
-            raise AgentschedError(f"--start {flags.start}: none of the chosen policies has a start option "
-                                  "(agent-rules, agent-llm, agent-plan do)")
+            raise AgentschedError(
+                f"--start {flags.start}: none of the chosen policies has a start option "
+                "(agent-rules, agent-llm, agent-plan do)"
+            )
         for p in takers:  # make_policy refuses it in one line for a single policy without a start
             options.setdefault(p, {})["start"] = flags.start
         flagged["start"] = "--start"

@@ -21,8 +21,14 @@ class ScenarioLines:
     """Counts finished runs; prints ``S3 done: 3/13 scenarios, 39/169 runs, 12 s, about 40 s left``
     when the last run of a scenario finishes. Runs arrive scenario by scenario (the bench's order)."""
 
-    def __init__(self, console: Console, *, scenarios: int, runs_per_scenario: int,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        scenarios: int,
+        runs_per_scenario: int,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.console = console
         self.scenarios = scenarios
         self.per_scenario = runs_per_scenario
@@ -41,10 +47,14 @@ class ScenarioLines:
         finished = -(-self.done // self.per_scenario)
         left = elapsed / self.done * (self.total - self.done)
         eta = f", about {_fmt_s(left)} left" if self.done < self.total else ""
-        self.console.print(f"{label.split()[0]} done: {finished}/{self.scenarios} scenarios, "
-                           f"{self.done}/{self.total} runs"
-                           f"{f' ({self.skipped} skipped)' if self.skipped else ''}, {_fmt_s(elapsed)}{eta}",
-                           highlight=False, markup=False, soft_wrap=True)
+        self.console.print(
+            f"{label.split()[0]} done: {finished}/{self.scenarios} scenarios, "
+            f"{self.done}/{self.total} runs"
+            f"{f' ({self.skipped} skipped)' if self.skipped else ''}, {_fmt_s(elapsed)}{eta}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
         self.console.file.flush()
 
 
@@ -55,10 +65,59 @@ def bench_progress(console: Console, *, scenarios: int, runs_per_scenario: int) 
     if not console.is_terminal:
         yield ScenarioLines(console, scenarios=scenarios, runs_per_scenario=runs_per_scenario)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("bench", total=scenarios * runs_per_scenario)
         yield lambda label: bar.update(task, advance=1, description=label)
+
+
+@contextlib.contextmanager
+def load_progress(console: Console, *, steps: int) -> Iterator[Callable[[str], None]]:
+    """A ``progress(label)`` callback for ``run_load`` (one call per search found and per row done, ``steps``
+    in all): a transient bar with elapsed time and ETA on a terminal; each label on its own line otherwise."""
+    if not console.is_terminal:
+        yield lambda label: console.print(label, highlight=False, markup=False, soft_wrap=True)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("load study", total=max(1, steps))
+
+        def advance(label: str) -> None:
+            bar.console.print(label, highlight=False, markup=False, soft_wrap=True)  # above the bar, kept
+            bar.update(task, advance=1, description=label)
+
+        yield advance

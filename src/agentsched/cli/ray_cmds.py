@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import statistics
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -22,28 +22,42 @@ MAX_CONCURRENCY = 256  # far above what one driver should push through its threa
 MAX_BATCHES = 1_000
 
 
+# throughput's own options, and its variants of the shared ones (cli/options.py)
+CONCURRENCY = typer.Option(4, "--concurrency", "-k", help="invocations running at once")
+BATCHES = typer.Option(3, "--batches", help="batches of K invocations measured (after one warm-up batch)")
+MAPPING = o.variant(o.MAPPING_M, help="e.g. A=cpu,B=gpu_now (default: every task on cpu)")
+TESTBED = o.variant(
+    o.TESTBED,
+    default=RayOnly.RAY,  # type: ignore[valid-type]
+    help="ray: the only testbed that runs invocations at once",
+)
+# ray only: the shared help's sim and local defaults do not apply
+CPU_SLOTS = o.variant(o.CPU_SLOTS, help="at most this many CPU tasks at once (default: the cluster's CPUs)")
+INPUT = o.variant(o.INPUT, help="NAME=VALUE given to every invocation of a user workflow (repeatable; text)")
+# the lines feed K concurrent invocations in turn (not one invocation each, in one process)
+INPUTS_JSONL = o.variant(
+    o.INPUTS_JSONL,
+    help="one JSON object of NAME: VALUE a line, one per "
+    "invocation in turn (cycling when fewer; the warm-up batch takes the "
+    "first)",
+)
+
+
 def throughput_cmd(
     workflow: str = typer.Argument(..., help="scenario name (S1..S13) or workflow file"),
-    concurrency: int = typer.Option(4, "--concurrency", "-k", help="invocations running at once"),
-    batches: int = typer.Option(3, help="batches of K invocations measured (after one warm-up batch)"),
-    mapping: Optional[str] = o.variant(o.MAPPING_M, help="e.g. A=cpu,B=gpu_now (default: every task on cpu)"),
-    testbed: RayOnly = o.variant(o.TESTBED, default=RayOnly.RAY,  # type: ignore[valid-type]
-                                 help="ray: the only testbed that runs invocations at once"),
-    ray_address: Optional[str] = o.RAY_ADDRESS,
+    concurrency: int = CONCURRENCY,
+    batches: int = BATCHES,
+    mapping: str | None = MAPPING,
+    testbed: RayOnly = TESTBED,
+    ray_address: str | None = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU,
     size: o.Size = o.SIZE,
-    # ray only: the shared help's sim and local defaults do not apply
-    cpu_slots: Optional[int] = o.variant(o.CPU_SLOTS, help="at most this many CPU tasks at once (default: the "
-                                                           "cluster's CPUs)"),
-    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
+    cpu_slots: int | None = CPU_SLOTS,
+    task_timeout_s: float | None = o.TASK_TIMEOUT,
     json_out: bool = o.JSON_TEXT_ON_STDERR,
-    json_file: Optional[Path] = o.JSON_OUT,
-    input_: Optional[list[str]] = o.variant(o.INPUT, help="NAME=VALUE given to every invocation of a user workflow "
-                                                          "(repeatable; text)"),
-    # the lines feed K concurrent invocations in turn (not one invocation each, in one process)
-    inputs_jsonl: Optional[Path] = o.variant(o.INPUTS_JSONL, help="one JSON object of NAME: VALUE a line, one per "
-                                             "invocation in turn (cycling when fewer; the warm-up batch takes the "
-                                             "first)"),
+    json_file: Path | None = o.JSON_OUT,
+    input_: list[str] | None = INPUT,
+    inputs_jsonl: Path | None = INPUTS_JSONL,
 ) -> None:
     """Run K invocations of one workflow at once on a Ray cluster, in batches; print each
     invocation's E2E and the throughput (ok invocations per second of wall time). Exits 1 when
@@ -61,22 +75,17 @@ def throughput_cmd(
     if json_file is not None:
         check_output_file(json_file, "--json-out")  # before the work, not after it
     say = err_console if json_out else console  # with --json, stdout holds the JSON only
-    tb = testbed_spec(o.TestbedKind.RAY, size=size, cpu_slots=cpu_slots, ray_address=ray_address,
-                      emulate_gpu=emulate_gpu, task_timeout_s=task_timeout_s).build()
+    tb = testbed_spec(
+        o.TestbedKind.RAY,
+        size=size,
+        cpu_slots=cpu_slots,
+        ray_address=ray_address,
+        emulate_gpu=emulate_gpu,
+        task_timeout_s=task_timeout_s,
+    ).build()
     assert isinstance(tb, RayTestbed)
     try:
-        tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node
-        nodes = tb.nodes()
-        say.print(f"{wf.name} {format_mapping(wf, m)}: {concurrency} at once x {batches} batches on "
-                      f"{len(nodes)} Ray node(s)", highlight=False, markup=False)
-        for n in testbed_notes(tb):
-            say.print(f"note: {n}", highlight=False, markup=False)
-        if inputs_jsonl is not None and len(lines) > batches * concurrency:
-            say.print(f"note: {len(lines) - batches * concurrency} line(s) of {inputs_jsonl} not run (one line per "
-                      f"invocation, {batches} x {concurrency})", highlight=False, markup=False)
-        # warm-up: loads and worker processes, not measured (its failures still count)
-        warm = tb.run_concurrent(wf, m, concurrency, inputs=_batch(lines, concurrency, 0))
-        results = [tb.run_concurrent(wf, m, concurrency, inputs=_batch(lines, concurrency, i)) for i in range(batches)]
+        nodes, warm, results = _measure(tb, wf, m, concurrency, batches, lines, inputs_jsonl, say)
     finally:
         tb.close()
     e2e = [e.e2e_ms for r in results for e in r.executions if e.ok and e.e2e_ms is not None]
@@ -85,13 +94,7 @@ def throughput_cmd(
     throughput = len(e2e) / wall_s if wall_s > 0 else 0.0
     _print_batches(say, results, e2e, failed, throughput)
     if json_file is not None or json_out:
-        doc = {
-            "workflow": wf.name, "mapping": {t: v.value for t, v in m.items()}, "concurrency": concurrency,
-            "nodes": len(nodes), "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
-            "throughput_per_s": round(throughput, 4), "wall_s": round(wall_s, 4), "failed": len(failed),
-            "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]}
-                        for r in results],
-        }
+        doc = _document(wf, m, concurrency, len(nodes), tb, results, failed, throughput, wall_s)
         if json_file is not None:
             write_json(json_file, doc)
             say.print(f"invocations written to {json_file}", highlight=False, markup=False)
@@ -99,9 +102,63 @@ def throughput_cmd(
             print_json(doc)
     if failed:  # the figures are printed; the failures are the exit status
         total = concurrency * (batches + 1)
-        err_console.print(f"error: {len(failed)} of {total} invocations failed (warm-up batch included)",
-                          highlight=False, markup=False)
+        err_console.print(
+            f"error: {len(failed)} of {total} invocations failed (warm-up batch included)",
+            highlight=False,
+            markup=False,
+        )
         raise SystemExit(1)
+
+
+def _measure(
+    tb: Any, wf: Any, m: dict[str, Any], k: int, batches: int, lines: list[Any], jsonl: Path | None, say: Any
+) -> tuple[list[Any], Any, list[Any]]:
+    """Say what runs where, then one warm-up batch and ``batches`` measured ones of ``k`` invocations at
+    once: (the Ray nodes, the warm-up batch's result, the measured batches' results)."""
+    tb.check_mapping(wf, m)  # the mapping that runs: an all-cpu one needs no GPU node
+    nodes = tb.nodes()
+    say.print(
+        f"{wf.name} {format_mapping(wf, m)}: {k} at once x {batches} batches on {len(nodes)} Ray node(s)",
+        highlight=False,
+        markup=False,
+    )
+    for n in testbed_notes(tb):
+        say.print(f"note: {n}", highlight=False, markup=False)
+    if jsonl is not None and len(lines) > batches * k:
+        say.print(
+            f"note: {len(lines) - batches * k} line(s) of {jsonl} not run (one line per invocation, {batches} x {k})",
+            highlight=False,
+            markup=False,
+        )
+    # warm-up: loads and worker processes, not measured (its failures still count)
+    warm = tb.run_concurrent(wf, m, k, inputs=_batch(lines, k, 0))
+    results = [tb.run_concurrent(wf, m, k, inputs=_batch(lines, k, i)) for i in range(batches)]
+    return nodes, warm, results
+
+
+def _document(
+    wf: Any,
+    m: dict[str, Any],
+    k: int,
+    nodes: int,
+    tb: Any,
+    results: list[Any],
+    failed: list[Any],
+    throughput: float,
+    wall_s: float,
+) -> dict[str, Any]:
+    """The throughput run's JSON document (--json, --json-out)."""
+    return {
+        "workflow": wf.name,
+        "mapping": {t: v.value for t, v in m.items()},
+        "concurrency": k,
+        "nodes": nodes,
+        "testbed": {"name": tb.name, "notes": testbed_notes(tb)},
+        "throughput_per_s": round(throughput, 4),
+        "wall_s": round(wall_s, 4),
+        "failed": len(failed),
+        "batches": [{"wall_s": round(r.wall_s, 4), "executions": [e.to_dict() for e in r.executions]} for r in results],
+    }
 
 
 def _batch(lines: list[dict[str, Any] | None], k: int, i: int) -> list[dict[str, Any] | None]:
@@ -112,12 +169,18 @@ def _batch(lines: list[dict[str, Any] | None], k: int, i: int) -> list[dict[str,
 def _print_batches(say: Any, results: list[Any], e2e: list[float], failed: list[Any], throughput: float) -> None:
     for i, r in enumerate(results):
         row = ", ".join("-" if e.e2e_ms is None else f"{e.e2e_ms:,.1f}" for e in r.executions)
-        say.print(f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
-                  highlight=False, markup=False)
+        say.print(
+            f"batch {i}: E2E ms [{row}]  wall {r.wall_s:.3f} s  {r.throughput_per_s:.2f} inv/s",
+            highlight=False,
+            markup=False,
+        )
     if e2e:
-        say.print(f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
-                  f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
-                  highlight=False, markup=False)
+        say.print(
+            f"E2E median {statistics.median(e2e):,.1f} ms (min {min(e2e):,.1f}, max {max(e2e):,.1f}); "
+            f"throughput {throughput:.2f} invocations/s ({len(e2e)} ok, {len(failed)} failed)",
+            highlight=False,
+            markup=False,
+        )
     for e in failed[:3]:
         say.print(f"failed: {e.status.value}: {e.message}", highlight=False, markup=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -42,8 +42,9 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             doc = json.loads(read_small_text(json_file, "--input-json file"))
         except ValueError as e:  # not a file / too large / not UTF-8 / invalid JSON
             msg = f"invalid JSON at line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
-            raise AgentschedError(f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError)
-                                  else msg) from None
+            raise AgentschedError(
+                f"--input-json {json_file}: {msg}" if isinstance(e, json.JSONDecodeError) else msg
+            ) from None
         except RecursionError:  # json's parser recurses per nesting level
             raise AgentschedError(f"--input-json {json_file}: nested deeper than {MAX_INPUT_DEPTH} levels") from None
         if _nested_deeper(doc, MAX_INPUT_DEPTH):  # later steps (JSON output, Ray) recurse too
@@ -59,8 +60,9 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
         if name.strip() in seen:  # keeping only the last would drop a value silently
             raise AgentschedError(f"--input {name.strip()!r} is given more than once (give each input once)")
         if name.strip() in inputs:  # the same: --input used to win over the file, silently
-            raise AgentschedError(f"--input {name.strip()!r} is given by --input-json {json_file} too "
-                                  "(give each input once)")
+            raise AgentschedError(
+                f"--input {name.strip()!r} is given by --input-json {json_file} too (give each input once)"
+            )
         seen.add(name.strip())
         inputs[name.strip()] = value
     return inputs
@@ -85,42 +87,63 @@ def _fmt_ms(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:,.1f}"
 
 
+WARM_UP_NOTE = (
+    "note: the first invocation of a process is each tool's first call: its E2E includes one-time "
+    "warm-up (torch's lazy initialisation, kernel selection); invocations after it in one process "
+    "(--inputs-jsonl, serve) run warm"
+)
+
+
+def _spelled(mode: Any) -> str:
+    """A mode as the service's API and the store write it (gpu_now in a binary space too: one spelling)."""
+    return mode.value
+
+
 def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]) -> str:
     return ",".join(f"{t}={space_label(mapping[t])}" for t in task_ids if t in mapping)
 
 
 def invoke_cmd(
     workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
-    input_: Optional[list[str]] = o.INPUT,
-    input_json: Optional[Path] = o.INPUT_JSON,
+    input_: list[str] | None = o.INPUT,
+    input_json: Path | None = o.INPUT_JSON,
     # invoke creates the store it is pointed at (history and `store` read an existing one)
-    store: Path = o.variant(o.STORE, help="the runtime's SQLite store (created when missing)"),
+    store: Path | None = o.variant(
+        o.STORE,
+        default=None,
+        help=f"the runtime's SQLite store (created when missing; default: {o.STORE.default}, said when created)",
+    ),
     # an online policy: it learns the placement across invocations
-    policy: Optional[str] = o.variant(o.POLICY, help=f"online policy that learns the placement "
-                                                     f"({o.POLICY_DEFAULT_HELP})"),
-    policy_option: Optional[list[str]] = o.POLICY_OPTION,
+    policy: str | None = o.variant(o.POLICY, help=f"online policy that learns the placement ({o.POLICY_DEFAULT_HELP})"),
+    policy_option: list[str] | None = o.POLICY_OPTION,
     json_out: bool = o.JSON,
     round_size: int = o.ROUND_SIZE,
-    explore_fraction: float = typer.Option(0.1, "--explore-fraction",
-                                           help="share of invocations the monitor's what-ifs may take"),
+    explore_fraction: float = typer.Option(
+        0.1, "--explore-fraction", help="share of invocations the monitor's what-ifs may take"
+    ),
     seed: int = o.SEED,
     # an invocation runs the real tools by default: sim needs profiled cards
-    testbed: o.TestbedKind = o.variant(o.TESTBED, default=o.TestbedKind.LOCAL, help="local (real tools, default), "
-                                       "ray (real tools on a Ray cluster) or sim"),
+    testbed: o.TestbedKind = o.variant(
+        o.TESTBED,
+        default=o.TestbedKind.LOCAL,
+        help="local (real tools, default), ray (real tools on a Ray cluster) or sim",
+    ),
     size: o.Size = o.SIZE,
-    cpu_slots: Optional[int] = o.CPU_SLOTS,
-    task_timeout_s: Optional[float] = o.TASK_TIMEOUT,
-    ray_address: Optional[str] = o.RAY_ADDRESS,
+    cpu_slots: int | None = o.CPU_SLOTS,
+    task_timeout_s: float | None = o.TASK_TIMEOUT,
+    ray_address: str | None = o.RAY_ADDRESS,
     emulate_gpu: bool = o.EMULATE_GPU,
-    cards: Optional[str] = o.CARDS,
-    inputs_jsonl: Optional[Path] = o.INPUTS_JSONL,
+    cards: str | None = o.CARDS,
+    inputs_jsonl: Path | None = o.INPUTS_JSONL,
     # a pinned run beside the learner (no -m here)
-    mapping: Optional[str] = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the "
-                                                       "learner)"),
-    llm_base_url: Optional[str] = o.LLM_BASE_URL, llm_model: Optional[str] = o.LLM_MODEL,
-    llm_api_key: Optional[str] = o.LLM_API_KEY, llm_temperature: Optional[float] = o.LLM_TEMPERATURE,
-    llm_timeout: Optional[float] = o.LLM_TIMEOUT, llm_max_tokens: Optional[int] = o.LLM_MAX_TOKENS,
-    llm_predictions: Optional[bool] = o.LLM_PREDICTIONS,
+    mapping: str | None = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the learner)"),
+    llm_base_url: str | None = o.LLM_BASE_URL,
+    llm_model: str | None = o.LLM_MODEL,
+    llm_api_key: str | None = o.LLM_API_KEY,
+    llm_temperature: float | None = o.LLM_TEMPERATURE,
+    llm_timeout: float | None = o.LLM_TIMEOUT,
+    llm_max_tokens: int | None = o.LLM_MAX_TOKENS,
+    llm_predictions: bool | None = o.LLM_PREDICTIONS,
 ) -> None:
     """Run a workflow once on the given inputs; the store keeps it, and the placement is learned
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
@@ -136,16 +159,42 @@ def invoke_cmd(
     inputs = parse_inputs(list(input_ or []), input_json)
     wf, wf_world = resolve_workflow_and_world(workflow)
     check_input_names(wf, inputs)
-    spec = testbed_spec(testbed, size=size, cpu_slots=cpu_slots, from_workflows=[wf_world],
-                        task_timeout_s=task_timeout_s, ray_address=ray_address, emulate_gpu=emulate_gpu)
+    spec = testbed_spec(
+        testbed,
+        size=size,
+        cpu_slots=cpu_slots,
+        from_workflows=[wf_world],
+        task_timeout_s=task_timeout_s,
+        ray_address=ray_address,
+        emulate_gpu=emulate_gpu,
+    )
     name = get_spec(policy).name.value if policy is not None else default_policy(wf.with_cards(cards) if cards else wf)
-    llm = llm_given(base_url=llm_base_url, model=llm_model, api_key=llm_api_key, temperature=llm_temperature,
-                    timeout_s=llm_timeout, max_tokens=llm_max_tokens)
+    llm = llm_given(
+        base_url=llm_base_url,
+        model=llm_model,
+        api_key=llm_api_key,
+        temperature=llm_temperature,
+        timeout_s=llm_timeout,
+        max_tokens=llm_max_tokens,
+    )
     flags = PolicyFlags(llm=llm, predictions=llm_predictions, items=tuple(policy_option or ()))
     options = policy_options([name], flags, single=True).get(name, {})
-    with Runtime(wf, policy=name, store=store, testbed=spec, round_size=round_size, explore_fraction=explore_fraction,
-                 seed=seed, cards=cards, policy_options=options,
-                 on_store_wait=lambda msg: typer.echo(msg, err=True)) as rt:
+    created = store is None and not Path(o.STORE.default).exists()  # a store the user did not name
+    store = Path(o.STORE.default) if store is None else store
+    with Runtime(
+        wf,
+        policy=name,
+        store=store,
+        testbed=spec,
+        round_size=round_size,
+        explore_fraction=explore_fraction,
+        seed=seed,
+        cards=cards,
+        policy_options=options,
+        on_store_wait=lambda msg: typer.echo(msg, err=True),
+    ) as rt:
+        if created:  # never silently: a file appears in the current folder
+            typer.echo(f"created store {store} (it keeps what invoke learns; --store chooses another)", err=True)
         if mapping is not None:
             invoke_batch.pin_mapping(rt, mapping)
         if lines is not None:
@@ -159,13 +208,15 @@ def invoke_cmd(
 
 
 def _kept(res: Any) -> str:
-    return f"invocation {res.invocation_id} is stored" if res.invocation_id is not None else \
-        "its record waits for the store"
+    return (
+        f"invocation {res.invocation_id} is stored"
+        if res.invocation_id is not None
+        else "its record waits for the store"
+    )
 
 
 def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
-    label = wf.decision_space.label
-    mapping = _mapping_text(label, wf.task_ids, res.mapping)
+    mapping = _mapping_text(_spelled, wf.task_ids, res.mapping)
     from agentsched.testbeds.real import NO_CUDA_NOTE
 
     note = f"note: {NO_CUDA_NOTE}" if rt.host_only else None  # said once, as `run` says it
@@ -174,29 +225,48 @@ def _print_invocation(wf: Any, rt: Any, res: Any, json_out: bool) -> None:
         for task, value in res.outputs.items():
             ok, v = _json_value(value)
             if not ok:
-                raise AgentschedError(f"output of task {task} ({type(value).__name__}) cannot be written as "
-                                      f"JSON ({_kept(res)}): drop --json, or "
-                                      "return JSON data from the sink tool")
+                raise AgentschedError(
+                    f"output of task {task} ({type(value).__name__}) cannot be written as "
+                    f"JSON ({_kept(res)}): drop --json, or "
+                    "return JSON data from the sink tool"
+                )
             outputs[task] = v
-        doc = {"workflow": wf.name, "invocation_id": res.invocation_id, "kind": res.kind, "round": res.round,
-               "status": res.status.value, "message": res.message,
-               "mapping": {t: m.value for t, m in res.mapping.items()},
-               "e2e_ms": res.e2e_ms, "outputs": outputs, "timeline": list(res.timeline)}
+        doc = {
+            "workflow": wf.name,
+            "invocation_id": res.invocation_id,
+            "kind": res.kind,
+            "round": res.round,
+            "status": res.status.value,
+            "message": res.message,
+            "mapping": {t: m.value for t, m in res.mapping.items()},
+            "e2e_ms": res.e2e_ms,
+            "outputs": outputs,
+            "timeline": list(res.timeline),
+        }
         if note:
             typer.echo(note, err=True)  # stdout holds the JSON alone
         typer.echo(json.dumps(doc, indent=2))
     else:
-        what = ("a what-if probe" if res.kind == "probe" else "the round's mapping" if res.round is not None
-                else f"{res.kind}, outside the rounds")
+        what = (
+            "a what-if probe"
+            if res.kind == "probe"
+            else "the round's mapping"
+            if res.round is not None
+            else f"{res.kind}, outside the rounds"
+        )
         where = f"round {res.round}" if res.round is not None else "no round"
         ident = res.invocation_id if res.invocation_id is not None else "(its record waits for the store)"
-        console.print(f"{wf.name}: invocation {ident}, {where} ({what}): "
-                      f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
-                      soft_wrap=True)  # one line, however long the message
+        console.print(
+            f"{wf.name}: invocation {ident}, {where} ({what}): "
+            f"{res.status.value}" + (f" ({res.message})" if res.message else ""),
+            soft_wrap=True,
+        )  # one line, however long the message
         console.print(f"mapping: {mapping}")
         console.print(f"E2E: {_fmt_ms(res.e2e_ms)} ms")
         if note:
             typer.echo(note)
+        if rt.testbed.name != "sim":  # a real tool's first call pays one-time work a warm process does not
+            typer.echo(WARM_UP_NOTE)
         for task, value in res.outputs.items():
             typer.echo(f"output {task}: {_shown(value)}")  # never wrapped: one line per output
 
@@ -205,11 +275,14 @@ def history_cmd(
     workflow: str = typer.Argument(..., help="workflow name or file"),
     store: Path = o.STORE,
     json_out: bool = o.JSON,
-    plot: Optional[Path] = typer.Option(None, "--plot",
-                                        help="write the learning curve to this file (.png, .svg or .pdf)"),
-    forget: Optional[int] = typer.Option(None, "--forget", metavar="LEARNER",
-                                         help="delete this learner's history (its number as history shows "
-                                              "it): the next runtime with its settings starts afresh"),
+    plot: Path | None = typer.Option(None, "--plot", help="write the learning curve to this file (.png, .svg or .pdf)"),
+    forget: int | None = typer.Option(
+        None,
+        "--forget",
+        metavar="LEARNER",
+        help="delete this learner's history (its number as history shows "
+        "it): the next runtime with its settings starts afresh",
+    ),
     best: bool = typer.Option(False, "--best", help="only each learner's best round: its mapping and median E2E"),
 ) -> None:
     """Show every round and invocation a store holds for a workflow, and the learning curve."""
@@ -232,9 +305,7 @@ def history_cmd(
         if best:
             from agentsched.cli.invoke_batch import best_docs, print_best
 
-            spaces = {ln.id: (st.workflow_doc(ln.workflow_hash) or {}).get("decision_space", "three_way")
-                      for ln in learners}
-            print_best(name, best_docs(st, learners), json_out, spaces)
+            print_best(name, best_docs(st, learners), json_out)
             return
         doc = [_learner_doc(st, ln) for ln in learners]
     finally:
@@ -247,7 +318,8 @@ def history_cmd(
     if plot is not None and not any(d["rounds"] for d in doc):  # an empty chart would look like a bug
         rounds = ", ".join(sorted({str(d["settings"].get("round_size", "?")) for d in doc}))
         (typer.echo if not json_out else lambda m: typer.echo(m, err=True))(
-            f"no learning curve written: no round of {name} has completed yet (a round is {rounds} invocations)")
+            f"no learning curve written: no round of {name} has completed yet (a round is {rounds} invocations)"
+        )
     elif plot is not None:
         from agentsched.report.history_plot import plot_learning_curve
 
@@ -293,49 +365,87 @@ def _learner_doc(st: Any, ln: Any) -> dict[str, Any]:
         curve.append(best)
     wdoc = st.workflow_doc(ln.workflow_hash) or {}
     return {
-        "learner": ln.id, "policy": ln.policy, "settings": ln.settings, "workflow_hash": ln.workflow_hash,
-        "card_hash": ln.card_hash, "task_ids": list((wdoc.get("tasks") or {}).keys()),
+        "learner": ln.id,
+        "policy": ln.policy,
+        "settings": ln.settings,
+        "workflow_hash": ln.workflow_hash,
+        "card_hash": ln.card_hash,
+        "task_ids": list((wdoc.get("tasks") or {}).keys()),
         "decision_space": wdoc.get("decision_space", "three_way"),
-        "invocations": len(execs), "probes": sum(1 for e in execs if e.kind == "probe"),
-        "rounds": [{"round": r.round, "mapping": r.mapping, "status": r.status, "e2e_ms": r.e2e_ms,
-                    "best_so_far_ms": b, "executions_after": r.executions_after, "reason": r.reason}
-                   for r, b in zip(rounds, curve, strict=True)],
-        "executions": [{"invocation_id": e.id, "seq": e.seq, "kind": e.kind, "round": e.round, "mapping": e.mapping,
-                        "status": e.status, "e2e_ms": e.e2e_ms, "message": e.message} for e in execs],
+        "invocations": len(execs),
+        "probes": sum(1 for e in execs if e.kind == "probe"),
+        "rounds": [
+            {
+                "round": r.round,
+                "mapping": r.mapping,
+                "status": r.status,
+                "e2e_ms": r.e2e_ms,
+                "best_so_far_ms": b,
+                "executions_after": r.executions_after,
+                "reason": r.reason,
+            }
+            for r, b in zip(rounds, curve, strict=True)
+        ],
+        "executions": [
+            {
+                "invocation_id": e.id,
+                "seq": e.seq,
+                "kind": e.kind,
+                "round": e.round,
+                "mapping": e.mapping,
+                "status": e.status,
+                "e2e_ms": e.e2e_ms,
+                "message": e.message,
+            }
+            for e in execs
+        ],
     }
 
 
 def _print_learner(d: dict[str, Any]) -> None:
     from agentsched.model.text import plural
-    from agentsched.model.workflow import DecisionSpace
 
-    space = DecisionSpace(d["decision_space"])
     ids = d["task_ids"]
 
     def fmt(m: dict[str, str]) -> str:
         from agentsched.model.workflow import Mode
 
-        return ",".join(f"{t}={space.label(Mode(m[t]))}" for t in ids if t in m)
+        return ",".join(f"{t}={_spelled(Mode(m[t]))}" for t in ids if t in m)
 
     s = d["settings"]
-    console.print(f"learner {d['learner']}: policy {d['policy']}, round size {s.get('round_size')}, explore "
-                  f"fraction {s.get('explore_fraction')}, testbed {s.get('testbed')}: "
-                  f"{plural(d['invocations'], 'invocation')} ({plural(d['probes'], 'probe')}), "
-                  f"{plural(len(d['rounds']), 'round')} observed")
+    console.print(
+        f"learner {d['learner']}: policy {d['policy']}, round size {s.get('round_size')}, explore "
+        f"fraction {s.get('explore_fraction')}, testbed {s.get('testbed')}: "
+        f"{plural(d['invocations'], 'invocation')} ({plural(d['probes'], 'probe')}), "
+        f"{plural(len(d['rounds']), 'round')} observed"
+    )
     t = Table(title="rounds (learning curve: best so far)")
     for col in ("round", "mapping", "status", "median E2E ms", "best so far ms", "invocations after"):
         t.add_column(col, justify="left" if col in ("mapping", "status") else "right")
     for r in d["rounds"]:
-        t.add_row(str(r["round"]), fmt(r["mapping"]), r["status"], _fmt_ms(r["e2e_ms"]),
-                  _fmt_ms(r["best_so_far_ms"]), str(r["executions_after"]))
+        t.add_row(
+            str(r["round"]),
+            fmt(r["mapping"]),
+            r["status"],
+            _fmt_ms(r["e2e_ms"]),
+            _fmt_ms(r["best_so_far_ms"]),
+            str(r["executions_after"]),
+        )
     console.print(t)
     t = Table(title="invocations")
     for col in ("id", "kind", "round", "mapping", "status", "E2E ms", "message"):
         t.add_column(col, justify="right" if col in ("id", "round", "E2E ms") else "left")
     for e in d["executions"]:
         kind = e["kind"] + ("" if e["seq"] is not None else " (outside the sequence)")
-        t.add_row(str(e["invocation_id"]), kind, "-" if e["round"] is None else str(e["round"]), fmt(e["mapping"]),
-                  e["status"], _fmt_ms(e["e2e_ms"]), e["message"])
+        t.add_row(
+            str(e["invocation_id"]),
+            kind,
+            "-" if e["round"] is None else str(e["round"]),
+            fmt(e["mapping"]),
+            e["status"],
+            _fmt_ms(e["e2e_ms"]),
+            e["message"],
+        )
     console.print(t)
 
 

@@ -14,8 +14,9 @@ from agentsched.cli.common import console
 from agentsched.cli.options import JSON, OUT, STORE, variant
 from agentsched.errors import AgentschedError
 
-store_app = typer.Typer(name="store", help="List, forget, export or compact what a store has learned.",
-                        no_args_is_help=True)
+store_app = typer.Typer(
+    name="store", help="List, forget, export or compact what a store has learned.", no_args_is_help=True
+)
 
 WAIT = typer.Option(30.0, "--wait-s", help="how long to wait for a store another process is writing")
 NAME_HELP = "the learner: its workflow's name, its key (or a unique prefix of 4+) or #ID, as `store list` shows"
@@ -47,32 +48,42 @@ def list_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -
         st.close()
     kept = waiting(store)  # records a runtime kept on disk while the store refused them
     if json_out:
-        typer.echo(json.dumps({"store": str(store), "bytes": file_bytes(store), "learners": rows,
-                               "unwritten": kept}, indent=2))
+        typer.echo(
+            json.dumps({"store": str(store), "bytes": file_bytes(store), "learners": rows, "unwritten": kept}, indent=2)
+        )
         return
     for path, n in kept.items():
-        console.print(f"{n} record(s) kept in {path} while the store refused them: the next runtime (or `store "
-                      "vacuum`) that opens it for writing writes them", highlight=False)
+        console.print(
+            f"{n} record(s) kept in {path} while the store refused them: the next runtime (or `store "
+            "vacuum`) that opens it for writing writes them",
+            highlight=False,
+        )
     if not rows:
         console.print(f"store {store} holds no learner yet", highlight=False)
         return
     t = Table(title=f"learners in {store}")
     for col in ("id", "workflow", "key", "policy", "invocations", "last", "best mapping", "best E2E ms"):
         t.add_column(col, justify="right" if col in ("id", "invocations", "best E2E ms") else "left")
-    from agentsched.model.workflow import DecisionSpace, Mode
-
     for r in rows:
-        # binary writes gpu_now as gpu, as history does (a damaged doc's unknown space: as stored)
-        space = next((d for d in DecisionSpace if d.value == r["decision_space"]), DecisionSpace.THREE_WAY)
-        best = ",".join(f"{k}={space.label(Mode(v))}" for k, v in (r["best_mapping"] or {}).items()) or "-"
+        # modes as stored, as the service's API and history write them (gpu_now in a binary space too)
+        best = ",".join(f"{k}={v}" for k, v in (r["best_mapping"] or {}).items()) or "-"
         e2e = "-" if r["best_e2e_ms"] is None else f"{r['best_e2e_ms']:,.1f}"
-        t.add_row(str(r["learner"]), r["workflow"], r["key"], r["policy"], str(r["invocations"]),
-                  _when(r["last_s"]), best, e2e)
+        t.add_row(
+            str(r["learner"]),
+            r["workflow"],
+            r["key"],
+            r["policy"],
+            str(r["invocations"]),
+            _when(r["last_s"]),
+            best,
+            e2e,
+        )
     console.print(t)
 
 
-def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = STORE, json_out: bool = JSON,
-               wait_s: float = WAIT) -> None:
+def forget_cmd(
+    name: str = typer.Argument(..., help=NAME_HELP), store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT
+) -> None:
     """Delete one learner's history, asking nothing; says what it removed.
 
     Its executions and rounds go in one transaction; the next runtime with its settings starts afresh."""
@@ -87,36 +98,58 @@ def forget_cmd(name: str = typer.Argument(..., help=NAME_HELP), store: Path = ST
     if json_out:
         typer.echo(json.dumps({"store": str(store), "forgot": _named(ln), "invocations_removed": gone}))
         return
-    console.print(f"forgot learner #{ln.id} {ln.key} of {ln.workflow_name} ({ln.policy}): {gone} invocation(s) "
-                  f"and its rounds removed from {store}", highlight=False, soft_wrap=True)
+    console.print(
+        f"forgot learner #{ln.id} {ln.key} of {ln.workflow_name} ({ln.policy}): {gone} invocation(s) "
+        f"and its rounds removed from {store}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
-def export_cmd(name: str = typer.Argument(..., help=NAME_HELP),
-               # a file, not a folder
-               out: Path = variant(OUT, help="the JSON file to write (format: docs/runtime.md)"), store: Path = STORE,
-               json_out: bool = JSON, wait_s: float = WAIT) -> None:
+def export_cmd(
+    name: str = typer.Argument(..., help=NAME_HELP),
+    # a file, not a folder
+    out: Path = variant(OUT, help="the JSON file to write (format: docs/runtime.md)"),
+    store: Path = STORE,
+    json_out: bool = JSON,
+    wait_s: float = WAIT,
+) -> None:
     """Write one learner (settings, workflow, cards, rounds, every execution's record) as JSON."""
     from agentsched.cli.output import check_output_file
-    from agentsched.store.admin import export_doc, find_one, looks_like_export, write_export
+    from agentsched.store.admin import find_one
+    from agentsched.store.export import looks_like_export, write_export
 
     check_output_file(out, "--out")
     # an earlier export (of any version) is replaced; any other file (a workflow file) is not
     if out.is_file() and not looks_like_export(out):
-        raise AgentschedError(f"--out: {out} exists and is not an agentsched export: not overwritten "
-                              f"(remove it or choose another file)")
+        raise AgentschedError(
+            f"--out: {out} exists and is not an agentsched export: not overwritten (remove it or choose another file)"
+        )
     st = _open(store, wait_s, read_only=True)
     try:
         ln = find_one(st, name)
-        doc = export_doc(st, ln)
+        invocations, rounds = write_export(st, ln, out)
     finally:
         st.close()
-    write_export(doc, out)
     if json_out:
-        typer.echo(json.dumps({"store": str(store), "exported": _named(ln), "out": str(out),
-                               "invocations": len(doc["executions"]), "rounds": len(doc["rounds"])}))
+        typer.echo(
+            json.dumps(
+                {
+                    "store": str(store),
+                    "exported": _named(ln),
+                    "out": str(out),
+                    "invocations": invocations,
+                    "rounds": rounds,
+                }
+            )
+        )
         return
-    console.print(f"exported learner #{ln.id} {ln.key} of {ln.workflow_name} ({len(doc['executions'])} "
-                  f"invocation(s), {len(doc['rounds'])} round(s)) to {out}", highlight=False, soft_wrap=True)
+    console.print(
+        f"exported learner #{ln.id} {ln.key} of {ln.workflow_name} ({invocations} "
+        f"invocation(s), {rounds} round(s)) to {out}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def vacuum_cmd(store: Path = STORE, json_out: bool = JSON, wait_s: float = WAIT) -> None:

@@ -34,8 +34,14 @@ def tool_rows() -> list[dict[str, object]]:
     rows = []
     for name in tool_names():
         card = cards.cards.get(name)
-        rows.append({"name": name, "family": tool_family(name), "gpu": name not in HOST_ONLY,
-                     "workload": card.workload if card is not None else ""})
+        rows.append(
+            {
+                "name": name,
+                "family": tool_family(name),
+                "gpu": name not in HOST_ONLY,
+                "workload": card.workload if card is not None else "",
+            }
+        )
     return rows
 
 
@@ -59,9 +65,11 @@ def tools_cmd(json_out: bool = JSON) -> None:
     if installed:
         console.print(f"tools extra: installed ({have}); `agentsched profile` and --testbed local can run them")
     else:
-        console.print("tools extra: not installed (needs torch and transformers); the simulator needs neither. "
-                      "Install: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
-                      "pip install 'agentsched[tools]' (docs/tools.md)")
+        console.print(
+            "tools extra: not installed (needs torch and transformers); the simulator needs neither. "
+            "Install: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
+            "pip install 'agentsched[tools]' (docs/tools.md)"
+        )
 
 
 def register(app: typer.Typer) -> None:

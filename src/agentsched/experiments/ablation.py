@@ -67,7 +67,9 @@ class VariantResult:
     @property
     def equivalent_seeds(self) -> int:
         """Seeds whose best round is oracle-equivalent (reference E2E within 2% of the oracle)."""
-        return sum(1 for m in self.metrics if m.best_ratio is not None and m.best_ratio <= 1 + EQUIVALENCE_TOLERANCE + 1e-9)
+        return sum(
+            1 for m in self.metrics if m.best_ratio is not None and m.best_ratio <= 1 + EQUIVALENCE_TOLERANCE + 1e-9
+        )
 
     @property
     def best_e2e_ms(self) -> float | None:
@@ -87,16 +89,18 @@ class VariantResult:
     def to_dict(self) -> dict[str, Any]:
         e2e = self.best_e2e_ms
         return {
-            "variant": self.variant.key, "label": self.variant.label, "policy": self.policy,
-            "monitor": self.variant.monitor, "best_match_min": self.best_match_min,
-            "full_match_seeds": self.full_match_seeds, "equivalent_seeds": self.equivalent_seeds,
+            "variant": self.variant.key,
+            "label": self.variant.label,
+            "policy": self.policy,
+            "monitor": self.variant.monitor,
+            "best_match_min": self.best_match_min,
+            "full_match_seeds": self.full_match_seeds,
+            "equivalent_seeds": self.equivalent_seeds,
             "best_e2e_ms_mean": None if e2e is None else round(e2e, 3),
             "first_equivalent_round_median": self.first_round_median,
             "executions_mean": round(self.executions_mean, 3),
             "runs": [{**m.to_dict(), "best_mapping": b} for m, b in zip(self.metrics, self.best_mappings, strict=True)],
         }
-
-
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,12 @@ class AblationResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "workflow": self.workflow, "start": self.start, "reasoner": self.reasoner, "rounds": self.rounds,
-            "repeats": self.repeats, "seeds": list(self.seeds),
+            "workflow": self.workflow,
+            "start": self.start,
+            "reasoner": self.reasoner,
+            "rounds": self.rounds,
+            "repeats": self.repeats,
+            "seeds": list(self.seeds),
             "oracle": {"mapping": self.oracle_mapping, "e2e_ms": round(self.oracle_e2e_ms, 3)},
             "tables": [t.to_dict() for t in self.tables],
             "paper": self.paper,
@@ -149,15 +157,23 @@ class AblationResult:
             f"{self.oracle_e2e_ms:.0f} ms, noise-free, scoring only)",
         ]
         with_paper = bool(self.paper)  # the paper's figures are for S13 only
-        head = ["variant", "best match (fewest over seeds)", f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
-                "seeds oracle-equiv.", "best E2E ms (mean)", "first equiv. round (median)", "executions (mean)"]
+        head = [
+            "variant",
+            "best match (fewest over seeds)",
+            f"seeds at {self.variants[0].tasks}/{self.variants[0].tasks}",
+            "seeds oracle-equiv.",
+            "best E2E ms (mean)",
+            "first equiv. round (median)",
+            "executions (mean)",
+        ]
         if with_paper:
             head += ["paper best match", "paper best E2E ms"]
         for table in self.tables:
             lines += [
                 "",
-                "Round 0 by the written rules:" if table.initial == "rules" else
-                "Round 0 without a prior (every task on gpu_now), so the evidence alone must find the mapping:",
+                "Round 0 by the written rules:"
+                if table.initial == "rules"
+                else "Round 0 without a prior (every task on gpu_now), so the evidence alone must find the mapping:",
                 "",
                 "| " + " | ".join(head) + " |",
                 "|" + "|".join("---" for _ in head) + "|",
@@ -165,17 +181,28 @@ class AblationResult:
             for v in table.variants:
                 e2e = v.best_e2e_ms
                 first = v.first_round_median
-                cells = [v.variant.label, f"{v.best_match_min}/{v.tasks}", f"{v.full_match_seeds}/{n}",
-                         f"{v.equivalent_seeds}/{n}", "OOM" if e2e is None else f"{e2e:.0f}",
-                         "never" if first is None else f"R{first:g}", f"{v.executions_mean:.0f}"]
+                cells = [
+                    v.variant.label,
+                    f"{v.best_match_min}/{v.tasks}",
+                    f"{v.full_match_seeds}/{n}",
+                    f"{v.equivalent_seeds}/{n}",
+                    "OOM" if e2e is None else f"{e2e:.0f}",
+                    "never" if first is None else f"R{first:g}",
+                    f"{v.executions_mean:.0f}",
+                ]
                 if with_paper:
                     cells += [str(x) for x in self.paper.get(v.variant.key, ["-", "-"])]
                 lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-        paper_note = ("Paper: Table 6 (its LLM reasoner)." if with_paper else
-                      f"Paper: Table 6 ablates {PAPER_SCENARIO} only; no paper figures for {self.workflow}.")
-        lines.append("best match: the fewest tasks placed as in the oracle by any seed's best feasible round "
-                     f"(0 when no round was feasible). {paper_note}")
+        paper_note = (
+            "Paper: Table 6 (its LLM reasoner)."
+            if with_paper
+            else f"Paper: Table 6 ablates {PAPER_SCENARIO} only; no paper figures for {self.workflow}."
+        )
+        lines.append(
+            "best match: the fewest tasks placed as in the oracle by any seed's best feasible round "
+            f"(0 when no round was feasible). {paper_note}"
+        )
         return "\n".join(lines) + "\n"
 
 
@@ -220,10 +247,18 @@ def run_ablation(
             metrics, bests = [], []
             label = ""
             for seed in seeds:
+
                 def one(v: Variant = v, seed: int = seed, init: str = init) -> tuple[str, RunMetrics, str | None]:
                     policy = AgentPolicy("rules", start=start, monitor=v.monitor, initial=init)
-                    scored = run_scored(workflow, policy, spec.replace(seed=seed).build(), view,
-                                        rounds=rounds, repeats=repeats, seed=seed)
+                    scored = run_scored(
+                        workflow,
+                        policy,
+                        spec.replace(seed=seed).build(),
+                        view,
+                        rounds=rounds,
+                        repeats=repeats,
+                        seed=seed,
+                    )
                     m = scored.metrics
                     best = scored.run.rounds[m.best_round].mapping if m.best_round is not None else None
                     return scored.run.policy, m, None if best is None else format_mapping(workflow, best)
@@ -237,7 +272,15 @@ def run_ablation(
     best = oracle.best
     assert best.e2e_ms is not None
     return AblationResult(
-        workflow=workflow.name, start=start, reasoner="rules", rounds=rounds, repeats=repeats, seeds=seeds,
-        oracle_mapping=format_mapping(workflow, best.mapping), oracle_e2e_ms=best.e2e_ms,
-        tables=tuple(tables), paper=paper_table6() if paper else {}, world=str(world),
+        workflow=workflow.name,
+        start=start,
+        reasoner="rules",
+        rounds=rounds,
+        repeats=repeats,
+        seeds=seeds,
+        oracle_mapping=format_mapping(workflow, best.mapping),
+        oracle_e2e_ms=best.e2e_ms,
+        tables=tuple(tables),
+        paper=paper_table6() if paper else {},
+        world=str(world),
     )

@@ -17,8 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from agentsched.errors import AgentschedError, PolicyError
-from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.bench_records import BenchConfig, BenchRecord, BenchResult
+from agentsched.experiments.harness import run_scored, scoring_view
 from agentsched.experiments.journal import RunJournal
 from agentsched.loop.metrics import OracleView
 from agentsched.loop.registry import get_spec, make_policy
@@ -32,6 +32,7 @@ from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedSpec
 from agentsched.testbeds.world import choose_world, load_world
 
+
 def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
     """The S13 workflow of the bench's ablation under ``cards``, or (None, why it cannot run)."""
     try:
@@ -41,8 +42,13 @@ def ablation_workflow(cards: str | None) -> tuple[Workflow | None, str | None]:
         return None, f"the S13 ablation skipped: S13 does not resolve under --cards {cards} ({e})"
 
 
-def policy_limits(policies: Sequence[str], options: Mapping[str, Mapping[str, Any]],
-                  workflows: Mapping[str, Workflow], *, preflight: bool = False) -> dict[tuple[str, str], str]:
+def policy_limits(
+    policies: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    workflows: Mapping[str, Workflow],
+    *,
+    preflight: bool = False,
+) -> dict[tuple[str, str], str]:
     """(workflow name, policy) -> why that policy cannot take that workflow on (``Policy.check_workflow``:
     more mappings than ucb1's arm cap, more tasks than agent-plan's). No I/O unless ``preflight``: then
     each policy's whole preflight (an LLM endpoint's one request) also runs on the workflows it can take
@@ -66,8 +72,9 @@ def policy_limits(policies: Sequence[str], options: Mapping[str, Mapping[str, An
     return limits
 
 
-def runnable_workflows(policies: Sequence[str], workflows: Mapping[str, Workflow],
-                       limits: Mapping[tuple[str, str], str]) -> dict[str, Workflow]:
+def runnable_workflows(
+    policies: Sequence[str], workflows: Mapping[str, Workflow], limits: Mapping[tuple[str, str], str]
+) -> dict[str, Workflow]:
     """The workflows some chosen policy can run (``limits``: ``policy_limits``'s); a one-line
     ``PolicyError`` when there is none, naming each policy's first limit."""
     kept = {n: wf for n, wf in workflows.items() if any((n, p) not in limits for p in policies)}
@@ -75,13 +82,19 @@ def runnable_workflows(policies: Sequence[str], workflows: Mapping[str, Workflow
         why: dict[str, str] = {}  # policy -> its first limit
         for (_, pol), reason in limits.items():
             why.setdefault(pol, reason)
-        raise PolicyError(f"no chosen policy ({', '.join(policies)}) can run any benched workflow: "
-                          f"{'; '.join(why.values())}")
+        raise PolicyError(
+            f"no chosen policy ({', '.join(policies)}) can run any benched workflow: {'; '.join(why.values())}"
+        )
     return kept
 
 
-def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = None,
-              testbed: Testbed | None = None, journal: RunJournal | None = None) -> BenchResult:
+def run_bench(
+    config: BenchConfig,
+    *,
+    progress: Callable[[str], None] | None = None,
+    testbed: Testbed | None = None,
+    journal: RunJournal | None = None,
+) -> BenchResult:
     """Run every (scenario, policy, seed); ``progress(label)`` is called after each run.
 
     A policy that cannot take a workflow on (``policy_limits``) is skipped on that workflow, with a
@@ -111,10 +124,13 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         views = {name: view for name, (_, view) in scored.items()}
         records, policy_info = _run_all(config, workflows, oracles, views, tb, journal, progress, notes, limits)
         notes.extend(fallback_notes(records))
-        gantt = gantt_timelines(kept.get(config.gantt_scenario), views.get(config.gantt_scenario), tb,
-                                config.spec.cpu_slots)
-        chosen = {(r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
-                  for r in records}
+        gantt = gantt_timelines(
+            kept.get(config.gantt_scenario), views.get(config.gantt_scenario), tb, config.spec.cpu_slots
+        )
+        chosen = {
+            (r.scenario, r.policy, r.seed): chosen_e2e_ms(workflows[r.scenario], r.run, tb, views[r.scenario])
+            for r in records
+        }
         heft = None
         if any(p in ("heft", "heft-cf") for p in config.policies):
             from agentsched.experiments.heft_study import heft_study
@@ -128,9 +144,21 @@ def run_bench(config: BenchConfig, *, progress: Callable[[str], None] | None = N
         notes.append(ablation_note)
     elif ablation_wf is not None:
         ablation = _run_ablation(config, notes, ablation_wf, journal, worlds)
-    return BenchResult(config, kept, oracles, views, records, notes, ablation,
-                       wall_s=time.perf_counter() - t0, gantt=gantt, policy_info=policy_info, chosen_e2e_ms=chosen,
-                       heft_study=heft, skipped=dict(limits))
+    return BenchResult(
+        config,
+        kept,
+        oracles,
+        views,
+        records,
+        notes,
+        ablation,
+        wall_s=time.perf_counter() - t0,
+        gantt=gantt,
+        policy_info=policy_info,
+        chosen_e2e_ms=chosen,
+        heft_study=heft,
+        skipped=dict(limits),
+    )
 
 
 def _workflows(config: BenchConfig) -> tuple[dict[str, Workflow], list[str | None]]:
@@ -146,10 +174,17 @@ def _workflows(config: BenchConfig) -> tuple[dict[str, Workflow], list[str | Non
     return workflows, worlds
 
 
-def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[str, OracleResult],
-             views: dict[str, OracleView], tb: Testbed, journal: RunJournal | None,
-             progress: Callable[[str], None] | None, notes: list[str], limits: Mapping[tuple[str, str], str]
-             ) -> tuple[list[BenchRecord], dict[str, dict[str, Any]]]:
+def _run_all(
+    config: BenchConfig,
+    workflows: dict[str, Workflow],
+    oracles: dict[str, OracleResult],
+    views: dict[str, OracleView],
+    tb: Testbed,
+    journal: RunJournal | None,
+    progress: Callable[[str], None] | None,
+    notes: list[str],
+    limits: Mapping[tuple[str, str], str],
+) -> tuple[list[BenchRecord], dict[str, dict[str, Any]]]:
     """Every (scenario, policy, seed) run but the ``limits`` ones, and each policy's settings
     (``Policy.describe``)."""
     records: list[BenchRecord] = []
@@ -181,13 +216,16 @@ def _run_all(config: BenchConfig, workflows: dict[str, Workflow], oracles: dict[
                         if pol not in policies:
                             policies[pol] = make_policy(pol, **opts)
                         policy = policies[pol]
-                    sr = run_scored(wf, policy, tb, views[name], rounds=config.rounds,
-                                    repeats=config.repeats, seed=seed)
+                    sr = run_scored(
+                        wf, policy, tb, views[name], rounds=config.rounds, repeats=config.repeats, seed=seed
+                    )
                     down = _circuit_opened(sr.run)
                     if down is not None and pol not in down_noted:
                         down_noted.add(pol)
-                        notes.append(f"{pol}: the LLM endpoint failed in {name} seed {seed} "
-                                     f"({down}); every later {pol} run fell back without calling it")
+                        notes.append(
+                            f"{pol}: the LLM endpoint failed in {name} seed {seed} "
+                            f"({down}); every later {pol} run fell back without calling it"
+                        )
                     records.append(BenchRecord(name, pol, policy.online, seed, sr.run, sr.metrics))
                     if journal is not None:
                         journal.put(key, records[-1])
@@ -215,8 +253,9 @@ def chosen_e2e_ms(wf: Workflow, run: LoopRun, testbed: Testbed, view: OracleView
     return ex.e2e_ms
 
 
-def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testbed,
-                    cpu_slots: int | None) -> tuple[tuple[str, Execution], ...]:
+def gantt_timelines(
+    wf: Workflow | None, view: OracleView | None, testbed: Testbed, cpu_slots: int | None
+) -> tuple[tuple[str, Execution], ...]:
     """Noise-free timelines of the all-GPU mapping and the oracle's (the testbed's own expected runs,
     else the noise-free simulator's on the same cards); empty when the scenario did not run."""
     if wf is None or view is None:
@@ -226,13 +265,17 @@ def gantt_timelines(wf: Workflow | None, view: OracleView | None, testbed: Testb
     cards = wf.task_cards
     all_gpu = {t: Mode.GPU_NOW if cards[t].has_gpu else Mode.CPU for t in wf.task_ids}
     best = dict(view.best)
-    model = testbed if testbed.expected(wf, best) is not None else SimTestbed(noise_sigma=0.0, seed=None,
-                                                                              cpu_slots=cpu_slots)
+    model = (
+        testbed
+        if testbed.expected(wf, best) is not None
+        else SimTestbed(noise_sigma=0.0, seed=None, cpu_slots=cpu_slots)
+    )
     return tuple((label, model.expected(wf, m)) for label, m in (("all-GPU", all_gpu), ("oracle", best)))
 
 
-def _reference(wf: Workflow, tb: Testbed, config: BenchConfig, cache: dict, notes: list[str]
-               ) -> tuple[OracleResult, OracleView]:
+def _reference(
+    wf: Workflow, tb: Testbed, config: BenchConfig, cache: dict, notes: list[str]
+) -> tuple[OracleResult, OracleView]:
     """The oracle, or for a workflow too large to enumerate the best known mapping (a long local search
     on the noise-free testbed): every ratio of that workflow is then E2E over the best known."""
     from agentsched.oracle import MAX_ORACLE_MAPPINGS
@@ -248,8 +291,10 @@ def _reference(wf: Workflow, tb: Testbed, config: BenchConfig, cache: dict, note
     x = tb.expected(wf, ref.mapping)
     assert x is not None  # best_known raised already on a testbed without a noise-free execution
     res = OracleResult(wf.name, (OracleEntry(ref.mapping, Status.OK, ref.e2e_ms, x.peak_vram_mb, x),), ref.evaluations)
-    notes.append(f"{wf.name}: no oracle ({size:.3g} mappings); its ratios are over the best known mapping "
-                 f"({ref.e2e_ms:.0f} ms, {ref.source}, {ref.evaluations} noise-free runs)")
+    notes.append(
+        f"{wf.name}: no oracle ({size:.3g} mappings); its ratios are over the best known mapping "
+        f"({ref.e2e_ms:.0f} ms, {ref.source}, {ref.evaluations} noise-free runs)"
+    )
 
     class _Lazy(dict):
         def __missing__(self, key: tuple) -> float | None:
@@ -257,9 +302,17 @@ def _reference(wf: Workflow, tb: Testbed, config: BenchConfig, cache: dict, note
             return self[key]
 
     lazy = _Lazy({tuple(ref.mapping[t] for t in wf.task_ids): ref.e2e_ms})
-    view = OracleView(workflow=wf.name, task_ids=tuple(wf.task_ids), e2e_ms=ref.e2e_ms, best=dict(ref.mapping),
-                      best_mappings=(dict(ref.mapping),), equivalent_mappings=(dict(ref.mapping),),
-                      reference_e2e_ms=lazy, mappings_total=size, feasible_total=1)
+    view = OracleView(
+        workflow=wf.name,
+        task_ids=tuple(wf.task_ids),
+        e2e_ms=ref.e2e_ms,
+        best=dict(ref.mapping),
+        best_mappings=(dict(ref.mapping),),
+        equivalent_mappings=(dict(ref.mapping),),
+        reference_e2e_ms=lazy,
+        mappings_total=size,
+        feasible_total=1,
+    )
     return res, view
 
 
@@ -275,8 +328,9 @@ def _named(scenarios: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None,
-                  worlds: list[str | None]) -> Any:
+def _run_ablation(
+    config: BenchConfig, notes: list[str], wf: Workflow, journal: RunJournal | None, worlds: list[str | None]
+) -> Any:
     try:
         from agentsched.experiments.ablation import run_ablation
     except ImportError as e:
@@ -287,8 +341,16 @@ def _run_ablation(config: BenchConfig, notes: list[str], wf: Workflow, journal: 
         notes.append(f"the S13 ablation ran on the simulated testbed, not on {spec.kind.value}")
         spec = TestbedSpec(world=load_world(choose_world(None, worlds)))
     start = config.policy_options.get("agent-rules", {}).get("start", "warm")  # bench --start reaches it too
-    return run_ablation(wf, rounds=config.rounds, repeats=config.repeats, seeds=list(config.seeds), start=start,
-                        paper=True, journal=journal, testbed=spec)  # the built-in S13 (under --cards) by construction
+    return run_ablation(
+        wf,
+        rounds=config.rounds,
+        repeats=config.repeats,
+        seeds=list(config.seeds),
+        start=start,
+        paper=True,
+        journal=journal,
+        testbed=spec,
+    )  # the built-in S13 (under --cards) by construction
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -302,9 +364,12 @@ def fallback_notes(records: Sequence[BenchRecord]) -> list[str]:
         counts = rounds.setdefault(r.policy, [0, 0])
         counts[0] += sum(bool(rec.proposal_info.get("fallback")) for rec in r.run.records)
         counts[1] += len(r.run.records)
-    return [f"{pol}: {k} of {n} rounds were decided by its fallback reasoner (the LLM's answer was unusable or "
-            "its endpoint down: each round's `fallback` in results.json says why)"
-            for pol, (k, n) in rounds.items() if k]
+    return [
+        f"{pol}: {k} of {n} rounds were decided by its fallback reasoner (the LLM's answer was unusable or "
+        "its endpoint down: each round's `fallback` in results.json says why)"
+        for pol, (k, n) in rounds.items()
+        if k
+    ]
 
 
 def _circuit_opened(run: LoopRun) -> str | None:

@@ -35,7 +35,6 @@ def jsonable(obj: Any) -> Any:
     return f"<{type(obj).__name__}>"
 
 
-
 DEFAULT_GANTT_SCENARIO = "S5"  # the paper's Table 2 contention example
 
 
@@ -67,13 +66,17 @@ class BenchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "scenarios": list(self.scenarios), "policies": list(self.policies), "rounds": self.rounds,
-            "repeats": self.repeats, "seeds": list(self.seeds),
+            "scenarios": list(self.scenarios),
+            "policies": list(self.policies),
+            "rounds": self.rounds,
+            "repeats": self.repeats,
+            "seeds": list(self.seeds),
             "testbed": self.spec.to_dict(),
             "cards": self.cards,
             "policy_options": {p: redact_options(jsonable(o)) for p, o in self.policy_options.items()},
             "equivalence_tolerance": EQUIVALENCE_TOLERANCE,
-            "ablation": self.ablation, "gantt_scenario": self.gantt_scenario,
+            "ablation": self.ablation,
+            "gantt_scenario": self.gantt_scenario,
         }
 
 
@@ -121,16 +124,21 @@ class SummaryRow:
             return None if x is None else round(x, nd)
 
         return {
-            "scenario": self.scenario, "policy": self.policy, "online": self.online, "seeds": self.seeds,
+            "scenario": self.scenario,
+            "policy": self.policy,
+            "online": self.online,
+            "seeds": self.seeds,
             "tasks": self.tasks,
-            "best_match": {"median": self.best_match_median, "min": self.best_match_min,
-                           "max": self.best_match_max},
-            "full_match_seeds": self.full_match_seeds, "best_match_exact_median": self.best_match_exact_median,
+            "best_match": {"median": self.best_match_median, "min": self.best_match_min, "max": self.best_match_max},
+            "full_match_seeds": self.full_match_seeds,
+            "best_match_exact_median": self.best_match_exact_median,
             "best_ratio_mean": r(self.best_ratio_mean),
-            "final_ratio_mean": r(self.final_ratio_mean), "best_e2e_ms_median": r(self.best_e2e_ms_median, 3),
+            "final_ratio_mean": r(self.final_ratio_mean),
+            "best_e2e_ms_median": r(self.best_e2e_ms_median, 3),
             "first_equivalent_round_median": self.first_equivalent_median,
             "first_equivalent_reached": self.first_equivalent_reached,
-            "executions_mean": r(self.executions_mean, 2), "probes_mean": r(self.probes_mean, 2),
+            "executions_mean": r(self.executions_mean, 2),
+            "probes_mean": r(self.probes_mean, 2),
             "infeasible_executions_mean": r(self.infeasible_executions_mean, 2),
             "regret_mean": r(self.regret_mean, 6),
             "chosen_e2e_ms_median": r(self.chosen_e2e_ms_median, 3),
@@ -191,9 +199,15 @@ def summarize(recs: Sequence[BenchRecord]) -> SummaryRow:
     best_e2e = [m.best_e2e_ms for m in ms if m.best_e2e_ms is not None]
     n = ms[0].tasks
     return SummaryRow(
-        scenario=recs[0].scenario, policy=recs[0].policy, online=recs[0].online, seeds=len(recs), tasks=n,
-        best_match_median=int(_median_low(matches)), best_match_min=min(matches),
-        best_match_max=max(matches), full_match_seeds=sum(1 for x in matches if x == n),
+        scenario=recs[0].scenario,
+        policy=recs[0].policy,
+        online=recs[0].online,
+        seeds=len(recs),
+        tasks=n,
+        best_match_median=int(_median_low(matches)),
+        best_match_min=min(matches),
+        best_match_max=max(matches),
+        full_match_seeds=sum(1 for x in matches if x == n),
         best_match_exact_median=int(_median_low([m.best_match_exact for m in ms])),
         best_ratio_mean=_mean([m.best_ratio for m in ms if m.best_ratio is not None]),
         final_ratio_mean=_mean([m.final_ratio for m in ms if m.final_ratio is not None]),

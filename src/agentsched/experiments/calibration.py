@@ -134,8 +134,11 @@ def check_s5_latencies(cards: CardSet | None = None, world: World | str | None =
         for tid, (_tool, row) in zip(wf.task_ids, t2.items(), strict=True):
             span = ex.span(tid)
             assert span is not None and span.run_ms is not None
-            out.append(LatencyCheck(tid, wf.task_cards[tid].name, label, mapping[tid].value,
-                                    float(row[col]), round(span.run_ms, 3)))
+            out.append(
+                LatencyCheck(
+                    tid, wf.task_cards[tid].name, label, mapping[tid].value, float(row[col]), round(span.run_ms, 3)
+                )
+            )
     return out
 
 
@@ -155,25 +158,37 @@ def render_calibration(rep: CalibrationReport, console) -> None:  # noqa: ANN001
     from rich.table import Table
 
     t = Table(title=f"Table 3 oracle mappings: simulator ({rep.card_set} cards, {rep.world} world) vs paper")
-    for col in ("scenario", "paper oracle", "paper map E2E ms", "sim best", "sim best E2E ms",
-                "ratio", "within 2%", "exact", "paper E2E ms"):
+    for col in (
+        "scenario",
+        "paper oracle",
+        "paper map E2E ms",
+        "sim best",
+        "sim best E2E ms",
+        "ratio",
+        "within 2%",
+        "exact",
+        "paper E2E ms",
+    ):
         t.add_column(col)
     for s in rep.scenarios:
-        t.add_row(s.scenario, s.paper_mapping,
-                  "infeasible" if s.paper_mapping_e2e_ms is None else f"{s.paper_mapping_e2e_ms:,.0f}",
-                  s.sim_best_mapping, f"{s.sim_best_e2e_ms:,.0f}",
-                  "-" if s.ratio is None else f"{s.ratio:.3f}", "yes" if s.reproduced else "NO",
-                  "yes" if s.exact else "no",
-                  "-" if s.paper_oracle_e2e_ms is None else f"{s.paper_oracle_e2e_ms:g}")
+        t.add_row(
+            s.scenario,
+            s.paper_mapping,
+            "infeasible" if s.paper_mapping_e2e_ms is None else f"{s.paper_mapping_e2e_ms:,.0f}",
+            s.sim_best_mapping,
+            f"{s.sim_best_e2e_ms:,.0f}",
+            "-" if s.ratio is None else f"{s.ratio:.3f}",
+            "yes" if s.reproduced else "NO",
+            "yes" if s.exact else "no",
+            "-" if s.paper_oracle_e2e_ms is None else f"{s.paper_oracle_e2e_ms:g}",
+        )
     console.print(t)
     console.print("mappings: one letter per task A, B, C, D: C = cpu, G = gpu / gpu_now, Q = gpu_queue")
-    console.print(f"reproduced {rep.reproduced}/{len(rep.scenarios)} within 2%, "
-                  f"exact {rep.exact}/{len(rep.scenarios)}")
+    console.print(f"reproduced {rep.reproduced}/{len(rep.scenarios)} within 2%, exact {rep.exact}/{len(rep.scenarios)}")
     t2 = Table(title="Table 2 (S5) per-tool latency under contention: simulator vs paper")
     for col in ("mapping", "task", "tool", "mode", "paper ms", "sim ms", "abs % err"):
         t2.add_column(col)
     for x in rep.latencies:
-        t2.add_row(x.mapping, x.task, x.tool, x.mode, f"{x.paper_ms:g}", f"{x.sim_ms:,.0f}",
-                   f"{100 * x.ape:.1f}")
+        t2.add_row(x.mapping, x.task, x.tool, x.mode, f"{x.paper_ms:g}", f"{x.sim_ms:,.0f}", f"{100 * x.ape:.1f}")
     console.print(t2)
     console.print(f"S5 latency MAPE: {100 * rep.mape:.1f}%")

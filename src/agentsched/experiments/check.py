@@ -70,11 +70,16 @@ class CheckRow:
         return statistics.median(r.executions for r in self.runs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "policy": self.policy, "hit": self.hit, "reached": self.reached,
-                "first_round_median": self.first_round_median,
-                "executions_to_first_median": self.executions_to_first_median,
-                "executions_median": self.executions_median,
-                "runs": [r.__dict__ for r in self.runs]}
+        return {
+            "scenario": self.scenario,
+            "policy": self.policy,
+            "hit": self.hit,
+            "reached": self.reached,
+            "first_round_median": self.first_round_median,
+            "executions_to_first_median": self.executions_to_first_median,
+            "executions_median": self.executions_median,
+            "runs": [r.__dict__ for r in self.runs],
+        }
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,15 @@ class CheckResult:
         return all(r.reached == len(r.runs) for r in self.rows if r.policy.startswith("agent-"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rounds": self.rounds, "repeats": self.repeats, "seeds": list(self.seeds),
-                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
-                "all_reached": self.all_reached, "world": self.world}
+        return {
+            "rounds": self.rounds,
+            "repeats": self.repeats,
+            "seeds": list(self.seeds),
+            "rows": [r.to_dict() for r in self.rows],
+            "notes": list(self.notes),
+            "all_reached": self.all_reached,
+            "world": self.world,
+        }
 
     def to_markdown(self) -> str:
         paper = paper_first_match_rounds()
@@ -105,10 +116,13 @@ class CheckResult:
         for p in policies:
             head += [f"{p} hit (ended on it)", f"{p} first round", f"{p} executions to first / total"]
         head.append("paper first round")
-        lines = [f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {plural(self.rounds, 'round')} x "
-                 f"{plural(self.repeats, 'run')}, {plural(n, 'seed')}, world {self.world} (medians over seeds; executions include probes)",
-                 "",
-                 "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+        lines = [
+            f"Oracle-equivalent mapping (within 2% of the noise-free oracle), {plural(self.rounds, 'round')} x "
+            f"{plural(self.repeats, 'run')}, {plural(n, 'seed')}, world {self.world} (medians over seeds; executions include probes)",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join("---" for _ in head) + "|",
+        ]
         for s in scenarios:
             cells = [s]
             for p in policies:
@@ -118,14 +132,20 @@ class CheckResult:
                     continue
                 first = r.first_round_median
                 to_first = r.executions_to_first_median
-                cells += [f"{r.hit}/{n} ({r.reached}/{n})", "never" if first is None else f"R{first:g}",
-                          f"{'-' if to_first is None else f'{to_first:g}'} / {r.executions_median:g}"]
+                cells += [
+                    f"{r.hit}/{n} ({r.reached}/{n})",
+                    "never" if first is None else f"R{first:g}",
+                    f"{'-' if to_first is None else f'{to_first:g}'} / {r.executions_median:g}",
+                ]
             cells.append(f"R{paper[s]}" if s in paper else "-")
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "hit: seeds that proposed an oracle-equivalent mapping in some round; in brackets, those whose "
-                  "last round was one too. "
-                  "Paper first rounds are Table 5's first full match (the paper reports R0 for S1-S10 "
-                  "with profile cards, Table 4 note)."]
+        lines += [
+            "",
+            "hit: seeds that proposed an oracle-equivalent mapping in some round; in brackets, those whose "
+            "last round was one too. "
+            "Paper first rounds are Table 5's first full match (the paper reports R0 for S1-S10 "
+            "with profile cards, Table 4 note).",
+        ]
         lines += [f"note: {x}" for x in self.notes]
         return "\n".join(lines) + "\n"
 
@@ -167,17 +187,23 @@ def run_check(
                     if note not in notes:
                         notes.append(note)
                     break
-                scored = run_scored(wf, policy, SimTestbed(seed=seed, world=world), view, rounds=rounds,
-                                    repeats=repeats, seed=seed)
+                scored = run_scored(
+                    wf, policy, SimTestbed(seed=seed, world=world), view, rounds=rounds, repeats=repeats, seed=seed
+                )
                 run, m = scored.run, scored.metrics
                 label = run.policy
                 first = m.first_equivalent_round
-                runs.append(CheckRun(
-                    seed=seed, first_round=first,
-                    executions_to_first=None if first is None else run.records[first].result.executions_total,
-                    executions=m.executions, probes=m.probes,
-                    final_equivalent=view.equivalent(run.rounds[-1].mapping), best_match=m.best_match,
-                ))
+                runs.append(
+                    CheckRun(
+                        seed=seed,
+                        first_round=first,
+                        executions_to_first=None if first is None else run.records[first].result.executions_total,
+                        executions=m.executions,
+                        probes=m.probes,
+                        final_equivalent=view.equivalent(run.rounds[-1].mapping),
+                        best_match=m.best_match,
+                    )
+                )
             if runs:
                 rows.append(CheckRow(wf.name, label, tuple(runs)))
     return CheckResult(rounds, repeats, tuple(seeds), tuple(rows), tuple(notes), world=world.name)

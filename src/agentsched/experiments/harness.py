@@ -24,15 +24,17 @@ class ScoredRun:
     metrics: RunMetrics  # scored against the oracle view
 
 
-def scoring_view(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
-                 cache: dict[tuple[str, str], OracleResult] | None = None) -> tuple[OracleResult, OracleView]:
+def scoring_view(
+    workflow: Workflow, testbed: Testbed, *, repeats: int = 5, cache: dict[tuple[str, str], OracleResult] | None = None
+) -> tuple[OracleResult, OracleView]:
     """The scoring oracle of ``workflow`` (``loop.runner.reference_oracle``) and its index."""
     res = reference_oracle(workflow, testbed, repeats=repeats, cache=cache)
     return res, oracle_view(workflow, res)
 
 
-def run_scored(workflow: Workflow, policy: Policy, testbed: Testbed, view: OracleView, *,
-               rounds: int, repeats: int, seed: int) -> ScoredRun:
+def run_scored(
+    workflow: Workflow, policy: Policy, testbed: Testbed, view: OracleView, *, rounds: int, repeats: int, seed: int
+) -> ScoredRun:
     """Run ``policy`` through ``run_loop`` and score the run against ``view``."""
     run = run_loop(workflow, policy, testbed, rounds=rounds, repeats=repeats, seed=seed)
     return ScoredRun(run, run_metrics(run, view))

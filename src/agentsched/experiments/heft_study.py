@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.data import paper_tables
-from agentsched.experiments.paper import is_paper_scenario
 from agentsched.errors import AgentschedError
+from agentsched.experiments.paper import is_paper_scenario
 from agentsched.loop.metrics import OracleView, best_oracle_match
 from agentsched.loop.registry import make_policy
 from agentsched.model.mapping import MappingT
@@ -56,8 +56,14 @@ class HeftVariantResult:
         return sum(1 for s in scenarios if s in self.exact and paper.get(s) == self.exact[s])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "machine": self.machine, "factor": self.factor,
-                "matches": dict(self.matches), "exact": dict(self.exact), "mappings": dict(self.mappings)}
+        return {
+            "policy": self.policy,
+            "machine": self.machine,
+            "factor": self.factor,
+            "matches": dict(self.matches),
+            "exact": dict(self.exact),
+            "mappings": dict(self.mappings),
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,12 @@ class HeftStudy:
         return [v for v in self.variants if v.paper_agreement(self.paper, t4) == best]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scenarios": list(self.scenarios), "paper": dict(self.paper), "paper_full": self.paper_full,
-                "variants": [v.to_dict() for v in self.variants]}
+        return {
+            "scenarios": list(self.scenarios),
+            "paper": dict(self.paper),
+            "paper_full": self.paper_full,
+            "variants": [v.to_dict() for v in self.variants],
+        }
 
 
 def planned_mapping(workflow: Workflow, policy: str, **options: Any) -> MappingT:
@@ -93,8 +103,16 @@ def planned_mapping(workflow: Workflow, policy: str, **options: Any) -> MappingT
         raise AgentschedError("a static plan executes nothing")
 
     pol = make_policy(policy, **options)
-    pol.reset(PolicyContext(workflow=workflow, cards=dict(workflow.task_cards), rng=random.Random(0),
-                            probe=no_probe, rounds=1, repeats=1))
+    pol.reset(
+        PolicyContext(
+            workflow=workflow,
+            cards=dict(workflow.task_cards),
+            rng=random.Random(0),
+            probe=no_probe,
+            rounds=1,
+            repeats=1,
+        )
+    )
     return dict(pol.propose(0).mapping)
 
 
@@ -104,9 +122,15 @@ def _letters(workflow: Workflow, mapping: MappingT) -> str:
     return format_mapping_short(workflow, mapping)
 
 
-def heft_study(workflows: Mapping[str, Workflow], views: Mapping[str, OracleView], *,
-               factors: Sequence[float] = FACTORS, machines: Sequence[str] = MACHINES,
-               cpu_cores: int | None = None, cards: str | None = None) -> HeftStudy:
+def heft_study(
+    workflows: Mapping[str, Workflow],
+    views: Mapping[str, OracleView],
+    *,
+    factors: Sequence[float] = FACTORS,
+    machines: Sequence[str] = MACHINES,
+    cpu_cores: int | None = None,
+    cards: str | None = None,
+) -> HeftStudy:
     """Plan heft and heft-cf (every factor) under every machine model on every workflow; score the
     plans against ``views`` (the scoring oracles). The paper's row applies to a workflow only when it
     is the built-in scenario of its name (``cards``: the bench's --cards rebinding of it)."""
@@ -129,6 +153,7 @@ def heft_study(workflows: Mapping[str, Workflow], views: Mapping[str, OracleView
                 maps[name] = _letters(wf, m)
             variants.append(HeftVariantResult(policy, machine, factor, matches, exact, tasks, maps))
     row = paper_tables()["table4_mapping_accuracy_S1_S10"][PAPER_ROW]
-    paper = {s: v for s, v in row.items()
-             if s.startswith("S") and s in workflows and is_paper_scenario(workflows[s], cards)}
+    paper = {
+        s: v for s, v in row.items() if s.startswith("S") and s in workflows and is_paper_scenario(workflows[s], cards)
+    }
     return HeftStudy(tuple(workflows), tuple(variants), paper, row.get("full_matches"))

@@ -57,8 +57,9 @@ def run_jobs(calls: Sequence[Call], jobs: int, done: Callable[[int, Any], None] 
                 done(i, out[-1])
         return out
     results: list[Any] = [None] * len(calls)
-    pool = ProcessPoolExecutor(min(jobs, len(calls)), mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_interrupt)
+    pool = ProcessPoolExecutor(
+        min(jobs, len(calls)), mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt
+    )
     try:
         futures = {pool.submit(fn, *args): i for i, (fn, args) in enumerate(calls)}
         for future in as_completed(futures):
@@ -66,8 +67,10 @@ def run_jobs(calls: Sequence[Call], jobs: int, done: Callable[[int, Any], None] 
             if done is not None:
                 done(futures[future], results[futures[future]])
     except BrokenProcessPool:
-        raise AgentschedError(f"the worker processes of jobs={jobs} ended before their work was done (a script "
-                              "that starts them needs `if __name__ == \"__main__\":`; or give jobs=1)") from None
+        raise AgentschedError(
+            f"the worker processes of jobs={jobs} ended before their work was done (a script "
+            'that starts them needs `if __name__ == "__main__":`; or give jobs=1)'
+        ) from None
     finally:
         _stop(pool)
     return results

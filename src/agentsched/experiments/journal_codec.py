@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-ROW_FORMAT = "json-1"  # written to the journal's meta table; bump when the row layout changes
+ROW_FORMAT = "json-zlib-2"  # written to the journal's meta table; bump when the row layout changes
 MAX_DEPTH = 64  # our records nest under 12 levels; a deeper row is crafted, not ours
 
 
@@ -158,7 +158,7 @@ def fits(value: Any, hint: Any) -> bool:
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return all(fits(x, args[0]) for x in value)
     if origin is tuple:
-        return len(value) == len(args) and all(fits(x, a) for x, a in zip(value, args))
+        return len(value) == len(args) and all(fits(x, a) for x, a in zip(value, args, strict=False))
     if origin is dict:
         return all(fits(k, args[0]) and fits(x, args[1]) for k, x in value.items())
     return True

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import AgentschedError
-from agentsched.experiments.load import percentile
+from agentsched.experiments.traffic import percentile
 from agentsched.testbeds.arrivals import Arrival
 
 START_LEAD_S = 0.05  # the first due time is this far after the start: time to create the first tasks
@@ -44,9 +44,17 @@ class Shot:
     message: str = ""
 
 
-async def fire(url: str, arrivals: Sequence[Arrival], names: Sequence[str], *, time_scale: float = 1.0,
-               token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, transport: Any = None,
-               inputs: dict[str, Any] | None = None) -> list[Shot]:
+async def fire(
+    url: str,
+    arrivals: Sequence[Arrival],
+    names: Sequence[str],
+    *,
+    time_scale: float = 1.0,
+    token: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    transport: Any = None,
+    inputs: dict[str, Any] | None = None,
+) -> list[Shot]:
     """Send every arrival at its due time (module docstring); the shots in arrival order. ``inputs``:
     the body's inputs of every invocation (a workflow of user tools takes some; built-in ones none)."""
     import httpx
@@ -55,8 +63,9 @@ async def fire(url: str, arrivals: Sequence[Arrival], names: Sequence[str], *, t
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     loop = asyncio.get_running_loop()
-    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits, headers=headers,
-                                 transport=transport) as client:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=timeout_s, limits=limits, headers=headers, transport=transport
+    ) as client:
         t0 = loop.time() + START_LEAD_S
         tasks = []
         for a in sorted(arrivals, key=lambda a: a.time_ms):
@@ -99,11 +108,21 @@ async def _one(client: Any, a: Arrival, name: str, due_s: float, time_scale: flo
     if not isinstance(doc, dict):
         doc = {}
     if r.status_code == 200:
-        return Shot(a.time_ms, name, lag_ms, latency_ms, 200, str(doc.get("status")), doc.get("e2e_ms"),
-                    doc.get("invocation_id"), str(doc.get("message") or ""))
+        return Shot(
+            a.time_ms,
+            name,
+            lag_ms,
+            latency_ms,
+            200,
+            str(doc.get("status")),
+            doc.get("e2e_ms"),
+            doc.get("invocation_id"),
+            str(doc.get("message") or ""),
+        )
     status = "refused" if r.status_code == 503 else f"http-{r.status_code}"
-    return Shot(a.time_ms, name, lag_ms, latency_ms, r.status_code, status, None, None,
-                str(doc.get("detail", ""))[:200])
+    return Shot(
+        a.time_ms, name, lag_ms, latency_ms, r.status_code, status, None, None, str(doc.get("detail", ""))[:200]
+    )
 
 
 def summarize_shots(shots: Sequence[Shot]) -> dict[str, Any]:
@@ -120,13 +139,27 @@ def summarize_shots(shots: Sequence[Shot]) -> dict[str, Any]:
 
     counts = {k: sum(1 for s in shots if s.status == k) for k in ("ok", "oom", "error", "refused", "no-answer")}
     return {
-        "sent": len(shots), **counts, "other": len(shots) - sum(counts.values()),
-        "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "p99_ms": pct(lat, 0.99),
-        "e2e_p50_ms": pct(e2e, 0.5), "e2e_p95_ms": pct(e2e, 0.95), "e2e_p99_ms": pct(e2e, 0.99),
-        "overhead_ms_mean": round(statistics.fmean(s.latency_ms - s.e2e_ms for s in ok  # type: ignore[operator]
-                                                   if s.latency_ms is not None and s.e2e_ms is not None), 3)
-        if e2e else None,
-        "lag_ms_p50": pct(lag, 0.5), "lag_ms_max": round(max(lag), 3) if lag else None,
+        "sent": len(shots),
+        **counts,
+        "other": len(shots) - sum(counts.values()),
+        "p50_ms": pct(lat, 0.5),
+        "p95_ms": pct(lat, 0.95),
+        "p99_ms": pct(lat, 0.99),
+        "e2e_p50_ms": pct(e2e, 0.5),
+        "e2e_p95_ms": pct(e2e, 0.95),
+        "e2e_p99_ms": pct(e2e, 0.99),
+        "overhead_ms_mean": round(
+            statistics.fmean(
+                s.latency_ms - s.e2e_ms
+                for s in ok  # type: ignore[operator]
+                if s.latency_ms is not None and s.e2e_ms is not None
+            ),
+            3,
+        )
+        if e2e
+        else None,
+        "lag_ms_p50": pct(lag, 0.5),
+        "lag_ms_max": round(max(lag), 3) if lag else None,
         "first_failure": _first_failure(shots),
     }
 

@@ -27,9 +27,13 @@ def is_paper_scenario(wf: Workflow, cards: str | None = None) -> bool:
             ref = ref.with_cards(cards)
     except AgentschedError:
         return False
-    return (wf.tasks == ref.tasks and tuple(map(tuple, wf.edges)) == tuple(map(tuple, ref.edges))
-            and wf.vram_budget_mb == ref.vram_budget_mb and wf.decision_space == ref.decision_space
-            and wf.card_set == ref.card_set)
+    return (
+        wf.tasks == ref.tasks
+        and tuple(map(tuple, wf.edges)) == tuple(map(tuple, ref.edges))
+        and wf.vram_budget_mb == ref.vram_budget_mb
+        and wf.decision_space == ref.decision_space
+        and wf.card_set == ref.card_set
+    )
 
 
 def paper_first_match_rounds() -> dict[str, int]:

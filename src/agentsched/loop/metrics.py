@@ -60,20 +60,26 @@ class OracleView:
         return ref is not None and ref <= self.e2e_ms * (1 + tolerance) + 1e-9
 
 
-def oracle_view(workflow: Workflow, oracle: OracleResult,
-                tolerance: float = EQUIVALENCE_TOLERANCE) -> OracleView:
+def oracle_view(workflow: Workflow, oracle: OracleResult, tolerance: float = EQUIVALENCE_TOLERANCE) -> OracleView:
     """Index an exhaustive search for the metrics."""
     best = oracle.best
     assert best.e2e_ms is not None
-    ties = tuple(e.mapping for e in oracle.feasible
-                 if e.e2e_ms is not None and e.e2e_ms <= best.e2e_ms * (1 + _TIE_REL))
-    equivalent = tuple(e.mapping for e in oracle.feasible
-                       if e.e2e_ms is not None and e.e2e_ms <= best.e2e_ms * (1 + tolerance) + 1e-9)
+    ties = tuple(
+        e.mapping for e in oracle.feasible if e.e2e_ms is not None and e.e2e_ms <= best.e2e_ms * (1 + _TIE_REL)
+    )
+    equivalent = tuple(
+        e.mapping for e in oracle.feasible if e.e2e_ms is not None and e.e2e_ms <= best.e2e_ms * (1 + tolerance) + 1e-9
+    )
     return OracleView(
-        workflow=workflow.name, task_ids=tuple(workflow.task_ids), e2e_ms=best.e2e_ms,
-        best=dict(best.mapping), best_mappings=ties, equivalent_mappings=equivalent,
+        workflow=workflow.name,
+        task_ids=tuple(workflow.task_ids),
+        e2e_ms=best.e2e_ms,
+        best=dict(best.mapping),
+        best_mappings=ties,
+        equivalent_mappings=equivalent,
         reference_e2e_ms={mapping_key(workflow, e.mapping): e.e2e_ms for e in oracle.ranked},
-        mappings_total=len(oracle.ranked), feasible_total=len(oracle.feasible),
+        mappings_total=len(oracle.ranked),
+        feasible_total=len(oracle.feasible),
     )
 
 
@@ -102,8 +108,9 @@ def best_oracle_match(mappings: Iterable[Mapping[str, Mode]], oracle_mappings: S
     return max((oracle_match(m, o) for m in mappings for o in oracle_mappings), default=0)
 
 
-def first_equivalent_round(mappings: Sequence[Mapping[str, Mode]], view: OracleView,
-                           tolerance: float = EQUIVALENCE_TOLERANCE) -> int | None:
+def first_equivalent_round(
+    mappings: Sequence[Mapping[str, Mode]], view: OracleView, tolerance: float = EQUIVALENCE_TOLERANCE
+) -> int | None:
     """Index of the first mapping that is oracle-equivalent, or None."""
     for i, m in enumerate(mappings):
         if view.equivalent(m, tolerance):
@@ -136,13 +143,20 @@ class RunMetrics:
             return None if x is None else round(x, nd)
 
         return {
-            "tasks": self.tasks, "best_match": self.best_match, "best_match_exact": self.best_match_exact,
-            "first_equivalent_round": self.first_equivalent_round, "best_round": self.best_round,
-            "best_e2e_ms": r(self.best_e2e_ms), "best_ratio": r(self.best_ratio, 4),
-            "final_e2e_ms": r(self.final_e2e_ms), "final_ratio": r(self.final_ratio, 4),
-            "executions": self.executions, "probes": self.probes,
+            "tasks": self.tasks,
+            "best_match": self.best_match,
+            "best_match_exact": self.best_match_exact,
+            "first_equivalent_round": self.first_equivalent_round,
+            "best_round": self.best_round,
+            "best_e2e_ms": r(self.best_e2e_ms),
+            "best_ratio": r(self.best_ratio, 4),
+            "final_e2e_ms": r(self.final_e2e_ms),
+            "final_ratio": r(self.final_ratio, 4),
+            "executions": self.executions,
+            "probes": self.probes,
             "infeasible_executions": self.infeasible_executions,
-            "infeasible_rounds": self.infeasible_rounds, "regret_ms": r(self.regret_ms),
+            "infeasible_rounds": self.infeasible_rounds,
+            "regret_ms": r(self.regret_ms),
             "regret": r(self.regret, 6),
         }
 

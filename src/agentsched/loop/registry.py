@@ -72,35 +72,85 @@ class PolicySpec:
 
 _NOT_FOR_RULES = frozenset({"llm", "predictions"})  # the LLM reasoner's options
 
-REGISTRY: dict[str, PolicySpec] = {s.name.value: s for s in (
-    PolicySpec(PolicyName.ALL_GPU, "agentsched.policies.all_gpu:AllGpuPolicy",
-               "every GPU-capable tool on gpu_now (agent-framework default)"),
-    PolicySpec(PolicyName.HEFT, "agentsched.policies.heft:HeftPolicy",
-               "HEFT list scheduling on isolated card costs (Topcuoglu et al. 2002)"),
-    PolicySpec(PolicyName.HEFT_CF, "agentsched.policies.heft_cf:HeftCfPolicy",
-               "HEFT with GPU costs inflated by a static contention factor"),
-    PolicySpec(PolicyName.UCB1, "agentsched.policies.ucb1:Ucb1Policy",
-               "UCB1 bandit over complete mappings (Auer et al. 2002)"),
-    PolicySpec(PolicyName.STARPU, "agentsched.policies.starpu:StarpuPolicy",
-               "StarPU dmda-like greedy with online history models (Augonnet et al. 2009)"),
-    PolicySpec(PolicyName.MEM_GREEDY, "agentsched.policies.mem_greedy:MemGreedyPolicy",
-               "gpu_now by GPU speedup until the VRAM budget is used, then CPU"),
-    PolicySpec(PolicyName.ORACLE, "agentsched.policies.oracle_ref:OracleRefPolicy",
-               "brute-force best mapping (offline reference, not an online policy)", online=False,
-               baseline=False, internal=frozenset({"oracle"})),
-    PolicySpec(PolicyName.AGENT_RULES, "agentsched.agent.policy:AgentPolicy",
-               "agentic scheduler, rule-based reasoner", fixed={"reasoner": "rules"}, baseline=False,
-               without=_NOT_FOR_RULES),
-    PolicySpec(PolicyName.AGENT_RULES_COLD, "agentsched.agent.policy:AgentPolicy",
-               "agent-rules in cold start (tool names, tags and workload lines; no cards)",
-               fixed={"reasoner": "rules", "start": "cold"}, baseline=False, without=_NOT_FOR_RULES),
-    PolicySpec(PolicyName.AGENT_LLM, "agentsched.agent.policy:AgentPolicy",
-               "agentic scheduler, LLM reasoner", fixed={"reasoner": "llm"}, baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN, "agentsched.planner.policy:PlanPolicy",
-               "model-based planner: online contention model, predictor, search, probing by value", baseline=False),
-    PolicySpec(PolicyName.AGENT_PLAN_COLD, "agentsched.planner.policy:PlanPolicy",
-               "agent-plan in cold start (tool names and tags; no cards)", fixed={"start": "cold"}, baseline=False),
-)}
+REGISTRY: dict[str, PolicySpec] = {
+    s.name.value: s
+    for s in (
+        PolicySpec(
+            PolicyName.ALL_GPU,
+            "agentsched.policies.all_gpu:AllGpuPolicy",
+            "every GPU-capable tool on gpu_now (agent-framework default)",
+        ),
+        PolicySpec(
+            PolicyName.HEFT,
+            "agentsched.policies.heft:HeftPolicy",
+            "HEFT list scheduling on isolated card costs (Topcuoglu et al. 2002)",
+        ),
+        PolicySpec(
+            PolicyName.HEFT_CF,
+            "agentsched.policies.heft_cf:HeftCfPolicy",
+            "HEFT with GPU costs inflated by a static contention factor",
+        ),
+        PolicySpec(
+            PolicyName.UCB1,
+            "agentsched.policies.ucb1:Ucb1Policy",
+            "UCB1 bandit over complete mappings (Auer et al. 2002)",
+        ),
+        PolicySpec(
+            PolicyName.STARPU,
+            "agentsched.policies.starpu:StarpuPolicy",
+            "StarPU dmda-like greedy with online history models (Augonnet et al. 2009)",
+        ),
+        PolicySpec(
+            PolicyName.MEM_GREEDY,
+            "agentsched.policies.mem_greedy:MemGreedyPolicy",
+            "gpu_now by GPU speedup until the VRAM budget is used, then CPU",
+        ),
+        PolicySpec(
+            PolicyName.ORACLE,
+            "agentsched.policies.oracle_ref:OracleRefPolicy",
+            "brute-force best mapping (offline reference, not an online policy)",
+            online=False,
+            baseline=False,
+            internal=frozenset({"oracle"}),
+        ),
+        PolicySpec(
+            PolicyName.AGENT_RULES,
+            "agentsched.agent.policy:AgentPolicy",
+            "agentic scheduler, rule-based reasoner",
+            fixed={"reasoner": "rules"},
+            baseline=False,
+            without=_NOT_FOR_RULES,
+        ),
+        PolicySpec(
+            PolicyName.AGENT_RULES_COLD,
+            "agentsched.agent.policy:AgentPolicy",
+            "agent-rules in cold start (tool names, tags and workload lines; no cards)",
+            fixed={"reasoner": "rules", "start": "cold"},
+            baseline=False,
+            without=_NOT_FOR_RULES,
+        ),
+        PolicySpec(
+            PolicyName.AGENT_LLM,
+            "agentsched.agent.policy:AgentPolicy",
+            "agentic scheduler, LLM reasoner",
+            fixed={"reasoner": "llm"},
+            baseline=False,
+        ),
+        PolicySpec(
+            PolicyName.AGENT_PLAN,
+            "agentsched.planner.policy:PlanPolicy",
+            "model-based planner: online contention model, predictor, search, probing by value",
+            baseline=False,
+        ),
+        PolicySpec(
+            PolicyName.AGENT_PLAN_COLD,
+            "agentsched.planner.policy:PlanPolicy",
+            "agent-plan in cold start (tool names and tags; no cards)",
+            fixed={"start": "cold"},
+            baseline=False,
+        ),
+    )
+}
 
 
 def list_policies() -> list[str]:
@@ -146,8 +196,11 @@ def constructor_options(name: str) -> frozenset[str]:
     spec = get_spec(name)
     cls = _load_class(spec)
     params = inspect.signature(cls.__init__).parameters.values()
-    named = {p.name for p in params if p.name != "self"
-             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    named = {
+        p.name
+        for p in params
+        if p.name != "self" and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     return frozenset(named - set(spec.fixed) - spec.without)
 
 
@@ -155,8 +208,10 @@ def option_defaults(name: str) -> dict[str, Any]:
     """Policy ``name``'s public options and their constructor defaults (None where there is none)."""
     spec = get_spec(name)
     params = inspect.signature(_load_class(spec).__init__).parameters
-    return {o: (None if params[o].default is inspect.Parameter.empty else params[o].default)
-            for o in sorted(spec.public_options)}
+    return {
+        o: (None if params[o].default is inspect.Parameter.empty else params[o].default)
+        for o in sorted(spec.public_options)
+    }
 
 
 def _load_class(spec: PolicySpec) -> type[Policy]:
@@ -199,3 +254,128 @@ def make_policy(name: str, **options: Any) -> Policy:
     except TypeError as e:  # a constructor that disagrees with its spec: report, don't crash
         raise PolicyError(f"policy {pname}: {e}") from None
     return policy
+
+
+# ---- deciders: per-invocation / per-ready-task decisions on a shared machine (model/live.Decider) ----
+
+
+@dataclass(frozen=True)
+class DeciderSpec:
+    """How to build one registered decider (built like a policy: its options are its constructor's)."""
+
+    name: str
+    target: str  # "module:Class" (or a factory), imported on first use
+    summary: str
+    fixed: dict[str, Any] = field(default_factory=dict)  # keyword arguments always passed
+    baseline: bool = True  # one of the load study's baselines (its capacity is theirs)
+    admission: bool = False  # behind the generic admission rule (``policies/traffic/baselines.WithAdmission``)
+    needs_oracle: bool = False  # built from each workflow's oracle mapping (``oracle=``)
+    config: str | None = None  # "module:Model" of its tuned constants (its ``config=``): each field an option
+
+
+_BASELINE_DECIDERS = (
+    ("all-gpu", "agentsched.policies.traffic.baselines:AllGpu", "every GPU-capable task on gpu_now"),
+    ("oracle-static", "agentsched.policies.traffic.baselines:oracle_static", "each workflow's isolated oracle mapping"),
+    (
+        "heft",
+        "agentsched.policies.traffic.baselines:HeftStream",
+        "HEFT's mapping of each workflow, planned at admission",
+    ),
+    ("dmda", "agentsched.policies.traffic.baselines:Dmda", "StarPU dmda: the earliest predicted finish, when ready"),
+    ("least-loaded", "agentsched.policies.traffic.baselines:LeastLoaded", "the least loaded device, when ready"),
+)
+_TRAFFIC_AWARE = "agentsched.planner.traffic:TrafficPlanner"
+_TRAFFIC_CONFIG = "agentsched.planner.traffic_config:TrafficConfig"
+_DECIDER_INTERNAL = frozenset({"mappings", "learned", "ratios", "config"})  # objects a harness passes
+
+DECIDERS: dict[str, DeciderSpec] = {
+    s.name: s
+    for s in (
+        DeciderSpec(
+            "traffic-aware",
+            _TRAFFIC_AWARE,
+            "places each task when ready from the machine's traffic and learned contention; admission at the door",
+            {"admission": True},
+            baseline=False,
+            config=_TRAFFIC_CONFIG,
+        ),
+        DeciderSpec(
+            "traffic-aware-noadm",
+            _TRAFFIC_AWARE,
+            "traffic-aware without its admission",
+            {"admission": False},
+            baseline=False,
+            config=_TRAFFIC_CONFIG,
+        ),
+        *(DeciderSpec(n, t, s, needs_oracle=n == "oracle-static") for n, t, s in _BASELINE_DECIDERS),
+        *(
+            DeciderSpec(
+                f"{n}+adm",
+                t,
+                f"{s}, behind the generic admission rule",
+                admission=True,
+                needs_oracle=n == "oracle-static",
+            )
+            for n, t, s in _BASELINE_DECIDERS
+        ),
+    )
+}
+# names kept for command lines written before the rename (the load-aware decider was named after the package)
+DECIDER_ALIASES = {"agentsched": "traffic-aware", "agentsched-noadm": "traffic-aware-noadm"}
+
+
+def decider_name(name: str) -> str:
+    """The registered name of decider ``name`` (an alias resolved); one-line PolicyError otherwise."""
+    key = DECIDER_ALIASES.get(str(name).strip().lower(), str(name).strip().lower())
+    if key not in DECIDERS:
+        raise PolicyError(f"unknown decider {name!r} (valid: {', '.join(DECIDERS)})")
+    return key
+
+
+def _import(target: str, what: str) -> Any:
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise PolicyError(f"decider {what} is unavailable: cannot import {target} ({e})") from None
+
+
+def decider_options(name: str) -> dict[str, Any]:
+    """Decider ``name``'s options a user may set and their defaults: its constructor's plain
+    parameters and each field of its tuned constants' config."""
+    spec = DECIDERS[decider_name(name)]
+    params = inspect.signature(_import(spec.target, spec.name)).parameters
+    out = {p: v.default for p, v in params.items() if p not in _DECIDER_INTERNAL | set(spec.fixed)}
+    if spec.config is not None:
+        out.update({k: f.default for k, f in _import(spec.config, spec.name).model_fields.items()})
+    return out
+
+
+def decider_by_name(name: str, *, oracle: Any = None, **options: Any) -> Any:
+    """Build decider ``name`` (``DECIDERS``, an alias accepted) with ``options``: its constructor's
+    keyword parameters, and the fields of its tuned constants' config (``config=`` whole, or field by
+    field: ``hold_margin=0.5``); ``oracle``: each workflow's oracle mapping, for ``oracle-static``. A
+    one-line PolicyError for an unknown name or option, or an oracle decider without ``oracle``; an
+    invalid config value is the config's own validation error."""
+    spec = DECIDERS[decider_name(name)]
+    make = _import(spec.target, spec.name)
+    if spec.needs_oracle:
+        if oracle is None:
+            raise PolicyError(f"decider {spec.name} needs each workflow's oracle mapping")
+        options = {"mappings": oracle, **options}
+    if spec.config is not None:
+        fields = set(_import(spec.config, spec.name).model_fields)
+        tuned = {k: options.pop(k) for k in list(options) if k in fields}
+        if tuned:
+            options["config"] = {**dict(options.get("config") or {}), **tuned}
+    accepted = {p for p in inspect.signature(make).parameters if p != "self"} - set(spec.fixed)
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        valid = ", ".join(sorted(decider_options(spec.name))) or "none"
+        raise PolicyError(f"decider {spec.name} takes no option {unknown[0]!r} (options: {valid})")
+    decider = make(**spec.fixed, **options)
+    if spec.admission:
+        from agentsched.policies.traffic.baselines import WithAdmission
+
+        decider = WithAdmission(decider)
+    return decider

@@ -6,20 +6,20 @@ cost is visible in ``executions_total`` and in the regret.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import re
 import statistics
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentsched.errors import AgentschedError, MappingError, PolicyError, TestbedError
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import mapping_key, validate_mapping
-from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.rounds import first_cause, speaks
+from agentsched.model.workflow import Mode, Workflow
 from agentsched.oracle import OracleResult, brute_force
 from agentsched.policies.base import MappingT, Policy, PolicyContext, RoundResult
 from agentsched.testbeds.base import Testbed
@@ -123,8 +123,14 @@ def slim_execution(x: Execution, mapping: MappingT | None = None) -> Execution:
     return dataclasses.replace(x, spans=(), vram_timeline=(), mapping=shared)
 
 
-def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution], round_index: int,
-                   executions_total: int, previous: RoundResult | None = None) -> RoundResult:
+def summarize_runs(
+    workflow: Workflow,
+    mapping: MappingT,
+    execs: list[Execution],
+    round_index: int,
+    executions_total: int,
+    previous: RoundResult | None = None,
+) -> RoundResult:
     """Fold R executions of one mapping into a round: infeasible if a run that tells of the mapping
     failed (``model.rounds.speaks``: an oom; a placed task that raised, unless at least as many runs
     ended well), else the median E2E of the runs that ended; the other failed runs are left out (a
@@ -138,15 +144,29 @@ def summarize_runs(workflow: Workflow, mapping: MappingT, execs: list[Execution]
     peak = max(x.peak_vram_mb for x in execs)
     if not judged:
         first = execs[0]
-        again = previous is not None and not previous.judged and mapping_key(workflow, previous.mapping) == \
-            mapping_key(workflow, mapping)
+        again = (
+            previous is not None
+            and not previous.judged
+            and mapping_key(workflow, previous.mapping) == mapping_key(workflow, mapping)
+        )
         why = "again, judged a failure of the mapping" if again else "nothing to judge"
-        return RoundResult(round_index, mapping, first.status, None, elapsed, peak, tuple(execs), executions_total,
-                           f"{why}: every run failed in host code ({first.message})", judged_again=again)
+        return RoundResult(
+            round_index,
+            mapping,
+            first.status,
+            None,
+            elapsed,
+            peak,
+            tuple(execs),
+            executions_total,
+            f"{why}: every run failed in host code ({first.message})",
+            judged_again=again,
+        )
     bad = first_cause(execs)
     if bad is not None:
-        return RoundResult(round_index, mapping, bad.status, None, elapsed, peak, tuple(execs),
-                           executions_total, bad.message)
+        return RoundResult(
+            round_index, mapping, bad.status, None, elapsed, peak, tuple(execs), executions_total, bad.message
+        )
     e2e = statistics.median(x.e2e_ms for x in judged)  # type: ignore[misc]
     return RoundResult(round_index, mapping, Status.OK, e2e, elapsed, peak, tuple(execs), executions_total)
 
@@ -166,8 +186,11 @@ class _HostFailures:
     @staticmethod
     def _failures(execs: list[Execution]) -> set[tuple[str, str]]:
         # numbers masked: the same failure of two requests may name their ids, times or ports
-        return {(str(x.extra["failed_node"]), re.sub(r"\d+", "#", x.message))
-                for x in execs if not x.ok and not x.placement_failed}
+        return {
+            (str(x.extra["failed_node"]), re.sub(r"\d+", "#", x.message))
+            for x in execs
+            if not x.ok and not x.placement_failed
+        }
 
     def previous(self, key: str, execs: list[Execution], previous: RoundResult | None) -> RoundResult | None:
         """The round ``summarize_runs`` may judge this one again by (None: never)."""
@@ -240,8 +263,15 @@ def run_loop(
         pending_probes.append(x)
         return x
 
-    ctx = PolicyContext(workflow=workflow, cards=dict(workflow.task_cards), rng=policy_rng,
-                        probe=probe, rounds=rounds, repeats=repeats, probe_allowed=probe_allowed)
+    ctx = PolicyContext(
+        workflow=workflow,
+        cards=dict(workflow.task_cards),
+        rng=policy_rng,
+        probe=probe,
+        rounds=rounds,
+        repeats=repeats,
+        probe_allowed=probe_allowed,
+    )
     testbed.begin_round(0)  # round 0 begins with the policy's reset: its probes belong to it
     policy.reset(ctx)
     if keep_rounds is None and rounds is None:
@@ -266,8 +296,9 @@ def run_loop(
         # probes from reset/propose (before the runs) and from observe (after) all belong here;
         # the policy has seen the timelines: the record keeps the figures (slim_execution)
         slim = dataclasses.replace(result, executions=tuple(slim_execution(x, mapping) for x in execs))
-        record = RoundRecord(slim, tuple(slim_execution(x) for x in pending_probes), dict(proposal.info),
-                             evidence, counter["n"])
+        record = RoundRecord(
+            slim, tuple(slim_execution(x) for x in pending_probes), dict(proposal.info), evidence, counter["n"]
+        )
         pending_probes.clear()
         run.add(record)
         if on_round is not None:
@@ -275,8 +306,9 @@ def run_loop(
     return run
 
 
-def reference_oracle(workflow: Workflow, testbed: Testbed, *, repeats: int = 5,
-                     cache: dict[tuple[str, str], OracleResult] | None = None) -> OracleResult:
+def reference_oracle(
+    workflow: Workflow, testbed: Testbed, *, repeats: int = 5, cache: dict[tuple[str, str], OracleResult] | None = None
+) -> OracleResult:
     """The oracle the metrics compare against: exhaustive search over the testbed's noise-free
     ``expected`` executions when it has them (the simulator: one exact run per mapping), else on
     the testbed itself with ``repeats`` runs per mapping (the paper's "same environment"). Cached per workflow and

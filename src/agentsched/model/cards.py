@@ -18,11 +18,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentsched.errors import CardError, validation_line
+from agentsched.model.curves import CardCurves
 from agentsched.model.files import read_document
 
 # Sanity bounds: beyond them a card is a typo, and float time would overflow in the simulator.
 MAX_MS = 1e9  # ~11.6 days for one call
 MAX_VRAM_MB = 1e9
+MIN_MS = 1e-6  # a curve's time is never 0: a zero-time task would tie every ordering
 MAX_REPEAT = 1_000_000  # amplification K of name_xK times a task's repeat
 
 _AMPLIFIED_RE = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
@@ -41,9 +43,11 @@ def _reject_contention(card: Any, where: str) -> None:
     if isinstance(card, dict):
         found = [f for f in CONTENTION_FIELDS if f in card]
         if found:
-            raise CardError(f"{where} carries {', '.join(found)}: GPU contention is not a card field any more "
-                            "(cards hold what a profiler measures); move it into a world file "
-                            "(see docs/simulator.md, 'The world')")
+            raise CardError(
+                f"{where} carries {', '.join(found)}: GPU contention is not a card field any more "
+                "(cards hold what a profiler measures); move it into a world file "
+                "(see docs/simulator.md, 'The world')"
+            )
 
 
 class ToolCard(BaseModel):
@@ -58,6 +62,8 @@ class ToolCard(BaseModel):
     load_ms: float | None = Field(default=None, ge=0, le=MAX_MS)  # model load-in paid by gpu_queue admission
     vram_mb: float | None = Field(default=None, ge=0, le=MAX_VRAM_MB)  # GPU memory held while on the GPU
     tags: tuple[str, ...] = ()  # e.g. compute-bound, memory-bound, compute-light, io-bound, neutral
+    # the figures as curves of the invocation's input size; None: constant (cpu_ms etc. at every size)
+    curves: CardCurves | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -70,8 +76,12 @@ class ToolCard(BaseModel):
         # why: a GPU card without vram_mb counted as 0 MB, so no budget ever held it back (vram_mb
         # without gpu_ms is harmless: a tool without a GPU implementation holds none, as ``show`` says)
         if self.gpu_ms is not None and self.vram_mb is None:
-            raise ValueError("gpu_ms without vram_mb: the VRAM a GPU placement holds must be known "
-                             "(vram_mb: 0 for a tool that holds none)")
+            raise ValueError(
+                "gpu_ms without vram_mb: the VRAM a GPU placement holds must be known "
+                "(vram_mb: 0 for a tool that holds none)"
+            )
+        if self.curves is not None and self.gpu_ms is None and (self.curves.gpu_ms or self.curves.vram_mb):
+            raise ValueError("curves.gpu_ms or curves.vram_mb on a card without gpu_ms (no GPU implementation)")
         return self
 
     @field_validator("workload", mode="before")
@@ -105,6 +115,24 @@ class ToolCard(BaseModel):
         """Load-in time a gpu_queue placement pays (0 without a GPU implementation)."""
         return (self.load_ms or 0.0) if self.has_gpu else 0.0
 
+    # ---- figures at an invocation's size: the curve where the card has one, else the constant ---------------
+    def cpu_ms_at(self, size: float | None) -> float:
+        """CPU time of one call on inputs of ``size`` (None: size unknown, the constant)."""
+        curve = self.curves.cpu_ms if self.curves is not None else None
+        return self.cpu_ms if curve is None or size is None else max(curve.at(size), MIN_MS)
+
+    def gpu_ms_at(self, size: float | None) -> float | None:
+        """GPU time of one call on inputs of ``size``; None without a GPU implementation."""
+        curve = self.curves.gpu_ms if self.curves is not None else None
+        if self.gpu_ms is None or curve is None or size is None:
+            return self.gpu_ms
+        return max(curve.at(size), MIN_MS)
+
+    def vram_mb_at(self, size: float | None) -> float:
+        """VRAM a GPU placement holds on inputs of ``size`` (0 without a GPU implementation)."""
+        curve = self.curves.vram_mb if self.curves is not None else None
+        return self.vram_needed_mb if curve is None or size is None or not self.has_gpu else curve.at(size)
+
     def amplified(self, k: int) -> ToolCard:
         """Card of K back-to-back calls: latency x K; VRAM and load unchanged."""
         if k < 1:
@@ -116,6 +144,7 @@ class ToolCard(BaseModel):
                 "name": f"{self.name}_x{k}",
                 "cpu_ms": self.cpu_ms * k,
                 "gpu_ms": None if self.gpu_ms is None else self.gpu_ms * k,
+                "curves": None if self.curves is None else self.curves.scaled(k),
                 "workload": f"{self.workload} (x{k})" if self.workload else f"x{k}",
             }
         )
@@ -141,8 +170,10 @@ class CardSet(BaseModel):
                 if isinstance(card, dict) and "name" not in card:
                     card = {**card, "name": key}
                 elif isinstance(card, dict) and card["name"] != key:  # a hand edit's slip: whose figures are these?
-                    raise ValueError(f"tool {key!r}: its card is named {card['name']!r}; a card's name is its "
-                                     "tool's (leave the name out, or make it the key)")
+                    raise ValueError(
+                        f"tool {key!r}: its card is named {card['name']!r}; a card's name is its "
+                        "tool's (leave the name out, or make it the key)"
+                    )
                 out[key] = card
             return out
         return v
@@ -166,8 +197,7 @@ class CardSet(BaseModel):
             m = _AMPLIFIED_RE.match(tool)
             if m is None or m.group("base") not in self.cards:
                 raise CardError(
-                    f"unknown tool {tool!r} in card set {self.name!r} "
-                    f"(known: {', '.join(sorted(self.cards))})"
+                    f"unknown tool {tool!r} in card set {self.name!r} (known: {', '.join(sorted(self.cards))})"
                 )
             base, k = m.group("base"), int(m.group("k"))
         total_k = k * repeat
@@ -217,9 +247,8 @@ def load_card_set(name_or_path: str | Path) -> CardSet:
         return _load_builtin(s)
     path = Path(s)
     if not path.exists():
-        raise CardError(
-            f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file"
-        )
+        raise CardError(f"card set {s!r} is neither a built-in set ({', '.join(builtin_card_sets())}) nor a file")
     data = read_document(path, "card file", CardError)
-    return parse_card_set(data, data.get("name", path.stem) if isinstance(data, dict) else path.stem,
-                          f"card file {path}")
+    return parse_card_set(
+        data, data.get("name", path.stem) if isinstance(data, dict) else path.stem, f"card file {path}"
+    )

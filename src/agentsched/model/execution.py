@@ -36,6 +36,8 @@ class TaskSpan:
     end_ms: float | None  # when it finished; None when the execution stopped first
     load_ms: float = 0.0  # load-in paid at the start (gpu_queue only)
     vram_mb: float = 0.0  # VRAM held from start to end
+    size: float | None = None  # the call's input size (model.sizes.measure_size); None: not measured
+    size_unit: str = ""  # the unit of ``size`` (the tool's size_unit, or "bytes")
 
     @property
     def duration_ms(self) -> float | None:
@@ -47,7 +49,7 @@ class TaskSpan:
         return None if self.end_ms is None else self.end_ms - self.start_ms - self.load_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "task": self.task,
             "tool": self.tool,
             "mode": self.mode.value,
@@ -57,6 +59,9 @@ class TaskSpan:
             "load_ms": round(self.load_ms, 3),
             "vram_mb": round(self.vram_mb, 3),
         }
+        if self.size is not None:  # only where sizes are measured: older documents keep their fields
+            out.update(size=round(self.size, 6), size_unit=self.size_unit)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,14 @@ def loads_json_unique(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_unique_pairs)
 
 
-def read_document(path: Path, kind: str, error: type[AgentschedError], *, where: str | None = None,
-                  parse: Callable[[str], Any] = loads_json_unique) -> Any:
+def read_document(
+    path: Path,
+    kind: str,
+    error: type[AgentschedError],
+    *,
+    where: str | None = None,
+    parse: Callable[[str], Any] = loads_json_unique,
+) -> Any:
     """The decoded content of a small JSON file (``parse``: another decoder, e.g. YAML, whose own
     syntax errors the caller reports). Every other way the file can be unusable is ``error`` with one
     line: missing, not a regular file, too large, not UTF-8, invalid JSON, a key given twice, nested

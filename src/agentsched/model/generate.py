@@ -51,8 +51,9 @@ def check_args(tasks: int, budget_tightness: float, count: int) -> None:
     """One-line errors for arguments out of range."""
     if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= MAX_TASKS:
         raise WorkflowError(f"--tasks must be an integer in [1, {MAX_TASKS}], got {tasks!r}")
-    if not (isinstance(budget_tightness, (int, float)) and math.isfinite(budget_tightness)
-            and 0 <= budget_tightness < 1):
+    if not (
+        isinstance(budget_tightness, (int, float)) and math.isfinite(budget_tightness) and 0 <= budget_tightness < 1
+    ):
         raise WorkflowError(f"--budget-tightness must be in [0, 1), got {budget_tightness!r}")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise WorkflowError(f"--count must be an integer in [1, {MAX_COUNT}], got {count!r}")
@@ -66,7 +67,7 @@ def _edges(topology: Topology, ids: list[str], rng: random.Random) -> list[tuple
         return []
     if topology is Topology.LAYERED:
         width = max(1, round(math.sqrt(n)))
-        layers = [ids[i:i + width] for i in range(0, n, width)]
+        layers = [ids[i : i + width] for i in range(0, n, width)]
         edges = []
         for prev, layer in zip(layers, layers[1:], strict=False):
             for t in layer:
@@ -83,9 +84,16 @@ def _edges(topology: Topology, ids: list[str], rng: random.Random) -> list[tuple
     return edges
 
 
-def generate_workflow(*, tasks: int, topology: str = "layered", space: str = "binary",
-                      budget_tightness: float = 0.0, cards: str = "a5500", seed: int = 0,
-                      index: int = 0) -> Workflow:
+def generate_workflow(
+    *,
+    tasks: int,
+    topology: str = "layered",
+    space: str = "binary",
+    budget_tightness: float = 0.0,
+    cards: str = "a5500",
+    seed: int = 0,
+    index: int = 0,
+) -> Workflow:
     """One random workflow (validated like a workflow file)."""
     check_args(tasks, budget_tightness, 1)
     topo = _parse(Topology, topology, "topology")
@@ -106,9 +114,14 @@ def generate_workflow(*, tasks: int, topology: str = "layered", space: str = "bi
         spec[t] = {"tool": tool, "repeat": repeat}
     edges = _edges(topo, ids, rng)  # type: ignore[arg-type]
     name = f"gen-{topo.value}-{dspace.value}-n{tasks}-s{seed}-{index}"  # type: ignore[union-attr]
-    doc = {"name": name, "cards": cards, "decision_space": dspace.value,  # type: ignore[union-attr]
-           "description": f"generated: {tasks} tasks, {topo.value}, budget tightness {budget_tightness:g}, seed {seed}",
-           "tasks": spec, "edges": [list(e) for e in edges]}
+    doc = {
+        "name": name,
+        "cards": cards,
+        "decision_space": dspace.value,  # type: ignore[union-attr]
+        "description": f"generated: {tasks} tasks, {topo.value}, budget tightness {budget_tightness:g}, seed {seed}",
+        "tasks": spec,
+        "edges": [list(e) for e in edges],
+    }
     if budget_tightness > 0:
         vram = [cs.resolve(s["tool"], s["repeat"]).vram_needed_mb for s in spec.values()]
         gpu = [v for v in vram if v > 0]
@@ -119,12 +132,17 @@ def generate_workflow(*, tasks: int, topology: str = "layered", space: str = "bi
 
 def workflow_yaml(wf: Workflow) -> str:
     """A workflow as the YAML file format."""
-    doc: dict = {"name": wf.name, "description": wf.description, "cards": wf.cards,
-                 "decision_space": wf.decision_space.value}
+    doc: dict = {
+        "name": wf.name,
+        "description": wf.description,
+        "cards": wf.cards,
+        "decision_space": wf.decision_space.value,
+    }
     if wf.vram_budget_mb is not None:
         doc["vram_budget_mb"] = wf.vram_budget_mb
-    doc["tasks"] = {t: ({"tool": k.tool, "repeat": k.repeat} if k.repeat > 1 else {"tool": k.tool})
-                    for t, k in wf.tasks.items()}
+    doc["tasks"] = {
+        t: ({"tool": k.tool, "repeat": k.repeat} if k.repeat > 1 else {"tool": k.tool}) for t, k in wf.tasks.items()
+    }
     doc["edges"] = [list(e) for e in wf.edges]
     return yaml.safe_dump(doc, sort_keys=False, width=120)
 

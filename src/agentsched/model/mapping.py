@@ -25,8 +25,7 @@ def parse_mode(text: str, space: DecisionSpace) -> Mode:
         mode = _ALIASES.get(key) or Mode(key)
     except ValueError:
         raise MappingError(
-            f"unknown mode {text!r} (valid in {space.value}: "
-            f"{', '.join(space.label(m) for m in space.modes)})"
+            f"unknown mode {text!r} (valid in {space.value}: {', '.join(space.label(m) for m in space.modes)})"
         ) from None
     if mode not in space.modes:
         raise MappingError(
@@ -42,13 +41,13 @@ def validate_mapping(workflow: Workflow, mapping: Mapping[str, Mode | str] | str
     if isinstance(mapping, str):  # (before, a text was read letter by letter: "unknown task(s) =, c, p, u")
         return parse_mapping(workflow, mapping)
     if not isinstance(mapping, Mapping):
-        raise MappingError(f"a mapping must be task -> mode (a dict, or the text A=gpu_now,B=cpu), "
-                           f"got {type(mapping).__name__}")
+        raise MappingError(
+            f"a mapping must be task -> mode (a dict, or the text A=gpu_now,B=cpu), got {type(mapping).__name__}"
+        )
     unknown = [t for t in mapping if t not in workflow.tasks]
     if unknown:
         raise MappingError(
-            f"mapping names unknown task(s) {', '.join(map(str, unknown))} "
-            f"(tasks: {', '.join(workflow.task_ids)})"
+            f"mapping names unknown task(s) {', '.join(map(str, unknown))} (tasks: {', '.join(workflow.task_ids)})"
         )
     missing = [t for t in workflow.task_ids if t not in mapping]
     if missing:
@@ -80,9 +79,7 @@ def parse_mapping(workflow: Workflow, text: str) -> MappingT:
         raise MappingError(
             f"mapping names unknown task(s) {', '.join(unknown)} (tasks: {', '.join(workflow.task_ids)})"
         )
-    return validate_mapping(
-        workflow, {k: parse_mode(v, workflow.decision_space) for k, v in pairs.items()}
-    )
+    return validate_mapping(workflow, {k: parse_mode(v, workflow.decision_space) for k, v in pairs.items()})
 
 
 def format_mapping(workflow: Workflow, mapping: Mapping[str, Mode]) -> str:

@@ -28,7 +28,7 @@ import inspect
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from agentsched.errors import ToolError, one_line
 from agentsched.model.cards import ToolCard
+from agentsched.model.sizes import BYTES, DEFAULT_SIZE_MARK, byte_size
 
 # "package.module:Class" (dotted module, dotted attribute path inside it)
 _PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -62,8 +63,10 @@ class Tool(ABC):
     #: True: ``run`` may be called from several threads at once, so concurrent invocations share one
     #: loaded instance; False (default): one instance per concurrent use, each loaded once and kept
     concurrent_safe: ClassVar[bool] = False
+    #: what ``size(inputs)`` counts: e.g. "audio_s", "pages", "tokens", "pixels" (default: "bytes")
+    size_unit: ClassVar[str] = BYTES
 
-    def load(self, device: str) -> None:
+    def load(self, device: str) -> None:  # noqa: B027 - an optional hook, empty by default
         """Build the model on ``device`` ("cpu" or "cuda:N"). Called before the first ``run``."""
 
     @abstractmethod
@@ -71,10 +74,10 @@ class Tool(ABC):
         """One call. ``inputs``: predecessor task id -> its output, or the invocation's arguments
         for a source task. Returns this task's output (passed on to its successors)."""
 
-    def unload(self) -> None:
+    def unload(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Drop the model and free its memory (GPU memory included)."""
 
-    def sync(self) -> None:
+    def sync(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Wait for queued device work so a timer around ``run(); sync()`` measures the call."""
 
     def move(self, device: str) -> None:
@@ -84,6 +87,20 @@ class Tool(ABC):
 
     def example_inputs(self) -> dict[str, Any] | None:
         """Inputs the profiler times ``run`` on (None: this tool cannot be profiled alone)."""
+        return None
+
+    def size(self, inputs: dict[str, Any]) -> float:
+        """The size of one call's ``inputs`` in ``size_unit``, computed before placement (cost curves are
+        functions of it). Default: their byte length. Override with the figure the tool's cost follows
+        (seconds of audio, pages, tokens...) and set ``size_unit``. It should be cheap and never raise:
+        when it does, or returns no finite number >= 0, the byte length is used and the record says so."""
+        return byte_size(inputs).value
+
+    setattr(size, DEFAULT_SIZE_MARK, True)
+
+    def sized_inputs(self, size: float) -> dict[str, Any] | None:
+        """Inputs of about ``size`` (in ``size_unit``) for the profiler's sweep over sizes; None (default):
+        the profiler scales ``example_inputs()`` (repeats its strings, bytes and lists)."""
         return None
 
     @classmethod
@@ -141,17 +158,44 @@ def register_tool(obj: type[Tool] | Tool, label: str | None = None) -> str:
     return key
 
 
-def _import_attr(path: str) -> Any:
-    module, _, attr = path.partition(":")
+# Folders of the workflow files read (model/workflow_io.py): a tool module is found beside its workflow
+# file first, then in the current directory, then in the environment (as a card file is found beside it).
+_BESIDE_WORKFLOWS: list[str] = []
+
+
+def tools_beside(folder: Path) -> None:
+    """Tool modules are looked for in ``folder`` (a workflow file's) before the current directory."""
+    f = str(Path(folder).resolve())
+    if f not in _BESIDE_WORKFLOWS:
+        _BESIDE_WORKFLOWS.append(f)
+
+
+def _search_path() -> list[str]:
+    """Put the workflow files' folders, then the current directory, before the environment on
+    ``sys.path`` (kept there: worker processes inherit it); returns the folders looked in."""
     cwd = str(Path.cwd())
     if cwd not in sys.path and "" not in sys.path:  # "importable from the current directory"
         sys.path.insert(0, cwd)
+    for f in reversed(_BESIDE_WORKFLOWS):
+        if f not in sys.path:
+            sys.path.insert(0, f)
+    return [*_BESIDE_WORKFLOWS, cwd]
+
+
+def _import_attr(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    folders = _search_path()
     try:
         obj: Any = importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and module.startswith(e.name):
-            raise ToolError(f"tool {path}: no module named {e.name!r} (not in the current directory "
-                            "or the environment)") from None
+            file = e.name.replace(".", "/") + ".py"
+            raise ToolError(
+                f"tool {path}: no module named {e.name!r}: looked in {', '.join(folders)} (beside the "
+                f"workflow file, then the current directory) and the environment: put {file} beside "
+                "the workflow file, or install its package (pip install -e), or add its folder to "
+                "PYTHONPATH"
+            ) from None
         raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
     except Exception as e:  # noqa: BLE001 - user code: any failure is one line
         raise ToolError(f"tool {path}: importing {module} failed: {one_line(e)}") from None
@@ -186,10 +230,13 @@ def check_declared(cls: type[Tool], path: str) -> None:
     for attr in ("tags", "input_names"):
         value = getattr(cls, attr)
         if isinstance(value, str):
-            raise ToolError(f"tool {path}: {attr} must be a tuple of strings, not the string {value!r} "
-                            f"(write ({value!r},))")
+            raise ToolError(
+                f"tool {path}: {attr} must be a tuple of strings, not the string {value!r} (write ({value!r},))"
+            )
         if not isinstance(value, (tuple, list)) or not all(isinstance(x, str) for x in value):
             raise ToolError(f"tool {path}: {attr} must be a tuple of strings, got {value!r}")
+    if not isinstance(cls.size_unit, str) or not cls.size_unit.strip() or len(cls.size_unit) > 40:
+        raise ToolError(f"tool {path}: size_unit must be a short word (e.g. 'pages'), got {cls.size_unit!r}")
     if not isinstance(cls.workload, str):
         raise ToolError(f"tool {path}: workload must be a string (one line), got {type(cls.workload).__name__}")
     for attr in ("has_gpu", "concurrent_safe"):
@@ -237,8 +284,21 @@ def cold_card(path: str, vram_budget_mb: float | None) -> ToolCard:
     cls = tool_class(path)
     gpu = cls.has_gpu
     return ToolCard(
-        name=path, workload=cls.workload or f"user tool {cls.display_name()} (not profiled)",
-        cpu_ms=UNMEASURED_MS, gpu_ms=UNMEASURED_MS if gpu else None,
-        load_ms=0.0 if gpu else None, vram_mb=(vram_budget_mb or 0.0) if gpu else None,
-        tags=tuple(cls.tags),
+        name=path,
+        workload=cls.workload or f"user tool {cls.display_name()} (not profiled)",
+        cpu_ms=UNMEASURED_MS,
+        gpu_ms=UNMEASURED_MS if gpu else None,
+        load_ms=0.0 if gpu else None,
+        vram_mb=(vram_budget_mb or 0.0) if gpu else None,
+        tags=host_only_tags(cls.tags) if not gpu else tuple(cls.tags),
     )
+
+
+HOST_ONLY_TAG = "no-gpu"  # the tag of a tool without a GPU implementation (cold-start policies read tags)
+
+
+def host_only_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """``tags`` with ``no-gpu``: a tool declared ``has_gpu = False`` says so the way a card's tags do,
+    so no cold-start policy places it on a GPU mode (that would run the same host code: a wasted probe)."""
+    tags = tuple(tags)
+    return tags if HOST_ONLY_TAG in tags else (*tags, HOST_ONLY_TAG)

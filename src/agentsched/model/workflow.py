@@ -19,6 +19,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentsched.errors import WorkflowError
+from agentsched.model.budget import vram_budget_problem
 from agentsched.model.cards import MAX_REPEAT, CardSet, ToolCard, load_card_set
 
 # Size caps, far above any agent workflow (the paper's have 4 tasks) and low enough that `show`,
@@ -103,6 +104,12 @@ def effective_mode(card: ToolCard, mode: Mode) -> Mode:
     return Mode.CPU if mode is not Mode.CPU and not card.has_gpu else mode
 
 
+def task_modes(space: DecisionSpace, card: ToolCard) -> tuple[Mode, ...]:
+    """The modes a scheduler may place a task on: ``cpu`` alone for a tool without a GPU implementation
+    (a GPU placement would run the same host code: ``effective_mode``), else the space's modes."""
+    return space.modes if card.has_gpu else (Mode.CPU,)
+
+
 def effective_mapping(cards: Mapping[str, ToolCard], mapping: Mapping[str, Mode]) -> dict[str, Mode]:
     """Where each task of ``mapping`` really runs (``effective_mode`` per task)."""
     return {t: effective_mode(cards[t], m) for t, m in mapping.items()}
@@ -178,11 +185,9 @@ class Workflow(BaseModel):
             cycle = nx.find_cycle(g)
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             raise WorkflowError(f"workflow {self.name!r} has a cycle: {path}")
-        if self.vram_budget_mb is not None and not (math.isfinite(self.vram_budget_mb) and self.vram_budget_mb > 0):
-            # why 0 too: an unprofiled GPU tool's card holds the whole budget (never an overrun), so 0 MB made
-            # every such tool hold nothing and all of them ran gpu_now at once
-            raise WorkflowError(f"workflow {self.name!r}: vram_budget_mb must be a number > 0 (none: omit it), "
-                                f"got {self.vram_budget_mb:g}")
+        problem = vram_budget_problem(self.vram_budget_mb)  # the budget's one rule (model/budget.py)
+        if problem is not None:
+            raise WorkflowError(f"workflow {self.name!r}: vram_budget_mb {problem}")
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from agentsched.errors import AgentschedError, WorkflowError, validation_line
 from agentsched.model.cards import builtin_card_sets
 from agentsched.model.files import loads_json_unique, read_document
+from agentsched.model.tool import tools_beside
 from agentsched.model.workflow import MAX_EDGES, MAX_SEQUENCE_ITEMS, MAX_TASKS, Workflow
 from agentsched.model.yaml_shape import yaml_too_large
 
@@ -43,10 +44,10 @@ class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value", key_node.start_mark)
+                    None, None, "a mapping key must be a plain value", key_node.start_mark
+                )
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -54,8 +55,8 @@ class _UniqueKeyLoader(_SafeBase):  # type: ignore[misc, valid-type]
         # refuse a huge list before building it: YAML aliases make millions of entries cheap to write
         if len(node.value) > MAX_SEQUENCE_ITEMS:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})",
-                node.start_mark)
+                None, None, f"a list of {len(node.value):,} items (at most {MAX_SEQUENCE_ITEMS:,})", node.start_mark
+            )
         return super().construct_sequence(node, deep=deep)
 
 
@@ -95,6 +96,8 @@ def parse_workflow_and_world(data: Any, source: str, base_dir: Path | None = Non
     data = dict(data)
     world = _take_world(data, source, base_dir)
     data.setdefault("name", Path(source).stem)
+    if base_dir is not None:  # its tool modules are found beside it first (model/tool.py)
+        tools_beside(base_dir)
     cards = data.get("cards")
     if base_dir is not None and isinstance(cards, str) and cards not in builtin_card_sets():
         # a card file is the one next to the workflow file, never one of the current directory's

@@ -27,8 +27,10 @@ def yaml_too_large(text: str, max_tasks: int, max_edges: int) -> str | None:
         for _ in yaml.parse(text, Loader=_Parser):
             n += 1
             if n > limit:
-                return (f"too large for a workflow: more than {limit:,} YAML nodes "
-                        f"(at most {max_tasks:,} tasks and {max_edges:,} edges)")
+                return (
+                    f"too large for a workflow: more than {limit:,} YAML nodes "
+                    f"(at most {max_tasks:,} tasks and {max_edges:,} edges)"
+                )
     except yaml.YAMLError:
         return None
     return None

@@ -4,5 +4,13 @@ from agentsched.monitor.config import MonitorConfig
 from agentsched.monitor.monitor import RuntimeMonitor
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
 
-__all__ = ["BestMapping", "Evidence", "Hint", "HistoryEntry", "LatencyAverage", "MonitorConfig",
-           "RuntimeMonitor", "WhatIf"]
+__all__ = [
+    "BestMapping",
+    "Evidence",
+    "Hint",
+    "HistoryEntry",
+    "LatencyAverage",
+    "MonitorConfig",
+    "RuntimeMonitor",
+    "WhatIf",
+]

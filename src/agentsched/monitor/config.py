@@ -55,9 +55,7 @@ class MonitorConfig:
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(options) - set(known))
         if unknown:
-            raise PolicyError(
-                f"unknown monitor option(s) {', '.join(unknown)} (valid: {', '.join(known)})"
-            )
+            raise PolicyError(f"unknown monitor option(s) {', '.join(unknown)} (valid: {', '.join(known)})")
         out: dict[str, Any] = {}
         for k, v in options.items():
             default = getattr(cls(), k)

@@ -25,18 +25,19 @@ budget.
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status
 from agentsched.model.mapping import MappingT, mapping_key
 from agentsched.model.rounds import RoundResult, first_cause, speaks
-from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode
+from agentsched.model.workflow import DecisionSpace, Mode, Workflow, effective_mode, task_modes
 from agentsched.monitor.config import MonitorConfig
+from agentsched.monitor.measured import Measured
+from agentsched.monitor.overlap import overlapping
 from agentsched.monitor.records import BestMapping, Evidence, Hint, HistoryEntry, LatencyAverage, WhatIf
 from agentsched.monitor.render import summary_lines
 
@@ -45,47 +46,6 @@ Key = tuple[Mode, ...]
 
 
 HISTORY_ROUNDS = 64  # rounds the monitor (and so the agent's view and prompt) keeps; totals cover all
-
-
-def _two_sum(a: float, b: float) -> tuple[float, float]:
-    """a + b as (rounded sum, exact rounding error) (Knuth's TwoSum)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-@dataclass
-class _Measured:
-    """Everything measured for one mapping (mutable monitor state, not reported as is).
-
-    The feasible runs' E2E are kept as a count, the last value and an exact running sum (Shewchuk's
-    partials, as ``math.fsum`` keeps them), not as a list: a mapping served for days keeps O(1)
-    memory, and its mean is bit for bit ``statistics.fmean`` of every run."""
-
-    mapping: MappingT  # the mapping
-    samples: int = 0  # feasible runs measured (rounds and probes)
-    last_ms: float | None = None  # the last feasible run's E2E
-    infeasible: bool = False  # some run of it failed
-    peak_vram_mb: float = 0.0  # max over its runs
-    message: str = ""  # the last failure's message
-    first_round: int | None = None  # first round it was proposed in (None: only probed)
-    _partials: list[float] = field(default_factory=list, repr=False)
-
-    def add(self, e2e_ms: float) -> None:
-        """One more feasible run's E2E."""
-        x, out = e2e_ms, []
-        for y in self._partials:
-            x, err = _two_sum(x, y) if abs(x) >= abs(y) else _two_sum(y, x)
-            if err:
-                out.append(err)
-        out.append(x)
-        self._partials = out
-        self.samples += 1
-        self.last_ms = e2e_ms
-
-    @property
-    def mean_ms(self) -> float | None:
-        return math.fsum(self._partials) / self.samples if self.samples and not self.infeasible else None
 
 
 class RuntimeMonitor:
@@ -109,7 +69,7 @@ class RuntimeMonitor:
         self.space: DecisionSpace = workflow.decision_space
         self.budget_mb = workflow.vram_budget_mb
         self.history: deque[HistoryEntry] = deque(maxlen=HISTORY_ROUNDS)  # the last rounds observed, in order
-        self._measured: dict[Key, _Measured] = {}  # every mapping executed (rounds and probes)
+        self._measured: dict[Key, Measured] = {}  # every mapping executed (rounds and probes)
         self._windows: dict[tuple[str, Mode], deque[float]] = {}  # (task, mode) -> recent run latencies
         self._observed_ok: set[tuple[str, Mode]] = set()  # (task, mode) seen finishing in a feasible run
         self.observed_vram_mb: dict[str, float] = {}  # task -> VRAM seen held on the GPU
@@ -143,15 +103,18 @@ class RuntimeMonitor:
         return self.observed_vram_mb.get(task)
 
     # ---- queries the reasoners use -----------------------------------------------------------
-    def measured(self, mapping: Mapping[str, Mode]) -> _Measured | None:
+    def measured(self, mapping: Mapping[str, Mode]) -> Measured | None:
         return self._measured.get(mapping_key(self.workflow, mapping))
 
     def measured_mappings(self) -> list[tuple[MappingT, float | None, int, bool]]:
         """(mapping, mean E2E or None, feasible samples, was run as a round) for everything measured.
         A mapping whose every run failed in host code (probes) is left out: nothing was measured of it,
         and a mean of None would read as infeasible."""
-        return [(dict(m.mapping), m.mean_ms, m.samples, m.first_round is not None)
-                for m in self._measured.values() if m.samples or m.infeasible]
+        return [
+            (dict(m.mapping), m.mean_ms, m.samples, m.first_round is not None)
+            for m in self._measured.values()
+            if m.samples or m.infeasible
+        ]
 
     def best(self) -> BestMapping | None:
         cands = [m for m in self._measured.values() if m.first_round is not None and m.mean_ms is not None]
@@ -163,7 +126,7 @@ class RuntimeMonitor:
     def averages(self) -> list[LatencyAverage]:
         out = []
         for t in self.workflow.task_ids:
-            for mode in self.space.modes:
+            for mode in self._modes(t):
                 w = self._windows.get((t, mode))
                 if not w:
                     continue
@@ -175,8 +138,11 @@ class RuntimeMonitor:
         return out
 
     def unobserved(self) -> list[tuple[str, Mode]]:
-        return [(t, m) for t in self.workflow.task_ids for m in self.space.modes
-                if (t, m) not in self._observed_ok]
+        return [(t, m) for t in self.workflow.task_ids for m in self._modes(t) if (t, m) not in self._observed_ok]
+
+    def _modes(self, task: str) -> tuple[Mode, ...]:
+        """Where ``task`` may be placed (a tool without a GPU implementation: cpu alone)."""
+        return task_modes(self.space, self.workflow.task_cards[task])
 
     def _tool(self, task: str) -> str:
         return self.workflow.task_cards[task].name if self.cards is not None else self.workflow.tasks[task].tool_label
@@ -186,7 +152,7 @@ class RuntimeMonitor:
         key = mapping_key(self.workflow, x.mapping)
         m = self._measured.get(key)
         if m is None:
-            m = self._measured[key] = _Measured(dict(x.mapping))
+            m = self._measured[key] = Measured(dict(x.mapping))
         if round_index is not None and m.first_round is None:
             m.first_round = round_index
         m.peak_vram_mb = max(m.peak_vram_mb, x.peak_vram_mb)
@@ -217,7 +183,7 @@ class RuntimeMonitor:
 
     def _contended(self, gpu_spans: list) -> bool:
         """Factor A: GPU tasks overlapped and (warm start) ran measurably slower than their cards."""
-        overlapped = _overlapping(gpu_spans)
+        overlapped = overlapping(gpu_spans)
         if not overlapped:
             return False
         if self.cards is None:
@@ -247,15 +213,36 @@ class RuntimeMonitor:
         if text not in self._notes:
             self._notes.append(text)
 
-    def _whatif(self, kind: str, label: str, task: str, mode: Mode, swapped: str | None,
-                mapping: MappingT, *, fresh: bool = False) -> WhatIf | None:
+    def _whatif(
+        self,
+        kind: str,
+        label: str,
+        task: str,
+        mode: Mode,
+        swapped: str | None,
+        mapping: MappingT,
+        *,
+        fresh: bool = False,
+    ) -> WhatIf | None:
         """Measure ``mapping`` (or answer from an earlier run unless ``fresh``); None when out of budget."""
         known = self.measured(mapping)
         if known is not None and (known.samples or known.infeasible) and not fresh:
             last = known.last_ms if known.samples and not known.infeasible else None
-            return WhatIf(kind, label, task, mode, swapped, dict(mapping),
-                          Status.OOM if known.infeasible else Status.OK, last, known.mean_ms,
-                          known.samples, known.peak_vram_mb, known.message, executed=False)
+            return WhatIf(
+                kind,
+                label,
+                task,
+                mode,
+                swapped,
+                dict(mapping),
+                Status.OOM if known.infeasible else Status.OK,
+                last,
+                known.mean_ms,
+                known.samples,
+                known.peak_vram_mb,
+                known.message,
+                executed=False,
+            )
         if not self._budget_left():
             return None
         x = self.probe_fn(dict(mapping))
@@ -264,15 +251,28 @@ class RuntimeMonitor:
         self._record_execution(x, None)
         m = self.measured(mapping)
         assert m is not None
-        return WhatIf(kind, label, task, mode, swapped, dict(mapping), x.status, x.e2e_ms if x.ok else None,
-                      m.mean_ms, m.samples, x.peak_vram_mb, x.message, executed=True)
+        return WhatIf(
+            kind,
+            label,
+            task,
+            mode,
+            swapped,
+            dict(mapping),
+            x.status,
+            x.e2e_ms if x.ok else None,
+            m.mean_ms,
+            m.samples,
+            x.peak_vram_mb,
+            x.message,
+            executed=True,
+        )
 
     def _reprobes(self, base: MappingT, base_ok: bool) -> list[WhatIf]:
         c = self.config
         out: list[WhatIf] = []
         blocked: list[str] = []
         for t in self.workflow.task_ids:
-            for mode in self.space.modes:
+            for mode in self._modes(t):
                 cur = base[t]
                 if mode is cur:
                     continue
@@ -289,8 +289,9 @@ class RuntimeMonitor:
                 for u in self.workflow.task_ids:
                     if u == t or base[u] is not Mode.GPU_NOW:
                         continue
-                    w = self._whatif("swap", f"SWAP {t}<->{u}", t, Mode.GPU_NOW, u,
-                                     {**base, t: Mode.GPU_NOW, u: Mode.GPU_QUEUE})
+                    w = self._whatif(
+                        "swap", f"SWAP {t}<->{u}", t, Mode.GPU_NOW, u, {**base, t: Mode.GPU_NOW, u: Mode.GPU_QUEUE}
+                    )
                     if w is None:
                         return out
                     out.append(w)
@@ -312,7 +313,7 @@ class RuntimeMonitor:
                 close.append((m.mean_ms, w))
         close.sort(key=lambda p: p[0])
         out = []
-        for _, w in close[:c.confirm_top]:
+        for _, w in close[: c.confirm_top]:
             m = self.measured(w.mapping)
             assert m is not None
             while m.samples < c.confirm_samples and not m.infeasible:
@@ -329,12 +330,14 @@ class RuntimeMonitor:
     def _reprobes_active(self) -> bool:
         # cold start has no card to trust even without a factor: measuring is the only evidence
         cold = self.cards is None
-        return self.config.reprobe and (self.contention or self.memory_pressure or cold
-                                         or not self.config.progressive)
+        return self.config.reprobe and (self.contention or self.memory_pressure or cold or not self.config.progressive)
 
     def _swaps_active(self) -> bool:
-        return (self.config.swap_reprobe and self.space is DecisionSpace.THREE_WAY
-                and (self.memory_pressure or not self.config.progressive))
+        return (
+            self.config.swap_reprobe
+            and self.space is DecisionSpace.THREE_WAY
+            and (self.memory_pressure or not self.config.progressive)
+        )
 
     def _hints_active(self) -> bool:
         return self.config.hints and (self.memory_pressure or not self.config.progressive)
@@ -349,8 +352,16 @@ class RuntimeMonitor:
         failed = cause.extra.get("failed_task") if cause is not None else None  # the run the verdict is of
         if failed not in self.workflow.task_index:  # e.g. a LangGraph host node: not a task to move
             failed = None
-        entry = HistoryEntry(result.round, dict(result.mapping), result.status, result.e2e_ms,
-                             result.peak_vram_mb, result.message, failed, result.judged)
+        entry = HistoryEntry(
+            result.round,
+            dict(result.mapping),
+            result.status,
+            result.e2e_ms,
+            result.peak_vram_mb,
+            result.message,
+            failed,
+            result.judged,
+        )
         prev = next((h.mapping for h in reversed(self.history) if h.judged), None)  # the last round judged
         self.history.append(entry)
         had = (self.contention, self.memory_pressure)
@@ -364,45 +375,65 @@ class RuntimeMonitor:
         # nothing to judge: no probe or hint either (they would fail in the same host code); the
         # rerun that follows, judged, probes around the mapping as if this round had not been
         if self.config.enabled and result.judged:
-            changed = prev is None or prev != entry.mapping
-            stagnant = self._stagnant()
-            key = mapping_key(self.workflow, entry.mapping)
-            if self._reprobes_active():
-                # an exploration budget (probe_allowed) that cut a mapping's reprobes short: they
-                # resume in its next rounds, measured ones answered from memory
-                resume = not changed and self._deferred == key
-                if changed or resume:
-                    active.append("reprobes")
-                    whatifs = self._reprobes(entry.mapping, entry.ok)
-                    self._around[key] = whatifs
-                    self._deferred = key if self._refused else None
-                    if any(w.kind == "swap" for w in whatifs):
-                        active.append("swaps")
-                elif stagnant and self.config.confirm:
-                    whatifs = self._confirm(entry.mapping, self.best())
-                    if whatifs:
-                        active.append("confirm")
-            if self._hints_active() and stagnant:
-                hints = self._hints()
-                if hints:
-                    active.append("hints")
-            if self._averages_active():
-                active.insert(1, "running_averages")
-            if not had[0] and self.contention:
-                self._note("contention detected (Factor A)")
-            if not had[1] and self.memory_pressure:
-                self._note("memory pressure detected (Factor B)")
+            whatifs, hints = self._mechanisms(entry, prev, had, active)
         best = self.best()
         averages = self.averages() if self.config.enabled and self._averages_active() else []
         unobserved = self.unobserved() if self.config.enabled else []
         ev = Evidence(
-            round=result.round, contention=self.contention, memory_pressure=self.memory_pressure,
-            active=tuple(active), entry=entry, best=best, averages=tuple(averages),
-            unobserved=tuple(unobserved), whatifs=tuple(whatifs), hints=tuple(hints),
-            observed_vram_mb=dict(self.observed_vram_mb), probes=self._round_probes,
-            probes_total=self.probes_total, notes=tuple(self._notes), summary=(),
+            round=result.round,
+            contention=self.contention,
+            memory_pressure=self.memory_pressure,
+            active=tuple(active),
+            entry=entry,
+            best=best,
+            averages=tuple(averages),
+            unobserved=tuple(unobserved),
+            whatifs=tuple(whatifs),
+            hints=tuple(hints),
+            observed_vram_mb=dict(self.observed_vram_mb),
+            probes=self._round_probes,
+            probes_total=self.probes_total,
+            notes=tuple(self._notes),
+            summary=(),
         )
         return replace(ev, summary=tuple(self.summarize(ev)))
+
+    def _mechanisms(
+        self, entry: HistoryEntry, prev: MappingT | None, had: tuple[bool, bool], active: list[str]
+    ) -> tuple[list[WhatIf], list[Hint]]:
+        """A judged round's what-ifs and hints, from the mechanisms active now; appends their names to
+        ``active`` and notes a factor detected for the first time."""
+        whatifs: list[WhatIf] = []
+        hints: list[Hint] = []
+        changed = prev is None or prev != entry.mapping
+        stagnant = self._stagnant()
+        key = mapping_key(self.workflow, entry.mapping)
+        if self._reprobes_active():
+            # an exploration budget (probe_allowed) that cut a mapping's reprobes short: they
+            # resume in its next rounds, measured ones answered from memory
+            resume = not changed and self._deferred == key
+            if changed or resume:
+                active.append("reprobes")
+                whatifs = self._reprobes(entry.mapping, entry.ok)
+                self._around[key] = whatifs
+                self._deferred = key if self._refused else None
+                if any(w.kind == "swap" for w in whatifs):
+                    active.append("swaps")
+            elif stagnant and self.config.confirm:
+                whatifs = self._confirm(entry.mapping, self.best())
+                if whatifs:
+                    active.append("confirm")
+        if self._hints_active() and stagnant:
+            hints = self._hints()
+            if hints:
+                active.append("hints")
+        if self._averages_active():
+            active.insert(1, "running_averages")
+        if not had[0] and self.contention:
+            self._note("contention detected (Factor A)")
+        if not had[1] and self.memory_pressure:
+            self._note("memory pressure detected (Factor B)")
+        return whatifs, hints
 
     def _stagnant(self) -> bool:
         n = self.config.stagnation_rounds
@@ -433,8 +464,10 @@ class RuntimeMonitor:
                 held = [self.known_vram_mb(u) for u in self.concurrent[t] if base[u] is Mode.GPU_NOW]
                 if all(v is not None for v in held):
                     free = self.budget_mb - sum(held)  # type: ignore[arg-type]
-            text = (f"hint: mapping unchanged for {rounds_same} rounds; {t} on {self.label(mode)} "
-                    "has never run in a feasible execution")
+            text = (
+                f"hint: mapping unchanged for {rounds_same} rounds; {t} on {self.label(mode)} "
+                "has never run in a feasible execution"
+            )
             if need is not None and mode is not Mode.CPU:
                 text += f" (needs {need:.0f} MB"
                 text += f"; {free:.0f} MB free beside the gpu_now tasks that run with it)" if free is not None else ")"
@@ -444,27 +477,3 @@ class RuntimeMonitor:
     # ---- rendering ---------------------------------------------------------------------------
     def summarize(self, ev: Evidence) -> list[str]:
         return summary_lines(ev, self.space, self.budget_mb)
-
-
-def _overlapping(spans: list) -> list:
-    """The spans whose run interval [start + load, end) overlaps another's, in start order. A sweep
-    over the sorted intervals (linear after the sort) instead of comparing every pair, which was
-    quadratic on a workflow with thousands of GPU tasks; a zero-length interval takes the pairwise
-    path (the sweep's argument needs positive lengths)."""
-    ivs = sorted(((sp.start_ms + sp.load_ms, sp.end_ms, k) for k, sp in enumerate(spans)))
-    if any(e <= s0 for s0, e, _ in ivs):
-        out = []
-        for i, a in enumerate(spans):
-            for b in spans[i + 1:]:
-                if a.start_ms + a.load_ms < b.end_ms and b.start_ms + b.load_ms < a.end_ms:
-                    out.extend((a, b))
-        return out
-    flagged = []
-    max_end = float("-inf")
-    for i, (s0, e, k) in enumerate(ivs):
-        # an earlier-starting interval still running at s0, or the next one starting before e
-        if max_end > s0 or (i + 1 < len(ivs) and ivs[i + 1][0] < e):
-            flagged.append(spans[k])
-        max_end = max(max_end, e)
-    return flagged
-

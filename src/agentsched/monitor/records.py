@@ -35,9 +35,16 @@ class HistoryEntry:
         return self.status is Status.OK
 
     def to_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "mapping": mapping_dict(self.mapping), "status": self.status.value,
-                "e2e_ms": _r(self.e2e_ms), "peak_vram_mb": _r(self.peak_vram_mb),
-                "message": self.message, "failed_task": self.failed_task, "judged": self.judged}
+        return {
+            "round": self.round,
+            "mapping": mapping_dict(self.mapping),
+            "status": self.status.value,
+            "e2e_ms": _r(self.e2e_ms),
+            "peak_vram_mb": _r(self.peak_vram_mb),
+            "message": self.message,
+            "failed_task": self.failed_task,
+            "judged": self.judged,
+        }
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,12 @@ class BestMapping:
     first_round: int  # the round it was first proposed in
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mapping": mapping_dict(self.mapping), "e2e_ms": _r(self.e2e_ms),
-                "samples": self.samples, "first_round": self.first_round}
+        return {
+            "mapping": mapping_dict(self.mapping),
+            "e2e_ms": _r(self.e2e_ms),
+            "samples": self.samples,
+            "first_round": self.first_round,
+        }
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,14 @@ class LatencyAverage:
     card_ms: float | None  # the isolated card latency for this mode (warm start); None in cold start
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "tool": self.tool, "mode": self.mode.value, "mean_ms": _r(self.mean_ms),
-                "samples": self.samples, "card_ms": _r(self.card_ms)}
+        return {
+            "task": self.task,
+            "tool": self.tool,
+            "mode": self.mode.value,
+            "mean_ms": _r(self.mean_ms),
+            "samples": self.samples,
+            "card_ms": _r(self.card_ms),
+        }
 
 
 @dataclass(frozen=True)
@@ -93,10 +110,21 @@ class WhatIf:
         return self.status is Status.OK
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": self.label, "task": self.task, "mode": self.mode.value,
-                "swapped": self.swapped, "mapping": mapping_dict(self.mapping), "status": self.status.value,
-                "e2e_ms": _r(self.e2e_ms), "mean_e2e_ms": _r(self.mean_e2e_ms), "samples": self.samples,
-                "peak_vram_mb": _r(self.peak_vram_mb), "message": self.message, "executed": self.executed}
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "task": self.task,
+            "mode": self.mode.value,
+            "swapped": self.swapped,
+            "mapping": mapping_dict(self.mapping),
+            "status": self.status.value,
+            "e2e_ms": _r(self.e2e_ms),
+            "mean_e2e_ms": _r(self.mean_e2e_ms),
+            "samples": self.samples,
+            "peak_vram_mb": _r(self.peak_vram_mb),
+            "message": self.message,
+            "executed": self.executed,
+        }
 
 
 @dataclass(frozen=True)
@@ -110,8 +138,13 @@ class Hint:
     free_mb: float | None  # budget left beside the best mapping's gpu_now tasks; None: no budget/unknown
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "task": self.task, "mode": self.mode.value,
-                "vram_mb": _r(self.vram_mb), "free_mb": _r(self.free_mb)}
+        return {
+            "text": self.text,
+            "task": self.task,
+            "mode": self.mode.value,
+            "vram_mb": _r(self.vram_mb),
+            "free_mb": _r(self.free_mb),
+        }
 
 
 @dataclass(frozen=True)

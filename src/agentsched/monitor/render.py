@@ -43,8 +43,9 @@ def average_lines(averages: tuple[LatencyAverage, ...], space: DecisionSpace, *,
 def summary_lines(ev: Evidence, space: DecisionSpace, budget_mb: float | None) -> list[str]:
     lines = []
     if ev.best is not None:
-        lines.append(f"best so far: {ev.best.e2e_ms:.0f} ms (first run R{ev.best.first_round}, "
-                     f"mean of {ev.best.samples})")
+        lines.append(
+            f"best so far: {ev.best.e2e_ms:.0f} ms (first run R{ev.best.first_round}, mean of {ev.best.samples})"
+        )
     lines.extend(f"note: {n}" for n in ev.notes)
     lines.extend(average_lines(ev.averages, space))
     lines.extend(whatif_line(w, space, budget_mb) for w in ev.whatifs)

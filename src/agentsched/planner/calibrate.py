@@ -45,8 +45,7 @@ class Calibration:
         return {"a": round(self.a, 4), "b": round(self.b, 4), "sd": round(self.sd, 4), "points": self.points}
 
 
-def calibrate(points: Sequence[tuple[float, float, int]], noise_sd: float = 0.0,
-              widen: float = 1.0) -> Calibration:
+def calibrate(points: Sequence[tuple[float, float, int]], noise_sd: float = 0.0, widen: float = 1.0) -> Calibration:
     """Fit from ``(overlap, residual, runs)`` per measured mapping. ``noise_sd``: log spread of one
     run (the part of a residual that is the measurement's, not the model's); ``widen`` multiplies
     the resulting sd (after a detected change)."""

@@ -35,8 +35,9 @@ class PageHinkley:
     n: int = 0
 
 
-def ph_update(state: PageHinkley, z: float, *, delta: float = DEFAULT_DELTA,
-              threshold: float = DEFAULT_THRESHOLD) -> tuple[PageHinkley, int]:
+def ph_update(
+    state: PageHinkley, z: float, *, delta: float = DEFAULT_DELTA, threshold: float = DEFAULT_THRESHOLD
+) -> tuple[PageHinkley, int]:
     """Add one standardised residual. Returns the new state and +1 (upward change: slower than
     expected), -1 (faster) or 0. After a detection the caller restarts from ``PageHinkley()``."""
     if not math.isfinite(z):
@@ -54,8 +55,9 @@ def ph_update(state: PageHinkley, z: float, *, delta: float = DEFAULT_DELTA,
     return new, 0
 
 
-def first_change(zs: Iterable[float], *, delta: float = DEFAULT_DELTA,
-                 threshold: float = DEFAULT_THRESHOLD) -> tuple[int, int] | None:
+def first_change(
+    zs: Iterable[float], *, delta: float = DEFAULT_DELTA, threshold: float = DEFAULT_THRESHOLD
+) -> tuple[int, int] | None:
     """(index, direction) of the first detection over a whole stream, or None."""
     state = PageHinkley()
     for i, z in enumerate(zs):

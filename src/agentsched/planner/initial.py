@@ -36,8 +36,10 @@ def card_mapping(workflow: Workflow, cards: Mapping[str, ToolCard]) -> tuple[Map
     """Warm start: the ratio guideline (binary space) or the structural rules (three-way)."""
     if workflow.decision_space is DecisionSpace.BINARY:
         return _ratio(workflow, cards), "round 0, warm start: ratio guideline (cpu_ms/gpu_ms)"
-    return (_structural(workflow, cards),
-            "round 0, warm start: structural rules (VRAM budget, queue load cost, queue timeline)")
+    return (
+        _structural(workflow, cards),
+        "round 0, warm start: structural rules (VRAM budget, queue load cost, queue timeline)",
+    )
 
 
 def _cpu_only(workflow: Workflow, cards: Mapping[str, ToolCard]) -> tuple[MappingT, list[str]]:
@@ -115,8 +117,9 @@ def _structural(workflow: Workflow, cards: Mapping[str, ToolCard]) -> MappingT:
     return {t: m[t] for t in ids}
 
 
-def _add_if_fits(workflow: Workflow, cards: Mapping[str, ToolCard], beside_mb: dict[str, float], t: str,
-                 budget_mb: float) -> None:
+def _add_if_fits(
+    workflow: Workflow, cards: Mapping[str, ToolCard], beside_mb: dict[str, float], t: str, budget_mb: float
+) -> None:
     """Adds ``t`` to the gpu_now tasks ``beside_mb`` (task -> VRAM of the gpu_now tasks that can
     overlap it) when the VRAM of every gpu_now task plus the gpu_now tasks beside it stays in the
     budget. Why kept current: rechecking every pair for each candidate took cubic time (a 1,000-task

@@ -35,9 +35,11 @@ def _quantile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def candidate_values(incumbent_e2e_ms: Sequence[float | None],
-                     candidates_e2e_ms: Sequence[Sequence[float | None]],
-                     quantile: float = OPTIMISTIC_QUANTILE) -> list[Value]:
+def candidate_values(
+    incumbent_e2e_ms: Sequence[float | None],
+    candidates_e2e_ms: Sequence[Sequence[float | None]],
+    quantile: float = OPTIMISTIC_QUANTILE,
+) -> list[Value]:
     """``incumbent_e2e_ms[s]``: the incumbent's E2E under draw s; ``candidates_e2e_ms[c][s]``: candidate
     c's (None: infeasible under that draw). One ``Value`` per candidate."""
     if not 0 < quantile < 1:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from agentsched.planner.predict import TaskParams
 from agentsched.model.cards import ToolCard
 from agentsched.model.workflow import DecisionSpace, Mode, Workflow
 from agentsched.planner.initial import card_mapping
 from agentsched.planner.initial import tag_mapping as _tag_mapping
+from agentsched.planner.predict import TaskParams
 from agentsched.policies.heft import HeftPolicy
 
 MappingT = dict[str, Mode]
@@ -38,8 +38,13 @@ def tag_mapping(workflow: Workflow, tags: Mapping[str, tuple[str, ...]]) -> Mapp
     return _tag_mapping(workflow, tags)[0]
 
 
-def gpu_profile(workflow: Workflow, tags: Mapping[str, tuple[str, ...]], has_gpu: Callable[[str], bool],
-                seen: set[tuple[str, bool]], base: MappingT) -> tuple[MappingT, str] | None:
+def gpu_profile(
+    workflow: Workflow,
+    tags: Mapping[str, tuple[str, ...]],
+    has_gpu: Callable[[str], bool],
+    seen: set[tuple[str, bool]],
+    base: MappingT,
+) -> tuple[MappingT, str] | None:
     """Cold start: a probe running the GPU-capable tasks never seen on the GPU there (isolated on the queue
     in three-way, on gpu_now in binary), the rest as in ``base``; a task seen nowhere that is not
     compute-bound goes to the CPU in the same probe (one probe instead of two: its GPU latency stays
@@ -54,13 +59,19 @@ def gpu_profile(workflow: Workflow, tags: Mapping[str, tuple[str, ...]], has_gpu
     return m, f"cold-start profile: {', '.join(no_gpu)} on {workflow.decision_space.label(gpu_mode)}"
 
 
-def cpu_profile(workflow: Workflow, tags: Mapping[str, tuple[str, ...]], has_gpu: Callable[[str], bool],
-                seen: set[tuple[str, bool]], base: MappingT) -> tuple[MappingT, str] | None:
+def cpu_profile(
+    workflow: Workflow,
+    tags: Mapping[str, tuple[str, ...]],
+    has_gpu: Callable[[str], bool],
+    seen: set[tuple[str, bool]],
+    base: MappingT,
+) -> tuple[MappingT, str] | None:
     """Cold start: a probe running on the CPU the tasks never seen there except compute-bound ones (their
     CPU latency follows the GPU one by the tag's speedup: a CPU run of a dense model is the most
     expensive probe there is), the rest as in ``base``. None when there is nothing to profile."""
     no_cpu = [t for t in workflow.task_ids if (t, False) not in seen and "compute-bound" not in tags[t]]
     if not no_cpu:
         return None
-    return {t: (Mode.CPU if t in no_cpu else base[t]) for t in workflow.task_ids}, \
-        f"cold-start profile: {', '.join(no_cpu)} on the CPU"
+    return {
+        t: (Mode.CPU if t in no_cpu else base[t]) for t in workflow.task_ids
+    }, f"cold-start profile: {', '.join(no_cpu)} on the CPU"

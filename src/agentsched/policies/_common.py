@@ -88,8 +88,9 @@ def certainly_infeasible(workflow: Workflow, cards: Mapping[str, ToolCard], mapp
     for t, m in mapping.items():
         if m is not Mode.CPU and not fits_vram(0.0, cards[t].vram_needed_mb, budget):
             return True
-    at_zero = sum(cards[t].vram_needed_mb for t in workflow.task_ids
-                  if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW)
+    at_zero = sum(
+        cards[t].vram_needed_mb for t in workflow.task_ids if not workflow.preds[t] and mapping[t] is Mode.GPU_NOW
+    )
     return not fits_vram(0.0, at_zero, budget)
 
 

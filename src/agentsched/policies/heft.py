@@ -40,7 +40,6 @@ from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies._common import CpuCores, VramGuard
 from agentsched.policies.base import Policy, PolicyContext, Proposal
 
-
 MACHINE_MODELS = ("parallel", "classical")
 
 
@@ -76,12 +75,12 @@ class HeftPolicy(Policy):
     name = "heft"
 
     def __init__(self, *, cpu_cores: int | None = None, machine: str = "parallel") -> None:
-        if cpu_cores is not None and (not isinstance(cpu_cores, int) or isinstance(cpu_cores, bool)
-                                      or cpu_cores < 1):
+        if cpu_cores is not None and (not isinstance(cpu_cores, int) or isinstance(cpu_cores, bool) or cpu_cores < 1):
             raise PolicyError(f"policy {self.name}: cpu_cores must be an integer >= 1, got {cpu_cores!r}")
         if machine not in MACHINE_MODELS:
-            raise PolicyError(f"policy {self.name}: machine must be one of {', '.join(MACHINE_MODELS)}, "
-                              f"got {machine!r}")
+            raise PolicyError(
+                f"policy {self.name}: machine must be one of {', '.join(MACHINE_MODELS)}, got {machine!r}"
+            )
         self.cpu_cores = cpu_cores  # None: parallel: one core per task; classical: one core
         self.machine = machine  # "parallel" or "classical" (module docstring)
         self.plan: dict[str, PlannedTask] = {}
@@ -136,7 +135,9 @@ class HeftPolicy(Policy):
         wf = self.ctx.workflow
         info: dict[str, Any] = {
             "planned_makespan_ms": round(max(p.finish_ms for p in self.plan.values()), 3),
-            "planned": {t: [self.plan[t].processor, round(self.plan[t].start_ms, 3),
-                            round(self.plan[t].finish_ms, 3)] for t in wf.task_ids},
+            "planned": {
+                t: [self.plan[t].processor, round(self.plan[t].start_ms, 3), round(self.plan[t].finish_ms, 3)]
+                for t in wf.task_ids
+            },
         }
         return Proposal({t: self.plan[t].mode for t in wf.task_ids}, info)

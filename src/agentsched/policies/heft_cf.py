@@ -26,8 +26,13 @@ class HeftCfPolicy(HeftPolicy):
 
     name = "heft-cf"
 
-    def __init__(self, *, cpu_cores: int | None = None, machine: str = "parallel",
-                 contention_factor: float = DEFAULT_CONTENTION_FACTOR) -> None:
+    def __init__(
+        self,
+        *,
+        cpu_cores: int | None = None,
+        machine: str = "parallel",
+        contention_factor: float = DEFAULT_CONTENTION_FACTOR,
+    ) -> None:
         super().__init__(cpu_cores=cpu_cores, machine=machine)
         if not isinstance(contention_factor, (int, float)) or contention_factor < 0:
             raise PolicyError(f"policy {self.name}: contention_factor must be >= 0, got {contention_factor!r}")

@@ -29,8 +29,10 @@ class OracleRefPolicy(Policy):
         super().reset(ctx)
         res = self.given
         if res is None:
-            raise PolicyError("policy oracle needs the oracle searched on the run's testbed "
-                              "(oracle=reference_oracle(workflow, testbed))")
+            raise PolicyError(
+                "policy oracle needs the oracle searched on the run's testbed "
+                "(oracle=reference_oracle(workflow, testbed))"
+            )
         if res.workflow != ctx.workflow.name:
             raise PolicyError(f"policy oracle was given the oracle of {res.workflow}, not of {ctx.workflow.name}")
         self.best = res.best

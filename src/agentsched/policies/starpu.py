@@ -98,9 +98,13 @@ class StarpuPolicy(Policy):
         plan = self.plan()
         wf = self.ctx.workflow
         info: dict[str, Any] = {
-            "expected_ms": {t: {CPU: round(self.expected_ms(t, CPU), 3),
-                                **({GPU: round(self.expected_ms(t, GPU), 3)} if self.ctx.cards[t].has_gpu else {})}
-                            for t in wf.task_ids},
+            "expected_ms": {
+                t: {
+                    CPU: round(self.expected_ms(t, CPU), 3),
+                    **({GPU: round(self.expected_ms(t, GPU), 3)} if self.ctx.cards[t].has_gpu else {}),
+                }
+                for t in wf.task_ids
+            },
             "expected_makespan_ms": round(max(p.finish_ms for p in plan.values()), 3),
         }
         return Proposal({t: plan[t].mode for t in wf.task_ids}, info)

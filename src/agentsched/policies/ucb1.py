@@ -34,7 +34,6 @@ from agentsched.model.workflow import Workflow
 from agentsched.policies._common import certainly_infeasible, lower_bound_ms
 from agentsched.policies.base import Policy, PolicyContext, Proposal, RoundResult
 
-
 MAX_ARMS = 4096  # most mappings UCB1 holds as arms (2^12 binary, 3^7 = 2187 three-way)
 
 
@@ -44,18 +43,24 @@ class Ucb1Policy(Policy):
     name = "ucb1"
 
     def __init__(self, *, exploration: float = 2.0) -> None:
-        if (isinstance(exploration, bool) or not isinstance(exploration, (int, float))
-                or not math.isfinite(exploration) or exploration < 0):
+        if (
+            isinstance(exploration, bool)
+            or not isinstance(exploration, (int, float))
+            or not math.isfinite(exploration)
+            or exploration < 0
+        ):
             raise PolicyError(f"policy {self.name}: exploration must be a finite number >= 0, got {exploration!r}")
         self.exploration = float(exploration)  # the constant under the square root (2 in UCB1)
 
     def check_workflow(self, workflow: Workflow) -> None:
         """The arm cap: one-line ``PolicyError`` when ``workflow`` has more than ``MAX_ARMS`` mappings."""
         k, n = len(workflow.decision_space.modes), len(workflow.task_ids)
-        if k ** n > MAX_ARMS:  # 3^10000 has 4,772 digits: an order of magnitude is the line
-            count = f"{k ** n}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
-            raise PolicyError(f"policy ucb1: {workflow.name} has {count} mappings ({k}^{n}), over the arm cap of "
-                              f"{MAX_ARMS}; use a policy that does not enumerate mappings")
+        if k**n > MAX_ARMS:  # 3^10000 has 4,772 digits: an order of magnitude is the line
+            count = f"{k**n}" if n <= 40 else f"about 10^{n * math.log10(k):,.0f}"
+            raise PolicyError(
+                f"policy ucb1: {workflow.name} has {count} mappings ({k}^{n}), over the arm cap of "
+                f"{MAX_ARMS}; use a policy that does not enumerate mappings"
+            )
 
     def reset(self, ctx: PolicyContext) -> None:
         self.check_workflow(ctx.workflow)  # also for callers that skip the preflight
@@ -88,8 +93,13 @@ class Ucb1Policy(Policy):
             top = max(scores)
             arm = self.ctx.rng.choice([a for a, s in enumerate(scores) if s >= top - 1e-12])
             phase = "ucb"
-        info = {"arm": arm, "arms": len(self.arms), "phase": phase, "plays": self.plays[arm],
-                "mean_reward": round(self.mean_reward(arm), 6)}
+        info = {
+            "arm": arm,
+            "arms": len(self.arms),
+            "phase": phase,
+            "plays": self.plays[arm],
+            "mean_reward": round(self.mean_reward(arm), 6),
+        }
         return Proposal(dict(self.arms[arm]), info)
 
     def reward(self, result: RoundResult) -> float:

@@ -18,7 +18,6 @@ import gc
 import logging
 import math
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from typing import Any
 
 from agentsched.errors import AgentschedError, one_line
 from agentsched.model.cards import CardSet, ToolCard, load_card_set
+from agentsched.profiler.host import machine_info, wait_until_quiet
 
 BUSY_POLICIES = ("warn", "wait", "ignore")
 log = logging.getLogger(__name__)
@@ -58,78 +58,6 @@ class Measurement:
         return max(self.calls_ms) / lo if lo > 0 else 1.0
 
 
-# ---- machine -----------------------------------------------------------------------------------
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo ({} elsewhere)."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                k, _, v = line.partition(":")
-                fields[k.strip()] = v.strip()
-    except OSError:
-        pass
-    return fields
-
-
-def cpu_model() -> str:
-    """e.g. 'AMD EPYC (family 25 model 17)': virtual machines often hide the exact part name."""
-    info = _cpuinfo()
-    name = info.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in info and "model" in info:
-        name += f" (family {info['cpu family']} model {info['model']})"
-    return name
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU, GPU, memory, library versions and the load average, for the card file."""
-    info: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
-    try:
-        import psutil
-
-        info["ram_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:
-        pass
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            info["gpu"] = props.name
-            info["gpu_mem_mb"] = round(props.total_memory / 2**20)
-            info["cuda"] = torch.version.cuda
-        else:
-            info["gpu"] = None
-    except ImportError:
-        pass
-    try:
-        import transformers
-
-        info["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    info["loadavg"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    return info
-
-
-def others_cpu_pct(interval_s: float = 0.5) -> float:
-    """System-wide CPU use (0-100) over ``interval_s`` while this process sleeps: the others' load."""
-    try:
-        import psutil
-    except ImportError:  # fall back on the load average per core
-        return min(100.0, 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1))
-    return float(psutil.cpu_percent(interval=interval_s))
-
-
 # ---- measuring ---------------------------------------------------------------------------------
 def _warm_imports() -> None:
     """Import the heavy libraries and the shared tokenizer once, outside every timed load (user
@@ -150,7 +78,13 @@ def _warm_imports() -> None:
 
 
 def measure(
-    name: str, device: str, size: str, *, runs: int, warmup: int, seed: int = 0,
+    name: str,
+    device: str,
+    size: str,
+    *,
+    runs: int,
+    warmup: int,
+    seed: int = 0,
     busy_pct: float = 0.0,
 ) -> Measurement:
     """Load ``name`` on ``device``, time ``warmup`` + ``runs`` calls of ``run(inputs)``, unload.
@@ -198,9 +132,17 @@ def measure(
         del tool
         gc.collect()
 
-    return Measurement(tool=name, device="cuda" if cuda else "cpu", size=size, load_ms=load_ms,
-                       call_ms=statistics.median(calls), calls_ms=calls, vram_mb=vram,
-                       busy_pct=busy_pct, loadavg_1m=la)
+    return Measurement(
+        tool=name,
+        device="cuda" if cuda else "cpu",
+        size=size,
+        load_ms=load_ms,
+        call_ms=statistics.median(calls),
+        calls_ms=calls,
+        vram_mb=vram,
+        busy_pct=busy_pct,
+        loadavg_1m=la,
+    )
 
 
 @contextmanager
@@ -214,8 +156,9 @@ def _phase(name: str, phase: str, device: str) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001 - any failure of user code (MemoryError included)
         first = (str(e).strip().splitlines() or [""])[0]
         where = f" on {device}" if device else ""
-        raise ProfileError(f"tool {name} failed in {phase}(){where}: {type(e).__name__}"
-                           + (f": {first}" if first else "")) from None
+        raise ProfileError(
+            f"tool {name} failed in {phase}(){where}: {type(e).__name__}" + (f": {first}" if first else "")
+        ) from None
 
 
 def _profiled_tool(name: str, size: str, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -230,32 +173,14 @@ def _profiled_tool(name: str, size: str, seed: int) -> tuple[Any, dict[str, Any]
         with _phase(name, "example_inputs", ""):
             inputs = tool.example_inputs()
         if not isinstance(inputs, dict):
-            raise ProfileError(f"tool {name}: example_inputs() returned {type(inputs).__name__} ({inputs!r:.40}), "
-                               "not a dict of the inputs run() takes: the profiler has nothing to time it on")
+            raise ProfileError(
+                f"tool {name}: example_inputs() returned {type(inputs).__name__} ({inputs!r:.40}), "
+                "not a dict of the inputs run() takes: the profiler has nothing to time it on"
+            )
         return tool, inputs
     from agentsched.tools import get_tool
 
     return get_tool(name, size, seed=seed), {}
-
-
-def wait_until_quiet(max_busy_pct: float, policy: str, max_wait_s: float,
-                     say: Callable[[str], None]) -> float:
-    """Sample others' CPU use; under ``wait`` poll until it drops (or time runs out). Returns it."""
-    if policy == "ignore":
-        return 0.0
-    busy = others_cpu_pct()
-    if busy <= max_busy_pct:
-        return busy
-    if policy == "wait":
-        deadline = time.monotonic() + max_wait_s
-        say(f"machine busy ({busy:.0f}% CPU used by others): waiting up to {max_wait_s:.0f} s")
-        while busy > max_busy_pct and time.monotonic() < deadline:
-            time.sleep(2.0)
-            busy = others_cpu_pct(1.0)
-        if busy <= max_busy_pct:
-            return busy
-    say(f"warning: machine busy ({busy:.0f}% CPU used by other processes): latencies will be inflated")
-    return busy
 
 
 def resolve_tools(spec: str | list[str]) -> list[str]:
@@ -263,12 +188,16 @@ def resolve_tools(spec: str | list[str]) -> list[str]:
     from agentsched.tools import parse_tool_name, tool_names
 
     if isinstance(spec, str):
-        items = tool_names() if spec.strip().lower() in ("", "all") else [s.strip() for s in spec.split(",") if s.strip()]
+        items = (
+            tool_names() if spec.strip().lower() in ("", "all") else [s.strip() for s in spec.split(",") if s.strip()]
+        )
     else:
         items = [str(s).strip() for s in spec if str(s).strip()]
     if not items:
-        raise ProfileError(f"--tools {spec if isinstance(spec, str) else ','.join(map(str, spec))!r} selects no "
-                           "tools (give 'all' or a comma list, e.g. clip,groupby)")
+        raise ProfileError(
+            f"--tools {spec if isinstance(spec, str) else ','.join(map(str, spec))!r} selects no "
+            "tools (give 'all' or a comma list, e.g. clip,groupby)"
+        )
     from agentsched.model.tool import is_tool_path, tool_class
 
     for n in items:
@@ -309,15 +238,24 @@ class ProfilePlan:
 
 
 def plan_profile(
-    tools: str | list[str] = "all", devices: str = "cpu", *, size: str = "small", runs: int = 30,
-    warmup: int = 2, seed: int = 0, busy: str = "warn", max_busy_pct: float = 30.0, max_wait_s: float = 120.0,
+    tools: str | list[str] = "all",
+    devices: str = "cpu",
+    *,
+    size: str = "small",
+    runs: int = 30,
+    warmup: int = 2,
+    seed: int = 0,
+    busy: str = "warn",
+    max_busy_pct: float = 30.0,
+    max_wait_s: float = 120.0,
 ) -> ProfilePlan:
     """Validate a profiler request without measuring anything (one-line ProfileError otherwise)."""
     from agentsched.model.tool import is_tool_path, tool_class
     from agentsched.tools import get_tool, parse_size, tools_installed
 
     user_only = isinstance(tools, (str, list)) and all(
-        is_tool_path(n) for n in (tools.split(",") if isinstance(tools, str) else tools) if str(n).strip())
+        is_tool_path(n) for n in (tools.split(",") if isinstance(tools, str) else tools) if str(n).strip()
+    )
     if not user_only and not tools_installed():
         raise ProfileError("the profiler needs the tools extra: pip install 'agentsched[tools]'")
     if runs < 1 or warmup < 0:
@@ -335,16 +273,26 @@ def plan_profile(
 
     for n in names:
         if is_tool_path(n) and tool_class(n).example_inputs is Tool.example_inputs:
-            raise ProfileError(f"tool {n} defines no example_inputs() (a dict of the inputs run() takes): "
-                               "the profiler has nothing to time it on")
+            raise ProfileError(
+                f"tool {n} defines no example_inputs() (a dict of the inputs run() takes): "
+                "the profiler has nothing to time it on"
+            )
 
     def has_gpu(n: str) -> bool:
         return tool_class(n).has_gpu if is_tool_path(n) else get_tool(n, size).has_gpu
 
-    jobs = tuple((n, d) for n in names for d in devs
-                 if d == "cpu" or has_gpu(n))  # host-only tools have no GPU figure
-    return ProfilePlan(jobs=jobs, size=size, devices=tuple(devs), runs=runs, warmup=warmup, seed=seed, busy=busy,
-                       max_busy_pct=float(max_busy_pct), max_wait_s=float(max_wait_s))
+    jobs = tuple((n, d) for n in names for d in devs if d == "cpu" or has_gpu(n))  # host-only tools have no GPU figure
+    return ProfilePlan(
+        jobs=jobs,
+        size=size,
+        devices=tuple(devs),
+        runs=runs,
+        warmup=warmup,
+        seed=seed,
+        busy=busy,
+        max_busy_pct=float(max_busy_pct),
+        max_wait_s=float(max_wait_s),
+    )
 
 
 @dataclass
@@ -358,19 +306,40 @@ class ProfileRun:
 
 
 def profile(
-    tools: str | list[str] = "all", devices: str = "cpu", *, size: str = "small", runs: int = 30,
-    warmup: int = 2, seed: int = 0, busy: str = "warn", max_busy_pct: float = 30.0,
-    max_wait_s: float = 120.0, on_step: Callable[[str, int, int], None] | None = None,
+    tools: str | list[str] = "all",
+    devices: str = "cpu",
+    *,
+    size: str = "small",
+    runs: int = 30,
+    warmup: int = 2,
+    seed: int = 0,
+    busy: str = "warn",
+    max_busy_pct: float = 30.0,
+    max_wait_s: float = 120.0,
+    on_step: Callable[[str, int, int], None] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> ProfileRun:
     """Measure every (tool, device). ``on_step(label, done, total)`` reports progress."""
-    plan = plan_profile(tools, devices, size=size, runs=runs, warmup=warmup, seed=seed, busy=busy,
-                        max_busy_pct=max_busy_pct, max_wait_s=max_wait_s)
+    plan = plan_profile(
+        tools,
+        devices,
+        size=size,
+        runs=runs,
+        warmup=warmup,
+        seed=seed,
+        busy=busy,
+        max_busy_pct=max_busy_pct,
+        max_wait_s=max_wait_s,
+    )
     return run_plan(plan, on_step=on_step, say=say)
 
 
-def run_plan(plan: ProfilePlan, *, on_step: Callable[[str, int, int], None] | None = None,
-             say: Callable[[str], None] | None = None) -> ProfileRun:
+def run_plan(
+    plan: ProfilePlan,
+    *,
+    on_step: Callable[[str, int, int], None] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProfileRun:
     """Measure a validated plan. ``on_step(label, done, total)`` reports progress."""
     say = say or (lambda msg: None)
     jobs, size, runs, warmup, seed = plan.jobs, plan.size, plan.runs, plan.warmup, plan.seed
@@ -388,16 +357,23 @@ def run_plan(plan: ProfilePlan, *, on_step: Callable[[str, int, int], None] | No
     if on_step:
         on_step("done", len(jobs), len(jobs))
     return ProfileRun(
-        measurements=out, machine=machine,
+        measurements=out,
+        machine=machine,
         loadavg_end=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        settings={"size": size, "runs": runs, "warmup": warmup, "seed": seed, "devices": list(plan.devices),
-                  "busy_policy": busy, "max_busy_pct": max_busy_pct},
+        settings={
+            "size": size,
+            "runs": runs,
+            "warmup": warmup,
+            "seed": seed,
+            "devices": list(plan.devices),
+            "busy_policy": busy,
+            "max_busy_pct": max_busy_pct,
+        },
     )
 
 
 # ---- cards -------------------------------------------------------------------------------------
-def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
-                   reference: str = "a5500") -> CardSet:
+def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None, reference: str = "a5500") -> CardSet:
     """Cards from a run: cpu_ms from the CPU; gpu_ms, load_ms, vram_mb from the GPU.
 
     ``base`` (an earlier card file of this machine) supplies what this run did not measure, e.g.
@@ -426,11 +402,11 @@ def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
             fields["cpu_ms"] = round(ms["cpu"].call_ms, 4)
         if "cuda" in ms:
             g = ms["cuda"]
-            fields.update(gpu_ms=round(g.call_ms, 4), load_ms=round(g.load_ms, 3),
-                          vram_mb=round(g.vram_mb or 0.0, 2))
+            fields.update(gpu_ms=round(g.call_ms, 4), load_ms=round(g.load_ms, 3), vram_mb=round(g.vram_mb or 0.0, 2))
         if "cpu_ms" not in fields:
-            raise ProfileError(f"{tool}: no CPU latency (profile with --device all, or merge into a card "
-                               "file that has it)")
+            raise ProfileError(
+                f"{tool}: no CPU latency (profile with --device all, or merge into a card file that has it)"
+            )
         cards[tool] = ToolCard.model_validate(fields)
     machine = dict(run.machine)
     machine["loadavg_end"] = run.loadavg_end
@@ -443,6 +419,7 @@ def build_card_set(run: ProfileRun, name: str, *, base: CardSet | None = None,
             for m in run.measurements
         ],
     }
-    src = (f"agentsched profile --size {run.settings['size']} --runs {run.settings['runs']} "
-           f"on {machine.get('cpu')}" + (f" + {machine['gpu']}" if machine.get("gpu") else ""))
+    src = f"agentsched profile --size {run.settings['size']} --runs {run.settings['runs']} on {machine.get('cpu')}" + (
+        f" + {machine['gpu']}" if machine.get("gpu") else ""
+    )
     return CardSet(name=name, source=src, machine=machine, cards=cards)

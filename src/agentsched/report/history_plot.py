@@ -35,8 +35,15 @@ def learning_curve_figure(series: dict[str, list[tuple[int, float | None]]], tit
             for _, e in ok:
                 running = min(running, e)
                 best.append(running)
-            ax.step([r for r, _ in ok], best, where="post", color=line[0].get_color(), ls="--", lw=1.5,
-                    label=f"{label}: best so far")
+            ax.step(
+                [r for r, _ in ok],
+                best,
+                where="post",
+                color=line[0].get_color(),
+                ls="--",
+                lw=1.5,
+                label=f"{label}: best so far",
+            )
         if bad:
             floor = min((e for _, e in ok), default=1.0) * 0.9
             ax.plot(bad, [floor] * len(bad), "x", color="red", label=f"{label}: failed round")

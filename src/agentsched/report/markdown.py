@@ -8,20 +8,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.data import paper_tables
-from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
 from agentsched.experiments.bench_records import BenchResult, SummaryRow
-from agentsched.experiments.results import paper_mapping_reference_ms
-from agentsched.experiments.paper import paper_first_match_rounds, paper_oracle
-from agentsched.testbeds.world import DEFAULT_WORLD
+from agentsched.experiments.paper import paper_first_match_rounds
+from agentsched.loop.metrics import EQUIVALENCE_TOLERANCE
 from agentsched.model.text import plural
+from agentsched.report.ablation_section import ablation_discussion
 from agentsched.report.heft_section import heft_equal, heft_section
 from agentsched.report.md_table import table as _table
+from agentsched.report.oracle_section import TABLE4, TABLE5, oracle_section
+from agentsched.testbeds.world import DEFAULT_WORLD
 
 # our policy -> the paper's row name in Tables 4/5
 PAPER_ROW = {"heft-cf": "HEFT-CF", "ucb1": "UCB1", "starpu": "StarPU", "agent-rules": "LLM", "agent-llm": "LLM"}
 AGENTS = ("agent-rules", "agent-rules-cold", "agent-llm", "agent-plan", "agent-plan-cold")
-TABLE4 = tuple(f"S{i}" for i in range(1, 11))
-TABLE5 = ("S11", "S12", "S13")
 
 
 def _ratio(x: float | None) -> str:
@@ -40,8 +39,12 @@ def _vs(ours: str, paper: Any) -> str:
     return f"{ours} / {p}" if ours == p else f"**{ours}** / {p}"
 
 
-def _grid(scenarios: Sequence[str], policies: Sequence[str], rows: dict[tuple[str, str], SummaryRow],
-          cell: Callable[[SummaryRow], str]) -> list[list[str]]:
+def _grid(
+    scenarios: Sequence[str],
+    policies: Sequence[str],
+    rows: dict[tuple[str, str], SummaryRow],
+    cell: Callable[[SummaryRow], str],
+) -> list[list[str]]:
     """One table row per scenario, one ``cell(summary)`` per policy ("-" where it did not run)."""
     return [[s] + ["-" if rows.get((s, p)) is None else cell(rows[(s, p)]) for p in policies] for s in scenarios]
 
@@ -55,22 +58,6 @@ def _match_cell(s: SummaryRow) -> str:
 def _label(policy: str, rows: dict[tuple[str, str], SummaryRow]) -> str:
     online = next((s.online for (_, p), s in rows.items() if p == policy), True)
     return policy if online else f"{policy} (offline reference)"
-
-
-def _mapping_str(mapping: dict[str, str], binary: bool, named: bool = False) -> str:
-    """The placements in the mapping's task order; ``named``: each written TASK=placement."""
-    short = {"gpu_now": "gpu" if binary else "now", "gpu_queue": "queue", "cpu": "cpu"}
-    return " ".join(f"{t}={short[m]}" if named else short[m] for t, m in mapping.items())
-
-
-def _oracle_column(workflows: Sequence[Any]) -> tuple[str, bool]:
-    """The oracle mapping column's title, and whether its cells name their tasks: the task names in
-    order when every workflow has the same ones (the paper's A B C D), else TASK=placement cells, as
-    one title cannot name the tasks of workflows that differ in size or names."""
-    orders = {tuple(wf.task_ids) for wf in workflows}
-    if len(orders) == 1:
-        return f"our oracle ({' '.join(orders.pop())})", False
-    return "our oracle (task=placement)", True
 
 
 @dataclass(frozen=True)
@@ -94,16 +81,34 @@ def _report(result: BenchResult) -> _Report:
     builtin = result.paper_scenarios()
     t4 = [s for s in scen if s in TABLE4 and s in builtin]
     t5 = [s for s in scen if s in TABLE5 and s in builtin]
-    return _Report(result, cfg, {(s.scenario, s.policy): s for s in result.summary()}, list(cfg.policies), scen,
-                   builtin, t4, t5, [s for s in scen if s not in t4 and s not in t5])
+    return _Report(
+        result,
+        cfg,
+        {(s.scenario, s.policy): s for s in result.summary()},
+        list(cfg.policies),
+        scen,
+        builtin,
+        t4,
+        t5,
+        [s for s in scen if s not in t4 and s not in t5],
+    )
 
 
 def render_report(result: BenchResult, images: Sequence[str] = ()) -> str:
     """The bench's report.md: oracles, the paper's tables beside ours, E2E/oracle, convergence,
     regret, plots, the HEFT study and the S13 ablation."""
     c = _report(result)
-    parts = [*_header(c), *_oracles(c), *_table4(c), *_table5(c), *_other(c), *_figure5(c), *_convergence(c),
-             *_regret(c), *_tail(c, images)]
+    parts = [
+        *_header(c),
+        *oracle_section(c.result, c.scen, c.builtin),
+        *_table4(c),
+        *_table5(c),
+        *_other(c),
+        *_figure5(c),
+        *_convergence(c),
+        *_regret(c),
+        *_tail(c, images),
+    ]
     return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
 
 
@@ -117,62 +122,26 @@ def _header(c: _Report) -> list[str]:
     spec = cfg.spec
     if spec.simulated:
         world = spec.world_name
-        bed = (f"Simulated testbed (noise sigma {spec.noise_sigma:g}, world {world}"
-               + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
-               + ")")
+        bed = (
+            f"Simulated testbed (noise sigma {spec.noise_sigma:g}, world {world}"
+            + ("" if world == DEFAULT_WORLD else f"; the paper's figures are for the {DEFAULT_WORLD} world")
+            + ")"
+        )
     else:
-        bed = (f"Testbed {spec.kind.value} (real tools, size {spec.size.value}"
-               + (f", {spec.cpu_slots} CPU workers" if spec.cpu_slots else "") + ")")
+        bed = (
+            f"Testbed {spec.kind.value} (real tools, size {spec.size.value}"
+            + (f", {spec.cpu_slots} CPU workers" if spec.cpu_slots else "")
+            + ")"
+        )
     parts.append(
         f"{bed}, {plural(cfg.rounds, 'round')} x {plural(cfg.repeats, 'execution')} "
         f"(round E2E = median), {'seed' if len(cfg.seeds) == 1 else 'seeds'} {', '.join(map(str, cfg.seeds))}; cards: "
         f"{cfg.cards or 'each workflow’s own'}. Runs took {result.wall_s:.1f} s. "
         "Cells show ours / the paper's (Lu & Reda, arXiv:2607.22242) where the paper has a figure; "
-        "**bold** where they differ. Metric definitions: docs/results.md.\n")
+        "**bold** where they differ. Metric definitions: docs/results.md.\n"
+    )
     if result.notes:
         parts.append("\n".join(f"- Note: {n}" for n in result.notes) + "\n")
-    return parts
-
-
-def _oracles(c: _Report) -> list[str]:
-    """Our oracles beside the paper's."""
-    cfg, scen = c.cfg, c.scen
-    parts: list[str] = []
-    result, builtin = c.result, c.builtin
-    where = "noise-free simulator" if cfg.simulated else f"{cfg.spec.kind.value} testbed, median of {cfg.repeats} runs"
-    parts.append(f"\n## Oracles: ours ({where}) vs the paper (Table 3, Figure 5, Table 5)\n")
-    parts.append("Every other table is relative to *our* oracle. 'paper map here' is the E2E of the paper's "
-                 "oracle mapping in our simulator over our oracle's; 'equivalent' counts the mappings within "
-                 f"{EQUIVALENCE_TOLERANCE:.0%} of our oracle, against which placement matches are counted "
-                 "(near-ties: a task off the critical path may go either way).\n\n")
-    orows = []
-    abs_ratio: dict[str, float] = {}  # our oracle E2E / the paper's
-    title, named = _oracle_column([result.workflows[s] for s in scen])
-    for s in scen:
-        wf, view = result.workflows[s], result.views[s]
-        binary = wf.decision_space.value == "binary"
-        ours = {t: view.best[t].value for t in wf.task_ids}
-        pap = paper_oracle(s) if s in builtin else None
-        if pap is not None and set(pap["mapping"]) == set(wf.task_ids):
-            ref = paper_mapping_reference_ms(wf, view)
-            here = "infeasible" if ref is None else f"{ref / view.e2e_ms:.3f}x"
-            pmap = _mapping_str({t: pap["mapping"][t] for t in wf.task_ids}, binary, named)
-            pe2e = "-" if pap["e2e_ms"] is None else f"{pap['e2e_ms']:,.0f}"
-        else:
-            here, pmap, pe2e = "-", "-", "-"
-        row = [s, _mapping_str(ours, binary, named), pmap, here, str(len(view.equivalent_mappings)),
-               f"{view.e2e_ms:,.0f}", pe2e, f"{view.feasible_total}/{view.mappings_total}"]
-        differs = pmap != "-" and pmap != row[1]
-        orows.append([f"**{c}**" for c in row] if differs else row)
-        if pap is not None and pap["e2e_ms"]:
-            abs_ratio[s] = view.e2e_ms / pap["e2e_ms"]
-    parts.append(_table(["scenario", title, "paper oracle", "paper map here", "equivalent",
-                         "our E2E ms", "paper E2E ms", "feasible"], orows))
-    n_diff = sum(1 for r in orows if r[0].startswith("**"))
-    if n_diff:
-        parts.append(f"\n**Bold** rows: our oracle mapping differs from the paper's ({n_diff}); 'paper map here' "
-                     "says how far the paper's mapping is from ours in our simulator (1.000x: a tie).\n")
-    parts.append(_absolute_times(abs_ratio, cfg.simulated))
     return parts
 
 
@@ -185,14 +154,16 @@ def _table4(c: _Report) -> list[str]:
     t4p = paper["table4_mapping_accuracy_S1_S10"]
     if t4:
         parts.append("\n## Table 4: best oracle match within the rounds, S1-S10\n")
-        parts.append("Two readings of 'placed as in the oracle'. **Strict**: tasks placed as in our oracle mapping "
-                     "or one exactly tied with it (a tool without a GPU version is the same run on either mode). "
-                     f"**Lenient**: as in any mapping within {EQUIVALENCE_TOLERANCE:.0%} of the oracle's E2E. "
-                     "The paper's figure counts tools placed as in *its* oracle mapping, i.e. the strict reading, "
-                     "so cells compare our strict match with the paper's (median over seeds, range in brackets "
-                     "when seeds differ; the lenient median follows after '2%:' where it differs). The full-match "
-                     "counts are given for both readings; the paper's count stands beside the strict one. The paper "
-                     "ran HEFT-CF, UCB1, StarPU and its LLM agent (compared here with our agent policies).\n\n")
+        parts.append(
+            "Two readings of 'placed as in the oracle'. **Strict**: tasks placed as in our oracle mapping "
+            "or one exactly tied with it (a tool without a GPU version is the same run on either mode). "
+            f"**Lenient**: as in any mapping within {EQUIVALENCE_TOLERANCE:.0%} of the oracle's E2E. "
+            "The paper's figure counts tools placed as in *its* oracle mapping, i.e. the strict reading, "
+            "so cells compare our strict match with the paper's (median over seeds, range in brackets "
+            "when seeds differ; the lenient median follows after '2%:' where it differs). The full-match "
+            "counts are given for both readings; the paper's count stands beside the strict one. The paper "
+            "ran HEFT-CF, UCB1, StarPU and its LLM agent (compared here with our agent policies).\n\n"
+        )
         trows = []
         for p in policies:
             prow = t4p.get(PAPER_ROW.get(p, ""), {})
@@ -208,10 +179,12 @@ def _table4(c: _Report) -> list[str]:
                 lenient = "" if sr.best_match_median == sr.best_match_exact_median else f" (2%: {sr.best_match_median})"
                 cells.append(_vs(str(sr.best_match_exact_median), prow.get(s)) + lenient)
             paper_full = prow.get("full_matches") if len(t4) == 10 else None
-            trows.append([_label(p, rows)] + cells + [
-                _vs(f"{exact}/{len(t4)}", None if paper_full is None else f"{paper_full}/10"), f"{full}/{len(t4)}"])
-        parts.append(_table(["policy"] + t4 + ["full, strict (paper's reading)", "full, lenient (within 2%)"],
-                            trows))
+            trows.append(
+                [_label(p, rows)]
+                + cells
+                + [_vs(f"{exact}/{len(t4)}", None if paper_full is None else f"{paper_full}/10"), f"{full}/{len(t4)}"]
+            )
+        parts.append(_table(["policy"] + t4 + ["full, strict (paper's reading)", "full, lenient (within 2%)"], trows))
         parts.append(heft_equal(rows, policies, scen, result))
     return parts
 
@@ -225,12 +198,14 @@ def _table5(c: _Report) -> list[str]:
     t5p = paper["table5_three_way_S11_S13"]["rows"]
     if t5:
         parts.append("\n## Table 5: three-way decision space with a VRAM budget, S11-S13\n")
-        parts.append("E2E in ms, all noise-free: mem-greedy and agent = the chosen mapping's (each seed's best "
-                     "round's mapping, run by the testbed's noise-free model; median over seeds), oracle = the "
-                     f"{'noise-free search' if cfg.simulated else 'search median'}; so no policy can show an E2E "
-                     "below the oracle's (a best *noisy* round can). First round = first oracle-equivalent round (within "
-                     f"{EQUIVALENCE_TOLERANCE:.0%}; the paper counts its first 4/4 match), median over the "
-                     "seeds that reached it, 0-based like the paper's R0.\n\n")
+        parts.append(
+            "E2E in ms, all noise-free: mem-greedy and agent = the chosen mapping's (each seed's best "
+            "round's mapping, run by the testbed's noise-free model; median over seeds), oracle = the "
+            f"{'noise-free search' if cfg.simulated else 'search median'}; so no policy can show an E2E "
+            "below the oracle's (a best *noisy* round can). First round = first oracle-equivalent round (within "
+            f"{EQUIVALENCE_TOLERANCE:.0%}; the paper counts its first 4/4 match), median over the "
+            "seeds that reached it, 0-based like the paper's R0.\n\n"
+        )
         agents = [a for a in AGENTS if a in policies]
         header = ["scenario", "budget MB", "total MB", "mem-greedy E2E", "oracle E2E"]
         for a in agents:
@@ -240,10 +215,13 @@ def _table5(c: _Report) -> list[str]:
             wf, view = result.workflows[s], result.views[s]
             prow = t5p.get(s)
             mg = rows.get((s, "mem-greedy"))
-            row = [s, f"{wf.vram_budget_mb:g}" if wf.vram_budget_mb is not None else "-",
-                   f"{wf.total_vram_mb:g}",
-                   _vs(_ms(mg.chosen_e2e_ms_median) if mg else "-", None if prow is None else f"{prow[2]:,}"),
-                   _vs(_ms(view.e2e_ms), None if prow is None else prow[3])]
+            row = [
+                s,
+                f"{wf.vram_budget_mb:g}" if wf.vram_budget_mb is not None else "-",
+                f"{wf.total_vram_mb:g}",
+                _vs(_ms(mg.chosen_e2e_ms_median) if mg else "-", None if prow is None else f"{prow[2]:,}"),
+                _vs(_ms(view.e2e_ms), None if prow is None else prow[3]),
+            ]
             for a in agents:
                 sr = rows.get((s, a))
                 if sr is None:
@@ -251,8 +229,11 @@ def _table5(c: _Report) -> list[str]:
                     continue
                 row.append(_vs(_ms(sr.chosen_e2e_ms_median), None if prow is None else prow[4]))
                 row.append(_vs(f"{sr.best_match_median}/{sr.tasks}", None if prow is None else prow[5]))
-                first = "never" if sr.first_equivalent_median is None else \
-                    f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
+                first = (
+                    "never"
+                    if sr.first_equivalent_median is None
+                    else f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
+                )
                 row.append(_vs(first, None if prow is None else f"R{prow[6]}"))
             trows.append(row)
         parts.append(_table(header, trows))
@@ -277,8 +258,9 @@ def _other(c: _Report) -> list[str]:
     other = c.other
     if other:
         parts.append("\n## Other workflows: best oracle match\n\n")
-        trows = [[_label(p, rows)] + [_match_cell(rows[(s, p)]) if (s, p) in rows else "-" for s in other]
-                 for p in policies]
+        trows = [
+            [_label(p, rows)] + [_match_cell(rows[(s, p)]) if (s, p) in rows else "-" for s in other] for p in policies
+        ]
         parts.append(_table(["policy"] + other, trows))
     return parts
 
@@ -288,9 +270,11 @@ def _figure5(c: _Report) -> list[str]:
     cfg, rows, policies, scen = c.cfg, c.rows, c.policies, c.scen
     parts: list[str] = []
     parts.append("\n## E2E / oracle (Figure 5 layout)\n")
-    parts.append(f"Reference ({'noise-free' if cfg.simulated else 'oracle search'}) E2E of the best round's "
-                 "mapping over the oracle's, mean over seeds; "
-                 "in brackets the last round's. OOM: no feasible round.\n\n")
+    parts.append(
+        f"Reference ({'noise-free' if cfg.simulated else 'oracle search'}) E2E of the best round's "
+        "mapping over the oracle's, mean over seeds; "
+        "in brackets the last round's. OOM: no feasible round.\n\n"
+    )
     trows = _grid(scen, policies, rows, lambda sr: f"{_ratio(sr.best_ratio_mean)} ({_ratio(sr.final_ratio_mean)})")
     parts.append(_table(["scenario"] + policies, trows))
     return parts
@@ -303,17 +287,25 @@ def _convergence(c: _Report) -> list[str]:
     builtin = c.builtin
     paper_first = paper_first_match_rounds()  # Table 5, LLM first full-match round
     parts.append("\n## Convergence and exploration cost\n")
-    parts.append("First oracle-equivalent round (median over the seeds that reached it; seeds reaching it) "
-                 "and executions per run including probes. The paper reports first full-match rounds only "
-                 "for its LLM agent on S11-S13.\n\n")
+    parts.append(
+        "First oracle-equivalent round (median over the seeds that reached it; seeds reaching it) "
+        "and executions per run including probes. The paper reports first full-match rounds only "
+        "for its LLM agent on S11-S13.\n\n"
+    )
+
     def convergence(sr: SummaryRow) -> str:
-        first = "never" if sr.first_equivalent_median is None else \
-            f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
+        first = (
+            "never"
+            if sr.first_equivalent_median is None
+            else f"R{sr.first_equivalent_median} ({sr.first_equivalent_reached}/{sr.seeds})"
+        )
         return f"{first}, {sr.executions_mean:g} ex"
 
     paper_first = {k: v for k, v in paper_first.items() if k in builtin}
-    trows = [row + ["-" if paper_first.get(row[0]) is None else f"R{paper_first[row[0]]}"]
-             for row in _grid(scen, policies, rows, convergence)]
+    trows = [
+        row + ["-" if paper_first.get(row[0]) is None else f"R{paper_first[row[0]]}"]
+        for row in _grid(scen, policies, rows, convergence)
+    ]
     parts.append(_table(["scenario"] + policies + ["paper LLM first match"], trows))
     return parts
 
@@ -323,9 +315,12 @@ def _regret(c: _Report) -> list[str]:
     rows, policies, scen = c.rows, c.policies, c.scen
     parts: list[str] = []
     parts.append("\n## Cumulative regret\n")
-    parts.append("Sum over every execution (probes included) of E2E minus the oracle's E2E, over oracle E2E "
-                 "x executions; mean over seeds. An infeasible execution is charged the whole time it ran "
-                 "before failing; 'oom k' = infeasible executions per run.\n\n")
+    parts.append(
+        "Sum over every execution (probes included) of E2E minus the oracle's E2E, over oracle E2E "
+        "x executions; mean over seeds. An infeasible execution is charged the whole time it ran "
+        "before failing; 'oom k' = infeasible executions per run.\n\n"
+    )
+
     def regret(sr: SummaryRow) -> str:
         if sr.best_ratio_mean is None:
             return f"n/a, never feasible (oom {sr.infeasible_executions_mean:g})"
@@ -346,79 +341,5 @@ def _tail(c: _Report, images: Sequence[str]) -> list[str]:
         parts.append(heft_section(result.heft_study))
     if result.ablation is not None:
         parts.append("\n## S13 ablation (agent)\n\n" + result.ablation.to_markdown().rstrip() + "\n")
-        parts.append(_ablation_discussion(result.ablation))
+        parts.append(ablation_discussion(result.ablation))
     return parts
-
-
-# ---- prose computed from the results -----------------------------------------------------------------
-
-
-def _absolute_times(ratio: dict[str, float], simulated: bool) -> str:
-    """Our oracle E2E over the paper's, and why the simulator's absolute times are lower."""
-    if not ratio:
-        return ""
-    three = [ratio[s] for s in TABLE5 if s in ratio]
-    rest = [ratio[s] for s in TABLE4 if s in ratio]
-
-    def span(xs: list[float]) -> str:
-        return f"{min(xs):.2f}-{max(xs):.2f}x" if min(xs) != max(xs) else f"{xs[0]:.2f}x"
-
-    parts = []
-    if three:
-        parts.append(f"S11-S13: {span(three)} the paper's")
-    if rest:
-        parts.append(f"S1-S10: {span(rest)}")
-    where = "simulated" if simulated else "measured"
-    text = (f"\n**Absolute times.** Our {where} oracle E2E over the paper's: {'; '.join(parts)}. ")
-    if simulated:
-        text += ("The simulator has only the paper's Table 1 per-call costs and the fitted GPU contention; "
-                 "the paper's three-way runs also pay host-side costs that Table 1 lacks (its Figure 6 shows "
-                 "concurrent CPU tools slowing each other about 2x on its host), so the three-way scenarios "
-                 f"come out {'at about half' if three and max(three) <= 0.7 else 'below'} the paper's times"
-                 f"{', while S1-S10 stay within tens of percent' if rest and 0.6 <= min(rest) and max(rest) <= 1.5 else ''}. The "
-                 "tables compare mappings and rankings, which the calibration reproduces; the absolute "
-                 "milliseconds are magnitudes (docs/calibration.md).\n")
-    return text
-
-
-def _ablation_discussion(ablation: Any) -> str:
-    """Why the paper's Table 6 losses do (not) reproduce, from the measured tables."""
-    if not getattr(ablation, "paper", None):
-        return ""
-    paper = ablation.paper  # variant key -> [best match, best E2E]
-    out = ["\n**Why the paper's ablation losses do not reproduce here.** "]
-    for table in ablation.tables:
-        full = table.variants[0]
-        n = len(full.metrics)
-        lost = [v for v in table.variants[1:] if v.equivalent_seeds < full.equivalent_seeds]
-        kept = [v for v in table.variants[1:] if v.equivalent_seeds >= full.equivalent_seeds]
-        if table.initial == "rules":
-            if all(v.first_round_median == 0 for v in table.variants):
-                out.append("With the written rules, round 0 is already oracle-equivalent in every variant "
-                           f"(first equivalent round R0, {full.equivalent_seeds}/{n} seeds of the full system), so "
-                           "switching off a monitor mechanism cannot cost anything: our rules reasoner reads the "
-                           "warm-start cards deterministically, while the paper's LLM reasoner presumably did not "
-                           "start from the oracle mapping and needed the monitor's evidence to reach it. ")
-            else:
-                out.append("With the written rules, " + (
-                    f"{', '.join(v.variant.label for v in lost)} lose oracle-equivalent seeds. " if lost
-                    else "no variant loses an oracle-equivalent seed. "))
-            continue
-        if lost:
-            out.append("Without a prior (round 0 all on gpu_now) the evidence alone has to find the mapping: "
-                       + ", ".join(f"'{v.variant.label}' ({v.equivalent_seeds}/{n} seeds oracle-equivalent)"
-                                   for v in lost)
-                       + f" loses it against the full system's {full.equivalent_seeds}/{n}, the direction of the "
-                       "paper's row. ")
-        else:
-            out.append("Without a prior (round 0 all on gpu_now), every variant still finds the mapping. ")
-        if kept:
-            figures = ", ".join(f"'{v.variant.label}' {paper[v.variant.key][0]}" for v in kept
-                                if v.variant.key in paper)
-            out.append(f"{', '.join(repr(v.variant.label) for v in kept)} lose nothing: for a deterministic "
-                       "reasoner the remaining what-if runs and running averages suffice (no single reprobe type "
-                       "is needed)"
-                       + (f", whereas the paper's LLM fell to {figures} without them (a difference of reasoner, "
-                          "not of the monitor). " if figures else ". "))
-    out.append("The 'best match' column is the fewest over seeds (the worst seed), not a typical one.\n")
-    return "".join(out)

@@ -13,8 +13,7 @@ from agentsched.report import markdown, plots
 
 def output_names(gantt_scenario: str) -> tuple[str, ...]:
     """The files a bench writes in its folder (checked before its runs)."""
-    return ("results.json", "report.md", plots.E2E_FIGURE, plots.CONVERGENCE_FIGURE,
-            plots.gantt_name(gantt_scenario))
+    return ("results.json", "report.md", plots.E2E_FIGURE, plots.CONVERGENCE_FIGURE, plots.gantt_name(gantt_scenario))
 
 
 def write_outputs(result: BenchResult, out_dir: str | Path) -> list[Path]:

@@ -44,8 +44,17 @@ def plot_e2e_normalised(result: BenchResult, path: Path) -> Path:
             x = i - 0.4 + width * (j + 0.5)
             ok = [v for v in ratios if v is not None]
             if not ok:  # never feasible: a symbol where the bar would start, never a (tallest) bar
-                ax.plot([x], [OOM_MARK_Y * 1.04], marker="X", markersize=8, color=colors[j],
-                        markeredgecolor="black", markeredgewidth=0.6, linestyle="none", zorder=5)
+                ax.plot(
+                    [x],
+                    [OOM_MARK_Y * 1.04],
+                    marker="X",
+                    markersize=8,
+                    color=colors[j],
+                    markeredgecolor="black",
+                    markeredgewidth=0.6,
+                    linestyle="none",
+                    zorder=5,
+                )
                 ax.text(x, OOM_MARK_Y * 1.1, "OOM", ha="center", va="bottom", fontsize=6, rotation=90)
                 oom_seen = True
                 continue
@@ -53,8 +62,15 @@ def plot_e2e_normalised(result: BenchResult, path: Path) -> Path:
             tallest = max(tallest, max(ok))
             ax.bar(x, mean - OOM_MARK_Y, width, bottom=OOM_MARK_Y, color=colors[j])
             if len(ok) > 1 and max(ok) > min(ok):
-                ax.errorbar(x, mean, yerr=[[mean - min(ok)], [max(ok) - mean]], fmt="none", ecolor="black",
-                            elinewidth=0.6, capsize=1.5)
+                ax.errorbar(
+                    x,
+                    mean,
+                    yerr=[[mean - min(ok)], [max(ok) - mean]],
+                    fmt="none",
+                    ecolor="black",
+                    elinewidth=0.6,
+                    capsize=1.5,
+                )
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[j]) for j in range(len(pols))]
     labels = [style.safe_label(p) for p in pols]
     if oom_seen:
@@ -136,8 +152,15 @@ def plot_convergence(result: BenchResult, path: Path) -> Path:
             (line,) = ax.plot(range(n), ys, label=style.safe_label(p), markevery=max(1, n // 6), **st)
             handles.setdefault(p, line)
             if oom_x:
-                ax.plot(oom_x, [OOM_ROW_PCT] * len(oom_x), color=st["color"], marker="x", linestyle="none",
-                        markersize=5, zorder=st["zorder"])
+                ax.plot(
+                    oom_x,
+                    [OOM_ROW_PCT] * len(oom_x),
+                    color=st["color"],
+                    marker="x",
+                    linestyle="none",
+                    markersize=5,
+                    zorder=st["zorder"],
+                )
         ax.axhline(0.0, color="black", linewidth=0.6, linestyle="--", zorder=1)
         _excess_axis(ax)
         ax.yaxis.set_tick_params(labelleft=True)
@@ -149,10 +172,19 @@ def plot_convergence(result: BenchResult, path: Path) -> Path:
     for k in range(len(scen), rows * cols):
         axes[k // cols][k % cols].axis("off")
     ordered = [p for p in pols if p in handles]
-    fig.legend([handles[p] for p in ordered], [style.safe_label(p) for p in ordered], loc="lower center",
-               ncol=min(len(ordered), 6), fontsize=7, handlelength=3.5)
-    fig.suptitle("Convergence: measured round E2E over the oracle's (median over seeds; symlog: linear within "
-                 f"+-{LINEAR_PCT:g}%; OOM row: most seeds infeasible)", fontsize=9)
+    fig.legend(
+        [handles[p] for p in ordered],
+        [style.safe_label(p) for p in ordered],
+        loc="lower center",
+        ncol=min(len(ordered), 6),
+        fontsize=7,
+        handlelength=3.5,
+    )
+    fig.suptitle(
+        "Convergence: measured round E2E over the oracle's (median over seeds; symlog: linear within "
+        f"+-{LINEAR_PCT:g}%; OOM row: most seeds infeasible)",
+        fontsize=9,
+    )
     legend_rows = math.ceil(len(ordered) / 6)
     fig.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 0.97))
     fig.savefig(path, dpi=110)

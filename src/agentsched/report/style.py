@@ -46,9 +46,14 @@ def policy_colors(n: int) -> list[str]:
 def policy_style(j: int, n: int) -> dict[str, Any]:
     """Line style of the j-th of n policies: its colour (``policy_colors``), dash pattern, marker, and
     a width that shrinks with j (drawn above the earlier ones), so lines lying on one another stay visible."""
-    return {"color": policy_colors(n)[j], "linestyle": LINESTYLES[j % len(LINESTYLES)],
-            "marker": MARKERS[j % len(MARKERS)], "linewidth": 1.0 + 2.2 * (n - 1 - j) / max(1, n - 1),
-            "markersize": 3.5, "zorder": 2 + j}
+    return {
+        "color": policy_colors(n)[j],
+        "linestyle": LINESTYLES[j % len(LINESTYLES)],
+        "marker": MARKERS[j % len(MARKERS)],
+        "linewidth": 1.0 + 2.2 * (n - 1 - j) / max(1, n - 1),
+        "markersize": 3.5,
+        "zorder": 2 + j,
+    }
 
 
 @lru_cache(maxsize=1)

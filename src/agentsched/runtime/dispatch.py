@@ -157,7 +157,7 @@ class Dispatcher:
         with self._cond:
             if self._stop is None:
                 self._stop = error
-            waiting = list(self._pending) + self._slots[self._served:]
+            waiting = list(self._pending) + self._slots[self._served :]
             self._pending.clear()
             self._cond.notify_all()
         for req in waiting:

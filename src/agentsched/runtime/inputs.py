@@ -28,8 +28,9 @@ def check_input_names(wf: Workflow, inputs: dict[str, Any]) -> None:
     unknown = [n for n in inputs if n not in takes]
     if unknown:
         given = ", ".join(sorted(takes)) or "none"
-        raise ToolError(f"invocation input {unknown[0]!r} is not an input of workflow {wf.name} "
-                        f"(its source tasks take: {given})")
+        raise ToolError(
+            f"invocation input {unknown[0]!r} is not an input of workflow {wf.name} (its source tasks take: {given})"
+        )
 
 
 CALLER_HINT = "give them as invoke(NAME=VALUE) / --input NAME=VALUE"
@@ -43,8 +44,7 @@ def check_inputs_given(wf: Workflow, inputs: dict[str, Any], hint: str = CALLER_
         missing = [n for n in cls.input_names if n not in inputs]
         if not inputs or missing:
             need = ", ".join(missing or cls.input_names) or "its arguments"
-            raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): "
-                            f"{need} ({hint})")
+            raise ToolError(f"invocation is missing input(s) for source task {t} ({wf.tasks[t].tool}): {need} ({hint})")
 
 
 def check_needs_no_inputs(wf: Workflow, command: str) -> None:
@@ -53,7 +53,8 @@ def check_needs_no_inputs(wf: Workflow, command: str) -> None:
     command says so as a note)."""
     for t, cls in _source_user_tools(wf):
         if cls.input_names:
-            raise ToolError(f"{command} gives a workflow no inputs, but source task {t} ({wf.tasks[t].tool}) takes "
-                            f"{', '.join(cls.input_names)}: use agentsched invoke --input NAME=VALUE (or "
-                            "--inputs-jsonl FILE)")
-
+            raise ToolError(
+                f"{command} gives a workflow no inputs, but source task {t} ({wf.tasks[t].tool}) takes "
+                f"{', '.join(cls.input_names)}: use agentsched invoke --input NAME=VALUE (or "
+                "--inputs-jsonl FILE)"
+            )

@@ -49,8 +49,14 @@ from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.policies.base import Policy, Proposal
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
-from agentsched.runtime.setup import (build_policy, build_workflow, check_round_settings, check_runtime_arguments,
-                                      check_sim_cards, host_only_where_needed)
+from agentsched.runtime.setup import (
+    build_policy,
+    build_workflow,
+    check_round_settings,
+    check_runtime_arguments,
+    check_sim_cards,
+    host_only_where_needed,
+)
 from agentsched.runtime.write_behind import WriteBehind
 from agentsched.store import unwritten
 from agentsched.store.store import Store
@@ -61,7 +67,6 @@ log = logging.getLogger("agentsched.runtime")
 CLOSE_WAIT_S = 60.0  # close() waits this long for invocations running to end and be recorded
 INTERRUPTED = "interrupted (Ctrl-C) while it ran: its tool calls were abandoned"
 TERMINATED = "terminated (SIGTERM) while it ran: its tool calls were abandoned"
-
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,9 @@ class _LiveTestbed(Testbed):
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
 
-    def run(self, workflow: Workflow, mapping: Any, *, rng: random.Random | None = None,
-            inputs: Any = None) -> Execution:
+    def run(
+        self, workflow: Workflow, mapping: Any, *, rng: random.Random | None = None, inputs: Any = None
+    ) -> Execution:
         return self.rt._serve(dict(mapping), rng)
 
 
@@ -148,8 +154,12 @@ class Runtime:
                 self._own_store = not isinstance(store, Store)
                 self.store = store if isinstance(store, Store) else Store(store, on_wait=on_store_wait)
                 self._writes = WriteBehind(self.store)  # store writes the store refused for now, done later
-                settings = {"round_size": round_size, "explore_fraction": self.explore_fraction, "seed": seed,
-                            "testbed": self.testbed.name}
+                settings = {
+                    "round_size": round_size,
+                    "explore_fraction": self.explore_fraction,
+                    "seed": seed,
+                    "testbed": self.testbed.name,
+                }
                 row = self.store.learner(self.workflow, self.policy.label, settings)
                 self.learner_id, self.learner_key = row.id, row.key
                 self.policy.recorded = self._recorded_round
@@ -250,8 +260,12 @@ class Runtime:
             left += self._outside
             self._gave_up = True  # a pinned run ending from now on is not recorded (the service's cut has)
         if left and not caller_records:
-            log.warning("runtime of %s closed with %d invocation(s) still running after %g s: they fail and "
-                        "are not recorded", self.workflow.name, left, wait_s)
+            log.warning(
+                "runtime of %s closed with %d invocation(s) still running after %g s: they fail and are not recorded",
+                self.workflow.name,
+                left,
+                wait_s,
+            )
         self._dispatch.stop(closed)
         self._thread.join(timeout=self._join_s)
         self._release()
@@ -277,18 +291,30 @@ class Runtime:
     # ---- the loop thread -------------------------------------------------------------------
     def _loop(self) -> None:
         try:
-            run_loop(self.workflow, self.policy, _LiveTestbed(self), rounds=None,  # until closed
-                     repeats=self.round_size, seed=self.seed, on_round=self._on_round,
-                     probe_allowed=self._probe_allowed)
+            run_loop(
+                self.workflow,
+                self.policy,
+                _LiveTestbed(self),
+                rounds=None,  # until closed
+                repeats=self.round_size,
+                seed=self.seed,
+                on_round=self._on_round,
+                probe_allowed=self._probe_allowed,
+            )
         except _Stopped:
             return
         except BaseException as e:  # noqa: BLE001 - handed to every waiting and later invoke()
-            if self.replayed and self.replayed == self.executions and isinstance(e, Exception) \
-                    and not isinstance(e, AgentschedError):  # (a Ctrl-C says nothing of the history)
+            if (
+                self.replayed
+                and self.replayed == self.executions
+                and isinstance(e, Exception)
+                and not isinstance(e, AgentschedError)
+            ):  # (a Ctrl-C says nothing of the history)
                 e = self._unreplayable(e)  # every later runtime on this store would fail the same way
             self._error = e
-            self._dispatch.stop(e if isinstance(e, AgentschedError)
-                                else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}"))
+            self._dispatch.stop(
+                e if isinstance(e, AgentschedError) else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}")
+            )
 
     def _unreplayable(self, e: BaseException) -> StoreError:
         """The one-line error of a stored history this runtime cannot replay, and how to drop it."""
@@ -297,7 +323,8 @@ class Runtime:
             f"learner {self.learner_id} ({self.workflow.name}, {self.policy.label}) in store {self.store.path} "
             f"cannot replay its history (after {self.replayed} stored invocations: {type(e).__name__}: {e}); "
             f"forget it to start afresh: agentsched history {self.workflow.name} --store {self.store.path} "
-            f"--forget {self.learner_id} (or Store(path).forget({self.learner_id}))")
+            f"--forget {self.learner_id} (or Store(path).forget({self.learner_id}))"
+        )
 
     def _probe_allowed(self) -> bool:
         # one more probe keeps probes within their share of every invocation (itself included)
@@ -310,10 +337,12 @@ class Runtime:
             self.best = (r.e2e_ms, dict(r.mapping))
         if self.store is not None and self.learner_id is not None:
             store, learner, r, why = self.store, self.learner_id, rec.result, str(rec.proposal_info.get("reason", ""))
-            self._writes.write(lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms,
-                                                       rec.executions_after, why),
-                               lambda: unwritten.round_record(self.learner_key, r.round, r.mapping, r.status, r.e2e_ms,
-                                                              rec.executions_after, why))
+            self._writes.write(
+                lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after, why),
+                lambda: unwritten.round_record(
+                    self.learner_key, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after, why
+                ),
+            )
 
     def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
@@ -361,8 +390,12 @@ class Runtime:
         its id (None while the store refuses it) and what the policy learns: another process's record
         of this place when it was first there with the same mapping."""
         assert self.store is not None and self.learner_id is not None
-        store, learner, place, at = self.store, self.learner_id, None if self.diverged_at is not None else seq, \
-            self.policy.round
+        store, learner, place, at = (
+            self.store,
+            self.learner_id,
+            None if self.diverged_at is not None else seq,
+            self.policy.round,
+        )
         now = {"now": True}
         slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
 
@@ -388,8 +421,16 @@ class Runtime:
     def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int | None) -> InvokeResult:
         sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
         return InvokeResult(
-            outputs=sinks, mapping=dict(x.mapping), e2e_ms=x.e2e_ms, timeline=tuple(s.to_dict() for s in x.spans),
-            status=x.status, message=x.message, invocation_id=invocation_id, kind=kind, round=round_index)
+            outputs=sinks,
+            mapping=dict(x.mapping),
+            e2e_ms=x.e2e_ms,
+            timeline=tuple(s.to_dict() for s in x.spans),
+            status=x.status,
+            message=x.message,
+            invocation_id=invocation_id,
+            kind=kind,
+            round=round_index,
+        )
 
     def _invoke_pinned(self, mapping: dict[str, Mode], inputs: dict[str, Any]) -> InvokeResult:
         with self._outside_cond:  # counted before it starts, so that close() waits for its record
@@ -419,8 +460,10 @@ class Runtime:
         if self.store is not None and self.learner_id is not None:  # (a store refusing it now: written later)
             store, learner = self.store, self.learner_id
             slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
-            got = self._writes.write(lambda: store.append(learner, None, kind, None, slim),
-                                     lambda: unwritten.execution_record(self.learner_key, None, kind, None, slim))
+            got = self._writes.write(
+                lambda: store.append(learner, None, kind, None, slim),
+                lambda: unwritten.execution_record(self.learner_key, None, kind, None, slim),
+            )
             invocation_id = None if got is None else got[0]
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
 
@@ -450,8 +493,12 @@ class Runtime:
 
     def _diverge(self, seq: int, why: str) -> None:
         self.diverged_at = seq
-        log.warning("replay stopped at execution %d (%s): the policy continues live from what it learned "
-                    "before; later executions are kept in the history outside the replayed sequence", seq, why)
+        log.warning(
+            "replay stopped at execution %d (%s): the policy continues live from what it learned "
+            "before; later executions are kept in the history outside the replayed sequence",
+            seq,
+            why,
+        )
 
     def _count(self, kind: str, x: Execution) -> Execution:
         self.executions += 1
@@ -475,8 +522,16 @@ class Runtime:
             raise
 
     def _failed(self, mapping: dict[str, Mode], elapsed_ms: float, message: str) -> Execution:
-        return Execution(status=Status.ERROR, mapping=dict(mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
-                         peak_vram_mb=0.0, spans=(), message=message, testbed=self.testbed.name)
+        return Execution(
+            status=Status.ERROR,
+            mapping=dict(mapping),
+            e2e_ms=None,
+            elapsed_ms=elapsed_ms,
+            peak_vram_mb=0.0,
+            spans=(),
+            message=message,
+            testbed=self.testbed.name,
+        )
 
     def _release(self) -> None:
         try:

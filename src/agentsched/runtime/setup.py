@@ -51,8 +51,10 @@ def cold_start_options(name: str, wf: Workflow, options: Mapping[str, Any] | Non
     if wf.unprofiled:
         tasks = ", ".join(sorted(wf.unprofiled))
         if name not in COLD_CAPABLE:
-            raise PolicyError(f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
-                              f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}")
+            raise PolicyError(
+                f"policy {name} needs profile cards, but task(s) {tasks} have none: profile the "
+                f"tools (agentsched profile --tools ...) or use one of {', '.join(COLD_CAPABLE)}"
+            )
         if name in _START_COLD and opts.get("start", "cold") != "cold":
             raise PolicyError(f"policy {name}: start warm needs cards, but task(s) {tasks} have none")
         if name in _START_COLD:
@@ -64,8 +66,9 @@ def cold_start_options(name: str, wf: Workflow, options: Mapping[str, Any] | Non
 SIM_ONLY_REMEDY = "name that card file in the workflow's `cards:` key (this command runs on the simulator only)"
 
 
-def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow,
-                    remedy: str = "pass --cards cards.json, or use --testbed local") -> None:
+def check_sim_cards(
+    testbed: TestbedSpec | Testbed, wf: Workflow, remedy: str = "pass --cards cards.json, or use --testbed local"
+) -> None:
     """Refuse the simulator for tasks without a card: it would time them from placeholder cards
     (cold start figures, not measurements) and print made-up E2Es as if they were real. ``remedy``:
     what the caller can do with the profiled cards (the options it has)."""
@@ -76,9 +79,11 @@ def check_sim_cards(testbed: TestbedSpec | Testbed, wf: Workflow,
         return
     tasks = sorted(wf.unprofiled)
     tools = sorted({wf.tasks[t].tool for t in tasks})
-    raise TestbedError(f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
-                       f"none (its times would be placeholders): profile them with `agentsched profile --tools "
-                       f"{','.join(tools)} --out cards.json` and {remedy}")
+    raise TestbedError(
+        f"the sim testbed needs profiled cards for user tools, but task(s) {', '.join(tasks)} have "
+        f"none (its times would be placeholders): profile them with `agentsched profile --tools "
+        f"{','.join(tools)} --out cards.json` and {remedy}"
+    )
 
 
 def check_runtime_arguments(seed: Any, store: Any, policy_options: Any) -> None:
@@ -90,16 +95,20 @@ def check_runtime_arguments(seed: Any, store: Any, policy_options: Any) -> None:
     if store is not None and not isinstance(store, (str, Path, Store)):
         raise AgentschedError(f"store must be a file path, a Store or None, got {type(store).__name__}")
     if policy_options is not None and not isinstance(policy_options, Mapping):
-        raise AgentschedError(f"policy_options must be a mapping of option names to values, got "
-                              f"{type(policy_options).__name__}")
+        raise AgentschedError(
+            f"policy_options must be a mapping of option names to values, got {type(policy_options).__name__}"
+        )
 
 
 def check_round_settings(round_size: Any, explore_fraction: Any) -> None:
     """One-line errors for a round size outside [1, 1000] or an exploration share outside [0, 1]."""
     if isinstance(round_size, bool) or not isinstance(round_size, int) or not 1 <= round_size <= 1000:
         raise AgentschedError(f"round_size must be an integer in [1, 1000], got {round_size!r}")
-    if isinstance(explore_fraction, bool) or not isinstance(explore_fraction, (int, float)) \
-            or not 0 <= explore_fraction <= 1:
+    if (
+        isinstance(explore_fraction, bool)
+        or not isinstance(explore_fraction, (int, float))
+        or not 0 <= explore_fraction <= 1
+    ):
         raise AgentschedError(f"explore_fraction must be a number in [0, 1], got {explore_fraction!r}")
 
 

@@ -28,8 +28,13 @@ def workflow_from_tools(
         raise WorkflowError(f"workflow {name!r}: tools must be a non-empty dict task id -> Tool class or instance")
     paths = {str(t): register_tool(obj, f"{name}.{t}") for t, obj in tools.items()}
     try:
-        wf = Workflow(name=name, tasks={t: {"tool": p} for t, p in paths.items()},
-                      edges=[list(e) for e in edges], decision_space=decision_space, vram_budget_mb=vram_budget_mb)
+        wf = Workflow(
+            name=name,
+            tasks={t: {"tool": p} for t, p in paths.items()},
+            edges=[list(e) for e in edges],
+            decision_space=decision_space,
+            vram_budget_mb=vram_budget_mb,
+        )
     except AgentschedError:
         raise
     except Exception as exc:  # pydantic's validation error: one line
@@ -43,8 +48,10 @@ def workflow_from_tools(
         by_path = {}
         for key, card in cards.items():
             if not isinstance(card, ToolCard):
-                raise WorkflowError(f"workflow {name!r}: cards[{key!r}] is not a ToolCard (give the path of a card "
-                                    "file from agentsched profile, a CardSet, or a dict of ToolCards)")
+                raise WorkflowError(
+                    f"workflow {name!r}: cards[{key!r}] is not a ToolCard (give the path of a card "
+                    "file from agentsched profile, a CardSet, or a dict of ToolCards)"
+                )
             by_path[paths.get(key, key)] = card.model_copy(update={"name": paths.get(key, key)})
         card_set = CardSet(name=f"{name}-cards", source="given in memory", cards=by_path)
     else:

@@ -61,8 +61,12 @@ class WriteBehind:
                 if not e.transient:
                     self._keep_on_disk([record], str(e))
                     return None
-                log.warning("%s: a record waits for the store, which refused it (%s); the runtime goes on, and it "
-                            "is written as soon as the store takes writes again", self.name, e)
+                log.warning(
+                    "%s: a record waits for the store, which refused it (%s); the runtime goes on, and it "
+                    "is written as soon as the store takes writes again",
+                    self.name,
+                    e,
+                )
                 self._retry_at = self.clock() + RETRY_EVERY_S
                 self._wait(fn, record)
                 return None
@@ -109,8 +113,13 @@ class WriteBehind:
         where = unwritten.keep(path, keepable) if keepable and path is not None else None
         if where is not None:
             self.kept += len(keepable)
-            log.warning("%s: %d record(s) not written (%s) are kept in %s; the next store opened at this path "
-                        "writes them", self.name, len(keepable), why, where)
+            log.warning(
+                "%s: %d record(s) not written (%s) are kept in %s; the next store opened at this path writes them",
+                self.name,
+                len(keepable),
+                why,
+                where,
+            )
         lost = len(records) - (len(keepable) if where is not None else 0)
         if lost:
             self.lost += lost

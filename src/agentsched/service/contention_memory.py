@@ -1,8 +1,8 @@
 """The live planner's learned contention, kept in the store: a restarted server resumes it.
 
-``serve --placement live`` places every task with the load-aware planner (``planner/load.py``),
+``serve --placement live`` places every task with the load-aware planner (``planner/traffic.py``),
 which learns each unit tool's contention (s, p) from the GPU runs it watches
-(``planner/load_learn.py``). Without this module that learning lived in the process and a restart
+(``planner/traffic_learn.py``). Without this module that learning lived in the process and a restart
 began again from the tag priors. Here it is kept in the store's ``contention`` table
 (``store/contention.py``), one row per unit tool and key, with the tool's measured ratio
 (``MeasuredRatio``). The key (``unit_key``) is its card as profiled, for one call, and the machine:
@@ -10,7 +10,7 @@ on the simulator its world, on the local testbed its GPU's name and CPU count (`
 A tool re-profiled on a changed machine has a new card, so its unit starts from its prior again,
 while the other units keep theirs.
 
-When: loaded once, when the service starts (``LoadPlanner(learned=..., ratios=...)``); saved every
+When: loaded once, when the service starts (``TrafficPlanner(learned=..., ratios=...)``); saved every
 ``SAVE_EVERY_RUNS`` learned runs (by the thread of the invocation that crossed the mark) and when
 the service closes. Two servers sharing a store each save what they learned; the later save of a
 unit wins (no merge). A row the learner cannot take (a damaged store) is skipped with a warning
@@ -29,12 +29,12 @@ from typing import Any
 from agentsched.errors import AgentschedError
 from agentsched.model.cards import ToolCard, split_amplified
 from agentsched.model.workflow import Workflow
-from agentsched.planner.load import LoadPlanner
-from agentsched.planner.load_learn import ContentionLearner, MeasuredRatio
+from agentsched.planner.traffic import TrafficPlanner
+from agentsched.planner.traffic_learn import ContentionLearner, MeasuredRatio
 from agentsched.service.realtime import SharedMachine
-from agentsched.testbeds.live_machine import LiveMachine
 from agentsched.store.records import digest
 from agentsched.store.store import Store
+from agentsched.testbeds.live_machine import LiveMachine
 
 SAVE_EVERY_RUNS = 200  # learned GPU runs between saves (a few seconds of a busy stream; one short write)
 log = logging.getLogger("agentsched.service")
@@ -44,9 +44,15 @@ def unit_key(card: ToolCard, machine: str) -> str:
     """What a unit's learned contention is stored under: the unit's card as profiled (an amplified
     card ``clip_x12`` back to one call, so a workflow's ``repeat`` does not change it) on ``machine``."""
     unit, k = split_amplified(card.name)
-    per_call = {"name": unit, "cpu_ms": f"{card.cpu_ms / k:.6g}",
-                "gpu_ms": None if card.gpu_ms is None else f"{card.gpu_ms / k:.6g}",
-                "load_ms": card.load_ms, "vram_mb": card.vram_mb, "tags": list(card.tags), "machine": machine}
+    per_call = {
+        "name": unit,
+        "cpu_ms": f"{card.cpu_ms / k:.6g}",
+        "gpu_ms": None if card.gpu_ms is None else f"{card.gpu_ms / k:.6g}",
+        "load_ms": card.load_ms,
+        "vram_mb": card.vram_mb,
+        "tags": list(card.tags),
+        "machine": machine,
+    }
     return digest(per_call)
 
 
@@ -65,15 +71,15 @@ class ContentionMemory:
     def __init__(self, store: Store, workflows: Sequence[Workflow], machine: str = "") -> None:
         self.store = store
         self.cards = unit_cards(workflows, machine)  # machine: what else identifies the machine (sim: its world)
-        self.planner: LoadPlanner | None = None  # attach: the planner whose learning is kept
+        self.planner: TrafficPlanner | None = None  # attach: the planner whose learning is kept
         self.machine: SharedMachine | LiveMachine | None = None
         self._saved_at = 0  # the planner's run count at the last save
         self._lock = threading.Lock()  # one save at a time
-        self.restored_ratios: dict[str, float] = {}  # load: unit -> measured log ratio (a LoadPlanner's ``ratios``)
+        self.restored_ratios: dict[str, float] = {}  # load: unit -> measured log ratio (a TrafficPlanner's ``ratios``)
 
     def load(self) -> dict[str, tuple[float, float, int]]:
         """unit -> (s, p, runs) the store learned for one of its served cards (of the rows the
-        learner takes, the one with the most runs): the ``learned`` of a ``LoadPlanner``; that row's
+        learner takes, the one with the most runs): the ``learned`` of a ``TrafficPlanner``; that row's
         measured ratio goes to ``restored_ratios`` (its ``ratios``)."""
         units = {h: u for u, hashes in self.cards.items() for h in hashes}
         learned: dict[str, tuple[float, float, int]] = {}
@@ -102,11 +108,14 @@ class ContentionMemory:
             if log_ratio:
                 self.restored_ratios[unit] = float(log_ratio)
         if learned:
-            log.info("learned contention of %d tool(s) restored from the store (%d GPU runs)", len(learned),
-                     sum(n for _, _, n in learned.values()))
+            log.info(
+                "learned contention of %d tool(s) restored from the store (%d GPU runs)",
+                len(learned),
+                sum(n for _, _, n in learned.values()),
+            )
         return learned
 
-    def attach(self, planner: LoadPlanner, machine: SharedMachine | LiveMachine) -> None:
+    def attach(self, planner: TrafficPlanner, machine: SharedMachine | LiveMachine) -> None:
         """Keep what ``planner``, deciding on ``machine``, learns from now on."""
         self.planner, self.machine = planner, machine
         self._saved_at = planner.learner.runs
@@ -132,13 +141,17 @@ class ContentionMemory:
             return
         learner, measured = self.planner.learner, self.planner.measured
         with self._lock:  # one save at a time; the threshold checked again under it
-            runs, learned, ratios = self.machine.under_lock(lambda: (learner.runs, _kept(learner, measured),
-                                                                     dict(measured.log_ratio)))
+            runs, learned, ratios = self.machine.under_lock(
+                lambda: (learner.runs, _kept(learner, measured), dict(measured.log_ratio))
+            )
             if runs - self._saved_at < at_least:
                 return
             self._saved_at = runs
-            rows = [(u, h, s, p, n, ratios.get(u, 0.0)) for u, (s, p, n) in sorted(learned.items())
-                    for h in self.cards.get(u, ())]
+            rows = [
+                (u, h, s, p, n, ratios.get(u, 0.0))
+                for u, (s, p, n) in sorted(learned.items())
+                for h in self.cards.get(u, ())
+            ]
             try:
                 self.store.save_contention(rows)
             except AgentschedError as e:
@@ -155,4 +168,3 @@ def _kept(learner: ContentionLearner, measured: MeasuredRatio) -> dict[str, tupl
         if unit not in kept and unit in learner.log_s:
             kept[unit] = (math.exp(learner.log_s[unit]), math.exp(learner.log_p[unit]), 0)
     return kept
-

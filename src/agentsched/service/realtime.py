@@ -18,7 +18,7 @@ policy sees the ``Execution`` of its own invocation only (its spans, times relat
 
 Live placement (``decider``, ``serve --placement live``): a run that arrives with an empty mapping
 has each task placed when it becomes ready by a stream decider over the machine's live state (the
-load-aware planner, ``planner/load.py``, as in ``agentsched load``), which also decides whether
+load-aware planner, ``planner/traffic.py``, as in ``agentsched load``), which also decides whether
 the invocation starts now or waits at the door; a run that brings a mapping (a pinned one) still
 runs it as brought.
 """
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from agentsched.errors import TestbedError
 from agentsched.model.execution import Execution, Status, TaskSpan
-from agentsched.model.live import Invocation, LiveState, StreamDecider
+from agentsched.model.live import Decider, Invocation, MachineSnapshot, PlanDecider
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedSpec
@@ -44,43 +44,28 @@ _LIVE = ("waiting", "running")
 T = TypeVar("T")
 
 
-class _BroughtMapping(StreamDecider):
+class _BroughtMapping(PlanDecider):
     """Each invocation runs the mapping it arrived with (its workflow's policy chose it)."""
 
     name = "service-policy"
 
-    def plan(self, inv: Invocation, live: LiveState) -> Mapping[str, Mode]:
+    def plan(self, inv: Invocation, live: MachineSnapshot) -> Mapping[str, Mode]:
         return inv.mapping
-
-
-class _RecordingSim(StreamSim):
-    """The stream simulator, keeping each invocation's task spans and the peak VRAM in use."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.spans: dict[int, list[TaskSpan]] = {}
-        self.peak_vram_mb = 0.0
-
-    def _start(self, inv: Invocation, task: str, ready_ms: float, mode: Mode) -> None:
-        super()._start(inv, task, ready_ms, mode)
-        self.peak_vram_mb = max(self.peak_vram_mb, self.vram_in_use_mb)
-
-    def _finish(self, r: Any) -> None:
-        inv = r.inv
-        if inv.status == "running":  # times relative to the invocation's arrival: its own timeline
-            t0 = inv.arrival_ms
-            self.spans.setdefault(inv.id, []).append(TaskSpan(
-                task=r.task, tool=r.card.name, mode=r.mode, ready_ms=r.ready_ms - t0, start_ms=r.start_ms - t0,
-                end_ms=self.now_ms - t0, load_ms=r.load_ms, vram_mb=r.vram_mb))
-        super()._finish(r)
 
 
 class SharedMachine:
     """One simulated machine for every served workflow, in scaled real time (module docstring)."""
 
-    def __init__(self, workflows: Sequence[Workflow], spec: TestbedSpec, *, vram_budget_mb: float | None,
-                 time_scale: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 decider: StreamDecider | None = None) -> None:
+    def __init__(
+        self,
+        workflows: Sequence[Workflow],
+        spec: TestbedSpec,
+        *,
+        vram_budget_mb: float | None,
+        time_scale: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        decider: Decider | None = None,
+    ) -> None:
         if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale) and time_scale > 0):
             raise TestbedError(f"time scale must be a finite number > 0, got {time_scale!r}")
         self.time_scale = float(time_scale)  # simulated ms per wall ms
@@ -88,9 +73,18 @@ class SharedMachine:
         # why a late-binding decider still runs a brought mapping: the stream simulator asks it only
         # for the tasks an invocation arrived without (model/live.py)
         self.live_placement = decider is not None
-        self.sim = _RecordingSim(list(workflows), (), decider or _BroughtMapping(), vram_budget_mb=vram_budget_mb,
-                                 cpu_slots=self.cpu_slots, noise_sigma=spec.noise_sigma or 0.0, seed=spec.seed,
-                                 world=spec.world, gpu_now_waits=True)
+        self.sim = StreamSim(
+            list(workflows),
+            (),
+            decider or _BroughtMapping(),
+            vram_budget_mb=vram_budget_mb,
+            cpu_slots=self.cpu_slots,
+            noise_sigma=spec.noise_sigma or 0.0,
+            seed=spec.seed,
+            world=spec.world,
+            gpu_now_waits=True,
+            keep_spans=True,
+        )
         self.sim.begin()
         self._index = {wf.name: i for i, wf in enumerate(workflows)}
         self._clock = clock
@@ -127,8 +121,10 @@ class SharedMachine:
         if index is None:
             raise TestbedError(f"workflow {workflow.name} is not one the shared machine was built for")
         if not mapping and not self.live_placement:
-            raise TestbedError(f"no mapping for workflow {workflow.name}, and the shared machine places no task "
-                               "itself (live placement is off)")
+            raise TestbedError(
+                f"no mapping for workflow {workflow.name}, and the shared machine places no task "
+                "itself (live placement is off)"
+            )
         with self._cond:
             self._catch_up()
             inv = self.sim.arrive(index, dict(mapping))
@@ -137,7 +133,7 @@ class SharedMachine:
                 if self._closed:
                     raise TestbedError("the shared simulated machine is closed")
                 self._cond.wait()
-            spans = self.sim.spans.pop(inv.id, [])
+            spans = self.sim.spans.pop(inv.id, [])  # type: ignore[union-attr]
         return self._execution(inv, spans)
 
     def _execution(self, inv: Invocation, spans: list[TaskSpan]) -> Execution:
@@ -145,18 +141,44 @@ class SharedMachine:
         elapsed_ms = inv.end_ms - inv.arrival_ms  # type: ignore[operator]
         extra = {"arrival_ms": inv.arrival_ms, "admitted_ms": inv.admitted_ms}
         if inv.status == "ok":
-            return Execution(status=Status.OK, mapping=dict(inv.mapping), e2e_ms=elapsed_ms, elapsed_ms=elapsed_ms,
-                             peak_vram_mb=_peak_mb(spans), spans=tuple(spans), testbed="sim", extra=extra)
+            return Execution(
+                status=Status.OK,
+                mapping=dict(inv.mapping),
+                e2e_ms=elapsed_ms,
+                elapsed_ms=elapsed_ms,
+                peak_vram_mb=_peak_mb(spans),
+                spans=tuple(spans),
+                testbed="sim",
+                extra=extra,
+            )
         if inv.status == "oom":
-            need = max((inv.cards[t].vram_needed_mb for t, m in inv.mapping.items() if m is not Mode.CPU),
-                       default=0.0)
-            msg = (f"a GPU start did not fit beside the VRAM its own invocation held "
-                   f"(budget {self.budget_mb:,.0f} MB): the mapping runs out of VRAM alone")
-            return Execution(status=Status.OOM, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
-                             peak_vram_mb=need, spans=tuple(spans), message=msg, testbed="sim", extra=extra)
-        return Execution(status=Status.ERROR, mapping=dict(inv.mapping), e2e_ms=None, elapsed_ms=elapsed_ms,
-                         peak_vram_mb=0.0, spans=tuple(spans), testbed="sim", extra=extra,
-                         message=f"a mode outside workflow {inv.workflow.name}'s decision space")
+            need = max((inv.cards[t].vram_needed_mb for t, m in inv.mapping.items() if m is not Mode.CPU), default=0.0)
+            msg = (
+                f"a GPU start did not fit beside the VRAM its own invocation held "
+                f"(budget {self.budget_mb:,.0f} MB): the mapping runs out of VRAM alone"
+            )
+            return Execution(
+                status=Status.OOM,
+                mapping=dict(inv.mapping),
+                e2e_ms=None,
+                elapsed_ms=elapsed_ms,
+                peak_vram_mb=need,
+                spans=tuple(spans),
+                message=msg,
+                testbed="sim",
+                extra=extra,
+            )
+        return Execution(
+            status=Status.ERROR,
+            mapping=dict(inv.mapping),
+            e2e_ms=None,
+            elapsed_ms=elapsed_ms,
+            peak_vram_mb=0.0,
+            spans=tuple(spans),
+            testbed="sim",
+            extra=extra,
+            message=f"a mode outside workflow {inv.workflow.name}'s decision space",
+        )
 
     # ---- the clock thread -----------------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -193,9 +215,11 @@ class SharedMachine:
 
 def _peak_mb(spans: Sequence[TaskSpan]) -> float:
     """The most VRAM an invocation's own tasks held at once."""
-    events = sorted([(s.start_ms, s.vram_mb) for s in spans if s.vram_mb > 0]
-                    + [(s.end_ms, -s.vram_mb) for s in spans if s.vram_mb > 0 and s.end_ms is not None],
-                    key=lambda e: (e[0], e[1]))  # at one instant, releases before starts
+    events = sorted(
+        [(s.start_ms, s.vram_mb) for s in spans if s.vram_mb > 0]
+        + [(s.end_ms, -s.vram_mb) for s in spans if s.vram_mb > 0 and s.end_ms is not None],
+        key=lambda e: (e[0], e[1]),
+    )  # at one instant, releases before starts
     held = peak = 0.0
     for _, d in events:
         held += d
@@ -215,8 +239,9 @@ class RealtimeTestbed(Testbed):
         self.machine = machine
         self.name = inner.name
 
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Any = None) -> Execution:
+    def run(
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None, inputs: Any = None
+    ) -> Execution:
         return self.machine.run(workflow, mapping)
 
     def expected(self, workflow: Workflow, mapping: Mapping[str, Mode]) -> Execution | None:

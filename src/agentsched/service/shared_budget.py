@@ -39,11 +39,17 @@ def warn_set_aside(store: Any, runtimes: Mapping[str, Any]) -> None:
                 continue
             n = store.sequence_length(r.id)
             if n:
-                log.warning("workflow %s starts learning afresh under %s: the store holds %d invocations of it "
-                            "learned under %s (learner %d), set aside (a learner's key holds its budget, here the "
-                            "smallest a served workflow declares: serve the same workflows together to resume "
-                            "them)", name, _mb(rt.workflow.vram_budget_mb), n,
-                            _mb((store.workflow_doc(r.workflow_hash) or {}).get("vram_budget_mb")), r.id)
+                log.warning(
+                    "workflow %s starts learning afresh under %s: the store holds %d invocations of it "
+                    "learned under %s (learner %d), set aside (a learner's key holds its budget, here the "
+                    "smallest a served workflow declares: serve the same workflows together to resume "
+                    "them)",
+                    name,
+                    _mb(rt.workflow.vram_budget_mb),
+                    n,
+                    _mb((store.workflow_doc(r.workflow_hash) or {}).get("vram_budget_mb")),
+                    r.id,
+                )
 
 
 def _without_budget(doc: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -10,5 +10,12 @@ from agentsched.store.store import (
     execution_to_doc,
 )
 
-__all__ = ["SCHEMA_VERSION", "ExecutionRow", "LearnerRow", "RoundRow", "Store", "execution_from_doc",
-           "execution_to_doc"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ExecutionRow",
+    "LearnerRow",
+    "RoundRow",
+    "Store",
+    "execution_from_doc",
+    "execution_to_doc",
+]

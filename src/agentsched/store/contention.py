@@ -2,7 +2,7 @@
 restarts (``service/contention_memory.py`` reads and writes it).
 
 One row per unit tool and card hash (the card it was learned with, on one machine): the learned
-sensitivity ``s`` and pressure ``p`` (``planner/load_learn.ContentionLearner``), the GPU runs they
+sensitivity ``s`` and pressure ``p`` (``planner/traffic_learn.ContentionLearner``), the GPU runs they
 were learned from, and the measured ratio ``log_ratio`` (``MeasuredRatio``: the average log of
 what its GPU runs took over what the planner predicted). A save replaces the rows of its keys.
 
@@ -46,12 +46,15 @@ class ContentionTable:
         """The learned contention stored under any of ``card_hashes`` (none in a store without it)."""
         hashes = sorted(set(card_hashes))
         if not hashes or not self._read(  # type: ignore[attr-defined]
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contention'"):
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'contention'"
+        ):
             return []
         ratio = "log_ratio" if self._has_ratio() else "0.0"
-        rows = self._read(f"SELECT unit, card_hash, s, p, runs, updated_s, {ratio} FROM contention "  # type: ignore[attr-defined]
-                          f"WHERE card_hash IN ({', '.join('?' * len(hashes))}) ORDER BY unit, card_hash",
-                          tuple(hashes))
+        rows = self._read(
+            f"SELECT unit, card_hash, s, p, runs, updated_s, {ratio} FROM contention "  # type: ignore[attr-defined]
+            f"WHERE card_hash IN ({', '.join('?' * len(hashes))}) ORDER BY unit, card_hash",
+            tuple(hashes),
+        )
         return [ContentionRow(*r) for r in rows]
 
     def save_contention(self, rows: Iterable[tuple[str, str, float, float, int, float]]) -> None:
@@ -64,8 +67,11 @@ class ContentionTable:
                 c.execute(CONTENTION_TABLE)
                 if not _columns(c) >= {"log_ratio"}:
                     c.execute(_RATIO_COLUMN)
-                c.executemany("INSERT OR REPLACE INTO contention (unit, card_hash, s, p, runs, log_ratio, updated_s) "
-                              "VALUES (?, ?, ?, ?, ?, ?, ?)", [(*r, now) for r in rows])
+                c.executemany(
+                    "INSERT OR REPLACE INTO contention (unit, card_hash, s, p, runs, log_ratio, updated_s) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(*r, now) for r in rows],
+                )
         except sqlite3.IntegrityError as e:  # a contention table not as this schema writes it (damaged)
             raise self._fail(f"is damaged: its contention table refused a row ({e})") from None  # type: ignore[attr-defined]
 

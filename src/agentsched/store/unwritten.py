@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import json
 import logging
 import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -179,11 +179,13 @@ def _records(path: Path, lines: list[str]) -> list[dict[str, Any]]:
 
 def _asides(path: Path) -> list[Path]:
     """Files renamed aside from ``path``, oldest first."""
+
     def age(p: Path) -> tuple[float, str]:
         try:
             return p.stat().st_mtime, p.name
         except OSError:
             return 0.0, p.name
+
     return sorted(path.parent.glob(f"{path.name}.*.taking"), key=age)
 
 
@@ -192,7 +194,7 @@ def _orphans(path: Path) -> list[Path]:
     removing them), or by this one (the store refused them; ``taken`` skips those it takes now)."""
     out = []
     for aside in _asides(path):
-        pid = aside.name[len(path.name) + 1:-len(".taking")].split("-")[0]
+        pid = aside.name[len(path.name) + 1 : -len(".taking")].split("-")[0]
         if pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
             out.append(aside)
     return out
@@ -216,25 +218,47 @@ def reject(path: Path, docs: Sequence[Any], why: str) -> None:
             for d in docs:
                 f.write((d if isinstance(d, str) else json.dumps(d)) + "\n")
     except OSError as e:
-        log.error("%d unwritten record(s) cannot go into the store (%s) nor be kept in %s (%s): lost", len(docs),
-                  why, out, e)
+        log.error(
+            "%d unwritten record(s) cannot go into the store (%s) nor be kept in %s (%s): lost", len(docs), why, out, e
+        )
         return
     log.error("%d unwritten record(s) cannot go into the store (%s): kept in %s", len(docs), why, out)
 
 
-def execution_record(learner_key: str, seq: int | None, kind: str, round_index: int | None,
-                     x: Execution) -> dict[str, Any]:
+def execution_record(
+    learner_key: str, seq: int | None, kind: str, round_index: int | None, x: Execution
+) -> dict[str, Any]:
     """The line kept for an execution (``Store.append``'s arguments)."""
-    return {"op": "execution", "learner": learner_key, "seq": seq, "kind": kind, "round": round_index,
-            "execution": execution_to_doc(x)}
+    return {
+        "op": "execution",
+        "learner": learner_key,
+        "seq": seq,
+        "kind": kind,
+        "round": round_index,
+        "execution": execution_to_doc(x),
+    }
 
 
-def round_record(learner_key: str, round_index: int, mapping: Mapping[str, Mode], status: Status,
-                 e2e_ms: float | None, executions_after: int, reason: str) -> dict[str, Any]:
+def round_record(
+    learner_key: str,
+    round_index: int,
+    mapping: Mapping[str, Mode],
+    status: Status,
+    e2e_ms: float | None,
+    executions_after: int,
+    reason: str,
+) -> dict[str, Any]:
     """The line kept for an observed round (``Store.add_round``'s arguments)."""
-    return {"op": "round", "learner": learner_key, "round": round_index,
-            "mapping": {t: m.value for t, m in mapping.items()}, "status": status.value, "e2e_ms": e2e_ms,
-            "executions_after": executions_after, "reason": reason}
+    return {
+        "op": "round",
+        "learner": learner_key,
+        "round": round_index,
+        "mapping": {t: m.value for t, m in mapping.items()},
+        "status": status.value,
+        "e2e_ms": e2e_ms,
+        "executions_after": executions_after,
+        "reason": reason,
+    }
 
 
 class _Refused(Exception):
@@ -274,11 +298,16 @@ class UnwrittenRecords:
             log.warning("%d unwritten record(s) of %s wait on disk for the next try (%s)", len(records.docs), path, e)
             raise _Refused from None
         if written:
-            log.warning("store %s: %d record(s) kept in %s while it refused them are written now",
-                        self.path, written, path)  # type: ignore[attr-defined]
+            log.warning(
+                "store %s: %d record(s) kept in %s while it refused them are written now", self.path, written, path
+            )  # type: ignore[attr-defined]
         if again:
-            log.info("store %s: %d file(s) of kept records were written before (a process ended before removing "
-                     "them): removed", self.path, again)  # type: ignore[attr-defined]
+            log.info(
+                "store %s: %d file(s) of kept records were written before (a process ended before removing "
+                "them): removed",
+                self.path,
+                again,
+            )  # type: ignore[attr-defined]
         return written
 
     def _insert_kept(self, c: sqlite3.Connection, path: Path, records: Taken) -> tuple[int, int]:
@@ -299,8 +328,11 @@ class UnwrittenRecords:
                     rejected.append(doc)
             c.execute("INSERT INTO unwritten_taken (file) VALUES (?)", (name,))
         if rejected:
-            reject(path, rejected, "their learner is not in this store (forgotten, or another store at that path), "
-                   "or they are malformed")
+            reject(
+                path,
+                rejected,
+                "their learner is not in this store (forgotten, or another store at that path), or they are malformed",
+            )
         return written, skipped
 
     def _insert_doc(self, c: sqlite3.Connection, learner_id: int | None, doc: dict[str, Any]) -> bool:
@@ -312,8 +344,16 @@ class UnwrittenRecords:
                 x = execution_from_doc(doc["execution"])
                 self._insert_execution(c, learner_id, doc["seq"], doc["kind"], doc["round"], x)  # type: ignore[attr-defined]
             else:
-                self._insert_round(c, learner_id, int(doc["round"]), dict(doc["mapping"]),  # type: ignore[attr-defined]
-                                   str(doc["status"]), doc["e2e_ms"], int(doc["executions_after"]), str(doc["reason"]))
+                self._insert_round(
+                    c,
+                    learner_id,
+                    int(doc["round"]),
+                    dict(doc["mapping"]),  # type: ignore[attr-defined]
+                    str(doc["status"]),
+                    doc["e2e_ms"],
+                    int(doc["executions_after"]),
+                    str(doc["reason"]),
+                )
         except (KeyError, TypeError, ValueError, sqlite3.IntegrityError):
             return False
         return True

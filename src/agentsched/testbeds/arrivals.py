@@ -72,8 +72,15 @@ def poisson_arrivals(rate_per_s: float, duration_s: float, n_workflows: int, rng
     return out
 
 
-def bursty_arrivals(rate_per_s: float, duration_s: float, n_workflows: int, rng: random.Random, *,
-                    on_mean_s: float = BURST_ON_MEAN_S, off_mean_s: float = BURST_OFF_MEAN_S) -> list[Arrival]:
+def bursty_arrivals(
+    rate_per_s: float,
+    duration_s: float,
+    n_workflows: int,
+    rng: random.Random,
+    *,
+    on_mean_s: float = BURST_ON_MEAN_S,
+    off_mean_s: float = BURST_OFF_MEAN_S,
+) -> list[Arrival]:
     """On/off arrivals of mean rate ``rate_per_s`` (module docstring); starts in an "on" period."""
     _check(rate_per_s, duration_s, n_workflows)
     if not (on_mean_s > 0 and off_mean_s >= 0):
@@ -112,8 +119,10 @@ def read_trace(path: str | Path, names: Sequence[str]) -> list[Arrival]:
         except ValueError:
             raise TestbedError(f"trace {p}:{lineno}: time {parts[0][:30]!r} is not a number") from None
         if not (math.isfinite(t_s) and 0 <= t_s <= MAX_DURATION_S):  # (1e308 s was finite, its ms not)
-            raise TestbedError(f"trace {p}:{lineno}: time must be a number of seconds in [0, {MAX_DURATION_S:,.0f}], "
-                               f"got {parts[0][:30]!r}")
+            raise TestbedError(
+                f"trace {p}:{lineno}: time must be a number of seconds in [0, {MAX_DURATION_S:,.0f}], "
+                f"got {parts[0][:30]!r}"
+            )
         if parts[1] not in index:
             known = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             raise TestbedError(f"trace {p}:{lineno}: unknown workflow {parts[1][:40]!r} (the mix has {known})")
@@ -126,8 +135,9 @@ def read_trace(path: str | Path, names: Sequence[str]) -> list[Arrival]:
     return out
 
 
-def make_arrivals(kind: str, *, rate_per_s: float, duration_s: float, names: Sequence[str],
-                  rng: random.Random) -> list[Arrival]:
+def make_arrivals(
+    kind: str, *, rate_per_s: float, duration_s: float, names: Sequence[str], rng: random.Random
+) -> list[Arrival]:
     """The stream of ``kind`` (``poisson``, ``bursty`` or ``trace:FILE``)."""
     if kind == "poisson":
         return poisson_arrivals(rate_per_s, duration_s, len(names), rng)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-
 _threads_lock = threading.Lock()
 _threads_users = 0  # runs in progress that set torch's threads
 _threads_before = 0  # torch's threads before the first of them

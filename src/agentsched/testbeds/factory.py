@@ -19,7 +19,5 @@ def make_testbed(name: str | TestbedKind = TestbedKind.SIM, **options: Any) -> T
     try:
         kind = TestbedKind(str(getattr(name, "value", name)).lower())
     except ValueError:
-        raise TestbedError(
-            f"unknown testbed {name!r} (valid: {', '.join(k.value for k in TestbedKind)})"
-        ) from None
+        raise TestbedError(f"unknown testbed {name!r} (valid: {', '.join(k.value for k in TestbedKind)})") from None
     return BUILDERS[kind][0](**options)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,7 @@ RateFunction = Callable[[Sequence[float], Sequence[float]], list[float]]
 
 
 # -- argument checks (one-line WorldError naming the argument) --------------------------------------
+
 
 def _check_tasks(sensitivity: Sequence[float], pressure: Sequence[float]) -> None:
     if len(sensitivity) != len(pressure):
@@ -59,6 +60,7 @@ def _check_param(label: str, value: float, *, low: float, high: float, low_open:
 
 # -- kernels (unchecked; the simulator's hot path) --------------------------------------------------
 
+
 def _max_kernel(sensitivity: Sequence[float], pressure: Sequence[float]) -> list[float]:
     n = len(pressure)
     if n < 2:
@@ -71,21 +73,24 @@ def _max_kernel(sensitivity: Sequence[float], pressure: Sequence[float]) -> list
 def _power_kernel(sensitivity: Sequence[float], pressure: Sequence[float], gamma: float) -> list[float]:
     total = sum(pressure)
     # max(0, ...): a float sum minus one of its terms may dip below 0 by an ulp
-    return [1.0 / (1.0 + s * max(0.0, total - p) ** gamma) for s, p in zip(sensitivity, pressure)]
+    return [1.0 / (1.0 + s * max(0.0, total - p) ** gamma) for s, p in zip(sensitivity, pressure, strict=False)]
 
 
 def _threshold_kernel(sensitivity: Sequence[float], pressure: Sequence[float], threshold: float) -> list[float]:
     total = sum(pressure)
-    return [1.0 / (1.0 + s * max(0.0, total - p - threshold)) for s, p in zip(sensitivity, pressure)]
+    return [1.0 / (1.0 + s * max(0.0, total - p - threshold)) for s, p in zip(sensitivity, pressure, strict=False)]
 
 
 def _saturating_kernel(sensitivity: Sequence[float], pressure: Sequence[float], scale: float) -> list[float]:
     total = sum(pressure)
-    return [1.0 / (1.0 + s * scale * -math.expm1(-max(0.0, total - p) / scale))
-            for s, p in zip(sensitivity, pressure)]
+    return [
+        1.0 / (1.0 + s * scale * -math.expm1(-max(0.0, total - p) / scale))
+        for s, p in zip(sensitivity, pressure, strict=False)
+    ]
 
 
 # -- the laws as pure, checked functions ------------------------------------------------------------
+
 
 def linear_rates(sensitivity: Sequence[float], pressure: Sequence[float]) -> list[float]:
     """``rate_i = 1 / (1 + s_i * sum_{j != i} p_j)`` (the default law, ``gpu_rates``)."""
@@ -153,7 +158,7 @@ class SaturatingLaw(BaseModel):
     scale: float = Field(gt=0, le=MAX_LAW_PARAM)  # slowdown saturates at 1 + s * scale
 
 
-Law = Annotated[Union[LinearLaw, MaxLaw, PowerLaw, ThresholdLaw, SaturatingLaw], Field(discriminator="kind")]
+Law = Annotated[LinearLaw | MaxLaw | PowerLaw | ThresholdLaw | SaturatingLaw, Field(discriminator="kind")]
 
 
 def law_from_shorthand(value: Any) -> Any:

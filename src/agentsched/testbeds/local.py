@@ -54,6 +54,7 @@ from agentsched.testbeds.real import ToolFactory, builtin_tool, quiet_loading
 from agentsched.testbeds.tool_pool import Lease, PoolKey, ToolPool, shared_pool
 from agentsched.tools import cuda_available
 
+
 def machine_id(device: str = "cuda") -> str:
     """What names this machine for what is learned on it (``serve --placement live`` keeps its learned
     contention under it): its GPU's name (``no-cuda`` without one) and its CPU count. A store moved to
@@ -168,8 +169,17 @@ class LocalBackend(Backend):
             return (base, device, ("user", resolve_tool(base)))
         return (base, device, ("builtin", self.size, self.seed, self._factory))
 
-    def acquire(self, base: str, device: str, *, vram_mb: float = 0.0, budget_mb: float | None = None,
-                wait: bool = True, evict: bool = True, stop: threading.Event | None = None) -> Lease | None:
+    def acquire(
+        self,
+        base: str,
+        device: str,
+        *,
+        vram_mb: float = 0.0,
+        budget_mb: float | None = None,
+        wait: bool = True,
+        evict: bool = True,
+        stop: threading.Event | None = None,
+    ) -> Lease | None:
         """A loaded instance of ``base`` on ``device`` from the pool (see ``ToolPool.acquire``)."""
         from agentsched.model.tool import is_tool_path, resolve_tool
 
@@ -177,8 +187,16 @@ class LocalBackend(Backend):
         shared = is_tool_path(base) and not isinstance(resolve_tool(base), type)
         if budget_mb is None and vram_mb > 0:  # no budget anywhere: the GPU's own memory bounds residents
             budget_mb = self._device_mb()
-        return self.pool.acquire(self._key(base, device), lambda: self._new_tool(base), vram_mb=vram_mb,
-                                 budget_mb=budget_mb, wait=wait, evict=evict, stop=stop, shareable=shared)
+        return self.pool.acquire(
+            self._key(base, device),
+            lambda: self._new_tool(base),
+            vram_mb=vram_mb,
+            budget_mb=budget_mb,
+            wait=wait,
+            evict=evict,
+            stop=stop,
+            shareable=shared,
+        )
 
     def _device_mb(self) -> float | None:
         """The GPU's memory (MB) on a real CUDA device; None otherwise (fake GPUs in tests)."""
@@ -195,8 +213,9 @@ class LocalBackend(Backend):
             self.pool.detach()
 
     # ---- one run -----------------------------------------------------------------------------
-    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
-              expected: bool = False) -> Failure | None:
+    def begin(
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None, expected: bool = False
+    ) -> Failure | None:
         """Warm models, then start the clock (``rng`` is unused: the noise is the machine's own)."""
         self._check_gpu(workflow, mapping)
         run = LocalRun(self, workflow, mapping)
@@ -250,16 +269,25 @@ class LocalTestbed(Driver):
     def __init__(self, **options: Any) -> None:
         super().__init__(LocalBackend(**options))
 
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
+    def run(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        *,
+        rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Execution:
         """Execute once for real (``rng`` is unused: the noise is the machine's own)."""
         return super().run(workflow, validate_mapping(workflow, mapping), rng=rng, inputs=inputs)
 
     def host_only(self, workflow: Workflow) -> bool:
         """No CUDA here, for a workflow with a GPU-capable tool (torch is imported only then)."""
         b = self.backend
-        return (any(c.has_gpu for c in workflow.task_cards.values())
-                and isinstance(b, LocalBackend) and not b._cuda_available())
+        return (
+            any(c.has_gpu for c in workflow.task_cards.values())
+            and isinstance(b, LocalBackend)
+            and not b._cuda_available()
+        )
 
     @property
     def size(self) -> str:

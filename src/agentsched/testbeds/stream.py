@@ -4,9 +4,9 @@ The machine: one GPU with a VRAM budget shared by every invocation, ``cpu_slots`
 waits FIFO for a free slot), and one GPU queue (strict FIFO across invocations, one task at a
 time, admitted when its VRAM fits beside what is held, paying its load first). GPU tasks of all
 invocations contend by the world's law (``world.py``, ``laws.py``), as in the one-run simulator;
-the world is never visible to decision code, which sees the ``LiveState`` (``model/live.py``).
+the world is never visible to decision code, which sees a ``MachineSnapshot`` (``model/live.py``).
 
-Per invocation: on arrival it waits for admission (``StreamDecider.admit``); once admitted its
+Per invocation: on arrival it waits for admission (``Decider.admit``); once admitted its
 source tasks are ready. A ready task's mode is the invocation's plan (decided at admission) or,
 under late binding, the decider's ``place`` when it becomes ready (``None``: held). Then the
 start rules of ``model/rules.py``, shared across invocations: ``cpu`` takes a slot; ``gpu_now``
@@ -19,9 +19,16 @@ invocation that would run out of VRAM alone is oom, never one co-scheduling push
 GPU mode runs as a CPU task. A mode outside the workflow's decision space ends the invocation as
 an **error**.
 
-Latency of an invocation: its end minus its arrival (admission wait included). Noise: each task's
-isolated work (and load) is multiplied at start by the world's noise factor drawn from the
-injected ``random.Random`` (sigma 0: expected values). Same seed, same arrivals: same result.
+Latency of an invocation: its end minus its arrival (admission wait included). Time, contention
+and noise are the machine's one kernel's (``kernel.Kernel``: each task's isolated work and load
+multiplied at start by the world's noise factor drawn from the injected ``random.Random``; sigma
+0: expected values). Same seed, same arrivals: same result. The resources are the start rules'
+``Ledger`` (``model/rules.py``).
+
+One way to drive it: ``begin``, then ``advance_to`` a time and ``arrive`` (``run`` does exactly
+that with the arrivals given; the real-time service does it with the wall clock,
+``service/realtime.py``). With ``keep_spans`` each invocation's typed task spans are kept (on its
+own clock: zero at its arrival) in ``spans``; ``peak_vram_mb`` is the most VRAM ever held at once.
 """
 
 from __future__ import annotations
@@ -34,40 +41,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentsched.errors import TestbedError
-from agentsched.model.cards import ToolCard, split_amplified
+from agentsched.model.cards import ToolCard
+from agentsched.model.execution import TaskSpan
+from agentsched.model.live import Decider, Invocation, MachineSnapshot, RunningView, TaskDone, overlap_since
+from agentsched.model.rules import Ledger, Verdict
 from agentsched.model.workflow import Mode, Workflow, effective_mode
 from agentsched.testbeds.arrivals import Arrival
-from agentsched.testbeds.laws import rate_function
-from agentsched.testbeds.noise import noise_factor
+from agentsched.testbeds.kernel import Kernel, Running
 from agentsched.testbeds.spec import MAX_NOISE_SIGMA
-from agentsched.model.live import Invocation, LiveState, RunningView, StreamDecider, TaskDone, overlap_since
 from agentsched.testbeds.world import World, load_world
 
-_EPS = 1e-9
 DEFAULT_CPU_SLOTS = 16
-
-
-@dataclass(slots=True)
-class _Run:
-    """A started task."""
-
-    inv: Invocation
-    task: str
-    card: ToolCard
-    mode: Mode  # where it really runs
-    vram_mb: float
-    remaining: float  # isolated work left in the current phase (load, then run)
-    loading: bool
-    sens: float
-    press: float
-    work_ms: float
-    load_ms: float
-    start_ms: float
-    run_start_ms: float
-    ready_ms: float
-    unit: str  # unit tool (clip for clip_x12): the key of the overlap integrals
-    rate: float = 1.0
-    seen: dict | None = None  # GPU runs: the overlap integrals when the run phase began
+_Entry = tuple[Invocation, str, float]  # (invocation, task, ready_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +72,23 @@ class StreamResult:
 
 
 class StreamSim:
-    """One stream run (see the module docstring). ``run()`` once per instance."""
+    """One stream run (see the module docstring), on the machine's kernel."""
 
-    def __init__(self, workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider, *,
-                 vram_budget_mb: float | None, cpu_slots: int = DEFAULT_CPU_SLOTS, noise_sigma: float = 0.0,
-                 seed: int = 0, world: str | World | None = None, stop_ms: float | None = None,
-                 gpu_now_waits: bool = False) -> None:
+    def __init__(
+        self,
+        workflows: Sequence[Workflow],
+        arrivals: Sequence[Arrival],
+        decider: Decider,
+        *,
+        vram_budget_mb: float | None,
+        cpu_slots: int = DEFAULT_CPU_SLOTS,
+        noise_sigma: float = 0.0,
+        seed: int = 0,
+        world: str | World | None = None,
+        stop_ms: float | None = None,
+        gpu_now_waits: bool = False,
+        keep_spans: bool = False,
+    ) -> None:
         if cpu_slots < 1:
             raise TestbedError(f"cpu_slots must be >= 1, got {cpu_slots}")
         if not (math.isfinite(noise_sigma) and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
@@ -103,160 +99,152 @@ class StreamSim:
         self.arrivals = sorted(arrivals, key=lambda a: a.time_ms)
         self.decider = decider
         self.stop_ms = math.inf if stop_ms is None else stop_ms  # give up at this time (overload tests)
-        self.vram_budget_mb = vram_budget_mb
-        self.cpu_slots = cpu_slots
         self.world = load_world(world)
-        self._rates = rate_function(self.world.law)
-        self._sigma = noise_sigma
         self.rng = random.Random(seed)
-        self._params: dict[str, tuple[float, float]] = {}
+        self.kernel = Kernel(self.world, noise_sigma=noise_sigma, rng=self.rng, track_overlap=True, label="stream")
+        self.ledger = Ledger(vram_budget_mb, cpu_slots)
         self._cards = [wf.task_cards for wf in self.workflows]
-        # state
-        self.now_ms = 0.0
-        self.vram_in_use_mb = 0.0
-        self.cpu_busy = 0
-        self.in_flight = 0
-        self.cpu_fifo: deque[tuple[Invocation, str, float]] = deque()  # (invocation, task, ready_ms)
-        self.gpu_queue: deque[tuple[Invocation, str, float]] = deque()
         self.gpu_now_waits = gpu_now_waits
-        self.vram_waiters: deque[tuple[Invocation, str, float]] = deque()  # gpu_now tasks waiting for VRAM
+        self.in_flight = 0
+        self.cpu_fifo: deque[_Entry] = deque()
+        self.gpu_queue: deque[_Entry] = deque()
+        self.vram_waiters: deque[_Entry] = deque()  # gpu_now tasks waiting for VRAM (gpu_now_waits)
         self.cpu_waiting_ms = 0.0  # card CPU time of the tasks in cpu_fifo (kept, not summed per query)
         self.queue_backlog_ms = 0.0  # card load + GPU time of the tasks in gpu_queue
-        self.queue_busy = False
         self.admission: deque[Invocation] = deque()
-        self.held: list[tuple[Invocation, str, float]] = []  # late binding: tasks the decider held
-        self.ready: list[tuple[Invocation, str, float]] = []  # ready, not yet routed
-        self.runs: list[_Run] = []
-        self.overlap: dict[str, float] = {}  # unit tool -> integral of its running GPU tasks over time
-        self.gpu_busy_ms = 0.0
-        self.version = 0  # bumped whenever a task starts, ends or ends its load (deciders cache per version)
+        self.held: list[_Entry] = []  # late binding: tasks the decider held
+        self.ready: list[_Entry] = []  # ready, not yet routed
         self._held_version = -1  # the version when the held tasks were last asked
-        self.live = LiveState(self)
-        self.done: list[Invocation] = []
+        self.invocations: list[Invocation] = []  # every arrival so far, in arrival order
+        self.peak_vram_mb = 0.0
+        self.spans: dict[int, list[TaskSpan]] | None = {} if keep_spans else None  # invocation id -> its spans
+        self._views: tuple[tuple[int, float], tuple[RunningView, ...], tuple[RunningView, ...]] | None = None
 
-    # ---- the live state's queries ------------------------------------------------------------
+    # ---- the machine as a snapshot reads it --------------------------------------------------------
+    @property
+    def now_ms(self) -> float:
+        return self.kernel.now_ms
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a task starts, ends or ends its load (deciders cache per version)."""
+        return self.kernel.version
+
+    @property
+    def runs(self) -> list[Running]:
+        return self.kernel.runs
+
+    @property
+    def vram_budget_mb(self) -> float | None:
+        return self.ledger.vram_budget_mb
+
+    @property
+    def cpu_slots(self) -> int:
+        return self.ledger.cpu_slots  # type: ignore[return-value]
+
+    @property
+    def vram_in_use_mb(self) -> float:
+        return self.ledger.vram_in_use_mb
+
+    @property
+    def cpu_busy(self) -> int:
+        return self.ledger.cpu_busy
+
+    @property
+    def gpu_busy_ms(self) -> float:
+        return self.kernel.gpu_busy_ms
+
     def running_views(self, gpu: bool) -> list[RunningView]:
         out = []
         now = self.now_ms
-        for r in self.runs:
+        for r in self.kernel.runs:
             if (r.mode is not Mode.CPU) != gpu:
                 continue
             iso = r.card.gpu_ms if r.mode is not Mode.CPU else r.card.cpu_ms
             elapsed = now - r.start_ms
             load = r.card.load_needed_ms if r.mode is Mode.GPU_QUEUE else 0.0
-            out.append(RunningView(r.card, r.mode, elapsed, r.loading, r.vram_mb,
-                                   max(0.0, (iso or 0.0) + load - elapsed)))
+            out.append(
+                RunningView(r.card, r.mode, elapsed, r.loading, r.vram_mb, max(0.0, (iso or 0.0) + load - elapsed))
+            )
         return out
 
-    # ---- the loop ----------------------------------------------------------------------------
-    def run(self) -> StreamResult:
-        invs: list[Invocation] = []
-        self.decider.start_stream(self.workflows, random.Random(self.rng.random()))
-        arrivals, i = self.arrivals, 0
-        while (i < len(arrivals) or self.runs or self.admission) and self.now_ms <= self.stop_ms:
-            next_arrival = arrivals[i].time_ms if i < len(arrivals) else math.inf
-            dt = self._next_finish_dt()
-            if self.now_ms + dt <= next_arrival:
-                finished = self._advance(dt, collect=True)
-                for r in finished:
-                    self._finish(r)
-            else:
-                self._advance(next_arrival - self.now_ms, collect=False)
-                self.now_ms = next_arrival  # exact: no drift from summed dts
-                while i < len(arrivals) and arrivals[i].time_ms <= self.now_ms:
-                    invs.append(self._arrive(len(invs), arrivals[i]))
-                    i += 1
-            self._dispatch()
-        return StreamResult(tuple(invs), self.now_ms, self.gpu_busy_ms)
+    def snapshot(self) -> MachineSnapshot:
+        """The machine now, frozen, as a decider reads it (the running views computed once per state)."""
+        key = (self.kernel.version, self.kernel.now_ms)
+        if self._views is None or self._views[0] != key:
+            self._views = (key, tuple(self.running_views(True)), tuple(self.running_views(False)))
+        return MachineSnapshot.of(self, self._views[1], self._views[2])
 
-    # ---- driven from outside: arrivals one at a time (the real-time service, service/realtime.py) --
+    # ---- driving it ---------------------------------------------------------------------------
+    def run(self) -> StreamResult:
+        """The whole stream of the arrivals given: ``begin``, then ``advance_to`` and ``arrive`` in
+        turn, until every invocation ended (or ``stop_ms`` passed)."""
+        self.begin()
+        arrivals, i = self.arrivals, 0
+        while (i < len(arrivals) or self.kernel.runs or self.admission) and self.now_ms <= self.stop_ms:
+            next_arrival = arrivals[i].time_ms if i < len(arrivals) else math.inf
+            self.advance_to(next_arrival, stop_ms=self.stop_ms)
+            if i >= len(arrivals) or self.now_ms > self.stop_ms:
+                continue
+            together = []
+            while i < len(arrivals) and arrivals[i].time_ms <= self.now_ms:
+                together.append(arrivals[i].workflow)
+                i += 1
+            self.arrive_together(together)
+        return StreamResult(tuple(self.invocations), self.now_ms, self.gpu_busy_ms)
+
     def begin(self) -> None:
-        """Start a stream whose invocations arrive through ``arrive`` (instead of ``run()``)."""
+        """Start the stream: the decider's per-stream state is reset."""
         self.decider.start_stream(self.workflows, random.Random(self.rng.random()))
-        self._arrived = 0
 
     def next_event_ms(self) -> float:
         """When the next running task ends or ends its load (inf when nothing runs)."""
-        return self.now_ms + self._next_finish_dt() if self.runs else math.inf
+        return self.now_ms + self.kernel.next_dt() if self.kernel.runs else math.inf
 
-    def advance_to(self, t_ms: float) -> bool:
-        """Process every task end up to ``t_ms``, then set the clock there; True when something ended."""
+    def advance_to(self, t_ms: float, *, stop_ms: float = math.inf) -> bool:
+        """Process every task end up to ``t_ms`` (while the clock is not past ``stop_ms``), then set
+        the clock there (a finite ``t_ms``); True when something ended."""
         events = False
-        while self.runs:
-            dt = self._next_finish_dt()
-            if self.now_ms + dt > t_ms:
+        while self.now_ms <= stop_ms:
+            finished = self._step_within(t_ms)
+            if finished is None:
                 break
-            for r in self._advance(dt, collect=True):
+            for r in finished:
                 self._finish(r)
             self._dispatch()
             events = True
-        if t_ms > self.now_ms:
-            self._advance(t_ms - self.now_ms, collect=False)
-            self.now_ms = t_ms
+        if math.isfinite(t_ms) and self.now_ms <= stop_ms:
+            self.kernel.advance_to(t_ms)  # (rates as the last _step_within set them)
         return events
+
+    def _step_within(self, t_ms: float) -> list[Running] | None:
+        if not self.kernel.runs:
+            if math.isinf(t_ms) and self.admission:
+                raise TestbedError("stream simulation stalled: nothing running and nothing arriving")
+            return None
+        return self.kernel.step_within(t_ms)
 
     def arrive(self, workflow: int, mapping: dict[str, Mode] | None = None) -> Invocation:
         """An invocation of workflow #``workflow`` arrives now, carrying ``mapping`` (for a decider
         that runs the mapping an invocation brings), and is dispatched."""
-        inv = self._arrive(self._arrived, Arrival(self.now_ms, workflow))
-        self._arrived += 1
+        return self.arrive_together([workflow], mapping)[0]
+
+    def arrive_together(self, workflows: Sequence[int], mapping: dict[str, Mode] | None = None) -> list[Invocation]:
+        """Invocations of ``workflows`` (indices into the mix) arrive now, in this order; then one dispatch."""
+        invs = [self._arrive(w) for w in workflows]
         if mapping is not None:
-            inv.mapping = dict(mapping)
+            for inv in invs:
+                inv.mapping = dict(mapping)
         self._dispatch()
-        return inv
-
-    def _next_finish_dt(self) -> float:
-        runs = self.runs
-        if not runs:
-            return math.inf
-        gpu = [r for r in runs if r.mode is not Mode.CPU and not r.loading]
-        if len(gpu) > 1:
-            for r, rate in zip(gpu, self._rates([r.sens for r in gpu], [r.press for r in gpu])):
-                r.rate = rate
-        elif gpu:
-            gpu[0].rate = 1.0
-        return min(r.remaining / r.rate if not r.loading else r.remaining for r in runs)
-
-    def _advance(self, dt: float, *, collect: bool) -> list[_Run]:
-        """Move the clock by ``dt`` (rates set by ``_next_finish_dt``); the runs that ended."""
-        if not math.isfinite(dt):
-            raise TestbedError("stream simulation stalled: nothing running and nothing arriving")
-        if dt > 0:
-            busy = False
-            overlap = self.overlap
-            for r in self.runs:
-                if r.loading:
-                    r.remaining -= dt
-                elif r.mode is not Mode.CPU:
-                    r.remaining -= dt * r.rate
-                    overlap[r.unit] = overlap.get(r.unit, 0.0) + dt
-                    busy = True
-                else:
-                    r.remaining -= dt
-            if busy:
-                self.gpu_busy_ms += dt
-            self.now_ms += dt
-        if not collect:
-            return []
-        finished = []
-        below = _EPS * max(1.0, self.now_ms)
-        for r in self.runs:
-            if r.remaining <= below:
-                if r.loading:  # load done: the run phase begins
-                    r.loading, r.remaining, r.run_start_ms = False, r.work_ms, self.now_ms
-                    self.version += 1
-                    r.seen = dict(self.overlap)
-                    if r.remaining > below:
-                        continue
-                finished.append(r)
-        return finished
+        return invs
 
     # ---- events ------------------------------------------------------------------------------
-    def _arrive(self, ident: int, a: Arrival) -> Invocation:
-        if not 0 <= a.workflow < len(self.workflows):
-            raise TestbedError(f"arrival names workflow #{a.workflow}; the mix has {len(self.workflows)}")
-        wf = self.workflows[a.workflow]
-        inv = Invocation(ident, a.workflow, wf, a.time_ms, self._cards[a.workflow])
+    def _arrive(self, workflow: int) -> Invocation:
+        if not 0 <= workflow < len(self.workflows):
+            raise TestbedError(f"arrival names workflow #{workflow}; the mix has {len(self.workflows)}")
+        wf = self.workflows[workflow]
+        inv = Invocation(len(self.invocations), workflow, wf, self.now_ms, self._cards[workflow])
+        self.invocations.append(inv)
         self.admission.append(inv)
         return inv
 
@@ -268,43 +256,49 @@ class StreamSim:
         self.in_flight += 1
         if not self.decider.late_binding:
             t0 = time.perf_counter_ns()
-            inv.mapping = dict(self.decider.plan(inv, self.live))
+            inv.mapping = dict(self.decider.plan(inv, self.snapshot()))
             inv.decision_ns += time.perf_counter_ns() - t0
         self.ready.extend((inv, t, self.now_ms) for t in wf.task_ids if not wf.preds[t])
 
-    def _finish(self, r: _Run) -> None:
-        self._release(r)
-        inv = r.inv
-        overlap = {} if r.seen is None else overlap_since(self.overlap, r.seen, r.unit, self.now_ms - r.run_start_ms)
-        self.decider.observe(TaskDone(inv.workflow.name, r.task, r.card, r.mode, self.now_ms - r.run_start_ms,
-                                      r.run_start_ms - r.start_ms, r.start_ms - r.ready_ms, overlap, inv.id))
+    def _finish(self, r: Running) -> None:
+        inv, task = r.key
+        self.ledger.release(r.mode, r.vram_mb)
+        now = self.now_ms
+        overlap = {} if r.seen is None else overlap_since(self.kernel.overlap, r.seen, r.unit, now - r.run_start_ms)
+        self.decider.observe(
+            TaskDone(
+                inv.workflow.name,
+                task,
+                r.card,
+                r.mode,
+                now - r.run_start_ms,
+                r.run_start_ms - r.start_ms,
+                r.start_ms - r.ready_ms,
+                overlap,
+                inv.id,
+            )
+        )
         if inv.status != "running":
             return
+        if self.spans is not None:  # on the invocation's own clock: zero at its arrival
+            self.spans.setdefault(inv.id, []).append(r.span(now, inv.arrival_ms, task))
         inv.left -= 1
         if inv.left == 0:
             self._end(inv, "ok")
             return
         wf = inv.workflow
-        for s in wf.succs[r.task]:
+        for s in wf.succs[task]:
             inv.waiting_preds[s] -= 1
             if inv.waiting_preds[s] == 0:
-                self.ready.append((inv, s, self.now_ms))
-
-    def _release(self, r: _Run) -> None:
-        self.version += 1
-        self.runs.remove(r)
-        self.vram_in_use_mb = max(0.0, self.vram_in_use_mb - r.vram_mb)
-        if r.mode is Mode.CPU:
-            self.cpu_busy -= 1
-        elif r.mode is Mode.GPU_QUEUE:
-            self.queue_busy = False
+                self.ready.append((inv, s, now))
 
     def _end(self, inv: Invocation, status: str) -> None:
         inv.status, inv.end_ms = status, self.now_ms
         self.in_flight -= 1
         if status != "ok":  # stop what it still runs or waits for
-            for r in [r for r in self.runs if r.inv is inv]:
-                self._release(r)
+            for r in [r for r in self.kernel.runs if r.key[0] is inv]:
+                self.kernel.stop(r)
+                self.ledger.release(r.mode, r.vram_mb)
             for q in (self.cpu_fifo, self.gpu_queue, self.vram_waiters):
                 kept = [e for e in q if e[0] is not inv]
                 q.clear()
@@ -324,18 +318,17 @@ class StreamSim:
         while self.admission and self.in_flight == 0:
             self._admit_waiting()
             self._route_ready()
-        if self.held and not self.runs:  # nothing will ever free a resource: the held task takes the CPU
+        if self.held and not self.kernel.runs:  # nothing will ever free a resource: the held task takes the CPU
             inv, task, ready_ms = self.held.pop(0)
             self._route(inv, task, ready_ms, forced=Mode.CPU)
             self._start_cpu()
 
     def _admit_waiting(self) -> None:
         """Admit the invocations at the door, in arrival order, while the decider lets them in."""
-        live = self.live
         while self.admission:
             head = self.admission[0]
             t0 = time.perf_counter_ns()
-            ok = self.in_flight == 0 or self.decider.admit(head, live)
+            ok = self.in_flight == 0 or self.decider.admit(head, self.snapshot())
             head.decision_ns += time.perf_counter_ns() - t0
             if not ok:
                 break
@@ -362,7 +355,7 @@ class StreamSim:
         mode = forced if forced is not None else inv.mapping.get(task)
         if mode is None:  # late binding
             t0 = time.perf_counter_ns()
-            mode = self.decider.place(inv, task, self.live)
+            mode = self.decider.place(inv, task, self.snapshot())
             inv.decision_ns += time.perf_counter_ns() - t0
             if mode is None:
                 self.held.append((inv, task, ready_ms))
@@ -376,89 +369,65 @@ class StreamSim:
         if real is Mode.CPU:
             self.cpu_fifo.append((inv, task, ready_ms))
             self.cpu_waiting_ms += card.cpu_ms
-        elif real is Mode.GPU_QUEUE:
+            return
+        if real is Mode.GPU_QUEUE:
             self.gpu_queue.append((inv, task, ready_ms))
             self.queue_backlog_ms += _queued_ms(card)
-        elif self.live.fits_now(card.vram_needed_mb) and not self.vram_waiters:
+            return
+        own_mb = self._own_mb(inv) if self.gpu_now_waits else None
+        verdict = self.ledger.gpu_now(card.vram_needed_mb, own_mb=own_mb, behind=bool(self.vram_waiters))
+        if verdict is Verdict.START:
             self._start(inv, task, ready_ms, Mode.GPU_NOW)
-        elif self.gpu_now_waits and self._fits_alone(inv, card.vram_needed_mb):
+        elif verdict is Verdict.WAIT:
             self.vram_waiters.append((inv, task, ready_ms))
         else:
             self._end(inv, "oom")
 
-    def _fits_alone(self, inv: Invocation, vram_mb: float) -> bool:
-        """Would ``vram_mb`` fit beside what ``inv`` itself holds (nothing of other invocations)?"""
-        own_mb = sum(r.vram_mb for r in self.runs if r.inv is inv)
-        return self.vram_budget_mb is None or own_mb + vram_mb <= self.vram_budget_mb + _EPS
+    def _own_mb(self, inv: Invocation) -> float:
+        """The VRAM ``inv`` itself holds now."""
+        return sum(r.vram_mb for r in self.kernel.runs if r.key[0] is inv)
 
     def _start_waiters(self) -> None:
         """Start the waiting gpu_now tasks, FIFO, while the head fits."""
         while self.vram_waiters:
             inv, task, ready_ms = self.vram_waiters[0]
-            if not self.live.fits_now(inv.cards[task].vram_needed_mb):
+            if not self.ledger.fits(inv.cards[task].vram_needed_mb):
                 return
             self.vram_waiters.popleft()
             self._start(inv, task, ready_ms, Mode.GPU_NOW)
 
     def _start_cpu(self) -> None:
-        while self.cpu_fifo and self.cpu_busy < self.cpu_slots:
+        while self.cpu_fifo and self.ledger.cpu() is Verdict.START:
             inv, task, ready_ms = self.cpu_fifo.popleft()
             self.cpu_waiting_ms = max(0.0, self.cpu_waiting_ms - inv.cards[task].cpu_ms)
             self._start(inv, task, ready_ms, Mode.CPU)
 
     def _start_queue(self) -> None:
-        while not self.queue_busy and self.gpu_queue:
+        while self.gpu_queue:
             inv, task, ready_ms = self.gpu_queue[0]
-            need = inv.cards[task].vram_needed_mb
-            if self.vram_budget_mb is not None and need > self.vram_budget_mb + _EPS:
+            verdict = self.ledger.queue_head(inv.cards[task].vram_needed_mb)
+            if verdict is Verdict.WAIT:
+                return
+            if verdict is Verdict.OOM:
                 self._end(inv, "oom")  # (removes it from the queue)
                 continue
-            if not self.live.fits_now(need):
-                return
             self.gpu_queue.popleft()
             self.queue_backlog_ms = max(0.0, self.queue_backlog_ms - _queued_ms(inv.cards[task]))
             self._start(inv, task, ready_ms, Mode.GPU_QUEUE)
 
     def _start(self, inv: Invocation, task: str, ready_ms: float, mode: Mode) -> None:
         card = inv.cards[task]
-        on_gpu = mode is not Mode.CPU
-        unit = split_amplified(card.name)[0]
-        sens, press = self._contention(card, unit) if on_gpu else (0.0, 0.0)
-        load = self._noisy(card.load_needed_ms) if mode is Mode.GPU_QUEUE and card.load_needed_ms > 0 else 0.0
-        work = self._noisy(card.gpu_ms if on_gpu else card.cpu_ms)  # type: ignore[arg-type]
-        vram = card.vram_needed_mb if on_gpu else 0.0
-        r = _Run(inv, task, card, mode, vram, load if load > 0 else work, load > 0, sens, press, work, load,
-                 self.now_ms, self.now_ms, ready_ms, unit)
-        if on_gpu and not r.loading:
-            r.seen = dict(self.overlap)
-        self.version += 1
-        self.vram_in_use_mb += vram
-        if mode is Mode.CPU:
-            self.cpu_busy += 1
-        elif mode is Mode.GPU_QUEUE:
-            self.queue_busy = True
-        self.runs.append(r)
-
-    def _contention(self, card: ToolCard, unit: str) -> tuple[float, float]:
-        hit = self._params.get(unit)
-        if hit is None:  # looked up once per tool
-            hit = self._params[unit] = self.world.params(card)
-        return hit
-
-    def _noisy(self, x: float) -> float:
-        if self._sigma <= 0:
-            return x
-        noise = self.world.noise
-        if noise.is_default:
-            return x * math.exp(self.rng.gauss(0.0, self._sigma))
-        return x * noise_factor(self.rng, self._sigma, noise)
+        vram = card.vram_needed_mb if mode is not Mode.CPU else 0.0
+        load = card.load_needed_ms if mode is Mode.GPU_QUEUE else 0.0
+        self.kernel.start((inv, task), card, mode, vram_mb=vram, load_ms=load, ready_ms=ready_ms)
+        self.ledger.hold(mode, vram)
+        self.peak_vram_mb = max(self.peak_vram_mb, self.ledger.vram_in_use_mb)
 
 
 def _queued_ms(card: ToolCard) -> float:
     return card.load_needed_ms + (card.gpu_ms or card.cpu_ms)
 
 
-def run_stream(workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: StreamDecider,
-               **kwargs) -> StreamResult:
+def run_stream(workflows: Sequence[Workflow], arrivals: Sequence[Arrival], decider: Decider, **kwargs) -> StreamResult:
     """One stream run (keyword arguments: ``StreamSim``'s)."""
     return StreamSim(workflows, arrivals, decider, **kwargs).run()

@@ -147,7 +147,9 @@ class ToolPool:
             ticket = object()
             self._cpu_line.append(ticket)
             try:
-                while self._cpu_line[0] is not ticket or (self.cpu_slots is not None and self.cpu_busy >= self.cpu_slots):
+                while self._cpu_line[0] is not ticket or (
+                    self.cpu_slots is not None and self.cpu_busy >= self.cpu_slots
+                ):
                     if stop is not None and stop.is_set():
                         raise Cancelled("the run stopped while its task waited for a CPU slot")
                     self._cpu_cond.wait(STOP_POLL_S)
@@ -184,9 +186,18 @@ class ToolPool:
             self.evict_idle()
 
     # ---- leases ----------------------------------------------------------------------------
-    def acquire(self, key: PoolKey, build: Callable[[], Any], *, vram_mb: float = 0.0,
-                budget_mb: float | None = None, wait: bool = True, evict: bool = True,
-                shareable: bool = False, stop: threading.Event | None = None) -> Lease | None:
+    def acquire(
+        self,
+        key: PoolKey,
+        build: Callable[[], Any],
+        *,
+        vram_mb: float = 0.0,
+        budget_mb: float | None = None,
+        wait: bool = True,
+        evict: bool = True,
+        shareable: bool = False,
+        stop: threading.Event | None = None,
+    ) -> Lease | None:
         """A loaded instance of ``key`` for one use: an idle one (warm hit), a busy concurrent-safe
         one, or a new one built by ``build()`` and loaded on ``key``'s device (timed). A GPU load is
         admitted under the budget (``budget_mb``: the asker's, when the pool has none), evicting
@@ -243,13 +254,19 @@ class ToolPool:
 
     def stats(self) -> dict[str, float]:
         with self._cond:
-            return {"loaded": sum(1 for lst in self._instances.values() for i in lst if i.ready),
-                    "in_use": sum(1 for lst in self._instances.values() for i in lst if i.users),
-                    "loads": self.loads, "hits": self.hits, "unloads": self.unloads,
-                    "evictions": self.evictions, "load_ms_total": self.load_ms_total,
-                    "unload_ms_total": self.unload_ms_total, "resident_vram_mb": self.resident_vram_mb,
-                    "peak_resident_vram_mb": self.peak_resident_vram_mb,
-                    "budget_mb": self.budget_mb if self.budget_mb is not None else float("nan")}
+            return {
+                "loaded": sum(1 for lst in self._instances.values() for i in lst if i.ready),
+                "in_use": sum(1 for lst in self._instances.values() for i in lst if i.users),
+                "loads": self.loads,
+                "hits": self.hits,
+                "unloads": self.unloads,
+                "evictions": self.evictions,
+                "load_ms_total": self.load_ms_total,
+                "unload_ms_total": self.unload_ms_total,
+                "resident_vram_mb": self.resident_vram_mb,
+                "peak_resident_vram_mb": self.peak_resident_vram_mb,
+                "budget_mb": self.budget_mb if self.budget_mb is not None else float("nan"),
+            }
 
     def evict_idle(self) -> int:
         """Unload every idle instance; how many were unloaded."""
@@ -290,8 +307,16 @@ class ToolPool:
         inst.last_used = next(self._tick)
         return inst
 
-    def _admit(self, key: PoolKey, need_mb: float, budget_mb: float | None, wait: bool, evict: bool,
-               stop: threading.Event | None, evicted: list[float]) -> _Instance | None:
+    def _admit(
+        self,
+        key: PoolKey,
+        need_mb: float,
+        budget_mb: float | None,
+        wait: bool,
+        evict: bool,
+        stop: threading.Event | None,
+        evicted: list[float],
+    ) -> _Instance | None:
         """Reserve ``need_mb`` for a new instance (evicting idle LRU, else waiting); the placeholder."""
         if need_mb <= 0:  # a host instance: evicted for host memory only (``host_pressure``)
             while evict and self.host_pressure is not None and self.host_pressure():
@@ -303,8 +328,9 @@ class ToolPool:
         while True:
             budget = self.budget_mb if self.budget_mb is not None else budget_mb
             if not fits_vram(0.0, need_mb, budget):
-                raise VramWontFit(f"out of memory: {key[0]} needs {need_mb:g} MB of VRAM, more than the whole "
-                                  f"budget of {budget:g} MB")
+                raise VramWontFit(
+                    f"out of memory: {key[0]} needs {need_mb:g} MB of VRAM, more than the whole budget of {budget:g} MB"
+                )
             if fits_vram(self.resident_vram_mb, need_mb, budget):
                 return self._place(key, need_mb)
             victim = self._lru_idle(on_gpu=True) if evict else None
@@ -334,8 +360,9 @@ class ToolPool:
             self._cond.acquire()
 
     def _lru_idle(self, *, on_gpu: bool) -> _Instance | None:
-        idle = [i for lst in self._instances.values() for i in lst
-                if i.ready and i.users == 0 and (i.vram_mb > 0) == on_gpu]
+        idle = [
+            i for lst in self._instances.values() for i in lst if i.ready and i.users == 0 and (i.vram_mb > 0) == on_gpu
+        ]
         return min(idle, key=lambda i: i.last_used) if idle else None
 
     def _hold(self, mb: float) -> None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import sys
 import re
+import sys
 from typing import Any
 
 from agentsched.tools.base import AmplifiedTool, Size, Tool, ToolError, parse_size
-
 
 # device files of a GPU driver torch's CUDA (or ROCm) build can use on Linux: NVIDIA, WSL2, AMD
 _GPU_DEVICE_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
@@ -24,14 +23,18 @@ _GPU_DEVICE_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg"
 def cuda_available() -> bool:
     """Does this process see a CUDA GPU? False without torch (nothing imported until asked), and
     False without importing torch (2 s) on a Linux machine with no GPU driver at all."""
-    if sys.platform.startswith("linux") and "torch" not in sys.modules \
-            and not any(os.path.exists(f) for f in _GPU_DEVICE_FILES):
+    if (
+        sys.platform.startswith("linux")
+        and "torch" not in sys.modules
+        and not any(os.path.exists(f) for f in _GPU_DEVICE_FILES)
+    ):
         return False
     try:
         import torch
     except ImportError:
         return False
     return torch.cuda.is_available()
+
 
 # name -> "module:Class", in Table 1 order
 _REGISTRY: dict[str, str] = {
@@ -105,5 +108,16 @@ def get_tool(name: str, size: str | Size = Size.SMALL, *, seed: int = 0, repeat:
     return tool if k * repeat == 1 else AmplifiedTool(tool, k * repeat)
 
 
-__all__ = ["HOST_ONLY", "AmplifiedTool", "Size", "Tool", "ToolError", "get_tool", "parse_tool_name", "tool_family",
-           "tool_class", "tool_names", "tools_installed"]
+__all__ = [
+    "HOST_ONLY",
+    "AmplifiedTool",
+    "Size",
+    "Tool",
+    "ToolError",
+    "get_tool",
+    "parse_tool_name",
+    "tool_family",
+    "tool_class",
+    "tool_names",
+    "tools_installed",
+]

@@ -22,8 +22,10 @@ def require_cuda() -> None:
 
 def _no_init_context() -> contextlib.AbstractContextManager:
     """Skip transformers' own weight init (we fill every parameter ourselves, faster and seeded)."""
-    for mod, attr in (("transformers.initialization", "no_init_weights"),
-                      ("transformers.modeling_utils", "no_init_weights")):
+    for mod, attr in (
+        ("transformers.initialization", "no_init_weights"),
+        ("transformers.modeling_utils", "no_init_weights"),
+    ):
         try:
             m = __import__(mod, fromlist=[attr])
             return getattr(m, attr)()

@@ -15,6 +15,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from agentsched.errors import ToolError
+from agentsched.model.sizes import byte_size
 from agentsched.model.tool import Tool as PublicTool
 
 
@@ -63,11 +64,17 @@ class Tool(PublicTool):
     #: per-size workload parameters (batch, sequence length, config knobs); subclasses fill it
     SIZES: ClassVar[dict[Size, dict[str, Any]]] = {}
 
+    #: the workload parameter that is one call's input size (``size_unit`` of it), e.g. "batch" or
+    #: "audio_s"; None: the size is the inputs' byte length
+    size_param: ClassVar[str | None] = None
+
     def __init__(self, size: str | Size = Size.SMALL, *, seed: int = 0, **options: Any) -> None:
-        self.size = parse_size(size)  # which scale to build
+        # ``size`` (paper/small) is the scale of the build; ``self.size(inputs)`` is an invocation's input size
+        self.scale = parse_size(size)  # which scale to build
         self.seed = int(seed)  # base seed of weights and inputs
-        self.params: dict[str, Any] = {**self.SIZES[self.size], **options}  # workload knobs
+        self.params: dict[str, Any] = {**self.SIZES[self.scale], **options}  # workload knobs
         self.device: str | None = None  # where it is loaded; None while unloaded
+        self._options = dict(options)  # what with_size() rebuilds from
 
     # ---- life cycle -------------------------------------------------------------------------
     @property
@@ -117,6 +124,29 @@ class Tool(PublicTool):
     def example_inputs(self) -> dict[str, Any]:
         """The profiler times ``run({})``: the generated inputs."""
         return {}
+
+    # ---- input size -------------------------------------------------------------------------
+    def size(self, inputs: dict[str, Any]) -> float:
+        """One call's input size in ``size_unit``: of the invocation arguments this tool computes on
+        (``_size_of``) when ``inputs`` gives any, else of the generated inputs (``params[size_param]``)."""
+        given = {k: v for k, v in (inputs or {}).items() if k in self.input_keys}
+        if given:
+            return self._size_of(given)
+        if self.size_param is not None:
+            return float(self.params[self.size_param])
+        return byte_size(inputs or {}).value
+
+    def _size_of(self, given: dict[str, Any]) -> float:
+        return byte_size(given).value
+
+    def with_size(self, size: float) -> Tool:
+        """A new, unloaded tool of the same scale and seed whose generated inputs have about ``size``
+        units (the profiler's sweep over sizes, for tools that take no invocation arguments)."""
+        if self.size_param is None:
+            raise ToolError(f"tool {self.name} has no size parameter to sweep")
+        current = self.params[self.size_param]
+        value: Any = max(1, round(size)) if isinstance(current, int) else float(size)
+        return type(self)(self.scale, seed=self.seed, **{**self._options, self.size_param: value})
 
     def sync(self) -> None:
         """Wait for queued device work (a no-op on the CPU)."""
@@ -177,7 +207,7 @@ class Tool(PublicTool):
         return stable_seed(self.seed, self.name, *parts)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(size={self.size.value}, device={self.device})"
+        return f"{type(self).__name__}(size={self.scale.value}, device={self.device})"
 
 
 class AmplifiedTool(Tool):
@@ -190,10 +220,11 @@ class AmplifiedTool(Tool):
             raise ToolError(f"amplification must be >= 1, got {k}")
         self.base = base  # the tool repeated
         self.k = k  # calls per invocation
-        self.size = base.size
+        self.scale = base.scale
         self.seed = base.seed
         self.params = base.params
         self.device = base.device
+        self._options = base._options
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -202,6 +233,19 @@ class AmplifiedTool(Tool):
     @property
     def has_gpu(self) -> bool:  # type: ignore[override]
         return self.base.has_gpu
+
+    @property
+    def size_unit(self) -> str:  # type: ignore[override]
+        return self.base.size_unit
+
+    def size(self, inputs: dict[str, Any]) -> float:
+        return self.base.size(inputs)  # each of the K calls runs on the same inputs
+
+    def sized_inputs(self, size: float) -> dict[str, Any] | None:
+        return self.base.sized_inputs(size)
+
+    def with_size(self, size: float) -> Tool:
+        return AmplifiedTool(self.base.with_size(size), self.k)
 
     def load(self, device: str = "cpu") -> None:
         self.base.load(device)

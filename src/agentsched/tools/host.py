@@ -18,6 +18,7 @@ from typing import Any
 from agentsched.tools import inputs
 from agentsched.tools.base import Size, Tool, ToolError
 
+_PAGE_RE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")  # a PDF page object (not /Pages, the tree)
 SEARCH_URL_ENV = "AGENTSCHED_SEARCH_URL"  # point web_search at a real API (GET ?q=...&k=...)
 
 
@@ -29,6 +30,8 @@ class WebSearch(Tool):
     """
 
     name = "web_search"
+    size_param = "k"
+    size_unit = "results"
     family = "host"
     has_gpu = False
     SIZES = {
@@ -36,8 +39,7 @@ class WebSearch(Tool):
         Size.SMALL: {"corpus_docs": 200, "k": 5, "queries": 8, "timeout_s": 10.0},
     }
 
-    def __init__(self, size: str | Size = Size.SMALL, *, seed: int = 0, url: str | None = None,
-                 **options: Any) -> None:
+    def __init__(self, size: str | Size = Size.SMALL, *, seed: int = 0, url: str | None = None, **options: Any) -> None:
         super().__init__(size, seed=seed, **options)
         self.url = url or os.environ.get(SEARCH_URL_ENV) or None  # None: the local server
         self.server = None  # the loopback server when no URL is given
@@ -113,6 +115,8 @@ class LogAnalyzer(Tool):
     """Summarise an Apache access log (generated, seeded) -> ``analyze_log``'s dict."""
 
     name = "log_analyzer"
+    size_param = "lines"
+    size_unit = "lines"
     family = "host"
     has_gpu = False
     SIZES = {
@@ -130,6 +134,14 @@ class LogAnalyzer(Tool):
     def _call(self) -> dict[str, Any]:
         return analyze_log(self._m_text)
 
+    def _size_of(self, given: dict[str, Any]) -> float:
+        text = given["log"]
+        return float(text.count("\n") + (0 if not text or text.endswith("\n") else 1)) if isinstance(text, str) else 0.0
+
+    def sized_inputs(self, size: float) -> dict[str, Any]:
+        lines, _ = inputs.apache_logs(max(1, round(size)), self.sub_seed("sized", str(round(size))))
+        return {"log": "\n".join(lines) + "\n"}
+
     def _call_with(self, given: dict[str, Any]) -> dict[str, Any]:
         text = given["log"]
         if not isinstance(text, str):
@@ -141,6 +153,8 @@ class PdfParser(Tool):
     """Extract the text of a PDF written locally (fpdf2) with pypdf -> {"pages", "text"}."""
 
     name = "pdf_parser"
+    size_param = "pages"
+    size_unit = "pages"
     family = "host"
     has_gpu = False
     SIZES = {
@@ -150,8 +164,9 @@ class PdfParser(Tool):
 
     def _load(self, device: str) -> None:
         try:
-            data, written = inputs.pdf_document(self.params["pages"], self.params["paragraphs_per_page"],
-                                                self.sub_seed("inputs"))
+            data, written = inputs.pdf_document(
+                self.params["pages"], self.params["paragraphs_per_page"], self.sub_seed("inputs")
+            )
         except ImportError as e:
             raise ToolError(f"pdf_parser needs fpdf2 (the tools extra): {e}") from None
         self.written = written  # the lines the PDF contains
@@ -161,6 +176,22 @@ class PdfParser(Tool):
 
     def _call(self) -> dict[str, Any]:
         return _extract(self._m_pdf)
+
+    def _size_of(self, given: dict[str, Any]) -> float:
+        data = given["pdf"]
+        if not isinstance(data, (bytes, bytearray)):
+            return 0.0
+        # page objects, counted without parsing (a size is computed before placement, so it must be cheap)
+        return float(max(1, len(_PAGE_RE.findall(data))))
+
+    def sized_inputs(self, size: float) -> dict[str, Any]:
+        try:
+            data, _ = inputs.pdf_document(
+                max(1, round(size)), self.params["paragraphs_per_page"], self.sub_seed("sized", str(round(size)))
+            )
+        except ImportError as e:
+            raise ToolError(f"pdf_parser needs fpdf2 (the tools extra): {e}") from None
+        return {"pdf": data}
 
     def _call_with(self, given: dict[str, Any]) -> dict[str, Any]:
         data = given["pdf"]

@@ -13,23 +13,101 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Common English words (all in BERT's uncased WordPiece vocabulary), so sentences tokenize to words.
-_SUBJECTS = ["the analyst", "a customer", "the engineer", "our team", "the manager", "a student",
-             "the doctor", "the reviewer", "a farmer", "the pilot", "the teacher", "a child"]
-_VERBS = ["reads", "writes", "checks", "likes", "hates", "buys", "sells", "builds", "opens",
-          "cleans", "paints", "moves", "finds", "loses", "plans", "signs"]
-_ADJS = ["new", "old", "blue", "red", "large", "small", "quiet", "bright", "cheap", "strange",
-         "useful", "broken", "simple", "green", "heavy", "fast"]
-_OBJECTS = ["report", "house", "car", "letter", "garden", "window", "contract", "book", "bridge",
-            "machine", "market", "river", "map", "phone", "table", "song"]
-_TAILS = ["today", "again", "at night", "in the morning", "with care", "very slowly", "for the city",
-          "before lunch", "after the storm", "without help"]
-_SENTIMENT = ["and it was wonderful", "and it was terrible", "which felt great", "which was awful",
-              "and everyone was happy", "and nobody was pleased"]
+_SUBJECTS = [
+    "the analyst",
+    "a customer",
+    "the engineer",
+    "our team",
+    "the manager",
+    "a student",
+    "the doctor",
+    "the reviewer",
+    "a farmer",
+    "the pilot",
+    "the teacher",
+    "a child",
+]
+_VERBS = [
+    "reads",
+    "writes",
+    "checks",
+    "likes",
+    "hates",
+    "buys",
+    "sells",
+    "builds",
+    "opens",
+    "cleans",
+    "paints",
+    "moves",
+    "finds",
+    "loses",
+    "plans",
+    "signs",
+]
+_ADJS = [
+    "new",
+    "old",
+    "blue",
+    "red",
+    "large",
+    "small",
+    "quiet",
+    "bright",
+    "cheap",
+    "strange",
+    "useful",
+    "broken",
+    "simple",
+    "green",
+    "heavy",
+    "fast",
+]
+_OBJECTS = [
+    "report",
+    "house",
+    "car",
+    "letter",
+    "garden",
+    "window",
+    "contract",
+    "book",
+    "bridge",
+    "machine",
+    "market",
+    "river",
+    "map",
+    "phone",
+    "table",
+    "song",
+]
+_TAILS = [
+    "today",
+    "again",
+    "at night",
+    "in the morning",
+    "with care",
+    "very slowly",
+    "for the city",
+    "before lunch",
+    "after the storm",
+    "without help",
+]
+_SENTIMENT = [
+    "and it was wonderful",
+    "and it was terrible",
+    "which felt great",
+    "which was awful",
+    "and everyone was happy",
+    "and nobody was pleased",
+]
 
 
 def sentence(rng: random.Random) -> str:
-    return (f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} the {rng.choice(_ADJS)} "
-            f"{rng.choice(_OBJECTS)} {rng.choice(_TAILS)}")
+    return (
+        f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} the {rng.choice(_ADJS)} "
+        f"{rng.choice(_OBJECTS)} {rng.choice(_TAILS)}"
+    )
 
 
 def sentences(n: int, seed: int, *, sentiment: bool = False) -> list[str]:
@@ -47,8 +125,7 @@ def nli_pairs(n: int, seed: int) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        subj, verb, adj, obj = (rng.choice(_SUBJECTS), rng.choice(_VERBS), rng.choice(_ADJS),
-                                rng.choice(_OBJECTS))
+        subj, verb, adj, obj = (rng.choice(_SUBJECTS), rng.choice(_VERBS), rng.choice(_ADJS), rng.choice(_OBJECTS))
         premise = f"{subj} {verb} the {adj} {obj} {rng.choice(_TAILS)}"
         hyp_obj = obj if rng.random() < 0.5 else rng.choice(_OBJECTS)
         out.append((premise, f"{subj} {verb} a {hyp_obj}"))
@@ -71,10 +148,15 @@ def images(n: int, height: int, width: int, seed: int) -> Any:
     out = np.empty((n, height, width, 3), dtype=np.uint8)
     for i in range(n):
         a, b, c = rng.uniform(0.2, 1.0, size=3)
-        base = np.stack([a * xx / max(width - 1, 1), b * yy / max(height - 1, 1),
-                         c * (xx + yy) / max(width + height - 2, 1)], axis=-1) * 200
+        base = (
+            np.stack(
+                [a * xx / max(width - 1, 1), b * yy / max(height - 1, 1), c * (xx + yy) / max(width + height - 2, 1)],
+                axis=-1,
+            )
+            * 200
+        )
         y0, x0 = rng.integers(0, max(height // 2, 1)), rng.integers(0, max(width // 2, 1))
-        base[y0:y0 + height // 4 + 1, x0:x0 + width // 4 + 1] = 250
+        base[y0 : y0 + height // 4 + 1, x0 : x0 + width // 4 + 1] = 250
         out[i] = np.clip(base + rng.normal(0, 4, size=base.shape), 0, 255).astype(np.uint8)
     return out
 
@@ -93,7 +175,7 @@ def text_line_image(text: str, height: int, width: int) -> Any:
         arr = np.full((height, width, 3), 255, dtype=np.uint8)
         for i, ch in enumerate(text[: max(width // 8 - 1, 0)]):
             if not ch.isspace():
-                arr[height // 2 - 4: height // 2 + 4, 4 + 8 * i: 10 + 8 * i] = 0
+                arr[height // 2 - 4 : height // 2 + 4, 4 + 8 * i : 10 + 8 * i] = 0
         return arr
 
 
@@ -110,11 +192,20 @@ def audio(seconds: float, sample_rate: int, seed: int, tones_hz: tuple[float, ..
 
 # ---- Apache logs ---------------------------------------------------------------------------
 _METHODS = ["GET", "GET", "GET", "POST", "PUT", "DELETE"]
-_PATHS = ["/", "/index.html", "/api/v1/items", "/api/v1/users", "/login", "/static/app.js",
-          "/static/style.css", "/search", "/cart", "/checkout"]
+_PATHS = [
+    "/",
+    "/index.html",
+    "/api/v1/items",
+    "/api/v1/users",
+    "/login",
+    "/static/app.js",
+    "/static/style.css",
+    "/search",
+    "/cart",
+    "/checkout",
+]
 _STATUSES = [200] * 12 + [201, 204, 301, 304, 400, 401, 403, 404, 404, 500, 502, 503]
-_AGENTS = ["Mozilla/5.0 (X11; Linux x86_64)", "curl/8.5.0", "Mozilla/5.0 (Windows NT 10.0)",
-           "python-requests/2.32"]
+_AGENTS = ["Mozilla/5.0 (X11; Linux x86_64)", "curl/8.5.0", "Mozilla/5.0 (Windows NT 10.0)", "python-requests/2.32"]
 
 
 @dataclass
@@ -182,12 +273,14 @@ def search_corpus(n_docs: int, seed: int) -> list[dict[str, str]]:
     docs = []
     for i in range(n_docs):
         obj, adj = rng.choice(_OBJECTS), rng.choice(_ADJS)
-        docs.append({
-            "id": str(i),
-            "title": f"The {adj} {obj} guide {i}",
-            "url": f"http://docs.local/{obj}/{i}",
-            "text": " ".join(sentence(rng) for _ in range(3)),
-        })
+        docs.append(
+            {
+                "id": str(i),
+                "title": f"The {adj} {obj} guide {i}",
+                "url": f"http://docs.local/{obj}/{i}",
+                "text": " ".join(sentence(rng) for _ in range(3)),
+            }
+        )
     return docs
 
 

@@ -37,8 +37,15 @@ class SearchIndex:
         for w in set(_WORD.findall(query.lower())):
             scores.update(self.postings.get(w, {}))
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return [{"title": self.docs[i]["title"], "url": self.docs[i]["url"],
-                 "snippet": self.docs[i]["text"][:160], "score": s} for i, s in ranked]
+        return [
+            {
+                "title": self.docs[i]["title"],
+                "url": self.docs[i]["url"],
+                "snippet": self.docs[i]["text"][:160],
+                "score": s,
+            }
+            for i, s in ranked
+        ]
 
 
 class SearchServer:

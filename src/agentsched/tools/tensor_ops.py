@@ -18,6 +18,8 @@ class GroupBy(Tool):
     """Scatter-add aggregation of ``rows`` values into ``groups`` keys -> {"sums", "counts", "means"}."""
 
     name = "groupby"
+    size_param = "rows"
+    size_unit = "rows"
     family = "tensor"
     SIZES = {
         Size.PAPER: {"rows": 4_000_000, "groups": 1000},
@@ -50,6 +52,8 @@ class ImageResize(Tool):
     """Bilinear resize of a batch (n, 3, H, W) to (n, 3, out_h, out_w)."""
 
     name = "image_resize"
+    size_param = "batch"
+    size_unit = "images"
     family = "tensor"
     SIZES = {
         Size.PAPER: {"batch": 16, "height": 1024, "width": 1024, "out_height": 512, "out_width": 512},
@@ -76,8 +80,9 @@ class ImageResize(Tool):
         import torch
 
         p = self.params
-        return torch.nn.functional.interpolate(self._m_images, size=(p["out_height"], p["out_width"]),
-                                               mode="bilinear", align_corners=False)
+        return torch.nn.functional.interpolate(
+            self._m_images, size=(p["out_height"], p["out_width"]), mode="bilinear", align_corners=False
+        )
 
 
 class VectorSearch(Tool):
@@ -88,6 +93,8 @@ class VectorSearch(Tool):
     """
 
     name = "vector_search"
+    size_param = "queries"
+    size_unit = "queries"
     family = "tensor"
     SIZES = {
         Size.PAPER: {"index_rows": 2_000_000, "dim": 384, "queries": 16, "k": 10, "noise": 0.05},  # 3.1 GB fp32
@@ -104,7 +111,7 @@ class VectorSearch(Tool):
         index = torch.empty(p["index_rows"], p["dim"])
         step = 262_144  # normalise in chunks: no second full-size temporary
         for i in range(0, p["index_rows"], step):
-            chunk = index[i:i + step]
+            chunk = index[i : i + step]
             chunk.normal_(generator=g)
             chunk.div_(chunk.norm(dim=1, keepdim=True).clamp(min=1e-12))
         planted = torch.randint(0, p["index_rows"], (p["queries"],), generator=g)
@@ -133,6 +140,8 @@ class DocMerger(Tool):
     """
 
     name = "doc_merger"
+    size_param = "docs"
+    size_unit = "docs"
     family = "tensor"
     SIZES = {
         Size.PAPER: {"docs": 128, "chunks": 3072, "dim": 384},  # 604 MB of fp32 embeddings

@@ -51,13 +51,11 @@ def _local_wordpiece() -> Any:
     from transformers import BertTokenizerFast
 
     words: set[str] = set()
-    for lst in (inputs._SUBJECTS, inputs._VERBS, inputs._ADJS, inputs._OBJECTS, inputs._TAILS,
-                inputs._SENTIMENT):
+    for lst in (inputs._SUBJECTS, inputs._VERBS, inputs._ADJS, inputs._OBJECTS, inputs._TAILS, inputs._SENTIMENT):
         for phrase in lst:
             words.update(re.findall(r"[a-z]+", phrase.lower()))
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789.,?!-")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters),
-             *sorted(words)]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters), *sorted(words)]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(vocab) + "\n")
     return BertTokenizerFast(vocab_file=f.name, do_lower_case=True)
@@ -81,8 +79,9 @@ class _EncoderTool(Tool):
         quiet_transformers()
         model = self._build().to(device)
         first, second = self._texts()
-        enc = bert_tokenizer()(first, second, padding="max_length", truncation=True,
-                               max_length=self.params["seq_len"], return_tensors="pt")
+        enc = bert_tokenizer()(
+            first, second, padding="max_length", truncation=True, max_length=self.params["seq_len"], return_tensors="pt"
+        )
         keys = ("input_ids", "attention_mask") + (("token_type_ids",) if self.uses_token_types else ())
         self._m_model = model
         self._m_inputs = {k: enc[k].to(device) for k in keys if k in enc}
@@ -124,9 +123,15 @@ class Sentiment(_Classifier):
     """DistilBERT-SST2: positive/negative for a batch of sentences."""
 
     name = "sentiment"
+    size_param = "batch"
+    size_unit = "sentences"
     uses_token_types = False
     SIZES = {
-        Size.PAPER: {"config": {"dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072}, "batch": 8, "seq_len": 128},
+        Size.PAPER: {
+            "config": {"dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072},
+            "batch": 8,
+            "seq_len": 128,
+        },
         Size.SMALL: {"config": _TINY_DISTIL, "batch": 4, "seq_len": 32},
     }
 
@@ -141,9 +146,19 @@ class BertBase(_Classifier):
     """BERT-base NLI: entailment/neutral/contradiction for premise-hypothesis pairs."""
 
     name = "bert_base"
+    size_param = "batch"
+    size_unit = "sentence_pairs"
     SIZES = {
-        Size.PAPER: {"config": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                                     "intermediate_size": 3072}, "batch": 8, "seq_len": 128},
+        Size.PAPER: {
+            "config": {
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+                "intermediate_size": 3072,
+            },
+            "batch": 8,
+            "seq_len": 128,
+        },
         Size.SMALL: {"config": _TINY_BERT, "batch": 4, "seq_len": 32},
     }
 
@@ -159,9 +174,15 @@ class DistilBert(BertBase):
     """DistilBERT-MNLI: the same NLI task on a 6-layer distilled model."""
 
     name = "distilbert"
+    size_param = "batch"
+    size_unit = "sentence_pairs"
     uses_token_types = False
     SIZES = {
-        Size.PAPER: {"config": {"dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072}, "batch": 8, "seq_len": 128},
+        Size.PAPER: {
+            "config": {"dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072},
+            "batch": 8,
+            "seq_len": 128,
+        },
         Size.SMALL: {"config": _TINY_DISTIL, "batch": 4, "seq_len": 32},
     }
 
@@ -173,9 +194,19 @@ class Reranker(_EncoderTool):
     """Cross-encoder (ms-marco MiniLM-L6 shape): scores query-passage pairs, returns the ranking."""
 
     name = "reranker"
+    size_param = "batch"
+    size_unit = "passages"
     SIZES = {
-        Size.PAPER: {"config": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
-                                     "intermediate_size": 1536}, "batch": 16, "seq_len": 256},
+        Size.PAPER: {
+            "config": {
+                "hidden_size": 384,
+                "num_hidden_layers": 6,
+                "num_attention_heads": 12,
+                "intermediate_size": 1536,
+            },
+            "batch": 16,
+            "seq_len": 256,
+        },
         Size.SMALL: {"config": _TINY_BERT, "batch": 6, "seq_len": 48},
     }
 
@@ -195,13 +226,16 @@ class MiniLM(_EncoderTool):
     """MiniLM-L6 sentence embeddings: mean pooling over tokens, L2-normalised (sentence-transformers)."""
 
     name = "minilm_l6"
+    size_param = "batch"
+    size_unit = "sentences"
     SIZES = {
         Size.PAPER: {"config": None, "batch": 16, "seq_len": 128},  # None: the real all-MiniLM-L6-v2
         Size.SMALL: {"config": _TINY_BERT, "batch": 4, "seq_len": 32},
     }
 
-    def __init__(self, size: str | Size = Size.SMALL, *, seed: int = 0, texts: list[str] | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, size: str | Size = Size.SMALL, *, seed: int = 0, texts: list[str] | None = None, **options: Any
+    ) -> None:
         super().__init__(size, seed=seed, **options)
         self.texts = texts  # sentences to embed (default: generated)
         self.real_weights = False  # True once the real MiniLM weights were loaded
@@ -215,8 +249,12 @@ class MiniLM(_EncoderTool):
         if self.params["config"] is None and path is not None:
             self.real_weights = True
             return BertModel.from_pretrained(str(path), local_files_only=True).eval()
-        cfg_kwargs = self.params["config"] or {"hidden_size": 384, "num_hidden_layers": 6,
-                                                   "num_attention_heads": 12, "intermediate_size": 1536}
+        cfg_kwargs = self.params["config"] or {
+            "hidden_size": 384,
+            "num_hidden_layers": 6,
+            "num_attention_heads": 12,
+            "intermediate_size": 1536,
+        }
         cfg = BertConfig(vocab_size=BERT_VOCAB, **cfg_kwargs)
         return build_random(BertModel, cfg, self.sub_seed("weights"))
 
@@ -228,6 +266,14 @@ class MiniLM(_EncoderTool):
     def _call(self) -> Any:
         return self._embed(self._m_inputs)
 
+    def _size_of(self, given: dict[str, Any]) -> float:
+        texts = given["texts"]
+        return 1.0 if isinstance(texts, str) else float(len(texts)) if isinstance(texts, (list, tuple)) else 0.0
+
+    def sized_inputs(self, size: float) -> dict[str, Any]:
+        """``round(size)`` generated sentences (at least one), the same for the same seed."""
+        return {"texts": inputs.sentences(max(1, round(size)), self.sub_seed("sized", str(round(size))))}
+
     def _call_with(self, given: dict[str, Any]) -> Any:
         texts = given["texts"]
         texts = [texts] if isinstance(texts, str) else texts
@@ -235,10 +281,12 @@ class MiniLM(_EncoderTool):
             from agentsched.errors import ToolError
 
             raise ToolError("minilm_l6: input 'texts' must be a sentence or a non-empty list of sentences")
-        enc = bert_tokenizer()(texts, padding=True, truncation=True, max_length=self.params["seq_len"],
-                               return_tensors="pt")
-        return self._embed({k: enc[k].to(self.device) for k in ("input_ids", "attention_mask", "token_type_ids")
-                            if k in enc})
+        enc = bert_tokenizer()(
+            texts, padding=True, truncation=True, max_length=self.params["seq_len"], return_tensors="pt"
+        )
+        return self._embed(
+            {k: enc[k].to(self.device) for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+        )
 
     def _embed(self, batch: dict[str, Any]) -> Any:
         import torch

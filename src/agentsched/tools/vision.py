@@ -25,11 +25,22 @@ class ResNet50(Tool):
     """ResNet-50 image classification: returns {"logits": (n, classes), "top1": (n,)}."""
 
     name = "resnet50"
+    size_param = "batch"
+    size_unit = "images"
     family = "vision"
     SIZES = {
         Size.PAPER: {"config": {"num_labels": 1000}, "batch": 4, "image": 224},  # ResNetConfig() is ResNet-50
-        Size.SMALL: {"config": {"embedding_size": 8, "hidden_sizes": [16, 32], "depths": [1, 1],
-                                     "layer_type": "basic", "num_labels": 10}, "batch": 2, "image": 32},
+        Size.SMALL: {
+            "config": {
+                "embedding_size": 8,
+                "hidden_sizes": [16, 32],
+                "depths": [1, 1],
+                "layer_type": "basic",
+                "num_labels": 10,
+            },
+            "batch": 2,
+            "image": 32,
+        },
     }
 
     def _load(self, device: str) -> None:
@@ -55,20 +66,56 @@ class Clip(Tool):
     """CLIP ViT-B/32: image-text similarity of n images x n captions -> {"logits_per_image", "best_text"}."""
 
     name = "clip"
+    size_param = "batch"
+    size_unit = "images"
     family = "vision"
     SIZES = {
-        Size.PAPER: {"config": {
-            "text_config": {"hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8, "num_hidden_layers": 12,
-                             "vocab_size": 49408, "max_position_embeddings": 77},
-            "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
-                               "num_hidden_layers": 12, "image_size": 224, "patch_size": 32},
-            "projection_dim": 512}, "batch": 4, "seq_len": 77},
-        Size.SMALL: {"config": {
-            "text_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
-                             "vocab_size": 30522, "max_position_embeddings": 16},
-            "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
-                               "image_size": 32, "patch_size": 8},
-            "projection_dim": 16}, "batch": 2, "seq_len": 16},
+        Size.PAPER: {
+            "config": {
+                "text_config": {
+                    "hidden_size": 512,
+                    "intermediate_size": 2048,
+                    "num_attention_heads": 8,
+                    "num_hidden_layers": 12,
+                    "vocab_size": 49408,
+                    "max_position_embeddings": 77,
+                },
+                "vision_config": {
+                    "hidden_size": 768,
+                    "intermediate_size": 3072,
+                    "num_attention_heads": 12,
+                    "num_hidden_layers": 12,
+                    "image_size": 224,
+                    "patch_size": 32,
+                },
+                "projection_dim": 512,
+            },
+            "batch": 4,
+            "seq_len": 77,
+        },
+        Size.SMALL: {
+            "config": {
+                "text_config": {
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_attention_heads": 2,
+                    "num_hidden_layers": 2,
+                    "vocab_size": 30522,
+                    "max_position_embeddings": 16,
+                },
+                "vision_config": {
+                    "hidden_size": 32,
+                    "intermediate_size": 64,
+                    "num_attention_heads": 2,
+                    "num_hidden_layers": 2,
+                    "image_size": 32,
+                    "patch_size": 8,
+                },
+                "projection_dim": 16,
+            },
+            "batch": 2,
+            "seq_len": 16,
+        },
     }
 
     def _load(self, device: str) -> None:
@@ -85,8 +132,9 @@ class Clip(Tool):
         self._m_pixels = _pixels(imgs, 0.48, 0.27).to(device)
         # Captions with the shared BERT tokenizer: its ids fit CLIP's larger vocabulary.
         caps = inputs.sentences(p["batch"], self.sub_seed("captions"))
-        enc = bert_tokenizer()(caps, padding="max_length", truncation=True, max_length=p["seq_len"],
-                               return_tensors="pt")
+        enc = bert_tokenizer()(
+            caps, padding="max_length", truncation=True, max_length=p["seq_len"], return_tensors="pt"
+        )
         self._m_ids = enc["input_ids"].to(device)
         self._m_mask = enc["attention_mask"].to(device)
 
@@ -102,20 +150,50 @@ class Ocr(Tool):
     """TrOCR: a text-line image in, ``new_tokens`` decoded token ids out (count forced)."""
 
     name = "ocr"
+    size_param = "batch"
+    size_unit = "images"
     family = "vision"
     SIZES = {
         Size.PAPER: {
-            "encoder": {"hidden_size": 384, "num_hidden_layers": 12, "num_attention_heads": 6, "intermediate_size": 1536,
-                         "image_size": 384, "patch_size": 16},
-            "decoder": {"d_model": 256, "decoder_layers": 6, "decoder_attention_heads": 8, "decoder_ffn_dim": 1024,
-                         "vocab_size": 64044, "max_position_embeddings": 512},
-            "batch": 1, "new_tokens": 16},
+            "encoder": {
+                "hidden_size": 384,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 6,
+                "intermediate_size": 1536,
+                "image_size": 384,
+                "patch_size": 16,
+            },
+            "decoder": {
+                "d_model": 256,
+                "decoder_layers": 6,
+                "decoder_attention_heads": 8,
+                "decoder_ffn_dim": 1024,
+                "vocab_size": 64044,
+                "max_position_embeddings": 512,
+            },
+            "batch": 1,
+            "new_tokens": 16,
+        },
         Size.SMALL: {
-            "encoder": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-                         "image_size": 64, "patch_size": 16},
-            "decoder": {"d_model": 32, "decoder_layers": 2, "decoder_attention_heads": 2, "decoder_ffn_dim": 64,
-                         "vocab_size": 512, "max_position_embeddings": 64},
-            "batch": 1, "new_tokens": 6},
+            "encoder": {
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "image_size": 64,
+                "patch_size": 16,
+            },
+            "decoder": {
+                "d_model": 32,
+                "decoder_layers": 2,
+                "decoder_attention_heads": 2,
+                "decoder_ffn_dim": 64,
+                "vocab_size": 512,
+                "max_position_embeddings": 64,
+            },
+            "batch": 1,
+            "new_tokens": 6,
+        },
     }
 
     def _load(self, device: str) -> None:
@@ -126,8 +204,9 @@ class Ocr(Tool):
 
         quiet_transformers()
         p = self.params
-        cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(ViTConfig(**p["encoder"]),
-                                                                      TrOCRConfig(**p["decoder"]))
+        cfg = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
+            ViTConfig(**p["encoder"]), TrOCRConfig(**p["decoder"])
+        )
         cfg.decoder_start_token_id, cfg.pad_token_id, cfg.eos_token_id = 2, 1, 2
         self._m_model = build_random(VisionEncoderDecoderModel, cfg, self.sub_seed("weights")).to(device)
         side = p["encoder"]["image_size"]
@@ -141,8 +220,16 @@ class Ocr(Tool):
         from transformers import GenerationConfig
 
         n = self.params["new_tokens"]
-        gen = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, num_beams=1,
-                               decoder_start_token_id=2, pad_token_id=1, eos_token_id=None, bos_token_id=None)
+        gen = GenerationConfig(
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            num_beams=1,
+            decoder_start_token_id=2,
+            pad_token_id=1,
+            eos_token_id=None,
+            bos_token_id=None,
+        )
         with torch.inference_mode():
             out = self._m_model.generate(self._m_pixels, generation_config=gen)
         return out[:, 1:]  # drop the decoder start token

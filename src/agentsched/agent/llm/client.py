@@ -80,8 +80,7 @@ def with_route(base_url: str, route: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + route, fragment=""))
 
 
-def request_json(method: str, url: str, body: Any = None, *, api_key: str, deadline_s: float,
-                 max_bytes: int) -> Any:
+def request_json(method: str, url: str, body: Any = None, *, api_key: str, deadline_s: float, max_bytes: int) -> Any:
     """The decoded JSON of a 2xx answer to ``method url`` (with ``body`` as JSON); EndpointError
     subclasses for everything else. The whole exchange ends within ``deadline_s``."""
     reply = _exchange(method, url, body, api_key=api_key, deadline_s=deadline_s, max_bytes=max_bytes)
@@ -93,12 +92,17 @@ def request_json(method: str, url: str, body: Any = None, *, api_key: str, deadl
 def _exchange(method: str, url: str, body: Any, *, api_key: str, deadline_s: float, max_bytes: int) -> Reply:
     parts = urllib.parse.urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": _USER_AGENT,
-               "Authorization": _authorization(url, api_key)}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "User-Agent": _USER_AGENT,
+        "Authorization": _authorization(url, api_key),
+    }
     data = None if body is None else json.dumps(body).encode()
     if parts.scheme.lower() == "https":
         conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-            parts.hostname or "", parts.port, timeout=deadline_s, context=ssl.create_default_context())
+            parts.hostname or "", parts.port, timeout=deadline_s, context=ssl.create_default_context()
+        )
     else:
         conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=deadline_s)
     expired = threading.Event()
@@ -130,8 +134,11 @@ def _exchange(method: str, url: str, body: Any, *, api_key: str, deadline_s: flo
     except BadResponse:
         raise
     except Exception as e:  # noqa: BLE001 - sorted into one clause below; never a traceback
-        if expired.is_set() or isinstance(e, (TimeoutError, socket.timeout)) \
-                or time.monotonic() - started >= deadline_s:
+        if (
+            expired.is_set()
+            or isinstance(e, (TimeoutError, socket.timeout))
+            or time.monotonic() - started >= deadline_s
+        ):
             raise EndpointTimeout(f"no answer within {deadline_s:g} s") from None
         raise EndpointUnreachable(connection_reason(e)) from None
     finally:

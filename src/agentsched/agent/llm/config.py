@@ -29,14 +29,33 @@ DEFAULT_MAX_TOKENS = 512
 #: the most bytes of one response that are read; a chat completion with 512 tokens is a few KiB
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
 
-_ENV = (("base_url", ENV_BASE_URL), ("model", ENV_MODEL), ("api_key", ENV_API_KEY),
-        ("temperature", ENV_TEMPERATURE), ("timeout_s", ENV_TIMEOUT), ("max_tokens", ENV_MAX_TOKENS))
-_NUMBERS = (("temperature", float), ("timeout_s", float), ("max_retries", int), ("max_tokens", int),
-            ("breaker_rounds", int), ("preflight_retries", int), ("backoff_s", float), ("notice_after_s", float),
-            ("max_response_bytes", int))
+_ENV = (
+    ("base_url", ENV_BASE_URL),
+    ("model", ENV_MODEL),
+    ("api_key", ENV_API_KEY),
+    ("temperature", ENV_TEMPERATURE),
+    ("timeout_s", ENV_TIMEOUT),
+    ("max_tokens", ENV_MAX_TOKENS),
+)
+_NUMBERS = (
+    ("temperature", float),
+    ("timeout_s", float),
+    ("max_retries", int),
+    ("max_tokens", int),
+    ("breaker_rounds", int),
+    ("preflight_retries", int),
+    ("backoff_s", float),
+    ("notice_after_s", float),
+    ("max_response_bytes", int),
+)
 _STRINGS = ("base_url", "model", "api_key", "response_format", "server")
-_LOWER_BOUNDS = (("max_retries", 0), ("breaker_rounds", 0), ("max_tokens", 1), ("preflight_retries", 0),
-                 ("max_response_bytes", 1024))
+_LOWER_BOUNDS = (
+    ("max_retries", 0),
+    ("breaker_rounds", 0),
+    ("max_tokens", 1),
+    ("preflight_retries", 0),
+    ("max_response_bytes", 1024),
+)
 
 
 @dataclass(frozen=True)
@@ -59,8 +78,13 @@ class LLMConfig:
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer response is an unusable answer
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None, env: Mapping[str, str] | None = None, *,
-                     names: Mapping[str, str] | None = None) -> LLMConfig:
+    def from_options(
+        cls,
+        options: Mapping[str, Any] | None,
+        env: Mapping[str, str] | None = None,
+        *,
+        names: Mapping[str, str] | None = None,
+    ) -> LLMConfig:
         """``names``: what to call a given option in errors (the CLI passes its flags, e.g.
         ``--llm-temperature``); default ``llm <field>``."""
         env = os.environ if env is None else env
@@ -84,12 +108,14 @@ class LLMConfig:
         """The config of ``opts`` (options and environment merged), each value checked."""
         _check_strings(opts, source)
         if not opts.get("base_url"):
-            raise PolicyError(f"agent-llm needs an endpoint: --llm-base-url or {ENV_BASE_URL} "
-                              "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama)")
+            raise PolicyError(
+                f"agent-llm needs an endpoint: --llm-base-url or {ENV_BASE_URL} "
+                "(e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama)"
+            )
         local = str(opts.get("base_url", "")).startswith(GGUF_SCHEME)
         if local:
             require_llama_cpp()  # one line when the local-llm extra is missing
-            opts.setdefault("model", Path(str(opts["base_url"])[len(GGUF_SCHEME):]).stem)
+            opts.setdefault("model", Path(str(opts["base_url"])[len(GGUF_SCHEME) :]).stem)
         if not opts.get("model"):
             raise PolicyError(f"agent-llm needs a model name: --llm-model or {ENV_MODEL}")
         _check_numbers(opts, source)
@@ -116,8 +142,11 @@ class LLMConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """For reports: everything but the key; the base URL without its credentials."""
-        return {f.name: (self.safe_url if f.name == "base_url" else getattr(self, f.name))
-                for f in fields(self) if f.name != "api_key"}
+        return {
+            f.name: (self.safe_url if f.name == "base_url" else getattr(self, f.name))
+            for f in fields(self)
+            if f.name != "api_key"
+        }
 
 
 def _given_secrets(opts: Mapping[str, Any]) -> tuple[str, ...]:
@@ -167,8 +196,13 @@ def _check_url(url: str, where: str) -> None:
     except ValueError as e:
         raise PolicyError(redact(f"{where} is not a valid URL: {url!r} ({one_line(e)})", url_secrets(url))) from None
     if parts.scheme.lower() not in ("http", "https") or not host:
-        raise PolicyError(redact(f"{where} must be an http:// or https:// URL with a host "
-                                 f"(or {GGUF_SCHEME}/path/to/model.gguf), got {url!r}", url_secrets(url)))
+        raise PolicyError(
+            redact(
+                f"{where} must be an http:// or https:// URL with a host "
+                f"(or {GGUF_SCHEME}/path/to/model.gguf), got {url!r}",
+                url_secrets(url),
+            )
+        )
 
 
 def one_line(e: BaseException) -> str:

@@ -63,16 +63,26 @@ def placement_schema(workflow: Workflow) -> dict[str, Any]:
     properties) with one of the decision space's modes (enum), and a one-sentence ``reason``."""
     sp = workflow.decision_space
     modes = [sp.label(m) for m in sp.modes]
-    mapping = {"type": "object", "properties": {t: {"type": "string", "enum": modes} for t in workflow.task_ids},
-               "required": list(workflow.task_ids), "additionalProperties": False}
-    return {"type": "object", "properties": {"mapping": mapping, "reason": {"type": "string"}},
-            "required": ["mapping", "reason"], "additionalProperties": False}
+    mapping = {
+        "type": "object",
+        "properties": {t: {"type": "string", "enum": modes} for t in workflow.task_ids},
+        "required": list(workflow.task_ids),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"mapping": mapping, "reason": {"type": "string"}},
+        "required": ["mapping", "reason"],
+        "additionalProperties": False,
+    }
 
 
 def response_schema(workflow: Workflow) -> dict[str, Any]:
     """The ``response_format`` of type ``json_schema`` for ``workflow``."""
-    return {"type": "json_schema",
-            "json_schema": {"name": "placement", "strict": True, "schema": placement_schema(workflow)}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "placement", "strict": True, "schema": placement_schema(workflow)},
+    }
 
 
 def request_fields(link: str, workflow: Workflow) -> dict[str, Any]:
@@ -100,8 +110,11 @@ def identify(models: Any, base_url: str) -> str:
     """The server's kind from its ``GET /models`` answer (each server names itself in ``owned_by``)
     and, for Ollama, its default port; ``generic`` when unknown."""
     data = models.get("data") if isinstance(models, Mapping) else None
-    owners = {str(m.get("owned_by", "")).lower() for m in data if isinstance(m, Mapping)} if isinstance(data, list) \
+    owners = (
+        {str(m.get("owned_by", "")).lower() for m in data if isinstance(m, Mapping)}
+        if isinstance(data, list)
         else set()
+    )
     if "vllm" in owners:
         return "vllm"
     if "llamacpp" in owners:

@@ -39,10 +39,10 @@ def strip_reasoning(text: str) -> str:
         out = re.sub(rf"<{tag}>.*?</{tag}>", "", out, flags=re.S | re.I)
         close = re.search(rf"</{tag}>", out, flags=re.I)
         if close:  # servers that strip the opening tag
-            out = out[close.end():]
+            out = out[close.end() :]
         opening = re.search(rf"<{tag}>", out, flags=re.I)
         if opening:  # truncated reasoning: nothing after it is an answer
-            out = out[:opening.start()]
+            out = out[: opening.start()]
     return out
 
 
@@ -93,8 +93,10 @@ def parse_answer(text: str, workflow: Workflow) -> tuple[MappingT, str]:
         raise AnswerError(f"the answer's mapping is empty: give every task ({', '.join(workflow.task_ids)}) a mode")
     copied = next((k for k in pairs if _PLACEHOLDER.fullmatch(k) or _PLACEHOLDER.fullmatch(str(pairs[k]))), None)
     if copied is not None:
-        raise AnswerError(f"the answer copied the template's placeholder ({copied}: {pairs[copied]}): name the "
-                          f"real tasks ({', '.join(workflow.task_ids)}) and modes")
+        raise AnswerError(
+            f"the answer copied the template's placeholder ({copied}: {pairs[copied]}): name the "
+            f"real tasks ({', '.join(workflow.task_ids)}) and modes"
+        )
     bad = next((t for t, v in pairs.items() if not isinstance(v, str)), None)
     if bad is not None:
         raise AnswerError(f"task {bad}: mode must be a string, got {json.dumps(pairs[bad])}")
@@ -107,6 +109,8 @@ def parse_answer(text: str, workflow: Workflow) -> tuple[MappingT, str]:
 def retry_message(wf: Workflow, e: Exception) -> str:
     """What the model is told after an invalid answer."""
     sp = wf.decision_space
-    return (f"Your answer is not valid: {e}. Reply again with one JSON object "
-            f'{{"mapping": {{...}}, "reason": "..."}} that gives every task '
-            f"({', '.join(wf.task_ids)}) one of the modes {', '.join(sp.label(m) for m in sp.modes)}.")
+    return (
+        f"Your answer is not valid: {e}. Reply again with one JSON object "
+        f'{{"mapping": {{...}}, "reason": "..."}} that gives every task '
+        f"({', '.join(wf.task_ids)}) one of the modes {', '.join(sp.label(m) for m in sp.modes)}."
+    )

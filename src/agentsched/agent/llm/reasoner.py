@@ -9,8 +9,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentsched.agent.llm.client import (BadResponse, EndpointError, EndpointStatus, NotACompletion, request_json,
-                                         with_route)
+from agentsched.agent.llm.client import (
+    BadResponse,
+    EndpointError,
+    EndpointStatus,
+    NotACompletion,
+    request_json,
+    with_route,
+)
 from agentsched.agent.llm.config import LLMConfig, one_line
 from agentsched.agent.llm.dialects import chain, identify, rejects_link, request_fields
 from agentsched.agent.llm.parse import AnswerError, excerpt, parse_answer, retry_message
@@ -43,8 +49,13 @@ class LLMReasoner(Reasoner):
 
     name = "llm"
 
-    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep,
-                 notify: Callable[[str], None] = _stderr_line) -> None:
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        notify: Callable[[str], None] = _stderr_line,
+    ) -> None:
         self.config = config
         self._sleep = sleep  # the preflight's backoff (injected: tests do not wait)
         self._notify = notify  # where the "waiting for the LLM endpoint" line goes
@@ -99,7 +110,7 @@ class LLMReasoner(Reasoner):
         if self._url is None:
             base_url = self.config.base_url
             if base_url.startswith(GGUF_SCHEME):
-                self._local = serve_gguf(base_url[len(GGUF_SCHEME):])
+                self._local = serve_gguf(base_url[len(GGUF_SCHEME) :])
                 base_url = self._local.base_url
             self._url = base_url
         return self._url
@@ -110,17 +121,24 @@ class LLMReasoner(Reasoner):
         after = self.config.notice_after_s
         timer = None
         if after > 0:
+
             def notice() -> None:
-                self._notify(f"waiting for the LLM endpoint {self.config.safe_url} (model {self.config.model}) "
-                             f"... ({after:g} s)")
+                self._notify(
+                    f"waiting for the LLM endpoint {self.config.safe_url} (model {self.config.model}) ... ({after:g} s)"
+                )
 
             timer = threading.Timer(after, notice)
             timer.daemon = True
             timer.start()
         try:
-            return request_json(method, url, body, api_key=self.config.api_key,
-                                deadline_s=deadline_s or self.config.timeout_s,
-                                max_bytes=self.config.max_response_bytes)
+            return request_json(
+                method,
+                url,
+                body,
+                api_key=self.config.api_key,
+                deadline_s=deadline_s or self.config.timeout_s,
+                max_bytes=self.config.max_response_bytes,
+            )
         finally:
             if timer is not None:
                 timer.cancel()
@@ -150,9 +168,13 @@ class LLMReasoner(Reasoner):
                     break  # the chat route answered; it only disliked the one-token request, or is busy
                 transient = e.status >= 500 and e.status not in PERMANENT_STATUSES
                 if transient and n + 1 < tries:
-                    delay_s = self.config.backoff_s * 2 ** n
-                    log.warning("LLM endpoint %s answered %s; retrying in %g s", self.config.safe_url,
-                                self._redact(e.reason), delay_s)
+                    delay_s = self.config.backoff_s * 2**n
+                    log.warning(
+                        "LLM endpoint %s answered %s; retrying in %g s",
+                        self.config.safe_url,
+                        self._redact(e.reason),
+                        delay_s,
+                    )
                     self._sleep(delay_s)
                     continue
                 after = f" after {tries} attempts" if transient and tries > 1 else ""
@@ -190,8 +212,12 @@ class LLMReasoner(Reasoner):
         while True:
             link = self._links[0]
             try:
-                choice = self._chat(messages=messages, temperature=self.config.temperature,
-                                    **{self._cap_field: self.config.max_tokens}, **request_fields(link, wf))
+                choice = self._chat(
+                    messages=messages,
+                    temperature=self.config.temperature,
+                    **{self._cap_field: self.config.max_tokens},
+                    **request_fields(link, wf),
+                )
             except EndpointStatus as e:
                 if self._cap_field == "max_tokens" and "max_completion_tokens" in e.message:
                     # OpenAI's reasoning models take the cap under its newer name: for the reasoner's life
@@ -217,8 +243,10 @@ class LLMReasoner(Reasoner):
         if len(text) > len(attempt["content"]):
             attempt["content_chars"] = len(text)
         if choice.get("finish_reason") == "length":
-            raise BadResponse(f"the answer was cut at the completion cap (max_tokens {self.config.max_tokens}, "
-                              "finish_reason length): raise --llm-max-tokens")
+            raise BadResponse(
+                f"the answer was cut at the completion cap (max_tokens {self.config.max_tokens}, "
+                "finish_reason length): raise --llm-max-tokens"
+            )
         return text
 
     def propose(self, view: AgentView) -> Decision:
@@ -230,9 +258,15 @@ class LLMReasoner(Reasoner):
         # "response" is the audit trail: one record per request (its raw content, or why it failed);
         # the fallback wrapper appends a last record naming the fallback when there was one
         attempts: list[dict[str, Any]] = []
-        info: dict[str, Any] = {"reasoner": "llm", "model": self.config.model, "base_url": self.config.safe_url,
-                                "prompt_version": prompt.version, "prompt": prompt.text(), "response": attempts,
-                                "fallback": None}
+        info: dict[str, Any] = {
+            "reasoner": "llm",
+            "model": self.config.model,
+            "base_url": self.config.safe_url,
+            "prompt_version": prompt.version,
+            "prompt": prompt.text(),
+            "response": attempts,
+            "fallback": None,
+        }
         if self._open is not None:  # the circuit is open: no request, straight to the fallback
             info["circuit_open"] = self._open
             raise NoDecision(f"endpoint not called: {self._open}", info, quiet=True)
@@ -256,8 +290,11 @@ class LLMReasoner(Reasoner):
                     e = AnswerError(f"the answer cannot be parsed: {type(e).__name__}: {one_line(e)}")
                 why = self._redact(f"invalid answer after {n + 1} attempt(s): {e}")
                 attempt["error"] = self._redact(str(e))
-                messages = [*messages, {"role": "assistant", "content": excerpt(text)},
-                            {"role": "user", "content": retry_message(wf, e)}]
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": excerpt(text)},
+                    {"role": "user", "content": retry_message(wf, e)},
+                ]
                 continue
             attempt["ok"] = True
             self._unreachable_rounds = 0
@@ -279,15 +316,18 @@ class LLMReasoner(Reasoner):
     def _count_failure(self, failure: EndpointError | None, why: str, round_: int, info: dict[str, Any]) -> None:
         """The circuit breaker: unreachable rounds in a row, or a permanent error, stop the calls."""
         unreachable = failure is not None and failure.unreachable
-        permanent = failure is not None and (failure.permanent or (
-            isinstance(failure, EndpointStatus) and failure.status in PERMANENT_STATUSES))
+        permanent = failure is not None and (
+            failure.permanent or (isinstance(failure, EndpointStatus) and failure.status in PERMANENT_STATUSES)
+        )
         self._unreachable_rounds = self._unreachable_rounds + 1 if unreachable else 0
         limit = self.config.breaker_rounds
         if permanent and limit:
             self._open = f"circuit open after a permanent error ({why}); no more requests"
         elif unreachable and limit and self._unreachable_rounds >= limit:
-            self._open = (f"circuit open after {self._unreachable_rounds} consecutive rounds without reaching "
-                          f"the endpoint (last: {why}); no more requests")
+            self._open = (
+                f"circuit open after {self._unreachable_rounds} consecutive rounds without reaching "
+                f"the endpoint (last: {why}); no more requests"
+            )
         if self._open is not None:
             info["circuit_open"] = self._open
             log.warning("agent-llm round %d: %s", round_, self._open)

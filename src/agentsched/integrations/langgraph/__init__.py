@@ -25,7 +25,8 @@ try:
     import langgraph.graph  # noqa: F401 - the extra's presence check
 except ImportError:
     raise MissingExtraError(
-        "agentsched.integrations.langgraph needs LangGraph >= 1.0: pip install 'agentsched[langgraph]'") from None
+        "agentsched.integrations.langgraph needs LangGraph >= 1.0: pip install 'agentsched[langgraph]'"
+    ) from None
 
 from agentsched.integrations.langgraph.gate import Gate, Infeasible  # noqa: E402
 from agentsched.integrations.langgraph.graph import GraphError, GraphSpec, inspect_graph  # noqa: E402
@@ -46,7 +47,21 @@ from agentsched.integrations.langgraph.runtime import (  # noqa: E402
 from agentsched.integrations.langgraph.testbed import LangGraphTestbed  # noqa: E402
 
 __all__ = [
-    "FunctionNode", "Gate", "GraphError", "GraphInputError", "GraphResult", "GraphRuntime", "GraphSpec", "Infeasible",
-    "LangGraphTestbed", "MissingExtraError", "NodeError", "PlaceableNode", "ToolNode", "inspect_graph",
-    "placeable", "tool_node", "workflow_from_graph",
+    "FunctionNode",
+    "Gate",
+    "GraphError",
+    "GraphInputError",
+    "GraphResult",
+    "GraphRuntime",
+    "GraphSpec",
+    "Infeasible",
+    "LangGraphTestbed",
+    "MissingExtraError",
+    "NodeError",
+    "PlaceableNode",
+    "ToolNode",
+    "inspect_graph",
+    "placeable",
+    "tool_node",
+    "workflow_from_graph",
 ]

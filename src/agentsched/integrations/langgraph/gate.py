@@ -35,8 +35,14 @@ class Aborted(Exception):
 class Gate:
     """Admission state of one invocation: a ``rules.Dispatcher`` behind a lock."""
 
-    def __init__(self, mapping: Mapping[str, Mode], vram_mb: Mapping[str, float], *,
-                 budget_mb: float | None, cpu_slots: int | None) -> None:
+    def __init__(
+        self,
+        mapping: Mapping[str, Mode],
+        vram_mb: Mapping[str, float],
+        *,
+        budget_mb: float | None,
+        cpu_slots: int | None,
+    ) -> None:
         self.vram_mb = dict(vram_mb)  # task -> VRAM it holds on a GPU mode
         self._rules = rules.Dispatcher.by_arrival(mapping, self.vram_mb, budget_mb=budget_mb, cpu_slots=cpu_slots)
         self.peak_vram_mb = 0.0

@@ -107,14 +107,18 @@ def inspect_graph(graph: Any) -> GraphSpec:
 
 def _refuse_unmappable(name: str, obj: Any) -> None:
     if isinstance(obj, type) and issubclass(obj, Tool):
-        raise GraphError(f"node {name!r} is the agentsched.Tool class {obj.__qualname__} added as is "
-                         f"(LangGraph would call its constructor): add tool_node({obj.__qualname__})")
+        raise GraphError(
+            f"node {name!r} is the agentsched.Tool class {obj.__qualname__} added as is "
+            f"(LangGraph would call its constructor): add tool_node({obj.__qualname__})"
+        )
     sub = getattr(obj, "builder", None)
     if sub is not None and hasattr(sub, "nodes"):
         inner = [n for n, s in sub.nodes.items() if isinstance(node_callable(s), PlaceableNode)]
         if inner:
-            raise GraphError(f"node {name!r} is a subgraph with placeable node(s) {', '.join(inner)}: "
-                             "agentsched places nodes of the top graph only; add them there")
+            raise GraphError(
+                f"node {name!r} is a subgraph with placeable node(s) {', '.join(inner)}: "
+                "agentsched places nodes of the top graph only; add them there"
+            )
 
 
 def _refuse_shared_instances(placeable: Mapping[str, PlaceableNode]) -> None:
@@ -124,8 +128,10 @@ def _refuse_shared_instances(placeable: Mapping[str, PlaceableNode]) -> None:
         if inst is None:
             continue
         if id(inst) in seen:
-            raise GraphError(f"node {name!r} uses the same {type(inst).__qualname__} instance as node "
-                             f"{seen[id(inst)]!r}: each node needs its own (or pass the class)")
+            raise GraphError(
+                f"node {name!r} uses the same {type(inst).__qualname__} instance as node "
+                f"{seen[id(inst)]!r}: each node needs its own (or pass the class)"
+            )
         seen[id(inst)] = name
 
 
@@ -138,7 +144,8 @@ def _node_edges(builder: Any) -> set[tuple[str, str, bool]]:
             if branch.ends is None:
                 raise GraphError(
                     f"node {source!r}: conditional edge {cond!r} does not declare where it may go: give "
-                    "add_conditional_edges a path_map, or its function a Literal[...] return type")
+                    "add_conditional_edges a path_map, or its function a Literal[...] return type"
+                )
             out |= {(source, b, True) for b in branch.ends.values()}
     for name, spec in builder.nodes.items():
         ends = spec.ends or ()
@@ -198,18 +205,27 @@ def _conditional(placeable: Mapping[str, PlaceableNode], edges: set[tuple[str, s
     return frozenset(t for t in placeable if t not in always)
 
 
-def _inputs_of(task: str, node: PlaceableNode, placeable: Mapping[str, PlaceableNode],
-               edges: set[tuple[str, str, bool]], channels: Mapping[str, Any], names: list[str]) -> TaskInputs:
+def _inputs_of(
+    task: str,
+    node: PlaceableNode,
+    placeable: Mapping[str, PlaceableNode],
+    edges: set[tuple[str, str, bool]],
+    channels: Mapping[str, Any],
+    names: list[str],
+) -> TaskInputs:
     if isinstance(node, ToolNode):
         out_key = node.writes or task
         if out_key not in channels:
-            raise GraphError(f"node {task!r} writes its output to state key {out_key!r}, which the graph's "
-                             "state does not have: add it to the state schema or pass tool_node(..., writes=KEY)")
+            raise GraphError(
+                f"node {task!r} writes its output to state key {out_key!r}, which the graph's "
+                "state does not have: add it to the state schema or pass tool_node(..., writes=KEY)"
+            )
         if node.reads is not None:
             missing = [k for k in node.reads.values() if k not in channels]
             if missing:
-                raise GraphError(f"node {task!r} reads state key(s) {', '.join(missing)} the graph's state "
-                                 "does not have")
+                raise GraphError(
+                    f"node {task!r} reads state key(s) {', '.join(missing)} the graph's state does not have"
+                )
             return TaskInputs(invocation=False, keys=tuple(node.reads.items()))
     # Walk back through host nodes, as the DAG contracts them: the task gets its predecessor tasks'
     # outputs (as under ``agentsched invoke``), the output of each host node it passes that has a
@@ -247,10 +263,15 @@ def _inputs_of(task: str, node: PlaceableNode, placeable: Mapping[str, Placeable
 def refuse_compile_options(compiled: Any) -> None:
     """A compiled graph whose invocations need a thread or may pause cannot be one invocation."""
     if getattr(compiled, "checkpointer", None) not in (None, False):
-        raise GraphError("the graph was compiled with a checkpointer (each invocation would need a "
-                         "thread_id): give GraphRuntime the StateGraph, or compile it without one")
+        raise GraphError(
+            "the graph was compiled with a checkpointer (each invocation would need a "
+            "thread_id): give GraphRuntime the StateGraph, or compile it without one"
+        )
     paused = list(getattr(compiled, "interrupt_before_nodes", None) or []) + list(
-        getattr(compiled, "interrupt_after_nodes", None) or [])
+        getattr(compiled, "interrupt_after_nodes", None) or []
+    )
     if paused:
-        raise GraphError(f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
-                         "invocation to its end; compile it without interrupts")
+        raise GraphError(
+            f"the graph was compiled to interrupt at node {paused[0]!r}: agentsched runs an "
+            "invocation to its end; compile it without interrupts"
+        )

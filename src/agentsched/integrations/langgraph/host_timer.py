@@ -19,8 +19,11 @@ class HostTimer:
         class Handler(BaseCallbackHandler):
             def on_chain_start(self, serialized, inputs, *, run_id, tags=None, metadata=None, **kw):  # noqa: ANN001, ANN201
                 node = (metadata or {}).get("langgraph_node")
-                if node is not None and kw.get("name") == node and any(
-                        str(t).startswith("graph:step:") for t in (tags or ())):
+                if (
+                    node is not None
+                    and kw.get("name") == node
+                    and any(str(t).startswith("graph:step:") for t in (tags or ()))
+                ):
                     with timer.lock:
                         timer.open[run_id] = (node, time.perf_counter())
 

@@ -44,7 +44,8 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from agentsched.errors import TestbedError
-from agentsched.model.workflow import Mode, fits_vram
+from agentsched.model.rules import Ledger, Verdict
+from agentsched.model.workflow import Mode
 
 
 class _Device:
@@ -53,8 +54,8 @@ class _Device:
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
-        self.queue_busy = False
-        self.vram_held_mb = 0.0
+        # the VRAM held and the GPU queue's turn, by the start rules (each node brings its run's budget)
+        self.ledger = Ledger(None, None)
         self.tickets = itertools.count()
         self.queue_line: deque[int] = deque()  # FIFO of the GPU queue, every graph's nodes together
 
@@ -91,8 +92,13 @@ class _Host:
                 self.cond.notify_all()
 
 
-def _wait_in_line(cond: threading.Condition, line: deque[int], ticket: int, free: Callable[[], bool],
-                  stop: Callable[[], bool] = lambda: False) -> None:
+def _wait_in_line(
+    cond: threading.Condition,
+    line: deque[int],
+    ticket: int,
+    free: Callable[[], bool],
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
     """Wait (``cond`` held) until ``ticket`` heads ``line`` and ``free()``; then leave the line.
     ``stop()`` while it waits: leave the line and raise the closed machine's ``TestbedError``."""
     line.append(ticket)
@@ -147,8 +153,9 @@ class GraphMachine:
         the runs under the old one to end and calls ``place`` (which moves the tools); a ``place``
         that raises leaves the placement unknown, so the next run places again."""
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or (not self._placing
-                                                         and (self._runs == 0 or self._placement == key)))
+            self._cond.wait_for(
+                lambda: self._closed or (not self._placing and (self._runs == 0 or self._placement == key))
+            )
             if self._closed:
                 raise TestbedError("the LangGraph testbed is closed: no invocation starts any more")
             moving = self._placement != key
@@ -182,8 +189,9 @@ class GraphMachine:
 
     # ---- a node --------------------------------------------------------------------------------
     @contextmanager
-    def node(self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool,
-             budget_mb: float | None = None) -> Iterator[None]:
+    def node(
+        self, task: str, mode: Mode, vram_mb: float, *, staged: bool, shared: bool, budget_mb: float | None = None
+    ) -> Iterator[None]:
         """Hold what node ``task`` needs to run in ``mode``: its tool (``shared``: the tool may serve
         several runs at once), then a CPU slot, the GPU queue's turn, or its VRAM when ``staged``
         (fitting beside what every invocation on the device holds under ``budget_mb``, its run's budget)."""
@@ -213,13 +221,14 @@ class GraphMachine:
         if mode is Mode.CPU:
             self._wait_turn(self._cpu_line, lambda: self._cpu_busy < self.cpu_slots)
             self._cpu_busy += 1
-        elif mode is Mode.GPU_QUEUE:
-            self._wait_turn(gpu.queue_line,
-                            lambda: not gpu.queue_busy and fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
-            gpu.queue_busy = True
+            return
+        ledger = gpu.ledger
+        if mode is Mode.GPU_QUEUE:
+            # (a head over the whole budget never starts: its own gate refused it as oom already)
+            self._wait_turn(gpu.queue_line, lambda: ledger.queue_head(held_vram, budget_mb=budget_mb) is Verdict.START)
         elif held_vram:
-            self._wait_open(lambda: fits_vram(gpu.vram_held_mb, held_vram, budget_mb))
-        gpu.vram_held_mb += held_vram
+            self._wait_open(lambda: ledger.fits(held_vram, budget_mb=budget_mb))
+        ledger.hold(mode, held_vram)
 
     def _give_back(self, task: str, mode: Mode | None, held_vram: float) -> None:
         """Release (lock held) the node's tool and what ``mode`` took (None: nothing on the device)."""
@@ -227,9 +236,8 @@ class GraphMachine:
         self._tools_alone.discard(task)
         if mode is Mode.CPU:
             self._cpu_busy -= 1
-        elif mode is Mode.GPU_QUEUE:
-            self._gpu.queue_busy = False
-        self._gpu.vram_held_mb -= held_vram
+        elif mode is not None:
+            self._gpu.ledger.release(mode, held_vram)
         self._cond.notify_all()
 
     def _wait_open(self, ok: Callable[[], bool]) -> None:
@@ -259,4 +267,4 @@ class GraphMachine:
     def vram_held_mb(self) -> float:
         """VRAM the nodes running now hold on this machine's device (staged and queued ones, every
         graph's)."""
-        return self._gpu.vram_held_mb
+        return self._gpu.ledger.vram_in_use_mb

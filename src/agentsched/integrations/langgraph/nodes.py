@@ -81,8 +81,13 @@ class PlaceableNode:
 class ToolNode(PlaceableNode):
     """An ``agentsched.Tool`` used as a LangGraph node."""
 
-    def __init__(self, tool: type[Tool] | Tool, *, reads: Iterable[str] | Mapping[str, str] | None = None,
-                 writes: str | None = None) -> None:
+    def __init__(
+        self,
+        tool: type[Tool] | Tool,
+        *,
+        reads: Iterable[str] | Mapping[str, str] | None = None,
+        writes: str | None = None,
+    ) -> None:
         if isinstance(tool, type):
             if not issubclass(tool, Tool):
                 raise NodeError(f"tool_node: {tool.__qualname__} is not an agentsched.Tool subclass")
@@ -93,8 +98,10 @@ class ToolNode(PlaceableNode):
         if isinstance(reads, str):
             raise NodeError(f"tool_node: reads must be a list of state keys, not the string {reads!r}")
         if reads is not None and not isinstance(reads, (Mapping, list, tuple, set, frozenset)):
-            raise NodeError(f"tool_node: reads must be a list of state keys or a dict of input name to key, "
-                            f"got {type(reads).__name__}")
+            raise NodeError(
+                f"tool_node: reads must be a list of state keys or a dict of input name to key, "
+                f"got {type(reads).__name__}"
+            )
         if writes is not None and not isinstance(writes, str):
             raise NodeError(f"tool_node: writes must be a state key (a string), got {type(writes).__name__}")
         self.tool = tool  # the class (one instance per task) or the user's own instance
@@ -102,8 +109,11 @@ class ToolNode(PlaceableNode):
         #: node's predecessors (a list of keys reads each key under its own name)
         self.reads: dict[str, str] | None = None
         if reads is not None:
-            self.reads = ({str(k): str(v) for k, v in reads.items()} if isinstance(reads, Mapping)
-                          else {str(k): str(k) for k in reads})
+            self.reads = (
+                {str(k): str(v) for k, v in reads.items()}
+                if isinstance(reads, Mapping)
+                else {str(k): str(k) for k in reads}
+            )
         self.writes = writes  # state key of the output; None: the node's name
         self._lock = threading.Lock()
         self._host_tool = None
@@ -134,8 +144,9 @@ class ToolNode(PlaceableNode):
         return f"tool_node({self.tool_class().__qualname__})"
 
 
-def tool_node(tool: type[Tool] | Tool, *, reads: Iterable[str] | Mapping[str, str] | None = None,
-              writes: str | None = None) -> ToolNode:
+def tool_node(
+    tool: type[Tool] | Tool, *, reads: Iterable[str] | Mapping[str, str] | None = None, writes: str | None = None
+) -> ToolNode:
     """A LangGraph node running ``tool`` where agentsched places it.
 
     ``reads``: the state keys passed as ``inputs``, a list (each under its own name) or a dict
@@ -203,9 +214,16 @@ class FunctionNode(PlaceableNode):
         return f"placeable({self.__name__})"
 
 
-def placeable(fn: Callable[..., Any] | None = None, *, workload: str = "", tags: Iterable[str] = (),
-              has_gpu: bool = True, load: Callable[[str], Any] | None = None,
-              unload: Callable[[Any], None] | None = None, name: str | None = None) -> Any:
+def placeable(
+    fn: Callable[..., Any] | None = None,
+    *,
+    workload: str = "",
+    tags: Iterable[str] = (),
+    has_gpu: bool = True,
+    load: Callable[[str], Any] | None = None,
+    unload: Callable[[Any], None] | None = None,
+    name: str | None = None,
+) -> Any:
     """Declare a plain LangGraph node function placeable (decorator, with or without arguments).
 
     ``fn(state, device) -> update``, or ``fn(state, device, model) -> update`` when ``load`` is
@@ -225,11 +243,17 @@ def placeable(fn: Callable[..., Any] | None = None, *, workload: str = "", tags:
         arity = 3 if load is not None else 2
         _check_arity(f, arity)
         tool_name = name or getattr(f, "__name__", "node")
-        attrs = {"name": tool_name, "workload": workload, "tags": tag_tuple, "has_gpu": bool(has_gpu),
-                 "fn": staticmethod(f), "load_fn": staticmethod(load) if load else None,
-                 "unload_fn": staticmethod(unload) if unload else None,
-                 "__module__": getattr(f, "__module__", __name__),
-                 "__qualname__": f"{getattr(f, '__qualname__', tool_name)}.Tool"}
+        attrs = {
+            "name": tool_name,
+            "workload": workload,
+            "tags": tag_tuple,
+            "has_gpu": bool(has_gpu),
+            "fn": staticmethod(f),
+            "load_fn": staticmethod(load) if load else None,
+            "unload_fn": staticmethod(unload) if unload else None,
+            "__module__": getattr(f, "__module__", __name__),
+            "__qualname__": f"{getattr(f, '__qualname__', tool_name)}.Tool",
+        }
         return FunctionNode(f, type(f"{tool_name}_tool", (FunctionTool,), attrs))
 
     return wrap if fn is None else wrap(fn)

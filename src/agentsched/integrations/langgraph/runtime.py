@@ -34,9 +34,15 @@ class GraphInputError(AgentschedError):
     """An invocation's input is not a state mapping the graph can start from."""
 
 
-def workflow_from_graph(graph: Any, name: str, *, decision_space: str = "three_way",
-                        vram_budget_mb: float | None = None, cards: Any = None,
-                        spec: GraphSpec | None = None) -> Workflow:
+def workflow_from_graph(
+    graph: Any,
+    name: str,
+    *,
+    decision_space: str = "three_way",
+    vram_budget_mb: float | None = None,
+    cards: Any = None,
+    spec: GraphSpec | None = None,
+) -> Workflow:
     """The agentsched workflow of a LangGraph graph: one task per placeable node (its Tool class,
     so the workflow's identity in the store is the same in every process), the contracted DAG.
     ``cards``: as ``agentsched.runtime.workflow_from_tools`` (tasks without one run in cold start)."""
@@ -46,8 +52,9 @@ def workflow_from_graph(graph: Any, name: str, *, decision_space: str = "three_w
     if not spec.nodes:
         raise AgentschedError(f"graph {name!r} has no placeable node: add tools with tool_node(...) or @placeable")
     try:
-        return workflow_from_tools(name, spec.tools(), spec.edges, decision_space=decision_space,
-                                   vram_budget_mb=vram_budget_mb, cards=cards)
+        return workflow_from_tools(
+            name, spec.tools(), spec.edges, decision_space=decision_space, vram_budget_mb=vram_budget_mb, cards=cards
+        )
     except GraphError:
         raise
     except WorkflowError as e:  # e.g. a node name that cannot be a task's: the graph's error, as documented
@@ -78,12 +85,23 @@ class GraphResult:
 class GraphRuntime:
     """``agentsched.Runtime`` over a LangGraph graph. See the module docstring."""
 
-    def __init__(self, graph: Any, name: str, *, policy: Any = None,
-                 store: str | Path | Any | None = "agentsched.db", round_size: int = 5,
-                 explore_fraction: float = 0.1, seed: int = 0, decision_space: str = "three_way",
-                 vram_budget_mb: float | None = None, cards: Any = None, device: str = "cuda:0",
-                 policy_options: dict[str, Any] | None = None,
-                 testbed: TestbedSpec | TestbedKind | str | LangGraphTestbed | None = None) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        name: str,
+        *,
+        policy: Any = None,
+        store: str | Path | Any | None = "agentsched.db",
+        round_size: int = 5,
+        explore_fraction: float = 0.1,
+        seed: int = 0,
+        decision_space: str = "three_way",
+        vram_budget_mb: float | None = None,
+        cards: Any = None,
+        device: str = "cuda:0",
+        policy_options: dict[str, Any] | None = None,
+        testbed: TestbedSpec | TestbedKind | str | LangGraphTestbed | None = None,
+    ) -> None:
         """``policy``: None runs ``agent-plan`` (``agent-plan-cold`` when a node has no card);
         ``testbed``: a ``TestbedSpec`` of kind local (the graph runs in this process; its
         ``cpu_slots`` is the CPU worker pool), the kind ``"local"`` as shorthand (as for
@@ -97,11 +115,25 @@ class GraphRuntime:
                 raise AgentschedError(f"a LangGraph graph runs on the local testbed (got {spec.kind.value})")
             testbed = LangGraphTestbed(graph, device=device, cpu_workers=spec.cpu_slots, node_timeout_s=spec.timeout_s)
         self.testbed = testbed
-        wf = workflow_from_graph(graph, name, decision_space=decision_space, vram_budget_mb=vram_budget_mb,
-                                 cards=cards, spec=self.testbed.spec)
+        wf = workflow_from_graph(
+            graph,
+            name,
+            decision_space=decision_space,
+            vram_budget_mb=vram_budget_mb,
+            cards=cards,
+            spec=self.testbed.spec,
+        )
         try:  # without CUDA the runtime runs it host-only, and logs so (testbed.host_only)
-            self.runtime = Runtime(wf, policy=policy, store=store, testbed=self.testbed, round_size=round_size,
-                                   explore_fraction=explore_fraction, seed=seed, policy_options=policy_options)
+            self.runtime = Runtime(
+                wf,
+                policy=policy,
+                store=store,
+                testbed=self.testbed,
+                round_size=round_size,
+                explore_fraction=explore_fraction,
+                seed=seed,
+                policy_options=policy_options,
+            )
         except BaseException:
             if self._own_testbed:
                 self.testbed.close()
@@ -115,21 +147,25 @@ class GraphRuntime:
         """Invoke the graph once on its input state (``inputs`` and/or keyword arguments). A node
         that raises gives a failed result with a one-line message; the next invocation runs."""
         if inputs is not None and not isinstance(inputs, Mapping):
-            raise GraphInputError(f"graph input must be a mapping of state keys to values (e.g. "
-                                  f"{{'question': ...}}), got {type(inputs).__name__}")
+            raise GraphInputError(
+                f"graph input must be a mapping of state keys to values (e.g. "
+                f"{{'question': ...}}), got {type(inputs).__name__}"
+            )
         twice = sorted(set(inputs or {}) & set(kwargs))
         if twice:
             raise GraphInputError(f"graph input {twice[0]!r} given twice (in the mapping and as a keyword)")
         args = {**(inputs or {}), **kwargs}
         bad = [k for k in args if not isinstance(k, str) or k == RESULT_KEY]
         if bad:
-            raise GraphInputError(f"graph input keys must be text other than {RESULT_KEY!r} (the adapter's "
-                                  f"own), got {bad[0]!r}")
+            raise GraphInputError(
+                f"graph input keys must be text other than {RESULT_KEY!r} (the adapter's own), got {bad[0]!r}"
+            )
         keys = self._state_keys  # LangGraph drops a key its state has not, silently: a misspelt input
         unknown = sorted(k for k in args if keys and k not in keys)
         if unknown:
-            raise GraphInputError(f"graph input {unknown[0]!r} is not a key of the graph's state "
-                                  f"(its keys: {', '.join(sorted(keys))})")
+            raise GraphInputError(
+                f"graph input {unknown[0]!r} is not a key of the graph's state (its keys: {', '.join(sorted(keys))})"
+            )
         from agentsched.runtime.inputs import check_inputs_given
 
         try:  # checked here, before the run's RunResult joins them (the runtime checks what it is given)
@@ -141,9 +177,17 @@ class GraphRuntime:
         x = run.execution  # None when the testbed refused the mapping, or a stored execution answered
         return GraphResult(
             state=run.state if r.ok else None,
-            outputs=dict(x.outputs) if x is not None and r.ok else {}, mapping=r.mapping, e2e_ms=r.e2e_ms,
-            timeline=r.timeline, host_spans=tuple(x.extra.get("host_spans", ())) if x is not None else (),
-            status=r.status, message=r.message, invocation_id=r.invocation_id, kind=r.kind, round=r.round)
+            outputs=dict(x.outputs) if x is not None and r.ok else {},
+            mapping=r.mapping,
+            e2e_ms=r.e2e_ms,
+            timeline=r.timeline,
+            host_spans=tuple(x.extra.get("host_spans", ())) if x is not None else (),
+            status=r.status,
+            message=r.message,
+            invocation_id=r.invocation_id,
+            kind=r.kind,
+            round=r.round,
+        )
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stop the runtime (``Runtime.close``: the invocations running end and are recorded, for at

@@ -25,25 +25,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import TestbedError, one_line
-from agentsched.integrations.langgraph.gate import Aborted, Gate, Infeasible
+from agentsched.integrations.langgraph.gate import Infeasible
 from agentsched.integrations.langgraph.graph import GraphSpec, builder_of, inspect_graph, refuse_compile_options
 from agentsched.integrations.langgraph.host_timer import HostTimer
+from agentsched.integrations.langgraph.invocation import Invocation, LoadFailed
 from agentsched.integrations.langgraph.machine import GraphMachine
-from agentsched.integrations.langgraph.nodes import CONTEXT_KEY, FunctionNode
+from agentsched.integrations.langgraph.nodes import CONTEXT_KEY
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.driver import host_failure_external, is_oom
-from agentsched.testbeds.real import first_load_alone, task_timeout
-from agentsched.testbeds.tool_pool import concurrent_safe
+from agentsched.testbeds.real import first_load_alone
 from agentsched.tools import cuda_available
 
 #: input key under which ``GraphRuntime`` passes a ``RunResult`` to fill (never given to the graph)
 RESULT_KEY = "__agentsched_result__"
 CLOSE_WAIT_S = 60.0  # close(): how long the runs in progress may take to end before tools unload
-DEADLINE_POLL_S = 0.05  # with a node timeout: how often a node waiting for its start looks again
 log = logging.getLogger("agentsched.langgraph")
 
 
@@ -57,170 +56,6 @@ class RunResult:
     execution: Execution | None = None
 
 
-class _LoadFailed(Exception):
-    """A tool could not be loaded where the run places it."""
-
-    def __init__(self, task: str, error: BaseException) -> None:
-        super().__init__(task)
-        self.task, self.error = task, error
-
-
-@dataclass
-class _Span:
-    """A task's part of one invocation (all its runs, when LangGraph calls it several times)."""
-
-    ready_s: float  # when LangGraph first called it
-    start_s: float  # when it first passed the start rules
-    end_s: float | None = None  # when its last run ended
-    load_ms: float = 0.0  # gpu_queue load-in paid, summed over runs
-    runs: int = 0  # finished runs
-
-
-class _Invocation:
-    """Per-invocation state, reached by the placeable nodes through ``config['configurable']``."""
-
-    def __init__(self, bed: LangGraphTestbed, workflow: Workflow, mapping: dict[str, Mode],
-                 effective: dict[str, Mode], inputs: dict[str, Any], staged: bool) -> None:
-        self.bed = bed
-        self.mapping = mapping  # as placed (what the policy chose)
-        self.effective = effective  # where each task really runs (host-only tools: cpu)
-        self.inputs = inputs  # the invocation's arguments
-        self.staged = staged  # gpu_now tools wait on the host under a VRAM budget
-        self.budget_mb = workflow.vram_budget_mb
-        cards = workflow.task_cards
-        self.gate = Gate(effective, {t: c.vram_needed_mb for t, c in cards.items()},
-                         budget_mb=workflow.vram_budget_mb, cpu_slots=bed.cpu_workers)
-        self.spans: dict[str, _Span] = {}
-        self.order: list[str] = []  # tasks in first-start order
-        self.outputs: dict[str, Any] = {}
-        self.failures: list[tuple[str, BaseException]] = []  # failing runs (task, error), in order
-        self.state: Any = None  # LangGraph's final state, once it ended well
-        self._lock = threading.Lock()
-        # one run of a task at a time: a Send fan-out calls one node several times in one step, but
-        # it has one tool instance, one placement and one VRAM reservation
-        self._task_locks = {t: threading.Lock() for t in mapping}
-
-    def task_inputs(self, task: str, state: Mapping[str, Any]) -> dict[str, Any]:
-        node = self.bed.spec.nodes[task]
-        if isinstance(node, FunctionNode):
-            return dict(state)
-        src = self.bed.spec.inputs[task]
-        out: dict[str, Any] = dict(self.inputs) if src.invocation else {}
-        for name, key in src.keys:
-            if state.get(key) is not None:
-                out[name] = state[key]
-        return out
-
-    def run_node(self, task: str, state: Mapping[str, Any]) -> Any:
-        """Run placeable node ``task`` on its placement; called by the node from LangGraph's thread."""
-        with self._task_locks[task]:
-            return self._run_node(task, state)
-
-    def _run_node(self, task: str, state: Mapping[str, Any]) -> Any:
-        tool = self.bed.tool_of(task)
-        mode = self.effective[task]
-        ready = time.perf_counter()
-        try:
-            inputs = self.task_inputs(task, state)
-            self.gate.enter(task)
-        except (Infeasible, Aborted) as exc:
-            self._fail(task, exc)
-            raise
-        if self.bed.node_timeout_s is None:
-            return self._held_run(task, tool, mode, ready, inputs, None)
-        return self._run_with_deadline(task, tool, mode, ready, inputs, self.bed.node_timeout_s)
-
-    def _held_run(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any],
-                  started: threading.Event | None) -> Any:
-        """Take the node's share of the machine (``started`` is set then), run it, give both back."""
-        try:
-            with self.bed.machine.node(task, mode, self.gate.vram_mb.get(task, 0.0), staged=self.staged,
-                                       shared=concurrent_safe(tool), budget_mb=self.budget_mb):
-                if started is not None:
-                    started.set()
-                return self._run_placed(task, tool, mode, ready, inputs)
-        finally:
-            self.gate.leave(task)
-
-    def _run_with_deadline(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any],
-                           timeout_s: float) -> Any:
-        """``_held_run`` on a thread of its own, given ``timeout_s`` from when it holds its share of the
-        machine (a wait for a slot, the queue or the tool is not running). Past it the invocation fails
-        at once; the run cannot be stopped, so it keeps its tool, slot and VRAM until it returns."""
-        started, done, box = threading.Event(), threading.Event(), {}
-
-        def work() -> None:
-            try:
-                box["out"] = self._held_run(task, tool, mode, ready, inputs, started)
-            except BaseException as exc:  # noqa: BLE001 - handed to the node's thread
-                box["err"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name=f"agentsched-node-{task}", daemon=True).start()
-        while not done.is_set() and not started.wait(DEADLINE_POLL_S):
-            pass
-        if not done.wait(timeout_s):
-            exc = task_timeout(timeout_s)
-            self._fail(task, exc)
-            raise exc
-        if "err" in box:
-            raise box["err"]
-        return box["out"]
-
-    def _run_placed(self, task: str, tool: Tool, mode: Mode, ready: float, inputs: dict[str, Any]) -> Any:
-        """Run ``task``'s tool once its gate and the shared machine let it (the span starts now)."""
-        node = self.bed.spec.nodes[task]
-        gpu = self.bed.device
-        if self.gate.aborted:  # it failed while this node waited for its share of the machine
-            self._fail(task, Aborted())
-            raise Aborted
-        start = time.perf_counter()
-        with self._lock:
-            if task not in self.spans:
-                self.spans[task] = _Span(ready, start)
-                self.order.append(task)
-        load_ms = 0.0
-        try:
-            if mode is Mode.GPU_QUEUE:
-                self.bed.place(task, gpu)
-                tool.sync()
-                load_ms = (time.perf_counter() - start) * 1000
-            elif mode is Mode.GPU_NOW and self.staged:
-                self.bed.place(task, gpu)
-            output = tool.run(inputs)
-            tool.sync()
-            end = time.perf_counter()
-        except BaseException as exc:
-            self._fail(task, exc)
-            raise
-        finally:
-            if mode is Mode.GPU_QUEUE:
-                self.bed.place(task, None)
-            elif mode is Mode.GPU_NOW and self.staged:
-                self.bed.place(task, "cpu")
-        with self._lock:
-            span = self.spans[task]
-            span.end_s, span.runs, span.load_ms = end, span.runs + 1, span.load_ms + load_ms
-            self.outputs[task] = output
-        return node.update(task, output)
-
-    def _fail(self, task: str, exc: BaseException) -> None:
-        with self._lock:
-            if not isinstance(exc, Aborted):
-                self.failures.append((task, exc))
-        if isinstance(exc, Infeasible):  # no retry can make it fit: release the nodes still waiting
-            self.gate.abort()
-
-    def failure(self, error: BaseException) -> tuple[str, BaseException] | None:
-        """The placeable node's run that raised the graph's ``error`` (a node LangGraph retried may
-        have failed before), or None."""
-        for task, exc in self.failures:
-            if exc is error:
-                return task, exc
-        return None
-
-
 class LangGraphTestbed(Testbed):
     """Runs a LangGraph graph with its placeable nodes where a mapping places them."""
 
@@ -228,8 +63,15 @@ class LangGraphTestbed(Testbed):
     deterministic = False
     concurrent_runs = True  # Runtime: runs may overlap (each in its caller's thread; machine.py)
 
-    def __init__(self, graph: Any, *, device: str = "cuda:0", cpu_workers: int | None = None,
-                 recursion_limit: int | None = None, node_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        device: str = "cuda:0",
+        cpu_workers: int | None = None,
+        recursion_limit: int | None = None,
+        node_timeout_s: float | None = None,
+    ) -> None:
         self.spec: GraphSpec = inspect_graph(graph)  # raises GraphError naming an unmappable node
         builder = builder_of(graph)
         if graph is not builder:
@@ -270,8 +112,10 @@ class LangGraphTestbed(Testbed):
         on_gpu = [t for t in workflow.task_ids if effective[t] is not Mode.CPU]
         if on_gpu and not self._cuda_available():
             t = on_gpu[0]
-            raise TestbedError(f"task {t} is mapped to {effective[t].value} but this machine has no CUDA GPU: "
-                               "map every task to cpu, or run where CUDA is available")
+            raise TestbedError(
+                f"task {t} is mapped to {effective[t].value} but this machine has no CUDA GPU: "
+                "map every task to cpu, or run where CUDA is available"
+            )
 
     def preflight(self, workflow: Workflow) -> None:
         """Fail before any run when GPU placements cannot run here (one-line TestbedError)."""
@@ -315,8 +159,9 @@ class LangGraphTestbed(Testbed):
             self._unload_all()
             return
         # a run may still call any node (it may be in a host node now): nothing is unloaded under it
-        log.warning("LangGraph testbed closed while invocations still ran after %g s: the tools are left "
-                    "loaded", CLOSE_WAIT_S)
+        log.warning(
+            "LangGraph testbed closed while invocations still ran after %g s: the tools are left loaded", CLOSE_WAIT_S
+        )
 
     def _unload_all(self) -> None:
         for task in list(self._tools):
@@ -335,8 +180,14 @@ class LangGraphTestbed(Testbed):
         return self._last_state
 
     # ---- run ---------------------------------------------------------------------------------
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
+    def run(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        *,
+        rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Execution:
         """Invoke the graph once on ``inputs`` (``rng`` is unused: the noise is the machine's own).
         Runs may overlap; ``inputs[RESULT_KEY]``, when given, is the caller's ``RunResult``."""
         mapping = validate_mapping(workflow, mapping)
@@ -352,16 +203,24 @@ class LangGraphTestbed(Testbed):
         # the key has the modes too: a cpu run and a staged gpu_now run both wait on the host, but the
         # second moves the tool while it runs (runs under one key share the tools as they are)
         key = tuple(sorted((t, effective[t].value, wants[t]) for t in workflow.task_ids))
-        inv = _Invocation(self, workflow, mapping, effective, args, staged)
+        inv = Invocation(self, workflow, mapping, effective, args, staged)
         try:
             with self.machine.placement(key, lambda: self._warm(wants)):
                 x = self._invoke(workflow, inv)
-        except _LoadFailed as f:
+        except LoadFailed as f:
             status = Status.OOM if is_oom(f.error) else Status.ERROR
             tool = self.spec.nodes[f.task].tool_class().display_name()
-            x = Execution(status=status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0, peak_vram_mb=0.0,
-                          spans=(), message=f"node {f.task} ({tool}) failed to load: {one_line(f.error)}",
-                          testbed=self.name, extra={"failed_task": f.task})
+            x = Execution(
+                status=status,
+                mapping=dict(mapping),
+                e2e_ms=None,
+                elapsed_ms=0.0,
+                peak_vram_mb=0.0,
+                spans=(),
+                message=f"node {f.task} ({tool}) failed to load: {one_line(f.error)}",
+                testbed=self.name,
+                extra={"failed_task": f.task},
+            )
         self._last_execution, self._last_state = x, inv.state
         if isinstance(result, RunResult):
             result.state, result.execution = inv.state, x
@@ -381,9 +240,9 @@ class LangGraphTestbed(Testbed):
             try:
                 self.place(task, device)
             except Exception as exc:  # noqa: BLE001 - user code: a tool that cannot load fails the run
-                raise _LoadFailed(task, exc) from exc
+                raise LoadFailed(task, exc) from exc
 
-    def _invoke(self, workflow: Workflow, inv: _Invocation) -> Execution:
+    def _invoke(self, workflow: Workflow, inv: Invocation) -> Execution:
         timer = HostTimer()
         config: dict[str, Any] = {"configurable": {CONTEXT_KEY: inv}, "callbacks": [timer.handler]}
         if self.recursion_limit is not None:
@@ -398,47 +257,79 @@ class LangGraphTestbed(Testbed):
         inv.gate.abort()  # nothing may still wait (a failed step's other nodes)
         return self._record(workflow, inv, timer, t0, t_end, state, error)
 
-    def _record(self, workflow: Workflow, inv: _Invocation, timer: HostTimer, t0: float, t_end: float,
-                state: Any, error: BaseException | None) -> Execution:
+    def _record(
+        self,
+        workflow: Workflow,
+        inv: Invocation,
+        timer: HostTimer,
+        t0: float,
+        t_end: float,
+        state: Any,
+        error: BaseException | None,
+    ) -> Execution:
         def ms(at: float) -> float:
             return (at - t0) * 1000
 
         spans = tuple(
-            TaskSpan(task=t, tool=workflow.task_cards[t].name, mode=inv.effective[t],
-                     ready_ms=ms(s.ready_s), start_ms=ms(s.start_s), end_ms=None if s.end_s is None else ms(s.end_s),
-                     load_ms=s.load_ms, vram_mb=inv.gate.vram_mb.get(t, 0.0) if inv.effective[t] is not Mode.CPU else 0.0)
-            for t, s in ((t, inv.spans[t]) for t in inv.order))
+            TaskSpan(
+                task=t,
+                tool=workflow.task_cards[t].name,
+                mode=inv.effective[t],
+                ready_ms=ms(s.ready_s),
+                start_ms=ms(s.start_s),
+                end_ms=None if s.end_s is None else ms(s.end_s),
+                load_ms=s.load_ms,
+                vram_mb=inv.gate.vram_mb.get(t, 0.0) if inv.effective[t] is not Mode.CPU else 0.0,
+            )
+            for t, s in ((t, inv.spans[t]) for t in inv.order)
+        )
         hosts = set(self.spec.host_nodes)
         extra: dict[str, Any] = {
-            "host_spans": [{"node": n, "start_ms": round(ms(a), 3), "end_ms": round(ms(b), 3)}
-                           for n, a, b in sorted(timer.done, key=lambda x: x[1]) if n in hosts],
+            "host_spans": [
+                {"node": n, "start_ms": round(ms(a), 3), "end_ms": round(ms(b), 3)}
+                for n, a, b in sorted(timer.done, key=lambda x: x[1])
+                if n in hosts
+            ],
             "runs": {t: inv.spans[t].runs for t in inv.order},
             "skipped": [t for t in workflow.task_ids if t not in inv.spans],  # conditional: did not run
             "cpu_workers": self.cpu_workers,
         }
         timeline = tuple((ms(a), mb) if i else (0.0, mb) for i, (a, mb) in enumerate(inv.gate.vram_timeline))
-        common = dict(mapping=dict(inv.mapping), peak_vram_mb=inv.gate.peak_vram_mb, spans=spans,
-                      vram_timeline=timeline, testbed=self.name)
+        common = dict(
+            mapping=dict(inv.mapping),
+            peak_vram_mb=inv.gate.peak_vram_mb,
+            spans=spans,
+            vram_timeline=timeline,
+            testbed=self.name,
+        )
         if error is None:
             inv.state = state
             e2e = ms(t_end)
-            return Execution(status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common)
+            return Execution(
+                status=Status.OK, e2e_ms=e2e, elapsed_ms=e2e, extra=extra, outputs=dict(inv.outputs), **common
+            )
         status, message, node, exc = self._failure(inv, timer, error)
         # failed_task names a task (a placeable node) the policy may move; a host node is not one
         # failed_node: a host node raised (not the placement's doing); LangGraph's own error (no node:
         # a step timeout, a recursion limit) may be the placement's, and is not marked so.
         # external: it cannot be the placement's at all, whatever the loop saw before (model/rounds.py)
-        failed = ({"failed_task": node} if node in self.spec.nodes else {"failed_node": node} if node is not None
-                  else {})
+        failed = {"failed_task": node} if node in self.spec.nodes else {"failed_node": node} if node is not None else {}
         if "failed_node" in failed:
             ran = timer.failed_from.get(str(node), (t_end, t_end))
             failed["external"] = host_failure_external(exc, ran, (s.start_s for s in inv.spans.values()))
-        return Execution(status=status, e2e_ms=None, elapsed_ms=ms(t_end), message=message,
-                         extra={**extra, **failed},
-                         outputs=dict(inv.outputs), **common)
+        return Execution(
+            status=status,
+            e2e_ms=None,
+            elapsed_ms=ms(t_end),
+            message=message,
+            extra={**extra, **failed},
+            outputs=dict(inv.outputs),
+            **common,
+        )
 
-    def _failure(self, inv: _Invocation, timer: HostTimer,
-                 error: BaseException) -> tuple[Status, str, str | None, BaseException]:
+    def _failure(
+        self, inv: Invocation, timer: HostTimer, error: BaseException
+    ) -> tuple[Status, str, str | None, BaseException]:
         """Status, one-line message, failing node and its error, of a failed invocation."""
         failed = inv.failure(error)
         if failed is None:  # a placeable node's failure first (LangGraph raises one of a step's errors at
@@ -457,4 +348,3 @@ class LangGraphTestbed(Testbed):
             node, exc = failed
             return Status.ERROR, f"node {node} (host) failed: {one_line(exc)}", node, exc
         return Status.ERROR, f"graph failed: {one_line(error)}", None, error  # LangGraph itself (a recursion limit)
-

@@ -31,10 +31,22 @@ Modules: ``placement`` (what a lease asks for, the plan of a run), ``actors`` (t
 (``RayTestbed``, concurrent runs).
 """
 
+from agentsched.testbeds.ray.backend import RayBackend
 from agentsched.testbeds.ray.cluster import EMULATED_NOTE, check_reachable, host_port, ray_installed
 from agentsched.testbeds.ray.placement import GPU_SHARE, VRAM_RESOURCE, NodeInfo
-from agentsched.testbeds.ray.backend import RayBackend
 from agentsched.testbeds.ray.testbed import DEFAULT_TIMEOUT_S, ConcurrentResult, RayTestbed, emulation_note
 
-__all__ = ["DEFAULT_TIMEOUT_S", "EMULATED_NOTE", "GPU_SHARE", "VRAM_RESOURCE", "ConcurrentResult", "NodeInfo",
-           "RayBackend", "RayTestbed", "check_reachable", "emulation_note", "host_port", "ray_installed"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "EMULATED_NOTE",
+    "GPU_SHARE",
+    "VRAM_RESOURCE",
+    "ConcurrentResult",
+    "NodeInfo",
+    "RayBackend",
+    "RayTestbed",
+    "check_reachable",
+    "emulation_note",
+    "host_port",
+    "ray_installed",
+]

@@ -34,8 +34,7 @@ class ToolHost:
     one); ``(base, "gpu", task)`` a gpu_now task's own instance: on the GPU (``resident``), on the host
     and moved to the GPU while it runs (``staged``, under a VRAM budget), or on the host (emulated)."""
 
-    def __init__(self, factory: ToolFactory, size: str, seed: int, gpu_device: str,
-                 torch_threads: int | None) -> None:
+    def __init__(self, factory: ToolFactory, size: str, seed: int, gpu_device: str, torch_threads: int | None) -> None:
         self.factory, self.size, self.seed = factory, size, seed
         self.gpu_device = gpu_device  # "cuda", or "cpu" when GPUs are emulated
         self.user_tools: dict[str, Any] = {}  # import path -> the user's Tool class or instance
@@ -49,8 +48,9 @@ class ToolHost:
 
         return ray.get_runtime_context().get_node_id()
 
-    def warm(self, needs: list[tuple[tuple[str, ...], str]], user_tools: dict[str, Any]
-             ) -> tuple[tuple[str, ...], bool, str] | None:
+    def warm(
+        self, needs: list[tuple[tuple[str, ...], str]], user_tools: dict[str, Any]
+    ) -> tuple[tuple[str, ...], bool, str] | None:
         """Load each ``(key, device)`` needed by the next run; unload cached tools it does not use.
         Returns None, or the first tool that failed to load: (key, out of memory?, one-line reason)."""
         with self.lock:
@@ -107,8 +107,7 @@ class QueueWorker:
     """One per GPU (a Ray actor, ``max_concurrency=1``): runs admitted gpu_queue tasks one at a time,
     loading the tool's model when the task is admitted and unloading it after."""
 
-    def __init__(self, factory: ToolFactory, size: str, seed: int, gpu_device: str,
-                 torch_threads: int | None) -> None:
+    def __init__(self, factory: ToolFactory, size: str, seed: int, gpu_device: str, torch_threads: int | None) -> None:
         self.factory, self.size, self.seed = factory, size, seed
         self.gpu_device = gpu_device  # "cuda", or "cpu" when GPUs are emulated
         self.tools: dict[str, Any] = {}  # base -> unloaded instance (building one is cheap; loading is not)
@@ -118,8 +117,9 @@ class QueueWorker:
         import ray
 
         if base not in self.tools:
-            self.tools[base] = build_tool(base, {base: user_tool} if user_tool is not None else {}, self.factory,
-                                      self.size, self.seed)
+            self.tools[base] = build_tool(
+                base, {base: user_tool} if user_tool is not None else {}, self.factory, self.size, self.seed
+            )
         tool = self.tools[base]
         out = None
         start = time.time()
@@ -135,12 +135,18 @@ class QueueWorker:
         finally:
             if loaded:
                 unload_quietly(tool, f"tool {base} (gpu_queue)")
-        return {"start_s": start, "end_s": end, "load_ms": load_ms,
-                "node": ray.get_runtime_context().get_node_id(), "output": out}
+        return {
+            "start_s": start,
+            "end_s": end,
+            "load_ms": load_ms,
+            "node": ray.get_runtime_context().get_node_id(),
+            "output": out,
+        }
 
 
-def lease(prefix: str, kind: str, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any],
-           user_tool: Any) -> tuple[dict[str, Any], Any]:
+def lease(
+    prefix: str, kind: str, key: tuple[str, ...], k: int, staged: bool, inputs: dict[str, Any], user_tool: Any
+) -> tuple[dict[str, Any], Any]:
     """A Ray task holding one placement's resources while its node's actor runs the tool. ``inputs``:
     the invocation's arguments, or ``{pred: ObjectRef of its output}`` (resolved here, on this node).
     Returns (timings, output): two objects, so the driver fetches the timings alone."""

@@ -11,8 +11,8 @@ have bounds of their own.
 from __future__ import annotations
 
 import random
-import time
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,9 +37,16 @@ LEASE_START_S = 30.0
 class RunState:
     """One run's state inside a backend (begin .. end)."""
 
-    def __init__(self, workflow: Workflow, modes: Mapping[str, Mode], keys: dict[str, tuple[str, ...]],
-                 bases: dict[str, tuple[str, int]], staged: bool, user_tools: dict[str, Any],
-                 timeout_s: float) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        modes: Mapping[str, Mode],
+        keys: dict[str, tuple[str, ...]],
+        bases: dict[str, tuple[str, int]],
+        staged: bool,
+        user_tools: dict[str, Any],
+        timeout_s: float,
+    ) -> None:
         self.workflow = workflow
         self.modes = modes  # where each task really runs (host-only tools on a GPU mode: cpu)
         self.keys, self.bases, self.staged, self.user_tools = keys, bases, staged, user_tools
@@ -82,8 +89,9 @@ class RayBackend(Backend):
         self.cluster.check_gpu(workflow, {t: Mode.GPU_NOW for t in workflow.task_ids})
 
     # ---- one run -----------------------------------------------------------------------------------
-    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
-              expected: bool = False) -> Failure | None:
+    def begin(
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None, expected: bool = False
+    ) -> Failure | None:
         """Connect, warm the tools on every node, then start the clock (``rng`` is unused)."""
         c = self.cluster
         c.connect(workflow)
@@ -102,11 +110,18 @@ class RayBackend(Backend):
             hosts = c.hosts(nodes)  # any node may get any task: warm all, before the clock starts
             if any(m is Mode.GPU_QUEUE for m in modes.values()):
                 c.queues([n for n in nodes if n.gpus > 0])
-            failures = [f for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=LOAD_TIMEOUT_S)
-                        if f is not None]
+            failures = [
+                f
+                for f in ray.get([h.warm.remote(needs, user_tools) for h in hosts], timeout=LOAD_TIMEOUT_S)
+                if f is not None
+            ]
         except Exception as exc:  # noqa: BLE001 - a node lost or too slow while loading
-            return Failure(Status.ERROR, workflow.task_ids[0], load_error(exc),
-                           machine_lost=isinstance(machine_lost(exc), MachineLost) or type(exc).__name__ in SETUP_ERRORS)
+            return Failure(
+                Status.ERROR,
+                workflow.task_ids[0],
+                load_error(exc),
+                machine_lost=isinstance(machine_lost(exc), MachineLost) or type(exc).__name__ in SETUP_ERRORS,
+            )
         if failures:
             key, oom, reason = failures[0]
             task = next((t for t in workflow.task_ids if keys[t] == key), workflow.task_ids[0])
@@ -127,9 +142,19 @@ class RayBackend(Backend):
         args = {k: r.out_refs.get(k, v) if k in r.workflow.preds[t] else v for k, v in (inputs or {}).items()}
         kind = "queue" if start.mode is Mode.GPU_QUEUE else "host"
         base, k = r.bases[t]
-        timings, out = remote("lease").options(num_returns=2, **lease_options(start.mode, start.vram_mb)).remote(
-            self.cluster.prefix, kind, r.keys[t], k, r.staged and start.mode is Mode.GPU_NOW, args,
-            r.user_tools.get(base) if kind == "queue" else None)
+        timings, out = (
+            remote("lease")
+            .options(num_returns=2, **lease_options(start.mode, start.vram_mb))
+            .remote(
+                self.cluster.prefix,
+                kind,
+                r.keys[t],
+                k,
+                r.staged and start.mode is Mode.GPU_NOW,
+                args,
+                r.user_tools.get(base) if kind == "queue" else None,
+            )
+        )
         r.pending[timings] = (t, time.time())
         r.out_refs[t] = out
 
@@ -190,8 +215,11 @@ class RayBackend(Backend):
     def end(self) -> dict[str, Any]:
         """The run's details: where each task ran, and whether GPUs were emulated."""
         r, self.run = self.run, None
-        extra: dict[str, Any] = {"size": self.cluster.size, "ray_address": self.cluster.address or "local",
-                                 "emulated_gpu": self.cluster.emulate_gpu}
+        extra: dict[str, Any] = {
+            "size": self.cluster.size,
+            "ray_address": self.cluster.address or "local",
+            "emulated_gpu": self.cluster.emulate_gpu,
+        }
         if self.cluster.emulate_gpu:
             extra["timing_note"] = EMULATED_NOTE
         if r is not None:
@@ -205,8 +233,10 @@ class RayBackend(Backend):
 def load_error(exc: BaseException) -> str:
     """The one line of a failed load of the tools on the cluster (Ray's timeout said in words)."""
     if type(exc).__name__ == "GetTimeoutError":
-        return (f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load deadline, "
-                "agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, not loads)")
+        return (
+            f"loading the tools on the Ray cluster did not end within {LOAD_TIMEOUT_S:g} s (the load deadline, "
+            "agentsched.testbeds.ray.backend.LOAD_TIMEOUT_S; --task-timeout-s bounds runs, not loads)"
+        )
     return f"loading the tools on the Ray cluster failed: {one_line(getattr(exc, 'cause', None) or exc)}"
 
 

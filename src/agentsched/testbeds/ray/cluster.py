@@ -31,8 +31,10 @@ WORKER_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 3_600_000}
 # fails first, in one line
 CONNECT_TIMEOUT_S = 5.0
 WORKER_WARMUP_S = 30.0  # how long the lease workers are waited for before a first run (not a task timeout)
-EMULATED_NOTE = ("emulated GPU: GPU placements ran their CPU implementation while holding a Ray GPU share "
-                 "and vram_mb; timings are not GPU timings")
+EMULATED_NOTE = (
+    "emulated GPU: GPU placements ran their CPU implementation while holding a Ray GPU share "
+    "and vram_mb; timings are not GPU timings"
+)
 
 
 def ray_installed() -> bool:
@@ -74,9 +76,20 @@ class Cluster:
     """The connection and the actors one ray testbed shares among its backends (one backend per
     invocation running at once). Thread-safe: concurrent invocations run on threads."""
 
-    def __init__(self, *, address: str | None, size: str, seed: int, emulate_gpu: bool, emulated_gpus: int,
-                 cpu_slots: int | None, vram_mb: float | None, timeout_s: float, torch_threads: int | None,
-                 tool_factory: ToolFactory) -> None:
+    def __init__(
+        self,
+        *,
+        address: str | None,
+        size: str,
+        seed: int,
+        emulate_gpu: bool,
+        emulated_gpus: int,
+        cpu_slots: int | None,
+        vram_mb: float | None,
+        timeout_s: float,
+        torch_threads: int | None,
+        tool_factory: ToolFactory,
+    ) -> None:
         self.address = address  # None: start a local instance; "auto" or host:port: join a cluster
         self.size, self.seed = size, seed
         self.emulate_gpu = emulate_gpu
@@ -122,9 +135,18 @@ class Cluster:
                 res = {VRAM_RESOURCE: want} if (self.emulate_gpu or cuda_memory_mb()) else {}
                 # address="local": always a new instance of our own; without it ray.init joins any
                 # cluster running on this machine (RAY_ADDRESS, /tmp/ray) and refuses num_cpus there
-                ray.init(address="local", num_cpus=self.cpu_slots or os.cpu_count() or 1, num_gpus=gpus, resources=res,
-                         namespace=NAMESPACE, include_dashboard=False, logging_level=logging.ERROR,
-                         log_to_driver=False, configure_logging=True, _system_config=WORKER_SYSTEM_CONFIG)
+                ray.init(
+                    address="local",
+                    num_cpus=self.cpu_slots or os.cpu_count() or 1,
+                    num_gpus=gpus,
+                    resources=res,
+                    namespace=NAMESPACE,
+                    include_dashboard=False,
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                    configure_logging=True,
+                    _system_config=WORKER_SYSTEM_CONFIG,
+                )
                 self.started_local, self.local_vram_mb = True, want
             else:
                 self._join(ray)
@@ -136,11 +158,13 @@ class Cluster:
             if not ray.is_initialized():
                 check_reachable(self.address, CONNECT_TIMEOUT_S)
                 try:
-                    ray.init(address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR,
-                             log_to_driver=False)
+                    ray.init(
+                        address=self.address, namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False
+                    )
                 except (ConnectionError, RuntimeError, ValueError) as e:
-                    raise TestbedError(f"cannot join the Ray cluster at {redact_address(self.address)}: "
-                                       f"{one_line(e)}") from None
+                    raise TestbedError(
+                        f"cannot join the Ray cluster at {redact_address(self.address)}: {one_line(e)}"
+                    ) from None
                 _JOIN_STATE["ours"] = True
             if _JOIN_STATE["ours"]:
                 _JOINED_BY_US.add(self)
@@ -201,15 +225,21 @@ class Cluster:
         what = f"task {t} ({workflow.tasks[t].tool_label}) is mapped to {mapping[t].value} but"
         nodes = self.nodes()
         if not any(n.gpus > 0 for n in nodes):
-            hint = ("declare fake GPUs on the nodes (ray start --num-gpus 1 --resources '{\"vram_mb\": MB}')"
-                    if self.emulate_gpu else "use --emulate-gpu, --testbed sim, or map every task to cpu")
+            hint = (
+                "declare fake GPUs on the nodes (ray start --num-gpus 1 --resources '{\"vram_mb\": MB}')"
+                if self.emulate_gpu
+                else "use --emulate-gpu, --testbed sim, or map every task to cpu"
+            )
             raise TestbedError(f"{what} no node of the Ray cluster has a GPU: {hint}")
         if not any(n.vram_mb > 0 for n in nodes if n.gpus > 0):
-            raise TestbedError("the Ray cluster's GPU nodes declare no vram_mb resource "
-                               "(ray start --resources '{\"vram_mb\": MB}'): GPU tasks could never be placed")
+            raise TestbedError(
+                "the Ray cluster's GPU nodes declare no vram_mb resource "
+                "(ray start --resources '{\"vram_mb\": MB}'): GPU tasks could never be placed"
+            )
         if not self.emulate_gpu and self.address is None and not cuda_memory_mb():
-            raise TestbedError(f"{what} this machine has no CUDA GPU: use --emulate-gpu, --testbed sim, or map "
-                               "every task to cpu")
+            raise TestbedError(
+                f"{what} this machine has no CUDA GPU: use --emulate-gpu, --testbed sim, or map every task to cpu"
+            )
 
     # ---- actors and workers ----------------------------------------------------------------------
     def _actor(self, kind: str, name: str, node: NodeInfo) -> Any:
@@ -220,12 +250,20 @@ class Cluster:
 
                 gpu_side = not self.emulate_gpu and node.gpus > 0
                 opts: dict[str, Any] = dict(
-                    name=name, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
+                    name=name,
+                    namespace=NAMESPACE,
+                    get_if_exists=True,
+                    num_cpus=0,
                     num_gpus=GPU_SHARE if gpu_side else 0,  # a real GPU actor must see its GPU
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-                    max_concurrency=1 if kind == "queue" else 1000, max_restarts=0)
-                handle = remote(kind).options(**opts).remote(self.factory, self.size, self.seed,
-                                                              "cuda" if gpu_side else "cpu", self.torch_threads)
+                    max_concurrency=1 if kind == "queue" else 1000,
+                    max_restarts=0,
+                )
+                handle = (
+                    remote(kind)
+                    .options(**opts)
+                    .remote(self.factory, self.size, self.seed, "cuda" if gpu_side else "cpu", self.torch_threads)
+                )
                 self.actors[name] = (node.node_id, handle)
             return self.actors[name][1]
 
@@ -248,23 +286,35 @@ class Cluster:
         (host ones; GPU ones, which Ray keeps apart because they hold a GPU share): Ray starts one per
         concurrent task on demand, at a second or more each, which would land in the first timeline."""
         cpu_tasks = sum(m is Mode.CPU for m in modes.values())
-        gpu = [("gpu", {"num_cpus": 0, "num_gpus": GPU_SHARE}, (len(modes) - cpu_tasks) * k)] \
-            if any(nd.gpus > 0 for nd in nodes) else []
+        gpu = (
+            [("gpu", {"num_cpus": 0, "num_gpus": GPU_SHARE}, (len(modes) - cpu_tasks) * k)]
+            if any(nd.gpus > 0 for nd in nodes)
+            else []
+        )
         with self.lock:
-            todo = [(kind, opts, n + len(nodes) - 1)  # SPREAD's shares of the nodes differ by one at most
-                    for kind, opts, n in [("host", {"num_cpus": 0}, min(cpu_tasks * k, cpu_slots)), *gpu]
-                    if n > 0 and self.workers_started.get(kind, 0) < n + len(nodes) - 1]
+            todo = [
+                (kind, opts, n + len(nodes) - 1)  # SPREAD's shares of the nodes differ by one at most
+                for kind, opts, n in [("host", {"num_cpus": 0}, min(cpu_tasks * k, cpu_slots)), *gpu]
+                if n > 0 and self.workers_started.get(kind, 0) < n + len(nodes) - 1
+            ]
             if not todo:
                 return
             ray = ray_module()
             idle = remote("idle")
             try:  # a warm-up: never a run's failure (the task timeout is the tools', not this wait's)
-                ray.get([idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
-                         for _, opts, n in todo for _ in range(n)], timeout=WORKER_WARMUP_S)
+                ray.get(
+                    [
+                        idle.options(scheduling_strategy="SPREAD", **opts).remote(0.3)
+                        for _, opts, n in todo
+                        for _ in range(n)
+                    ],
+                    timeout=WORKER_WARMUP_S,
+                )
             except Exception as e:  # noqa: BLE001 - a busy cluster, a lost node: workers then start on demand
                 log.info("Ray workers not started ahead (%s): they start on demand", one_line(e))
             for kind, _, n in todo:  # tried once: a busy cluster is not made to wait again for every run
                 self.workers_started[kind] = n
+
 
 def host_port(address: str) -> tuple[str, int] | None:
     """``(host, port)`` of a cluster address (``HOST:PORT``, ``[IPv6]:PORT``, ``ray://HOST:PORT``);
@@ -287,10 +337,15 @@ def check_reachable(address: str, timeout_s: float) -> None:
         with socket.create_connection(hp, timeout=timeout_s):
             pass
     except OSError as e:
-        why = (f"no answer within {timeout_s:g} s" if isinstance(e, socket.timeout)
-               else (e.strerror or type(e).__name__).lower())
-        raise TestbedError(f"cannot join the Ray cluster at {redact_address(address)}: {why} (is `ray start --head` "
-                           "running there? check the host and port)") from None
+        why = (
+            f"no answer within {timeout_s:g} s"
+            if isinstance(e, socket.timeout)
+            else (e.strerror or type(e).__name__).lower()
+        )
+        raise TestbedError(
+            f"cannot join the Ray cluster at {redact_address(address)}: {why} (is `ray start --head` "
+            "running there? check the host and port)"
+        ) from None
 
 
 def cuda_memory_mb() -> float:

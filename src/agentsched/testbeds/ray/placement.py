@@ -32,7 +32,6 @@ class NodeInfo:
     vram_mb: float
 
 
-
 def resolve_user_tools(bases: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
     """Import path -> the user's Tool class or instance, shipped to the actors (pickled: a class by
     reference when importable there, else by value; an instance as one copy per node)."""
@@ -41,8 +40,9 @@ def resolve_user_tools(bases: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
     return {b: resolve_tool(b) for b, _ in bases.values() if is_tool_path(b)}
 
 
-def plan(workflow: Workflow, modes: Mapping[str, Mode], bases: Mapping[str, tuple[str, int]], *,
-          emulated: bool) -> tuple[dict[str, tuple[str, ...]], list[tuple[tuple[str, ...], str]], bool]:
+def plan(
+    workflow: Workflow, modes: Mapping[str, Mode], bases: Mapping[str, tuple[str, int]], *, emulated: bool
+) -> tuple[dict[str, tuple[str, ...]], list[tuple[tuple[str, ...], str]], bool]:
     """Per task its tool key in the actors, the hosts' warm list ``(key, device)``, and whether
     gpu_now tools are staged (host until the task runs, as the local testbed does under a budget)."""
     staged = not emulated and workflow.vram_budget_mb is not None

@@ -75,10 +75,18 @@ class RayTestbed(Driver):
             raise TestbedError(f"ray testbed: timeout_s must be > 0, got {timeout_s}")
         if tool_factory is None:
             tool_factory = builtin_tool  # user tools (import paths) need no tools extra
-        self.cluster = Cluster(address=address or None, size=parse_size(size).value, seed=seed,
-                                emulate_gpu=emulate_gpu, emulated_gpus=emulated_gpus, cpu_slots=cpu_slots,
-                                vram_mb=vram_mb, timeout_s=timeout_s, torch_threads=torch_threads,
-                                tool_factory=tool_factory)
+        self.cluster = Cluster(
+            address=address or None,
+            size=parse_size(size).value,
+            seed=seed,
+            emulate_gpu=emulate_gpu,
+            emulated_gpus=emulated_gpus,
+            cpu_slots=cpu_slots,
+            vram_mb=vram_mb,
+            timeout_s=timeout_s,
+            torch_threads=torch_threads,
+            tool_factory=tool_factory,
+        )
         super().__init__(RayBackend(self.cluster))
         self._drivers_lock = threading.Lock()
         self._busy = False  # this driver runs one now
@@ -126,14 +134,21 @@ class RayTestbed(Driver):
         self.cluster.connect()
         return self.cluster.nodes()
 
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
+    def run(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        *,
+        rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Execution:
         """Execute once on the cluster (``rng`` is unused: the noise is the cluster's own); a run
         that overlaps one in progress runs on a driver of its own (``concurrent_runs``)."""
         mapping = validate_mapping(workflow, mapping)
         with self._drivers_lock:
-            driver: Driver | None = None if not self._busy else (self._spare.pop() if self._spare
-                                                                  else Driver(RayBackend(self.cluster)))
+            driver: Driver | None = (
+                None if not self._busy else (self._spare.pop() if self._spare else Driver(RayBackend(self.cluster)))
+            )
             self._busy = self._busy or driver is None
         try:
             if driver is None:
@@ -146,9 +161,14 @@ class RayTestbed(Driver):
                 else:
                     self._spare.append(driver)
 
-    def run_concurrent(self, workflow: Workflow, mapping: Mapping[str, Mode], k: int, *,
-                       inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None
-                       ) -> ConcurrentResult:
+    def run_concurrent(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        k: int,
+        *,
+        inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> ConcurrentResult:
         """Run ``k`` invocations of one workflow at once across the cluster: each on its own thread
         with its own driver and start rules (its own Dispatcher and VRAM budget), all on one Ray
         cluster that places every lease by its resources. ``inputs``: one set for every invocation,
@@ -163,8 +183,12 @@ class RayTestbed(Driver):
         c.connect(workflow)
         c.check_gpu(workflow, mapping)
         nodes = c.nodes()
-        c.start_workers(effective_mapping(workflow.task_cards, mapping), k, nodes,
-                        c.cpu_slots or max(1, int(sum(n.cpus for n in nodes))))
+        c.start_workers(
+            effective_mapping(workflow.task_cards, mapping),
+            k,
+            nodes,
+            c.cpu_slots or max(1, int(sum(n.cpus for n in nodes))),
+        )
         drivers = [self] + [Driver(RayBackend(c)) for _ in range(k - 1)]
         results: list[Execution | BaseException | None] = [None] * k
         barrier = threading.Barrier(k)
