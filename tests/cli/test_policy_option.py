@@ -56,8 +56,8 @@ def test_bench_records_the_options_it_set(cli, tmp_path):
      "error: policy heft: machine must be one of parallel, classical, got 'serial'"),
     (["run", "S5", "-p", "agent-plan", "-O", "probe_fraction=2"], None),
     (["run", "S5", "-p", "agent-plan", "-O", "probes=2"],
-     "error: --policy-option probes: no such option (valid: agent-plan: min_gain, probe_fraction, probes_per_round, "
-     "start)"),
+     "error: --policy-option probes: no such option (valid: agent-plan: config, min_gain, probe_fraction, "
+     "probes_per_round, start)"),
     (["bench", "--policies", "heft", "-O", "exploration=1"],
      "error: --policy-option exploration: no such option (valid: heft: cpu_cores, machine)"),
     (["invoke", "S5", "-p", "ucb1", "-O", "explore=1", "--store", "none.db"],

@@ -59,7 +59,7 @@ def test_world_errors_are_one_line(cli, tmp_path):
     code, _, err = cli("simulate", "S5", "-m", "A=gpu,B=gpu,C=gpu,D=gpu", "--world", "mars")
     assert code != 0 and err == ("error: world 'mars' is neither a built-in world (a5500, a5500-heavy, a5500-max, "
                                  "a5500-power, a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], "
-                                 "drift:A,B,ROUND, nor a file\n")
+                                 "understated:SEED[:BASE], drift:A,B,ROUND, nor a file\n")
     code, _, err = cli("oracle", "S5", "--testbed", "local", "--world", "perturbed:1")
     assert code != 0 and err.splitlines() == ["error: --world applies only to the sim testbed (got local)"]
     f = tmp_path / "w.yaml"

@@ -12,14 +12,32 @@ A = (Mode.CPU, Mode.GPU_NOW)
 B = (Mode.GPU_NOW, Mode.GPU_NOW)
 
 
-def test_best_is_the_lowest_median_among_mappings_that_never_failed():
+def test_best_is_the_lowest_risk_adjusted_median():
     ev = Evidence()
     for x in (100.0, 104.0, 98.0):
         ev.add(A, x)
     ev.add(B, 80.0)
-    ev.add(B, None)  # B ran out of memory once: never judged by its fast run again
-    assert ev.best() == A and ev.failed(B) and ev.measured(B) is None
+    ev.add(B, None)  # 1 failure in 2 runs: its fast run costs its failure rate (over a prior of 4 runs)
+    assert ev.best() == A and not ev.failed(B) and ev.measured(B) is not None
+    assert ev.failure_rate(B) == 1 / 6 and ev.adjusted_ms(B) > ev.adjusted_ms(A)  # type: ignore[operator]
     assert ev.by_key[A].median_ms == 100.0
+    ev.add(A, None)
+    ev.add((Mode.CPU, Mode.CPU), None)  # only ever failed: barred
+    assert ev.failed((Mode.CPU, Mode.CPU)) and ev.measured((Mode.CPU, Mode.CPU)) is None
+
+
+def test_one_failure_in_77_runs_is_a_small_price_forty_percent_a_large_one():
+    ev = Evidence()
+    for _ in range(76):
+        ev.add(A, 100.0)
+    ev.add(A, None)
+    for _ in range(6):
+        ev.add(B, 90.0)
+    for _ in range(4):
+        ev.add(B, None)
+    assert 1.0 < ev.adjusted_ms(A) / 100.0 < 1.05  # type: ignore[operator]
+    assert ev.adjusted_ms(B) / 90.0 > 1.8  # type: ignore[operator]
+    assert ev.best() == A
 
 
 def test_noise_interval_narrows_with_runs_and_the_pooled_spread():
@@ -66,8 +84,8 @@ def test_task_residuals_show_a_contention_change_the_e2e_hides():
 
 def test_a_mappings_runs_are_kept_up_to_a_bound():
     """Issue 22: a server's incumbent runs for days; its evidence keeps the most recent runs only."""
-    from agentsched.planner.evidence import RUNS_KEPT, Evidence
     from agentsched.model.workflow import Mode
+    from agentsched.planner.evidence import RUNS_KEPT, Evidence
 
     ev = Evidence()
     key = (Mode.CPU,)

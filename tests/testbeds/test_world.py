@@ -73,7 +73,8 @@ def test_bad_world_files_are_one_line_errors(tmp_path, text, needle):
 
 @pytest.mark.parametrize("ref, needle", [
     ("nowhere", "world 'nowhere' is neither a built-in world (a5500, a5500-heavy, a5500-max, a5500-power, "
-                "a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], drift:A,B,ROUND, nor a file"),
+                "a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], understated:SEED[:BASE], drift:A,B,ROUND, "
+                "nor a file"),
     ("perturbed:", "world 'perturbed:': the seed after 'perturbed:' must be an integer"),
     ("perturbed:1.5", "world 'perturbed:1.5': the seed after 'perturbed:' must be an integer"),
 ])

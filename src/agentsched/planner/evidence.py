@@ -3,8 +3,11 @@ last detected change of the machine), and the noise of those measurements.
 
 A measured mapping is judged by its measurement, never by the model: its median E2E, with a noise
 interval ``median * exp(+-z * sd / sqrt(n))`` where ``sd`` is the pooled spread of log E2E across
-repeated runs of the same mappings. A mapping that failed (out of memory, a tool error) in this
-epoch is never proposed again until the conditions change.
+repeated runs of the same mappings. A failure (out of memory, a tool error) does not bar a mapping that
+also ran clean: it is judged by its failure rate (``failure_rate``, with a prior), so one OOM in 77 runs
+is a small price and 4 in 10 a large one; a mapping that only ever failed in this epoch is ``failed``
+and is not run again until the conditions change. The incumbent (``best``) is the measured mapping
+with the lowest risk-adjusted median.
 
 Stale evidence: a change the planner's own runs cannot show (a mapping it stopped running got
 better) leaves old measurements standing. The machine is modelled as piecewise stationary: it
@@ -28,6 +31,7 @@ import numpy as np
 
 from agentsched.errors import PolicyError
 from agentsched.model.workflow import Mode
+from agentsched.planner.vram import OOM_COST, risk_factor
 
 Key = tuple[Mode, ...]
 DEFAULT_RUN_SD = 0.03  # log spread of one run's E2E assumed before repeated runs show it
@@ -37,6 +41,8 @@ NOISE_Z = 2.0  # half-width of the noise interval, in standard errors
 # near-tie is worth a re-check after ~6 rounds unseen, a mapping 25% worse after ~15
 CHANGE_RATE = 0.01  # changes of the machine per execution
 SHIFT_SD = 0.3  # log shift of a mapping's E2E (or of a tool's GPU figures) by one change
+PRIOR_RUNS = 4.0  # pseudo-runs of the prior on a mapping's failure rate
+MAX_RATE = 0.95  # a failure rate is capped here when priced (a mapping failing always has no price)
 STALE_GAP = 10  # executions between two runs of a mapping after which the newer may supersede the older
 
 
@@ -126,8 +132,9 @@ class Evidence:
         ev = self.by_key.get(key)
         return self.executions - 1 - ev.last_seen if ev is not None else 0
 
-    def stale_draws(self, key: Key, rng: np.random.Generator, n: int,
-                    predicted: tuple[float, float] | None = None) -> np.ndarray:
+    def stale_draws(
+        self, key: Key, rng: np.random.Generator, n: int, predicted: tuple[float, float] | None = None
+    ) -> np.ndarray:
         """``n`` draws of a measured mapping's E2E now: its median with its runs' standard error (pooled,
         in log space, with ``predicted = (E2E ms, log sd)`` where the model has one: a mapping run once
         or twice is not known to its noise, and a heavy-tailed run must not bury it), and with
@@ -143,7 +150,6 @@ class Evidence:
         moved = rng.random(n) < changed_prob(self.age(key))
         logs = mean / prec + rng.standard_normal(n) / math.sqrt(prec) + moved * rng.standard_normal(n) * SHIFT_SD
         return np.exp(logs)
-
 
     def add_tasks(self, key: Key, run_ms: dict[str, float]) -> None:
         """The contended GPU runs of one feasible run of ``key`` (task -> run ms)."""
@@ -166,8 +172,11 @@ class Evidence:
                 num += sum((x - m) ** 2 for x in logs)
                 dof += len(logs) - 1
         sd = max(floor_sd, math.sqrt(num / dof)) if dof >= 3 else None
-        zs = [(math.log(ms) - statistics.median(ev.task_logs[t])) / sd for t, ms in run_ms.items()
-              if sd is not None and ms > 0 and len(ev.task_logs.get(t, ())) >= min_runs]
+        zs = [
+            (math.log(ms) - statistics.median(ev.task_logs[t])) / sd
+            for t, ms in run_ms.items()
+            if sd is not None and ms > 0 and len(ev.task_logs.get(t, ())) >= min_runs
+        ]
         return sum(zs) / math.sqrt(len(zs)) if zs else None
 
     def new_epoch(self) -> None:
@@ -176,13 +185,36 @@ class Evidence:
         self.by_key.clear()
 
     def failed(self, key: Key) -> bool:
+        """``key`` failed in this epoch and never ran clean in it."""
         ev = self.by_key.get(key)
-        return ev is not None and ev.failures > 0
+        return ev is not None and ev.failures > 0 and not ev.runs
+
+    def failures(self, key: Key) -> int:
+        ev = self.by_key.get(key)
+        return ev.failures if ev is not None else 0
+
+    def failure_rate(self, key: Key, prior_risk: float = 0.0, prior_runs: float = PRIOR_RUNS) -> float:
+        """Chance a run of ``key`` fails: its failures and clean runs of this epoch over a prior of
+        ``prior_runs`` pseudo-runs at ``prior_risk`` (a Beta mean)."""
+        ev = self.by_key.get(key)
+        f, n = (ev.failures, ev.runs) if ev is not None else (0, 0)
+        return (f + prior_runs * prior_risk) / (f + n + prior_runs)
+
+    def adjusted_ms(
+        self, key: Key, prior_risk: float = 0.0, prior_runs: float = PRIOR_RUNS, oom_cost: float = OOM_COST
+    ) -> float | None:
+        """A measured mapping's median E2E times the cost of its failure rate (``vram.risk_factor``)."""
+        ev = self.measured(key)
+        if ev is None:
+            return None
+        rate = min(self.failure_rate(key, prior_risk, prior_runs), MAX_RATE)
+        return ev.median_ms * risk_factor(rate, oom_cost)  # type: ignore[operator]
 
     def measured(self, key: Key) -> MappingEvidence | None:
-        """The evidence of ``key`` if it ran feasibly and never failed in this epoch."""
+        """The evidence of ``key`` if it ran feasibly in this epoch (failures beside clean runs count in
+        its failure rate, not against its median)."""
         ev = self.by_key.get(key)
-        return ev if ev is not None and ev.runs and not ev.failures else None
+        return ev if ev is not None and ev.runs else None
 
     def measured_keys(self) -> list[Key]:
         return [k for k in self.by_key if self.measured(k) is not None]
@@ -210,12 +242,16 @@ class Evidence:
         med = ev.median_ms
         return med * math.exp(-half), med * math.exp(half)  # type: ignore[operator]
 
-    def best(self) -> Key | None:
-        """The measured mapping with the lowest median E2E (ties: more runs, then mode order)."""
+    def best(self, prior_runs: float = PRIOR_RUNS, oom_cost: float = OOM_COST) -> Key | None:
+        """The incumbent: the measured mapping with the lowest risk-adjusted median (``adjusted_ms``, no
+        predicted risk: what it measured alone; ties: more runs, then mode order)."""
         keys = self.measured_keys()
         if not keys:
             return None
-        return min(keys, key=lambda k: (self.by_key[k].median_ms, -self.by_key[k].runs, [m.value for m in k]))
+        return min(
+            keys,
+            key=lambda k: (self.adjusted_ms(k, 0.0, prior_runs, oom_cost), -self.by_key[k].runs, [m.value for m in k]),
+        )
 
 
 def changed_prob(age: float) -> float:

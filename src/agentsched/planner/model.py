@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agentsched.model.cards import ToolCard
+from agentsched.model.workflow import Workflow
 from agentsched.planner import prior as pr
 from agentsched.planner.predict import TaskParams
 from agentsched.planner.timeline import ExecutionObservations, GpuRun
-from agentsched.model.cards import ToolCard
-from agentsched.model.workflow import Workflow
 
 _AMPLIFIED = re.compile(r"^(?P<base>.+)_x(?P<k>[1-9][0-9]*)$")
 DEFAULT_NOISE_SIGMA = 0.05  # log-latency noise assumed before enough isolated runs are seen
@@ -65,9 +65,18 @@ def warm_prior(card: ToolCard, k: int) -> UnitPrior:
     """Prior of a unit from a warm-start card of K calls: its figures, a little uncertain."""
     s, p = pr.contention_prior(card.tags)
     gpu = (card.gpu_ms / k) if card.gpu_ms is not None else card.cpu_ms / k
-    return UnitPrior(card.has_gpu, math.log(card.cpu_ms / k), pr.CARD_LOG_SIGMA, math.log(gpu), pr.CARD_LOG_SIGMA,
-                     math.log(max(card.load_needed_ms, 1e-3)), pr.CARD_LOG_SIGMA, card.vram_needed_mb,
-                     math.log(s), math.log(p))
+    return UnitPrior(
+        card.has_gpu,
+        math.log(card.cpu_ms / k),
+        pr.CARD_LOG_SIGMA,
+        math.log(gpu),
+        pr.CARD_LOG_SIGMA,
+        math.log(max(card.load_needed_ms, 1e-3)),
+        pr.CARD_LOG_SIGMA,
+        card.vram_needed_mb,
+        math.log(s),
+        math.log(p),
+    )
 
 
 def cold_prior(tags: Iterable[str]) -> UnitPrior:
@@ -75,8 +84,18 @@ def cold_prior(tags: Iterable[str]) -> UnitPrior:
     tags = tuple(tags)
     s, p = pr.contention_prior(tags)
     cpu = math.log(1000.0)
-    return UnitPrior(not pr.host_only(tags), cpu, pr.COLD_LOG_SIGMA, cpu - math.log(pr.speedup_prior(tags)),
-                     pr.COLD_LOG_SIGMA, math.log(1000.0), pr.COLD_LOG_SIGMA, None, math.log(s), math.log(p))
+    return UnitPrior(
+        not pr.host_only(tags),
+        cpu,
+        pr.COLD_LOG_SIGMA,
+        cpu - math.log(pr.speedup_prior(tags)),
+        pr.COLD_LOG_SIGMA,
+        math.log(1000.0),
+        pr.COLD_LOG_SIGMA,
+        None,
+        math.log(s),
+        math.log(p),
+    )
 
 
 @dataclass(frozen=True)
@@ -99,14 +118,23 @@ class Fit:
         """(s, p, sd of log s, sd of log p) of a GPU unit."""
         i = self.gpu_units.index(unit)
         sd = self.sd()
-        return (math.exp(self.theta[3 * i + 1]), math.exp(self.theta[3 * i + 2]), float(sd[3 * i + 1]),
-                float(sd[3 * i + 2]))
+        return (
+            math.exp(self.theta[3 * i + 1]),
+            math.exp(self.theta[3 * i + 2]),
+            float(sd[3 * i + 1]),
+            float(sd[3 * i + 2]),
+        )
+
+
+VRAM_FLOOR_STEP_MB = 1.0  # a tool known to need more than F MB is planned at F + this
 
 
 class PlanModel:
     """Observations of one workflow's tools and the fit over them."""
 
-    def __init__(self, workflow: Workflow, priors: Mapping[str, UnitPrior], units: Mapping[str, tuple[str, int]]) -> None:
+    def __init__(
+        self, workflow: Workflow, priors: Mapping[str, UnitPrior], units: Mapping[str, tuple[str, int]]
+    ) -> None:
         self.workflow = workflow
         self.priors = dict(priors)  # unit -> prior
         self.unit = {t: units[t][0] for t in workflow.task_ids}  # task -> unit tool
@@ -117,13 +145,15 @@ class PlanModel:
         self.cpu_logs: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_HOST_RUNS_PER_TOOL))
         self.load_logs: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=MAX_HOST_RUNS_PER_TOOL))
         self.vram_seen: dict[str, float] = {}  # unit -> largest VRAM seen
+        self.vram_floor: dict[str, float] = {}  # unit -> its real VRAM is above this (an OOM showed it)
         self.gpu_runs: dict[str, deque[GpuRun]] = defaultdict(lambda: deque(maxlen=MAX_GPU_RUNS_PER_TOOL))
         self._theta: np.ndarray | None = None  # last MAP (warm start of the next fit)
         self._fit: Fit | None = None
 
     @classmethod
-    def for_workflow(cls, workflow: Workflow, cards: Mapping[str, ToolCard] | None,
-                     tags: Mapping[str, tuple[str, ...]]) -> PlanModel:
+    def for_workflow(
+        cls, workflow: Workflow, cards: Mapping[str, ToolCard] | None, tags: Mapping[str, tuple[str, ...]]
+    ) -> PlanModel:
         """Warm start (``cards`` given) or cold start (tags only)."""
         units = {t: unit_of(workflow.tasks[t].tool, workflow.tasks[t].repeat) for t in workflow.task_ids}
         priors: dict[str, UnitPrior] = {}
@@ -154,6 +184,15 @@ class PlanModel:
                 self.gpu_runs[self.unit[run.task]].append(run)
         self._fit = None
 
+    def learn_vram_floor(self, task: str, floor_mb: float) -> bool:
+        """An OOM showed ``task``'s tool needs more than ``floor_mb``; True when that raises its estimate."""
+        u = self.unit[task]
+        if floor_mb <= max(self.vram_seen.get(u, 0.0), self.vram_floor.get(u, 0.0), self.priors[u].vram_mb or 0.0):
+            return False
+        self.vram_floor[u] = floor_mb
+        self._fit = None
+        return True
+
     def forget_gpu_runs(self) -> None:
         """The machine changed (a detected change): the GPU runs seen so far describe another machine's
         contention; latencies on the CPU and loads are kept."""
@@ -179,10 +218,13 @@ class PlanModel:
 
     def _compute(self) -> Fit:
         sigma = self._noise_sigma()
-        log_cpu = {u: _conjugate(p.log_cpu_ms, p.log_cpu_sd, self.cpu_logs.get(u, ()), sigma)
-                   for u, p in self.priors.items()}
-        log_load = {u: _conjugate(p.log_load_ms, p.log_load_sd, self.load_logs.get(u, ()), sigma)
-                    for u, p in self.priors.items()}
+        log_cpu = {
+            u: _conjugate(p.log_cpu_ms, p.log_cpu_sd, self.cpu_logs.get(u, ()), sigma) for u, p in self.priors.items()
+        }
+        log_load = {
+            u: _conjugate(p.log_load_ms, p.log_load_sd, self.load_logs.get(u, ()), sigma)
+            for u, p in self.priors.items()
+        }
         vram = {}
         for u, p in self.priors.items():
             seen = self.vram_seen.get(u)
@@ -190,6 +232,8 @@ class PlanModel:
                 vram[u] = seen if seen is not None else _vram_guess(self)
             else:  # a tool seen holding more than its card says is planned at what it held
                 vram[u] = max(p.vram_mb, seen or 0.0)
+            if u in self.vram_floor:  # needs more than an OOM left it: planned just above that
+                vram[u] = max(vram[u], self.vram_floor[u] + VRAM_FLOOR_STEP_MB)
         mu0, sd0 = self._gpu_prior(log_cpu)
         runs = [r for u in self.gpu_units for r in self.gpu_runs.get(u, ())]
         theta0 = self._theta if self._theta is not None and len(self._theta) == len(mu0) else mu0.copy()
@@ -224,14 +268,26 @@ class PlanModel:
             cpu = k * math.exp(fit.log_cpu_ms[u])
             if u in self._col:
                 i = 3 * self._col[u]
-                out[t] = TaskParams(cpu, k * math.exp(th[i]), math.exp(fit.log_load_ms[u]), fit.vram_mb[u],
-                                    math.exp(th[i + 1]), math.exp(th[i + 2]))
+                out[t] = TaskParams(
+                    cpu,
+                    k * math.exp(th[i]),
+                    math.exp(fit.log_load_ms[u]),
+                    fit.vram_mb[u],
+                    math.exp(th[i + 1]),
+                    math.exp(th[i + 2]),
+                )
             else:
                 out[t] = TaskParams(cpu, None, 0.0, 0.0, 0.0, 0.0)
         return out
 
-    def samples(self, n: int, rng: np.random.Generator, fit: Fit | None = None,
-                changed: Mapping[str, float] | None = None, shift_sd: float = 0.0) -> list[dict[str, TaskParams]]:
+    def samples(
+        self,
+        n: int,
+        rng: np.random.Generator,
+        fit: Fit | None = None,
+        changed: Mapping[str, float] | None = None,
+        shift_sd: float = 0.0,
+    ) -> list[dict[str, TaskParams]]:
         """``n`` draws of the per-task figures from the posterior (Laplace) of the GPU parameters. Stale
         figures: with probability ``changed[unit]`` a draw shifts that unit's three log-parameters by
         N(0, ``shift_sd``) each (the machine may have changed since the unit was last seen on the GPU)."""
@@ -292,9 +348,13 @@ def _design(model: PlanModel, runs: list[GpuRun]) -> _Design:
     for r, cols in enumerate(rows):
         for c in cols:
             counts[r, c] += 1
-    return _Design(np.array(d, dtype=float), counts, np.array(seg_run, dtype=int),
-                   np.array([col[model.unit[r.task]] for r in runs], dtype=int),
-                   np.array([math.log(model.k[r.task]) for r in runs], dtype=float))
+    return _Design(
+        np.array(d, dtype=float),
+        counts,
+        np.array(seg_run, dtype=int),
+        np.array([col[model.unit[r.task]] for r in runs], dtype=int),
+        np.array([math.log(model.k[r.task]) for r in runs], dtype=float),
+    )
 
 
 def _residuals(des: _Design, theta: np.ndarray, n_runs: int, want_jac: bool):
@@ -325,8 +385,15 @@ def _residuals(des: _Design, theta: np.ndarray, n_runs: int, want_jac: bool):
     return res, jac
 
 
-def _map_fit(model: PlanModel, runs: list[GpuRun], mu0: np.ndarray, sd0: np.ndarray, theta0: np.ndarray,
-             sigma: float, iters: int = 30) -> tuple[np.ndarray, np.ndarray]:
+def _map_fit(
+    model: PlanModel,
+    runs: list[GpuRun],
+    mu0: np.ndarray,
+    sd0: np.ndarray,
+    theta0: np.ndarray,
+    sigma: float,
+    iters: int = 30,
+) -> tuple[np.ndarray, np.ndarray]:
     """MAP of theta under the prior and the runs (Levenberg-Marquardt); covariance = inverse Hessian."""
     prior_prec = 1.0 / sd0**2
     if not runs or not len(mu0):

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentsched.errors import PolicyError
-from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.contention import gpu_rates
 from agentsched.model.rules import Dispatcher, Infeasible
-from agentsched.planner.vram import timing_slack
+from agentsched.model.workflow import Mode, Workflow
+from agentsched.planner.vram import feasibility_distance, timing_slack
 
 _EPS = 1e-9  # the simulator's relative tolerance for "this task has finished"
 
@@ -65,6 +65,11 @@ class Prediction:
     failed_task: str | None = None  # the start that breaks the budget
     overlap: float = 0.0  # share of the E2E GPU tasks lost to each other: sum of (1 - rate) dt / E2E
     timing_slack: float = math.inf  # relative timing error under which it may run out of VRAM (``vram.py``)
+    # robust mode, predicted infeasible: the E2E were every start to fit, and the relative timing error
+    # under which they all would (``vram.feasibility_distance``; inf: none)
+    e2e_if_fits_ms: float | None = None
+    infeasible_by: float = math.inf
+    holds: dict[str, tuple[float, float, float]] | None = None  # GPU task -> (start, end, vram) when kept
 
     @property
     def feasible(self) -> bool:
@@ -84,9 +89,17 @@ class Timeline:
 class Predictor:
     """Evaluates mappings of one workflow under one table of ``TaskParams``; caches by mapping."""
 
-    def __init__(self, workflow: Workflow, params: Mapping[str, TaskParams], *,
-                 cpu_slots: int | None = None, cache_size: int = 200_000,
-                 robust: bool = False, vram_margin_mb: float = 0.0) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        params: Mapping[str, TaskParams],
+        *,
+        cpu_slots: int | None = None,
+        cache_size: int = 200_000,
+        robust: bool = False,
+        vram_margin_mb: float = 0.0,
+        keep_holds: bool = False,
+    ) -> None:
         missing = [t for t in workflow.task_ids if t not in params]
         if missing:
             raise PolicyError(f"predictor: no estimate for task(s) {', '.join(missing)}")
@@ -101,6 +114,7 @@ class Predictor:
         # robust: also compute each mapping's timing slack (``vram.timing_slack``)
         self.robust = robust
         self.vram_margin_mb = vram_margin_mb
+        self.keep_holds = keep_holds  # keep each prediction's GPU holding intervals (conflicts judge them)
 
     def key(self, mapping: Mapping[str, Mode]) -> Key:
         return tuple(mapping[t] for t in self.ids)
@@ -125,10 +139,13 @@ class Predictor:
         pred = self._run(dict(mapping), (starts, ends, ready))
         return Timeline(pred, starts, ends, ready)
 
-    def _run(self, mapping: dict[str, Mode], record: tuple[dict, dict, dict] | None) -> Prediction:
+    def _run(
+        self, mapping: dict[str, Mode], record: tuple[dict, dict, dict] | None, unbounded: bool = False
+    ) -> Prediction:
         self.evaluations += 1
         p = self.params
-        disp = Dispatcher(self.workflow, mapping, p, cpu_slots=self.cpu_slots)  # type: ignore[arg-type]
+        budget = math.inf if unbounded else None  # unbounded: what the run would be were VRAM no limit
+        disp = Dispatcher(self.workflow, mapping, p, cpu_slots=self.cpu_slots, vram_budget_mb=budget)  # type: ignore[arg-type]
         index = self._index
         fixed: list[tuple[float, int, str, int]] = []  # (end_ms, task order, task, phase 0 load / 1 cpu)
         gpu: dict[str, float] = {}  # GPU task in its run phase -> remaining isolated work (ms)
@@ -145,7 +162,7 @@ class Predictor:
         while True:
             decision = disp.poll()
             if isinstance(decision, Infeasible):
-                return Prediction(None, max(peak, decision.needed_mb), decision.task)
+                return self._infeasible(mapping, max(peak, decision.needed_mb), decision.task, record)
             for st in decision:
                 t = st.task
                 if record is not None:
@@ -201,8 +218,51 @@ class Predictor:
             if record is not None:
                 ends.update({t: end_of[t] for t in finished})
         e2e = max(end_of[t] for t in self.workflow.sinks)
+        return self._ended(disp, e2e, peak, lost, held_from, end_of, record, unbounded)
+
+    def _ended(
+        self,
+        disp: Dispatcher,
+        e2e: float,
+        peak: float,
+        lost: float,
+        held_from: Mapping[str, float],
+        end_of: Mapping[str, float],
+        record: tuple[dict, dict, dict] | None,
+        unbounded: bool,
+    ) -> Prediction:
+        """The prediction of a run that ended: its VRAM holds when kept; unbounded, how far from fitting."""
+        overlap = lost / e2e if e2e > 0 else 0.0
+        holds = (
+            {t: (a, end_of[t], self.params[t].vram_needed_mb) for t, a in held_from.items()}
+            if unbounded or self.keep_holds
+            else None
+        )
+        if unbounded:
+            gpu_now = [t for t in held_from if disp.mapping[t] is Mode.GPU_NOW]
+            budget = self.workflow.vram_budget_mb
+            dist = feasibility_distance(self.workflow, budget, gpu_now, holds, self.vram_margin_mb)  # type: ignore[arg-type]
+            return Prediction(None, peak, None, overlap, 0.0, e2e, dist, holds)
         slack = self._slack(disp, held_from, end_of) if record is None else math.inf  # a timeline needs none
-        return Prediction(e2e, peak, None, lost / e2e if e2e > 0 else 0.0, slack)
+        return Prediction(e2e, peak, None, overlap, slack, holds=holds)
+
+    def _infeasible(
+        self, mapping: dict[str, Mode], peak_mb: float, task: str, record: tuple[dict, dict, dict] | None
+    ) -> Prediction:
+        """A nominal run out of VRAM; in robust mode with what it would be were the starts to fit."""
+        if not self.robust or record is not None:
+            return Prediction(None, peak_mb, task)
+        free = self._run(mapping, None, unbounded=True)
+        return Prediction(
+            None,
+            peak_mb,
+            task,
+            free.overlap,
+            math.inf,
+            free.e2e_if_fits_ms,
+            free.infeasible_by,
+            free.holds if self.keep_holds else None,
+        )
 
     def _slack(self, disp: Dispatcher, held_from: Mapping[str, float], end_of: Mapping[str, float]) -> float:
         """The mapping's timing slack (``vram.timing_slack``) when the predictor is robust, else inf."""

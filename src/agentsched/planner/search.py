@@ -6,7 +6,9 @@ for a best-known reference).
 * Otherwise local search with restarts (large-neighbourhood search): from each heuristic seed,
   first-improvement descent over single-task moves (tasks on the predicted critical path and the
   GPU tasks beside them first, when a ``focus`` function is given), then repeated perturbations of a
-  few tasks followed by descent, keeping the best. Bounded by a number of evaluations, so the
+  few tasks followed by descent, keeping the best; some kicks move a *group* together (the planner's
+  OOM conflicts: the failing task and its holders), a move no single-task descent makes when each
+  task alone is no better elsewhere. Bounded by a number of evaluations, so the
   result depends on the seed and the inputs only (never on the machine's speed).
 
 Infeasible mappings (the evaluator returns None: out of VRAM under the start rules) are never
@@ -29,6 +31,7 @@ Evaluate = Callable[[Key], float | None]
 Focus = Callable[[Key], Sequence[int]]
 
 DEFAULT_EXHAUSTIVE_LIMIT = 4096  # mappings enumerated outright (3^7 = 2187, 2^12 = 4096)
+GROUP_KICKS = 0.3  # share of kicks that move a group together when groups are given
 MAX_STALE_KICKS = 30  # the local search ends after this many perturbations that found nothing new
 
 
@@ -105,10 +108,20 @@ class _Book:
         return tuple(Candidate(key, v) for v, key in ok[:k])
 
 
-def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequence[Key], rng: random.Random, *,
-           max_evals: int = 2000, exhaustive_limit: int = DEFAULT_EXHAUSTIVE_LIMIT, top: int = 8,
-           focus: Focus | None = None) -> SearchResult:
-    """The ``top`` best feasible mappings found. ``choices[i]``: the modes task i may take."""
+def search(
+    evaluate: Evaluate,
+    choices: Sequence[Sequence[Mode]],
+    seeds: Sequence[Key],
+    rng: random.Random,
+    *,
+    max_evals: int = 2000,
+    exhaustive_limit: int = DEFAULT_EXHAUSTIVE_LIMIT,
+    top: int = 8,
+    focus: Focus | None = None,
+    groups: Sequence[Sequence[int]] = (),
+) -> SearchResult:
+    """The ``top`` best feasible mappings found. ``choices[i]``: the modes task i may take; ``groups``:
+    task indices some kicks move together."""
     if space_size(choices) <= exhaustive_limit:
         book = _Book(evaluate, math.inf)  # type: ignore[arg-type]
         for key in itertools.product(*choices):
@@ -127,10 +140,13 @@ def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequenc
     stale = 0  # kicks in a row that evaluated nothing new (a small space is nearly exhausted)
     while best_key is not None and not book.exhausted and stale < MAX_STALE_KICKS:
         # small kicks, half of them on the critical tasks: large random kicks rarely land near the optimum
-        pool = list(focus(best_key)) if focus is not None and rng.random() < 0.5 else list(range(n))
         cand = list(best_key)
-        for i in rng.sample(pool, min(rng.randint(2, 4), len(pool))):
-            cand[i] = rng.choice(choices[i])
+        if groups and rng.random() < GROUP_KICKS:
+            _group_kick(cand, groups[rng.randrange(len(groups))], choices, rng)
+        else:
+            pool = list(focus(best_key)) if focus is not None and rng.random() < 0.5 else list(range(n))
+            for i in rng.sample(pool, min(rng.randint(2, 4), len(pool))):
+                cand[i] = rng.choice(choices[i])
         before = len(book.seen)
         key, val = _descend(book, tuple(cand), choices, rng, focus)
         stale = stale + 1 if len(book.seen) == before else 0
@@ -139,12 +155,26 @@ def search(evaluate: Evaluate, choices: Sequence[Sequence[Mode]], seeds: Sequenc
     return SearchResult(book.top(top), len(book.seen), False)
 
 
+def _group_kick(cand: list[Mode], group: Sequence[int], choices: Sequence[Sequence[Mode]], rng: random.Random) -> None:
+    """Move a group together: all of it to one mode where each task may take it (off the GPU most
+    often), else each of its tasks to a random mode."""
+    common = [m for m in Mode if all(m in choices[i] for i in group)]
+    if common and rng.random() < 0.5:
+        mode = Mode.CPU if Mode.CPU in common and rng.random() < 0.5 else rng.choice(common)
+        for i in group:
+            cand[i] = mode
+    else:
+        for i in group:
+            cand[i] = rng.choice(choices[i])
+
+
 def _canon(key: Key, choices: Sequence[Sequence[Mode]]) -> Key:
     return tuple(m if m in c else c[0] for m, c in zip(key, choices, strict=True))
 
 
-def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: random.Random,
-             focus: Focus | None) -> tuple[Key, float]:
+def _descend(
+    book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: random.Random, focus: Focus | None
+) -> tuple[Key, float]:
     """First-improvement descent over single-task moves until no move improves or the budget ends."""
     val = book.score(key)
     n = len(choices)
@@ -159,7 +189,7 @@ def _descend(book: _Book, key: Key, choices: Sequence[Sequence[Mode]], rng: rand
             for m in choices[i]:
                 if m is key[i]:
                     continue
-                cand = key[:i] + (m,) + key[i + 1:]
+                cand = key[:i] + (m,) + key[i + 1 :]
                 v = book.score(cand)
                 if v < val - 1e-9:
                     key, val, improved = cand, v, True
@@ -177,5 +207,6 @@ def rescore(keys: Sequence[Key], evaluate: Evaluate, top: int, evaluations: int 
     """The ``top`` best of ``keys`` (distinct) under ``judge``, as a search result."""
     keys = list(dict.fromkeys(keys))
     scored = sorted((v, [m.value for m in k], k) for k in keys if (v := evaluate(k)) is not None)
-    return SearchResult(tuple(Candidate(k, v) for v, _, k in scored[:top]),
-                        len(keys) if evaluations is None else evaluations, False)
+    return SearchResult(
+        tuple(Candidate(k, v) for v, _, k in scored[:top]), len(keys) if evaluations is None else evaluations, False
+    )

@@ -12,9 +12,17 @@ s widened the same way. ``rel`` and a VRAM margin grow with what the runs show (
 The mapping's *risk* is the chance that the timing error (a relative sd, ``timing_sd``) exceeds its
 slack; a candidate is valued at its risk (``E2E / (1 - risk)``: a failed run delivers nothing).
 An OOM names the failing start and shows who held VRAM then (the spans still open); that set is a
-*conflict*: an unmeasured mapping placing the failing task on the GPU with all the holders there
-too carries at least ``CONFLICT_RISK``; the mapping that failed is never proposed again in the
-same epoch (``evidence.py``). An OOM the risk did not foresee widens ``timing_sd``.
+*conflict*: a mapping placing the failing task and every holder as then, *and* whose predicted
+timeline makes the task's start meet every holder's interval (widened by the timing error), carries
+at least ``CONFLICT_RISK`` times the conflict's weight; the weight halves with every ``half_runs``
+clean executions of mappings that repeat the conflict, and a conflict below ``min_weight`` is
+forgotten (as are all at a detected change). An OOM also bounds the failing tool's real VRAM:
+it needed more than the budget less what the holders held (``vram_floor_mb``). An OOM the risk did
+not foresee widens ``timing_sd``.
+
+A mapping the model predicts infeasible is not certainly so: its *distance*
+(``feasibility_distance``) is the smallest relative timing error under which every ``gpu_now`` start
+fits, and its risk the chance the real timing is not that far off (``infeasible_risk``).
 """
 
 from __future__ import annotations
@@ -36,8 +44,13 @@ OOM_COST = 2.0  # a failed run counts as this many extra runs' time beyond its r
 CONFLICT_RISK = 0.3  # least risk of an unmeasured mapping that repeats an observed OOM conflict
 
 
-def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str],
-                 holds: Mapping[str, tuple[float, float, float]], margin_mb: float = 0.0) -> float:
+def timing_slack(
+    workflow: Workflow,
+    budget_mb: float | None,
+    gpu_now: list[str],
+    holds: Mapping[str, tuple[float, float, float]],
+    margin_mb: float = 0.0,
+) -> float:
     """The smallest relative timing error ``rel`` under which some ``gpu_now`` start may break the budget
     (0: it already does; inf: no order can, or none within ``MAX_SLACK``). ``holds[t] = (start_ms, end_ms, vram_mb)`` of every task
     that held VRAM. A holder Y meets X's start s once b*(1+rel) > s*(1-rel) (Y ends before s) or
@@ -57,7 +70,7 @@ def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str]
         beside = concurrent[x]
         joins: list[tuple[float, float]] = []
         # only holders whose interval comes within MAX_SLACK of s can matter (starts sorted: cut the late ones)
-        for y, (a, b, v) in items[:bisect.bisect_right(starts, s * grow)]:
+        for y, (a, b, v) in items[: bisect.bisect_right(starts, s * grow)]:
             if b <= s * shrink or y == x or y not in beside:
                 continue
             if a <= s < b:
@@ -79,6 +92,50 @@ def timing_slack(workflow: Workflow, budget_mb: float | None, gpu_now: list[str]
     return slack
 
 
+def feasibility_distance(
+    workflow: Workflow,
+    budget_mb: float | None,
+    gpu_now: list[str],
+    holds: Mapping[str, tuple[float, float, float]],
+    margin_mb: float = 0.0,
+) -> float:
+    """The smallest relative timing error ``rel`` under which every ``gpu_now`` start fits (0: it fits as
+    predicted; inf: no shift of the holders can make room). A holder Y = [a, b] meeting X's start s
+    leaves it once b*(1-rel) <= s*(1+rel) or a*(1+rel) >= s*(1-rel); holders that start in the same
+    instant as X never leave (the same predecessor made both ready: no noise separates them)."""
+    if budget_mb is None:
+        return 0.0
+    limit = budget_mb + VRAM_EPS_MB - margin_mb
+    concurrent = workflow.concurrent
+    worst = 0.0
+    for x in gpu_now:
+        s, _, held = holds[x]
+        leave: list[tuple[float, float]] = []
+        for y, (a, b, v) in holds.items():
+            if y == x or y not in concurrent[x] or not a <= s < b:
+                continue
+            held += v
+            tie = abs(s - a) <= 1e-9 * max(1.0, s)
+            leave.append((math.inf if tie else min((b - s) / (b + s), (s - a) / (s + a)), v))
+        leave.sort()
+        need = 0.0
+        for r, v in leave:
+            if held <= limit:
+                break
+            held -= v
+            need = r
+        if held > limit:
+            return math.inf
+        worst = max(worst, need)
+    return worst
+
+
+def infeasible_risk(distance: float, timing_sd: float) -> float:
+    """Chance that a mapping predicted infeasible by ``distance`` runs out of memory: the timing error
+    (relative sd ``timing_sd``) stays below that distance."""
+    return 1.0 - oom_risk(distance, timing_sd)
+
+
 def risk_factor(risk: float, oom_cost: float = OOM_COST) -> float:
     """Cost multiplier of an OOM risk: the retries a failure needs (1 / (1 - risk)) plus, as a failed
     invocation is worse than a slow one, ````oom_cost`` times the expected failures per success."""
@@ -92,6 +149,24 @@ def oom_risk(slack: float, timing_sd: float) -> float:
     if timing_sd <= 0:
         return 1.0 if slack <= 0 else 0.0
     return 0.5 * math.erfc(slack / (timing_sd * math.sqrt(2)))
+
+
+def vram_floor_mb(x: Execution, budget_mb: float | None, most: Mapping[str, float | None]) -> tuple[str, float] | None:
+    """What an OOM says of the failing task's real VRAM: (task, floor) with need > budget - held, held
+    the VRAM of the tasks holding it then: a started holder's as its span measured it, else the most it
+    may hold (``most``; so the floor stays a lower bound). None for another failure, without a budget,
+    or when a holder's VRAM has no known upper bound."""
+    c = conflict_of(x)
+    if c is None or budget_mb is None:
+        return None
+    measured = {s.task: s.vram_mb for s in x.spans if s.vram_mb > 0}
+    held = 0.0
+    for h in c.holders:
+        v = measured.get(h, most.get(h))
+        if v is None:
+            return None
+        held += v
+    return c.task, budget_mb - held
 
 
 def explained_peak_mb(x: Execution, vram_of: Mapping[str, float]) -> float:
@@ -129,6 +204,20 @@ class Conflict:
             return all(mapping[h] is m for h, m in self.holder_modes)
         return all(mapping[h] is not Mode.CPU for h in self.holders)
 
+    def overlaps(self, holds: Mapping[str, tuple[float, float, float]] | None, rel: float) -> bool:
+        """Does the predicted timeline (``holds[t] = (start, end, vram)``) put the task's start within every
+        holder's interval, each widened by ``rel``? None (no timeline): assumed so."""
+        if holds is None or self.task not in holds:
+            return True
+        s = holds[self.task][0]
+        for h in self.holders:
+            if h not in holds:
+                return False
+            a, b, _ = holds[h]
+            if not (a * (1 - rel) <= s * (1 + rel) and b * (1 + rel) > s * (1 - rel)):
+                return False
+        return True
+
 
 def conflict_of(x: Execution) -> Conflict | None:
     """The conflict an OOM execution shows (None for a feasible run or another failure)."""
@@ -149,25 +238,49 @@ class VramSafety:
 
     timing_sd: float = DEFAULT_TIMING_SD  # relative timing error of starts and ends
     margin_mb: float = 0.0  # measured peaks above the prediction (VRAM the model does not see)
-    conflicts: set[Conflict] = field(default_factory=set)
+    conflicts: dict[Conflict, int] = field(default_factory=dict)  # conflict -> clean runs repeating it since
+    conflict_risk: float = CONFLICT_RISK
+    half_runs: float = 3.0  # a conflict's weight halves with this many clean runs repeating it
+    min_weight: float = 0.1  # a conflict weighing less is forgotten
+
+    def weight(self, c: Conflict) -> float:
+        return 0.5 ** (self.conflicts.get(c, 0) / self.half_runs)
 
     def risky(self, mapping: Mapping[str, Mode]) -> bool:
         return any(c.matches(mapping) for c in self.conflicts)
 
-    def risk(self, slack: float, mapping: Mapping[str, Mode] | None = None) -> float:
-        """OOM risk of a mapping of that slack; at least ``CONFLICT_RISK`` when it repeats a conflict."""
+    def risk(
+        self,
+        slack: float,
+        mapping: Mapping[str, Mode] | None = None,
+        holds: Mapping[str, tuple[float, float, float]] | None = None,
+    ) -> float:
+        """OOM risk of a mapping of that slack; at least ``conflict_risk`` x weight of each conflict it
+        repeats where its predicted timeline (``holds``, when known) makes the conflict's tasks meet."""
         r = oom_risk(slack, self.timing_sd)
-        if mapping is not None and self.risky(mapping):
-            r = max(r, CONFLICT_RISK)
+        if mapping is not None:
+            rel = 3 * self.timing_sd
+            for c in self.conflicts:
+                if c.matches(mapping) and c.overlaps(holds, rel):
+                    r = max(r, self.conflict_risk * self.weight(c))
         return r
 
-    def learn_oom(self, x: Execution, predicted_risk: float) -> None:
-        """An OOM: remember its conflict; if the mapping's risk was thought small, widen the timing error."""
+    def learn_clean(self, mapping: Mapping[str, Mode]) -> None:
+        """A clean execution: each conflict it repeats weighs less; one below ``min_weight`` is forgotten."""
+        for c in [c for c in self.conflicts if c.matches(mapping)]:
+            self.conflicts[c] += 1
+            if self.weight(c) < self.min_weight:
+                del self.conflicts[c]
+
+    def learn_oom(self, x: Execution, predicted_risk: float) -> Conflict | None:
+        """An OOM: remember its conflict (at full weight); if the mapping's risk was thought small, widen
+        the timing error. Returns the conflict."""
         c = conflict_of(x)
         if c is not None:
-            self.conflicts.add(c)
+            self.conflicts[c] = 0
         if predicted_risk < FORESEEN_RISK:
             self.timing_sd = min(MAX_TIMING_SD, self.timing_sd * SD_GROWTH)
+        return c
 
     def learn_peak(self, measured_mb: float, explained_mb: float) -> None:
         """A feasible run held more than the model's VRAM figures explain: keep the excess as a margin."""
@@ -177,5 +290,8 @@ class VramSafety:
         self.conflicts.clear()
 
     def to_dict(self) -> dict[str, float]:
-        return {"timing_sd": round(self.timing_sd, 4), "margin_mb": round(self.margin_mb, 1),
-                "conflicts": len(self.conflicts)}
+        return {
+            "timing_sd": round(self.timing_sd, 4),
+            "margin_mb": round(self.margin_mb, 1),
+            "conflicts": len(self.conflicts),
+        }

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsched.errors import TestbedError, one_line
+from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
@@ -160,6 +161,11 @@ class Backend(ABC):
     def begin_round(self, index: int) -> None:
         """The run loop starts round ``index`` (see ``Testbed.begin_round``); default: nothing."""
         return None
+
+    def real_cards(self, workflow: Workflow) -> Mapping[str, ToolCard]:
+        """The cards the start rules admit tasks by (default: the workflow's; the simulator's world may
+        make a tool hold more VRAM than its card says)."""
+        return workflow.task_cards
 
     @abstractmethod
     def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
@@ -310,7 +316,7 @@ class Driver(Testbed):
             return Execution(status=early.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
                              peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
                              extra={**extra, **early.extra()})
-        rec = _Run(workflow, dict(mapping), backend.computes_outputs, inputs)
+        rec = _Run(workflow, dict(mapping), backend.computes_outputs, inputs, backend.real_cards(workflow))
         try:
             failure = rec.loop(backend) if placer is None else rec.loop_live(backend, placer)
             fail_ms = backend.now_ms()
@@ -330,10 +336,10 @@ class _Run:
     """The bookkeeping of one run: the Dispatcher, the timeline, the outputs."""
 
     def __init__(self, workflow: Workflow, mapping: dict[str, Mode], keep_outputs: bool,
-                 inputs: Mapping[str, Any] | None) -> None:
+                 inputs: Mapping[str, Any] | None, cards: Mapping[str, ToolCard] | None = None) -> None:
         self.workflow = workflow
         self.mapping = mapping
-        self.cards = workflow.task_cards
+        self.cards = dict(cards) if cards is not None else workflow.task_cards  # what the start rules admit
         self.keep_outputs = keep_outputs  # build inputs and keep outputs (not on the simulator)
         self.inputs = dict(inputs or {})  # the invocation's arguments, given to source tasks
         self.ready_at: dict[str, float] = {t: 0.0 for t in workflow.task_ids if not workflow.preds[t]}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsched.errors import TestbedError
+from agentsched.model.cards import ToolCard
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.driver import Backend, Completion, Driver, Failure
@@ -86,6 +87,10 @@ class SimBackend(Backend):
 
     def now_ms(self) -> float:
         return self.kernel.now_ms
+
+    def real_cards(self, workflow: Workflow) -> Mapping[str, ToolCard]:
+        # the one place the simulator uses a task's real VRAM: the world's, which the cards may understate
+        return self.current_world.real_cards(workflow.task_cards)
 
     def start(self, start: Start, inputs: Mapping[str, Any] | None) -> None:
         self.kernel.start(start.task, self._cards[start.task], start.mode, vram_mb=start.vram_mb, load_ms=start.load_ms)

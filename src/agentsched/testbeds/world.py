@@ -23,9 +23,16 @@ of its first tag that has one, else ``default``. Optional keys:
   ``defaults_by_tag``, ``default``, ``law`` and ``noise`` this one takes unless it sets them: the
   built-in ``a5500-max`` is ``{"base": "a5500", "law": "max"}``.
 
+* ``"vram"``: cards that understate VRAM (``VramUnderstatement``): some tools really hold 5-30% more
+  than their card says (CUDA contexts, allocator caches, fragmentation). Only the simulator's start
+  rules see the real figure (``World.real_cards``); a policy plans on the card and meets the rest as OOMs
+  and measured peaks.
+
 ``load_world`` takes a built-in name (``a5500``, the default; ``builtin_worlds()`` lists them all:
 ``a5500-max``, ``a5500-power``, ``a5500-threshold``, ``a5500-saturating``, ``a5500-heavy``), a file
-path, ``perturbed:SEED`` or ``perturbed:SEED:BASE`` (see ``perturbed``), or ``drift:A,B,ROUND``
+path, ``perturbed:SEED`` or ``perturbed:SEED:BASE`` (see ``perturbed``), ``understated:SEED`` or
+``understated:SEED:BASE`` (BASE with ``{"vram": {"seed": SEED}}``: about half the tools 5-30% over
+their cards), or ``drift:A,B,ROUND``
 (see ``drift_world``: A before round ROUND, B from it on; A and B any of the above except a drift).
 
 A world may change between rounds: ``World.at_round(index)`` is the world in effect in round
@@ -38,12 +45,13 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentsched.errors import WorldError, validation_line
 from agentsched.model.cards import ToolCard, split_amplified
@@ -56,6 +64,8 @@ DEFAULT_WORLD = "a5500"  # the calibrated world, used when none is named
 PERTURBED_PREFIX = "perturbed:"
 PERTURB_MAX_FACTOR = 3.0  # perturbed worlds scale each parameter by a factor in [1/3, 3]
 DRIFT_PREFIX = "drift:"
+UNDERSTATED_PREFIX = "understated:"
+MAX_VRAM_FACTOR = 4.0  # a real VRAM beyond 4x its card is a typo, not an allocator's overhead
 MAX_BASE_DEPTH = 8  # a chain of "base" worlds longer than this is a cycle or a mistake
 
 
@@ -66,6 +76,43 @@ class Contention(BaseModel):
 
     sensitivity: float = Field(ge=0, le=MAX_CONTENTION)  # slowdown per unit of foreign GPU pressure
     pressure: float = Field(ge=0, le=MAX_CONTENTION)  # GPU (SM, DRAM bandwidth) it takes from others
+
+
+class VramUnderstatement(BaseModel):
+    """Tools whose real VRAM is above their card: ``tools`` names factors outright; every other tool
+    (by base name: ``clip_x12`` is ``clip``) is over its card with probability ``share``, by a factor
+    drawn uniformly in [``low``, ``high``], both drawn by ``random.Random(f"{seed}:{tool}")`` (so a
+    tool's factor does not depend on which other tools a workflow uses)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    seed: int = 0
+    share: float = Field(default=0.5, ge=0, le=1)
+    low: float = Field(default=1.05, ge=1, le=MAX_VRAM_FACTOR)
+    high: float = Field(default=1.30, ge=1, le=MAX_VRAM_FACTOR)
+    tools: dict[str, float] = Field(default_factory=dict)  # tool -> real VRAM / card VRAM
+
+    @field_validator("tools")
+    @classmethod
+    def _factors(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [t for t, f in v.items() if not 0 < f <= MAX_VRAM_FACTOR]
+        if bad:
+            raise ValueError(f"factor of {bad[0]!r} must be in (0, {MAX_VRAM_FACTOR:g}]")
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> VramUnderstatement:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        return self
+
+    def factor(self, tool: str) -> float:
+        """Real VRAM over card VRAM of ``tool``."""
+        base = split_amplified(tool)[0]
+        if tool in self.tools or base in self.tools:
+            return self.tools.get(tool, self.tools.get(base, 1.0))
+        rng = random.Random(f"{self.seed}:{base}")
+        return rng.uniform(self.low, self.high) if rng.random() < self.share else 1.0
 
 
 class World(BaseModel):
@@ -80,6 +127,7 @@ class World(BaseModel):
     default: Contention  # a GPU tool with neither its own entry nor a tag entry
     law: Law = Field(default_factory=LinearLaw)  # how co-running GPU tasks slow each other (laws.py)
     noise: Noise = Field(default_factory=Noise)  # the shape of per-task noise (noise.py)
+    vram: VramUnderstatement | None = None  # cards that understate VRAM (None: every card is exact)
 
     @field_validator("law", mode="before")
     @classmethod
@@ -104,6 +152,16 @@ class World(BaseModel):
             if tag in self.defaults_by_tag:
                 return self.defaults_by_tag[tag]
         return self.default
+
+    def real_cards(self, cards: Mapping[str, ToolCard]) -> dict[str, ToolCard]:
+        """``cards`` with the VRAM their tools really hold in this world (the simulator's start rules only)."""
+        if self.vram is None:
+            return dict(cards)
+        out = {}
+        for t, c in cards.items():
+            f = self.vram.factor(c.name) if c.vram_mb else 1.0
+            out[t] = c if f == 1.0 else c.model_copy(update={"vram_mb": c.vram_mb * f})  # type: ignore[operator]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=1)
@@ -132,11 +190,16 @@ def drift_world(before: World, after: World, switch_round: int) -> DriftWorld:
     if isinstance(switch_round, bool) or not isinstance(switch_round, int) or switch_round < 0:
         raise WorldError(f"drift: the switch round must be an integer >= 0, got {switch_round!r}")
     fields = before.model_dump(exclude={"name", "source", "before", "after", "switch_round"})
-    return DriftWorld.model_validate({
-        **fields, "name": f"{DRIFT_PREFIX}{before.name},{after.name},{switch_round}",
-        "source": f"{before.name} before round {switch_round}, {after.name} from it on",
-        "before": before, "after": after, "switch_round": switch_round,
-    })
+    return DriftWorld.model_validate(
+        {
+            **fields,
+            "name": f"{DRIFT_PREFIX}{before.name},{after.name},{switch_round}",
+            "source": f"{before.name} before round {switch_round}, {after.name} from it on",
+            "before": before,
+            "after": after,
+            "switch_round": switch_round,
+        }
+    )
 
 
 def parse_world(data: Any, name: str, base_dir: Path | None = None, *, _depth: int = 0) -> World:
@@ -159,7 +222,7 @@ def _extend(data: dict[str, Any], name: str, base_dir: Path | None, depth: int) 
         raise WorldError(f"world {name!r}: base: must be a world name or a file path")
     if depth >= MAX_BASE_DEPTH:
         raise WorldError(f"world {name!r}: base: more than {MAX_BASE_DEPTH} worlds deep (a cycle?)")
-    named = ref in builtin_worlds() or ref.startswith((PERTURBED_PREFIX, DRIFT_PREFIX))
+    named = ref in builtin_worlds() or ref.startswith((PERTURBED_PREFIX, DRIFT_PREFIX, UNDERSTATED_PREFIX))
     if base_dir is not None and not named and not Path(ref).is_absolute():
         ref = str(base_dir / ref)
     base = _resolve(ref, depth + 1)
@@ -209,12 +272,34 @@ def perturbed(base: World, seed: int) -> World:
     by_tag = {t: scaled(base.defaults_by_tag[t]) for t in sorted(base.defaults_by_tag)}
     default = scaled(base.default)
     suffix = "" if base.name == DEFAULT_WORLD else f":{base.name}"
-    return World.model_validate({
-        "name": f"{PERTURBED_PREFIX}{seed}{suffix}",
-        "source": f"{base.name} with each sensitivity and pressure times 3**U(-1, 1) drawn by random.Random({seed})",
-        "contention": contention, "defaults_by_tag": by_tag, "default": default,
-        "law": base.law, "noise": base.noise,
-    })
+    return World.model_validate(
+        {
+            "name": f"{PERTURBED_PREFIX}{seed}{suffix}",
+            "source": f"{base.name} with each sensitivity and pressure times 3**U(-1, 1) drawn by random.Random({seed})",
+            "contention": contention,
+            "defaults_by_tag": by_tag,
+            "default": default,
+            "law": base.law,
+            "noise": base.noise,
+            "vram": base.vram,
+        }
+    )
+
+
+def understated(base: World, seed: int) -> World:
+    """``base`` whose cards understate VRAM: ``VramUnderstatement(seed=seed)`` (about half the tools
+    5-30% over their card). Named ``understated:SEED`` for the default world, ``understated:SEED:BASE``
+    for another."""
+    if isinstance(base, DriftWorld):
+        raise WorldError(f"world {base.name!r}: cannot understate a drifting world's cards")
+    suffix = "" if base.name == DEFAULT_WORLD else f":{base.name}"
+    return base.model_copy(
+        update={
+            "name": f"{UNDERSTATED_PREFIX}{seed}{suffix}",
+            "source": f"{base.name} with cards understating VRAM (seed {seed})",
+            "vram": VramUnderstatement(seed=seed),
+        }
+    )
 
 
 def load_world(ref: str | Path | World | None = None) -> World:
@@ -229,25 +314,34 @@ def _resolve(ref: str | Path | World | None, depth: int) -> World:
         return ref
     s = DEFAULT_WORLD if ref is None else str(ref)
     if s.startswith(PERTURBED_PREFIX):
-        seed_text, _, base_ref = s[len(PERTURBED_PREFIX):].partition(":")
+        seed_text, _, base_ref = s[len(PERTURBED_PREFIX) :].partition(":")
         try:
             seed = int(seed_text)
         except ValueError:
             raise WorldError(f"world {s!r}: the seed after 'perturbed:' must be an integer") from None
         return perturbed(_resolve(base_ref or DEFAULT_WORLD, depth + 1), seed)
+    if s.startswith(UNDERSTATED_PREFIX):
+        seed_text, _, base_ref = s[len(UNDERSTATED_PREFIX) :].partition(":")
+        try:
+            seed = int(seed_text)
+        except ValueError:
+            raise WorldError(f"world {s!r}: the seed after 'understated:' must be an integer") from None
+        return understated(_resolve(base_ref or DEFAULT_WORLD, depth + 1), seed)
     if s.startswith(DRIFT_PREFIX):
         return _parse_drift(s, depth)
     if s in builtin_worlds():
         return _load_builtin(s)
     path = Path(s)
     if not path.exists():
-        raise WorldError(f"world {s!r} is neither a built-in world ({', '.join(builtin_worlds())}), "
-                         f"perturbed:SEED[:BASE], drift:A,B,ROUND, nor a file")
+        raise WorldError(
+            f"world {s!r} is neither a built-in world ({', '.join(builtin_worlds())}), "
+            f"perturbed:SEED[:BASE], understated:SEED[:BASE], drift:A,B,ROUND, nor a file"
+        )
     return _load_file(path, depth)
 
 
 def _parse_drift(s: str, depth: int) -> DriftWorld:
-    parts = s[len(DRIFT_PREFIX):].split(",")
+    parts = s[len(DRIFT_PREFIX) :].split(",")
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise WorldError(f"world {s!r}: expected drift:A,B,ROUND (two worlds without commas, a round)")
     a, b, round_text = (p.strip() for p in parts)
@@ -271,4 +365,3 @@ def choose_world(given: str | Path | World | None, from_workflows: list[str | No
     if len(named) > 1:
         raise WorldError(f"the workflows name different worlds ({', '.join(named)}): choose one with --world")
     return named[0] if named else DEFAULT_WORLD
-
