@@ -39,8 +39,21 @@ def test_world_precedence_option_then_workflow_key_then_a5500(cli, tmp_path):
 
 def test_bench_names_a_perturbed_world_in_results_and_report(cli, tmp_path):
     out = tmp_path / "out"
-    code, _, err = cli("bench", "--world", "perturbed:1", "--seeds", "1", "--rounds", "3", "--scenarios", "S5",
-                       "--policies", "heft,oracle", "--out", str(out))
+    code, _, err = cli(
+        "bench",
+        "--world",
+        "perturbed:1",
+        "--seeds",
+        "1",
+        "--rounds",
+        "3",
+        "--scenarios",
+        "S5",
+        "--policies",
+        "heft,oracle",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     doc = json.loads((out / "results.json").read_text())
     assert doc["config"]["testbed"]["world"] == "perturbed:1"
@@ -51,21 +64,27 @@ def test_bench_names_a_perturbed_world_in_results_and_report(cli, tmp_path):
 def test_bench_of_workflows_in_different_worlds_needs_world(cli, tmp_path):
     code, out, err = cli("bench", "--scenarios", f"{TINY},S5", "--policies", "heft", "--out", str(tmp_path))
     assert code != 0 and out == ""
-    assert err.splitlines() == [f"error: the workflows name different worlds ({TINY.parent / 'no_contention_world.json'}, "
-                                "a5500): choose one with --world"]
+    assert err.splitlines() == [
+        f"error: the workflows name different worlds ({TINY.parent / 'no_contention_world.json'}, "
+        "a5500): choose one with --world"
+    ]
 
 
 def test_world_errors_are_one_line(cli, tmp_path):
     code, _, err = cli("simulate", "S5", "-m", "A=gpu,B=gpu,C=gpu,D=gpu", "--world", "mars")
-    assert code != 0 and err == ("error: world 'mars' is neither a built-in world (a5500, a5500-heavy, a5500-max, "
-                                 "a5500-power, a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], "
-                                 "understated:SEED[:BASE], drift:A,B,ROUND, nor a file\n")
+    assert code != 0 and err == (
+        "error: world 'mars' is neither a built-in world (a5500, a5500-heavy, a5500-max, "
+        "a5500-power, a5500-saturating, a5500-threshold), perturbed:SEED[:BASE], "
+        "understated:SEED[:BASE], drift:A,B,ROUND, nor a file\n"
+    )
     code, _, err = cli("oracle", "S5", "--testbed", "local", "--world", "perturbed:1")
     assert code != 0 and err.splitlines() == ["error: --world applies only to the sim testbed (got local)"]
     f = tmp_path / "w.yaml"
     f.write_text(yaml.safe_dump({"name": "w", "tasks": {"A": "clip"}, "world": 3}))
     code, _, err = cli("run", str(f), "-p", "heft")
-    assert code != 0 and err.splitlines() == [f"error: {f}: world: must be a built-in world name or a path to a world file"]
+    assert code != 0 and err.splitlines() == [
+        f"error: {f}: world: must be a built-in world name or a path to a world file"
+    ]
 
 
 def test_calibrate_ablation_and_agent_check_take_world(cli, tmp_path):
@@ -73,11 +92,39 @@ def test_calibrate_ablation_and_agent_check_take_world(cli, tmp_path):
     assert code == 0, err
     assert json.loads(out)["world"] == "perturbed:1"
     j = tmp_path / "a.json"
-    code, out, err = cli("ablation", "S5", "--world", "perturbed:2", "--rounds", "2", "--repeats", "1", "--seeds", "1",
-                         "--initial", "rules", "--json-out", str(j))
+    code, out, err = cli(
+        "ablation",
+        "S5",
+        "--world",
+        "perturbed:2",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--seeds",
+        "1",
+        "--initial",
+        "rules",
+        "--json-out",
+        str(j),
+    )
     assert code == 0, err
     assert json.loads(j.read_text())["world"] == "perturbed:2" and "world perturbed:2" in out
     j = tmp_path / "c.json"
-    code, out, err = cli("agent-check", "S1", "--world", "perturbed:3", "--rounds", "2", "--repeats", "1", "--seeds", "1",
-                         "--baseline", "none", "--json-out", str(j))
+    code, out, err = cli(
+        "agent-check",
+        "S1",
+        "--world",
+        "perturbed:3",
+        "--rounds",
+        "2",
+        "--repeats",
+        "1",
+        "--seeds",
+        "1",
+        "--baseline",
+        "none",
+        "--json-out",
+        str(j),
+    )
     assert json.loads(j.read_text())["world"] == "perturbed:3", err

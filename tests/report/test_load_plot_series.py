@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import io
 
-from agentsched.report.traffic_report import load_markdown, plot_latency_vs_load, series
 from rich.console import Console
 
 from agentsched.cli.progress import load_progress
 from agentsched.experiments.traffic import CAPACITY_POLICIES, study_steps
+from agentsched.report.traffic_report import load_markdown, plot_latency_vs_load, series
 
 
 def _row(policy: str, load: float, p99: float | None, oom: int = 0) -> dict:

@@ -38,9 +38,9 @@ from typing import Any
 from agentsched.errors import TestbedError, one_line
 from agentsched.model.cards import ToolCard
 from agentsched.model.execution import Execution, Status, TaskSpan
+from agentsched.model.rules import Dispatcher, Infeasible, Start
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.testbeds.base import Testbed
-from agentsched.model.rules import Dispatcher, Infeasible, Start
 
 HOLD_POLL_S = 0.005  # late binding: how often a held task is asked about again (the machine moves meanwhile)
 
@@ -168,8 +168,9 @@ class Backend(ABC):
         return workflow.task_cards
 
     @abstractmethod
-    def begin(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None,
-              expected: bool = False) -> Failure | None:
+    def begin(
+        self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None, expected: bool = False
+    ) -> Failure | None:
         """Prepare one run and start its clock at 0; a ``Failure`` ends it before any task starts.
         ``expected``: run without noise (only asked when ``can_expect()``)."""
 
@@ -272,16 +273,24 @@ class Driver(Testbed):
         self.name = backend.name
         self.deterministic = backend.deterministic
 
-    def run(self, workflow: Workflow, mapping: Mapping[str, Mode], *, rng: random.Random | None = None,
-            inputs: Mapping[str, Any] | None = None) -> Execution:
+    def run(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        *,
+        rng: random.Random | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Execution:
         return self._drive(workflow, mapping, rng, inputs, expected=False)
 
     def run_live(self, workflow: Workflow, placer: Placer, *, inputs: Mapping[str, Any] | None = None) -> Execution:
         """One run with no mapping: ``placer`` places each task when it becomes ready (module
         docstring); the execution's mapping is what it decided. Its clock starts before admission."""
         if not self.backend.late_binding:
-            raise TestbedError(f"the {self.name} testbed cannot place tasks when they become ready "
-                               "(live placement runs on the local testbed and the real-time simulator)")
+            raise TestbedError(
+                f"the {self.name} testbed cannot place tasks when they become ready "
+                "(live placement runs on the local testbed and the real-time simulator)"
+            )
         try:
             return self._drive(workflow, {}, None, inputs, expected=False, placer=placer)
         finally:
@@ -301,21 +310,40 @@ class Driver(Testbed):
     def close(self) -> None:
         self.backend.close()
 
-    def _drive(self, workflow: Workflow, mapping: Mapping[str, Mode], rng: random.Random | None,
-               inputs: Mapping[str, Any] | None, *, expected: bool, placer: Placer | None = None) -> Execution:
+    def _drive(
+        self,
+        workflow: Workflow,
+        mapping: Mapping[str, Mode],
+        rng: random.Random | None,
+        inputs: Mapping[str, Any] | None,
+        *,
+        expected: bool,
+        placer: Placer | None = None,
+    ) -> Execution:
         backend = self.backend
         try:
-            early = (backend.begin(workflow, mapping, rng=rng, expected=expected) if placer is None
-                     else backend.begin_live(workflow, placer))
+            early = (
+                backend.begin(workflow, mapping, rng=rng, expected=expected)
+                if placer is None
+                else backend.begin_live(workflow, placer)
+            )
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 backend.end()
             raise
         if early is not None:
             extra = backend.end()
-            return Execution(status=early.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=0.0,
-                             peak_vram_mb=0.0, spans=(), message=early.message, testbed=self.name,
-                             extra={**extra, **early.extra()})
+            return Execution(
+                status=early.status,
+                mapping=dict(mapping),
+                e2e_ms=None,
+                elapsed_ms=0.0,
+                peak_vram_mb=0.0,
+                spans=(),
+                message=early.message,
+                testbed=self.name,
+                extra={**extra, **early.extra()},
+            )
         rec = _Run(workflow, dict(mapping), backend.computes_outputs, inputs, backend.real_cards(workflow))
         try:
             failure = rec.loop(backend) if placer is None else rec.loop_live(backend, placer)
@@ -335,8 +363,14 @@ class Driver(Testbed):
 class _Run:
     """The bookkeeping of one run: the Dispatcher, the timeline, the outputs."""
 
-    def __init__(self, workflow: Workflow, mapping: dict[str, Mode], keep_outputs: bool,
-                 inputs: Mapping[str, Any] | None, cards: Mapping[str, ToolCard] | None = None) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        mapping: dict[str, Mode],
+        keep_outputs: bool,
+        inputs: Mapping[str, Any] | None,
+        cards: Mapping[str, ToolCard] | None = None,
+    ) -> None:
         self.workflow = workflow
         self.mapping = mapping
         self.cards = dict(cards) if cards is not None else workflow.task_cards  # what the start rules admit
@@ -377,8 +411,9 @@ class _Run:
         """``loop`` with late binding: each ready task asks ``placer`` for its mode (held ones again
         every ``HOLD_POLL_S``, while the run's own finishes are applied)."""
         placer.admit()
-        disp = Dispatcher.late(self.workflow, self.cards, vram_budget_mb=placer.vram_budget_mb,
-                               cpu_slots=backend.cpu_slots)
+        disp = Dispatcher.late(
+            self.workflow, self.cards, vram_budget_mb=placer.vram_budget_mb, cpu_slots=backend.cpu_slots
+        )
         running: set[str] = set()
         while True:
             held = False
@@ -440,32 +475,60 @@ class _Run:
         name = self.cards[c.task].name
         assert c.error is not None
         if isinstance(c.error, MemoryError) and is_oom(c.error):  # a VRAM budget refused it (no CUDA error)
-            return Failure(Status.OOM, c.task, f"task {c.task} ({name}): {str(c.error).splitlines()[0]}",
-                           vram_in_use_mb)
+            return Failure(
+                Status.OOM, c.task, f"task {c.task} ({name}): {str(c.error).splitlines()[0]}", vram_in_use_mb
+            )
         if is_oom(c.error):
-            return Failure(Status.OOM, c.task, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}",
-                           vram_in_use_mb)
+            return Failure(
+                Status.OOM, c.task, f"task {c.task} ({name}): CUDA out of memory: {one_line(c.error)}", vram_in_use_mb
+            )
         if isinstance(c.error, MachineLost):
-            return Failure(Status.ERROR, c.task, f"task {c.task} ({name}) lost its machine: {c.error}", machine_lost=True)
+            return Failure(
+                Status.ERROR, c.task, f"task {c.task} ({name}) lost its machine: {c.error}", machine_lost=True
+            )
         return Failure(Status.ERROR, c.task, f"task {c.task} ({name}) failed: {one_line(c.error)}")
 
-    def execution(self, testbed: str, failure: Failure | None, fail_ms: float,
-                  extra: dict[str, Any]) -> Execution:
+    def execution(self, testbed: str, failure: Failure | None, fail_ms: float, extra: dict[str, Any]) -> Execution:
         cards = self.cards
         # in workflow order (late binding fills it in placement order; a failed one may lack tasks)
         mapping = {t: self.mapping[t] for t in self.workflow.task_ids if t in self.mapping}
         spans = tuple(
-            TaskSpan(task=t, tool=cards[t].name, mode=mapping[t], ready_ms=self.ready_at.get(t, self.starts_at[t]),
-                     start_ms=self.starts_at[t], end_ms=self.ends_at.get(t), load_ms=self.loads.get(t, 0.0),
-                     vram_mb=self.vram_of.get(t, 0.0))
+            TaskSpan(
+                task=t,
+                tool=cards[t].name,
+                mode=mapping[t],
+                ready_ms=self.ready_at.get(t, self.starts_at[t]),
+                start_ms=self.starts_at[t],
+                end_ms=self.ends_at.get(t),
+                load_ms=self.loads.get(t, 0.0),
+                vram_mb=self.vram_of.get(t, 0.0),
+            )
             for t in self.order
         )
         if failure is not None:
-            return Execution(status=failure.status, mapping=dict(mapping), e2e_ms=None, elapsed_ms=fail_ms,
-                             peak_vram_mb=max(self.peak, failure.needed_mb), spans=spans,
-                             vram_timeline=tuple(self.vram_timeline), message=failure.message, testbed=testbed,
-                             extra={**extra, **failure.extra()}, outputs=self.outputs)
+            return Execution(
+                status=failure.status,
+                mapping=dict(mapping),
+                e2e_ms=None,
+                elapsed_ms=fail_ms,
+                peak_vram_mb=max(self.peak, failure.needed_mb),
+                spans=spans,
+                vram_timeline=tuple(self.vram_timeline),
+                message=failure.message,
+                testbed=testbed,
+                extra={**extra, **failure.extra()},
+                outputs=self.outputs,
+            )
         e2e = max(self.ends_at[t] for t in self.workflow.sinks)
-        return Execution(status=Status.OK, mapping=dict(mapping), e2e_ms=e2e, elapsed_ms=e2e, peak_vram_mb=self.peak,
-                         spans=spans, vram_timeline=tuple(self.vram_timeline), testbed=testbed, extra=extra,
-                         outputs=self.outputs)
+        return Execution(
+            status=Status.OK,
+            mapping=dict(mapping),
+            e2e_ms=e2e,
+            elapsed_ms=e2e,
+            peak_vram_mb=self.peak,
+            spans=spans,
+            vram_timeline=tuple(self.vram_timeline),
+            testbed=testbed,
+            extra=extra,
+            outputs=self.outputs,
+        )
