@@ -14,7 +14,8 @@ from agentsched.model.execution import Status
 from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow
 from agentsched.model.workflow_io import parse_workflow
-from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, MachineLost, is_external
+from agentsched.testbeds.driver import Backend, Completion, Driver, Failure, MachineLost
+from agentsched.testbeds.failures import is_external
 
 C, N, Q = Mode.CPU, Mode.GPU_NOW, Mode.GPU_QUEUE
 
@@ -250,7 +251,7 @@ def test_a_failure_a_placement_may_cause_is_not_external(exc):
 
 
 def test_host_code_that_ended_before_any_placed_task_started_cannot_be_the_placements():
-    from agentsched.testbeds.driver import host_failure_external
+    from agentsched.testbeds.failures import host_failure_external
 
     bad = ValueError("bad prompt")
     assert host_failure_external(bad, (0.0, 1.0), [1.0, 2.0])  # it ended before both started: took no output

@@ -22,7 +22,8 @@ from agentsched.model.rules import Start
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.cuda_scope import CudaScope, NullStream, torch_threads_enter, torch_threads_exit
 from agentsched.testbeds.daemon_pool import DaemonPool
-from agentsched.testbeds.driver import Completion, Failure, Placer, is_oom
+from agentsched.testbeds.driver import Completion, Failure, Placer
+from agentsched.testbeds.failures import is_oom
 from agentsched.testbeds.real import base_and_k, call_tool, load_failure, load_reason, task_timeout
 from agentsched.testbeds.tool_pool import Lease, VramWontFit
 

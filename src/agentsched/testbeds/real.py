@@ -3,7 +3,7 @@
 One place for how a task's tool is named, built, called and timed on a real machine: the tool
 and call count of a task (``base_and_k``), the built-in tool factory with its one-line hint, the
 quiet loading of models, the one call loop (``call_tool``), and the ``Failure`` of a tool that
-cannot load (a real CUDA out-of-memory is told apart by ``driver.is_oom``, which judges every run).
+cannot load (a real CUDA out-of-memory is told apart by ``failures.is_oom``, which judges every run).
 """
 
 from __future__ import annotations

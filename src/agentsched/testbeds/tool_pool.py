@@ -94,7 +94,7 @@ class Lease:
 
 
 class VramWontFit(MemoryError):
-    """A GPU load larger than the whole budget (an out of memory: ``driver.is_oom`` says so)."""
+    """A GPU load larger than the whole budget (an out of memory: ``failures.is_oom`` says so)."""
 
 
 class ToolPool:

@@ -36,7 +36,7 @@ from agentsched.model.mapping import validate_mapping
 from agentsched.model.tool import Tool
 from agentsched.model.workflow import Mode, Workflow, effective_mapping
 from agentsched.testbeds.base import Testbed
-from agentsched.testbeds.driver import host_failure_external, is_oom
+from agentsched.testbeds.failures import host_failure_external, is_oom
 from agentsched.testbeds.real import first_load_alone
 from agentsched.tools import cuda_available
 

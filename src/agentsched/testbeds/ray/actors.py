@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from agentsched.errors import TestbedError
-from agentsched.testbeds.driver import is_oom
+from agentsched.testbeds.failures import is_oom
 from agentsched.testbeds.ray.placement import NAMESPACE
 from agentsched.testbeds.real import ToolFactory, call_tool, load_reason, quiet_loading, unload_quietly
 
