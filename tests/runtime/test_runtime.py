@@ -139,7 +139,7 @@ def test_a_store_locked_for_a_while_costs_no_invocation_and_no_record(tmp_path, 
     st = Store(db, busy_timeout_s=0.2)
     rt = Runtime(wf, store=st, testbed=_sim(), round_size=3)
     clock = [0.0]
-    rt._writes.clock = lambda: clock[0]
+    rt.history.writes.clock = lambda: clock[0]
     tries = []
     real_append = st.append
     monkeypatch.setattr(st, "append", lambda *a, **k: (tries.append(1), real_append(*a, **k))[1])

@@ -170,7 +170,7 @@ def test_served_workflows_plan_for_the_gpu_they_share(tmp_path):
 
 def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp_path, monkeypatch):
     """Before, `invocations` right after a restart counted only those replayed so far (116 of 203)."""
-    from agentsched.runtime.runtime import Runtime
+    from agentsched.runtime.history import LearnerHistory
     from agentsched.service import Engine, ServiceConfig
     from agentsched.service.views import describe
 
@@ -182,14 +182,14 @@ def test_a_restarted_service_counts_every_stored_invocation_while_it_replays(tmp
         assert all(first.runtimes["S1"].invoke().ok for _ in range(6))
     finally:
         first.close()
-    go, stored = threading.Event(), Runtime._stored
+    go, stored = threading.Event(), LearnerHistory.stored
 
     def slow_replay(self, seq, mapping):  # the replay stops after its first 2 places until `go`
         if seq >= 2:
             assert go.wait(SYNC_S)
         return stored(self, seq, mapping)
 
-    monkeypatch.setattr(Runtime, "_stored", slow_replay)
+    monkeypatch.setattr(LearnerHistory, "stored", slow_replay)
     again = Engine(config)
     try:
         _wait_for(lambda: again.runtimes["S1"].replayed == 2)

@@ -103,31 +103,40 @@ def _mapping_text(space_label: Any, task_ids: list[str], mapping: dict[str, Any]
     return ",".join(f"{t}={space_label(mapping[t])}" for t in task_ids if t in mapping)
 
 
+# invoke's own options (cli/options.py holds those several commands share); each names its flag,
+# which tests/cli/test_options.py's scan reads
+WORKFLOW_ARG = typer.Argument(..., help="workflow file (tools by name or package.module:Class)")
+# invoke creates the store it is pointed at (history and `store` read an existing one)
+INVOKE_STORE = o.variant(
+    o.STORE,
+    default=None,
+    help=f"the runtime's SQLite store (created when missing; default: {o.STORE.default}, said when created)",
+)
+# an online policy: it learns the placement across invocations
+INVOKE_POLICY = o.variant(o.POLICY, help=f"online policy that learns the placement ({o.POLICY_DEFAULT_HELP})")
+EXPLORE_FRACTION = typer.Option(0.1, "--explore-fraction", help="share of invocations the monitor's what-ifs may take")
+# an invocation runs the real tools by default: sim needs profiled cards
+INVOKE_TESTBED = o.variant(
+    o.TESTBED,
+    default=o.TestbedKind.LOCAL,
+    help="local (real tools, default), ray (real tools on a Ray cluster) or sim",
+)
+# a pinned run beside the learner (no -m here)
+INVOKE_MAPPING = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the learner)")
+
+
 def invoke_cmd(
-    workflow: str = typer.Argument(..., help="workflow file (tools by name or package.module:Class)"),
+    workflow: str = WORKFLOW_ARG,
     input_: list[str] | None = o.INPUT,
     input_json: Path | None = o.INPUT_JSON,
-    # invoke creates the store it is pointed at (history and `store` read an existing one)
-    store: Path | None = o.variant(
-        o.STORE,
-        default=None,
-        help=f"the runtime's SQLite store (created when missing; default: {o.STORE.default}, said when created)",
-    ),
-    # an online policy: it learns the placement across invocations
-    policy: str | None = o.variant(o.POLICY, help=f"online policy that learns the placement ({o.POLICY_DEFAULT_HELP})"),
+    store: Path | None = INVOKE_STORE,
+    policy: str | None = INVOKE_POLICY,
     policy_option: list[str] | None = o.POLICY_OPTION,
     json_out: bool = o.JSON,
     round_size: int = o.ROUND_SIZE,
-    explore_fraction: float = typer.Option(
-        0.1, "--explore-fraction", help="share of invocations the monitor's what-ifs may take"
-    ),
+    explore_fraction: float = EXPLORE_FRACTION,
     seed: int = o.SEED,
-    # an invocation runs the real tools by default: sim needs profiled cards
-    testbed: o.TestbedKind = o.variant(
-        o.TESTBED,
-        default=o.TestbedKind.LOCAL,
-        help="local (real tools, default), ray (real tools on a Ray cluster) or sim",
-    ),
+    testbed: o.TestbedKind = INVOKE_TESTBED,
     size: o.Size = o.SIZE,
     cpu_slots: int | None = o.CPU_SLOTS,
     task_timeout_s: float | None = o.TASK_TIMEOUT,
@@ -135,8 +144,7 @@ def invoke_cmd(
     emulate_gpu: bool = o.EMULATE_GPU,
     cards: str | None = o.CARDS,
     inputs_jsonl: Path | None = o.INPUTS_JSONL,
-    # a pinned run beside the learner (no -m here)
-    mapping: str | None = o.variant(o.MAPPING, help="run under A=cpu,B=gpu_now,... (pinned: kept outside the learner)"),
+    mapping: str | None = INVOKE_MAPPING,
     llm_base_url: str | None = o.LLM_BASE_URL,
     llm_model: str | None = o.LLM_MODEL,
     llm_api_key: str | None = o.LLM_API_KEY,
@@ -149,7 +157,6 @@ def invoke_cmd(
     across invocations. Prints the sinks' outputs, the mapping and the E2E."""
     from agentsched.cli import invoke_batch
     from agentsched.loop.registry import default_policy, get_spec
-    from agentsched.runtime import Runtime
     from agentsched.runtime.inputs import check_input_names
     from agentsched.scenarios import resolve_workflow_and_world
 
@@ -178,21 +185,36 @@ def invoke_cmd(
         max_tokens=llm_max_tokens,
     )
     flags = PolicyFlags(llm=llm, predictions=llm_predictions, items=tuple(policy_option or ()))
-    options = policy_options([name], flags, single=True).get(name, {})
+    runtime_args = {
+        "policy": name,
+        "testbed": spec,
+        "round_size": round_size,
+        "explore_fraction": explore_fraction,
+        "seed": seed,
+        "cards": cards,
+        "policy_options": policy_options([name], flags, single=True).get(name, {}),
+    }
+    _invoke(wf, store, runtime_args, mapping, lines, inputs, json_out)
+
+
+def _invoke(
+    wf: Any,
+    store: Path | None,
+    runtime_args: dict[str, Any],
+    mapping: str | None,
+    lines: list[tuple[int, dict[str, Any]]] | None,
+    inputs: dict[str, Any],
+    json_out: bool,
+) -> None:
+    """Open the runtime (``Runtime(wf, store=store, **runtime_args)``) and run one invocation on
+    ``inputs``, or every --inputs-jsonl line; a failed invocation is stored, and its failure is the
+    exit status."""
+    from agentsched.cli import invoke_batch
+    from agentsched.runtime import Runtime
+
     created = store is None and not Path(o.STORE.default).exists()  # a store the user did not name
     store = Path(o.STORE.default) if store is None else store
-    with Runtime(
-        wf,
-        policy=name,
-        store=store,
-        testbed=spec,
-        round_size=round_size,
-        explore_fraction=explore_fraction,
-        seed=seed,
-        cards=cards,
-        policy_options=options,
-        on_store_wait=lambda msg: typer.echo(msg, err=True),
-    ) as rt:
+    with Runtime(wf, store=store, on_store_wait=lambda msg: typer.echo(msg, err=True), **runtime_args) as rt:
         if created:  # never silently: a file appears in the current folder
             typer.echo(f"created store {store} (it keeps what invoke learns; --store chooses another)", err=True)
         if mapping is not None:

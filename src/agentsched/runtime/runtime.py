@@ -14,24 +14,23 @@ under ``mapping`` and returns its ``Execution``. A tool that raises or runs out 
 invocation's status ``error``/``oom`` with a one-line message; the runtime carries on (the loop
 sees a failed execution of that mapping, as in any run).
 
-Persistence and resuming (``store``): every execution is appended to the learner's sequence in the
-store. A new runtime on the same store and settings *replays* that sequence: the loop runs again
-from round 0 and each execution it asks for is answered from the store instead of being run, so
-the policy (deterministic given its seed and the executions it saw) reaches exactly the state it
-had, then continues live. Two processes on one learner share its sequence the same way: a place
-another process recorded first is replayed, and one's own execution at that place is kept in the
-history outside the sequence. A policy that does not reproduce its choices (an LLM:
-``Policy.reproducible`` is False) is not asked again for a stored round: the replay takes that
-round's stored mapping, so a model is asked only for the rounds it runs live; where a stored round
-is missing and its new answer differs from the stored executions, the replay stops there and
-continues live (logged).
+Persistence and resuming (``store``; ``runtime/history.py``): every execution is appended to the
+learner's sequence in the store. A new runtime on the same store and settings *replays* that
+sequence: the loop runs again from round 0 and each execution it asks for is answered from the
+store instead of being run, so the policy (deterministic given its seed and the executions it saw)
+reaches exactly the state it had, then continues live. Two processes on one learner share its
+sequence the same way: a place another process recorded first is replayed, and one's own execution
+at that place is kept in the history outside the sequence. A policy that does not reproduce its
+choices (an LLM: ``Policy.reproducible`` is False) is not asked again for a stored round: the
+replay takes that round's stored mapping, so a model is asked only for the rounds it runs live;
+where a stored round is missing and its new answer differs from the stored executions, the replay
+stops there and continues live (logged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import random
 import threading
@@ -45,10 +44,10 @@ from typing import Any
 from agentsched.errors import AgentschedError, StoreError, Terminated
 from agentsched.loop.runner import ENDLESS_KEEP_ROUNDS, RoundRecord, noise_at, run_loop
 from agentsched.model.execution import Execution, Status
-from agentsched.model.mapping import mapping_key
 from agentsched.model.workflow import Mode, Workflow
-from agentsched.policies.base import Policy, Proposal
+from agentsched.policies.base import Policy
 from agentsched.runtime.dispatch import Dispatcher, Stopped, _Tracked
+from agentsched.runtime.history import LearnerHistory
 from agentsched.runtime.setup import (
     build_policy,
     build_workflow,
@@ -57,8 +56,6 @@ from agentsched.runtime.setup import (
     check_sim_cards,
     host_only_where_needed,
 )
-from agentsched.runtime.write_behind import WriteBehind
-from agentsched.store import unwritten
 from agentsched.store.store import Store
 from agentsched.testbeds.base import Testbed
 from agentsched.testbeds.spec import TestbedKind, TestbedSpec, as_spec
@@ -144,8 +141,7 @@ class Runtime:
         self.takes_any_input = False  # True: inputs are not checked by name (a LangGraph graph's state)
         self.store: Store | None = None
         self._own_store = False
-        self.learner_id: int | None = None
-        self.learner_key = ""  # the learner's key in the store (how records kept on disk name it)
+        self.history: LearnerHistory | None = None  # the learner's sequence in the store (None: no store)
         try:  # (the testbed this runtime built is closed again when any of this fails)
             self.host_only, self.workflow = host_only_where_needed(self.testbed, self.workflow)
             self.testbed.preflight(self.workflow)
@@ -153,16 +149,14 @@ class Runtime:
             if store is not None:
                 self._own_store = not isinstance(store, Store)
                 self.store = store if isinstance(store, Store) else Store(store, on_wait=on_store_wait)
-                self._writes = WriteBehind(self.store)  # store writes the store refused for now, done later
                 settings = {
                     "round_size": round_size,
                     "explore_fraction": self.explore_fraction,
                     "seed": seed,
                     "testbed": self.testbed.name,
                 }
-                row = self.store.learner(self.workflow, self.policy.label, settings)
-                self.learner_id, self.learner_key = row.id, row.key
-                self.policy.recorded = self._recorded_round
+                self.history = LearnerHistory(self.store, self.workflow, self.policy.label, settings)
+                self.policy.recorded = self.history.recorded_round
         except BaseException:
             self._release()
             raise
@@ -170,8 +164,6 @@ class Runtime:
         self.executions = 0
         self.probes = 0
         self.replayed = 0  # executions answered from the store
-        self.diverged_at: int | None = None  # place where a replay disagreed with the policy
-        self._stored_rounds: dict[int, Any] | None = None  # the store's rounds of this learner (read once)
         # the last rounds observed by this process's loop (replays too); the store keeps every one
         self.records: deque[RoundRecord] = deque(maxlen=ENDLESS_KEEP_ROUNDS)
         # concurrent invoke()s: a round's runs run at once in their callers' threads (runtime/dispatch.py)
@@ -217,6 +209,21 @@ class Runtime:
     def in_flight(self) -> int:
         """Invocations accepted and not yet answered (waiting or running)."""
         return self._dispatch.in_flight
+
+    @property
+    def learner_id(self) -> int | None:
+        """The learner's id in the store (None without a store)."""
+        return None if self.history is None else self.history.learner_id
+
+    @property
+    def learner_key(self) -> str:
+        """The learner's key in the store (how records kept on disk name it; "" without a store)."""
+        return "" if self.history is None else self.history.learner_key
+
+    @property
+    def diverged_at(self) -> int | None:
+        """The place where a replay disagreed with the policy (None: it did not)."""
+        return None if self.history is None else self.history.diverged_at
 
     def pin(self, mapping: dict[str, Mode | str] | str) -> dict[str, Mode]:
         """Run every later invocation under ``mapping`` (task -> mode, or the text ``A=gpu_now,B=cpu``)
@@ -310,21 +317,12 @@ class Runtime:
                 and isinstance(e, Exception)
                 and not isinstance(e, AgentschedError)
             ):  # (a Ctrl-C says nothing of the history)
-                e = self._unreplayable(e)  # every later runtime on this store would fail the same way
+                assert self.history is not None  # (only a stored history is replayed)
+                e = self.history.unreplayable(e, self.replayed)  # every later runtime here would fail the same way
             self._error = e
             self._dispatch.stop(
                 e if isinstance(e, AgentschedError) else AgentschedError(f"runtime stopped: {type(e).__name__}: {e}")
             )
-
-    def _unreplayable(self, e: BaseException) -> StoreError:
-        """The one-line error of a stored history this runtime cannot replay, and how to drop it."""
-        assert self.store is not None and self.learner_id is not None
-        return StoreError(
-            f"learner {self.learner_id} ({self.workflow.name}, {self.policy.label}) in store {self.store.path} "
-            f"cannot replay its history (after {self.replayed} stored invocations: {type(e).__name__}: {e}); "
-            f"forget it to start afresh: agentsched history {self.workflow.name} --store {self.store.path} "
-            f"--forget {self.learner_id} (or Store(path).forget({self.learner_id}))"
-        )
 
     def _probe_allowed(self) -> bool:
         # one more probe keeps probes within their share of every invocation (itself included)
@@ -335,14 +333,8 @@ class Runtime:
         r = rec.result
         if r.e2e_ms is not None and r.status is Status.OK and (self.best is None or r.e2e_ms < self.best[0]):
             self.best = (r.e2e_ms, dict(r.mapping))
-        if self.store is not None and self.learner_id is not None:
-            store, learner, r, why = self.store, self.learner_id, rec.result, str(rec.proposal_info.get("reason", ""))
-            self._writes.write(
-                lambda: store.add_round(learner, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after, why),
-                lambda: unwritten.round_record(
-                    self.learner_key, r.round, r.mapping, r.status, r.e2e_ms, rec.executions_after, why
-                ),
-            )
+        if self.history is not None:
+            self.history.add_round(rec)
 
     def _serve(self, mapping: dict[str, Mode], rng: random.Random | None) -> Execution:
         """The next execution the loop asks for: stored (replay) or the next invocation's."""
@@ -358,7 +350,7 @@ class Runtime:
         # place would leave a slot open for the next round, run under this round's mapping (or wait
         # forever while the policy probes). The place's record is still learned at append below.
         opened = kind == "round" and self._dispatch.round_open
-        stored = None if opened else self._stored(seq, mapping)
+        stored = None if opened or self.history is None else self.history.stored(seq, mapping)
         if stored is not None:
             self.replayed += 1
             return self._count(kind, stored)
@@ -380,43 +372,10 @@ class Runtime:
                 req.finish(error=_stopped_by(e))
                 raise
         invocation_id, served = None, x
-        if self.store is not None and self.learner_id is not None:
-            invocation_id, served = self._append(seq, kind, x, mapping)
+        if self.history is not None:
+            invocation_id, served = self.history.append(seq, kind, x, mapping, self.policy.round)
         req.finish(result=self._result(x, invocation_id, kind, self.policy.round))
         return self._count(kind, served)
-
-    def _append(self, seq: int, kind: str, x: Execution, mapping: dict[str, Mode]) -> tuple[int | None, Execution]:
-        """Record execution ``seq`` (its place fixed now: in the sequence unless replay diverged);
-        its id (None while the store refuses it) and what the policy learns: another process's record
-        of this place when it was first there with the same mapping."""
-        assert self.store is not None and self.learner_id is not None
-        store, learner, place, at = (
-            self.store,
-            self.learner_id,
-            None if self.diverged_at is not None else seq,
-            self.policy.round,
-        )
-        now = {"now": True}
-        slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
-
-        def write() -> tuple[int, bool]:
-            got = store.append(learner, place, kind, at, slim)
-            if not got[1] and not now["now"]:  # taken while it waited: the policy learned ours already
-                self._diverge(seq, "another process recorded this place while its record waited for the store")
-            return got
-
-        got = self._writes.write(write, lambda: unwritten.execution_record(self.learner_key, place, kind, at, slim))
-        now["now"] = False
-        if got is None or got[1]:
-            return (None if got is None else got[0]), x
-        try:  # another process recorded this place first
-            theirs = store.execution_at(learner, seq)
-        except StoreError:
-            theirs = None
-        if theirs is not None and mapping_key(self.workflow, theirs.mapping) == mapping_key(self.workflow, mapping):
-            return got[0], theirs
-        self._diverge(seq, "another process recorded a different mapping at this place")
-        return got[0], x
 
     def _result(self, x: Execution, invocation_id: int | None, kind: str, round_index: int | None) -> InvokeResult:
         sinks = {t: x.outputs[t] for t in self.workflow.sinks if t in x.outputs} if x.ok else {}
@@ -456,49 +415,8 @@ class Runtime:
     def record(self, x: Execution, kind: str) -> InvokeResult:
         """Keep an execution run outside the learner's rounds (a pinned run; a live-placed one of the
         service) in the store, outside the learner's sequence, and answer it."""
-        invocation_id = None
-        if self.store is not None and self.learner_id is not None:  # (a store refusing it now: written later)
-            store, learner = self.store, self.learner_id
-            slim = dataclasses.replace(x, outputs={})  # (the store keeps no outputs; a waiting record holds none)
-            got = self._writes.write(
-                lambda: store.append(learner, None, kind, None, slim),
-                lambda: unwritten.execution_record(self.learner_key, None, kind, None, slim),
-            )
-            invocation_id = None if got is None else got[0]
+        invocation_id = None if self.history is None else self.history.record(x, kind)
         return self._result(x, invocation_id, kind, None)  # outside the rounds, as its history row says
-
-    def _stored(self, seq: int, mapping: dict[str, Mode]) -> Execution | None:
-        if self.store is None or self.learner_id is None or self.diverged_at is not None:
-            return None
-        x = self.store.execution_at(self.learner_id, seq)
-        if x is None:
-            return None
-        if mapping_key(self.workflow, x.mapping) != mapping_key(self.workflow, mapping):
-            self._diverge(seq, "the policy asked for a different mapping than the stored one")
-            return None
-        return x
-
-    def _recorded_round(self, round_index: int) -> Proposal | None:
-        """The stored proposal of ``round_index`` while the replay lasts (an LLM is not asked again
-        for a round it already answered: its answer is in the store); None once live."""
-        if self.store is None or self.learner_id is None or self.diverged_at is not None:
-            return None
-        if self._stored_rounds is None:
-            self._stored_rounds = {r.round: r for r in self.store.rounds(self.learner_id)}
-        row = self._stored_rounds.get(round_index)
-        if row is None:
-            return None
-        mapping = {t: Mode(m) for t, m in row.mapping.items()}
-        return Proposal(mapping, {"reason": f"replayed from the store: {row.reason}", "replayed": True})
-
-    def _diverge(self, seq: int, why: str) -> None:
-        self.diverged_at = seq
-        log.warning(
-            "replay stopped at execution %d (%s): the policy continues live from what it learned "
-            "before; later executions are kept in the history outside the replayed sequence",
-            seq,
-            why,
-        )
 
     def _count(self, kind: str, x: Execution) -> Execution:
         self.executions += 1
@@ -540,10 +458,10 @@ class Runtime:
             pass
         if self._own_testbed:
             self.testbed.close()
-        if self.store is not None:
-            self._writes.close()
-            if self._own_store:
-                self.store.close()
+        if self.history is not None:
+            self.history.writes.close()
+        if self.store is not None and self._own_store:
+            self.store.close()
 
 
 def _stopped_by(e: BaseException) -> BaseException:
