@@ -1,4 +1,4 @@
-"""The agent's fifth evidence stream (issue 9, item 5): the planner's top candidate mappings with
+"""The agent's fifth evidence stream: the planner's top candidate mappings with
 predicted E2E, peak VRAM and an uncertainty, for the prompt's optional "Model predictions" block.
 
 A ``Forecaster`` keeps an ``agent-plan`` planner (``PlanPolicy``: the same online model, predictor

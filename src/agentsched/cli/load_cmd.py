@@ -1,4 +1,4 @@
-"""Command: load (a stream of invocations of several workflows sharing one machine; issue 19)."""
+"""Command: load (a stream of invocations of several workflows sharing one machine)."""
 
 from __future__ import annotations
 

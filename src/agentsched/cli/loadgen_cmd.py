@@ -106,7 +106,7 @@ def _check_served(url: str, names: list[str], token: str | None) -> None:
     if r.status_code != 200:
         raise AgentschedError(f"{url}/v1/workflows answered HTTP {r.status_code}: {_first_line(r.text)}")
     served = _served_names(r)
-    if served is None:  # (before: an AttributeError from another kind of server's answer)
+    if served is None:  # another kind of server's answer: one line, not an AttributeError
         raise AgentschedError(
             f"{url} is not an agentsched service: GET /v1/workflows answered "
             f"{_first_line(r.text)!r}, not a list of workflows"

@@ -145,8 +145,8 @@ def _error(text: str, argv: list[str]) -> None:
 
 # Ctrl-C: the first raises KeyboardInterrupt (the command stops its runs and closes its store); a
 # second exits at once, whatever is still waiting (a tool that never returns), with one line.
-# SIGTERM (a supervisor, `timeout`) the same, as Terminated, with its own line and status 143: before,
-# it killed the process and the invocation running was never recorded.
+# SIGTERM (a supervisor, `timeout`) the same, as Terminated, with its own line and status 143, so that
+# the invocation running is recorded rather than lost with the process.
 _ctrl_c: dict[str, object] = {"count": 0, "said": False, "at_exit": False, "term": False}
 _STOPPED = {False: ("interrupted", 130), True: ("terminated", 143)}  # (the error line, the status)
 

@@ -73,7 +73,7 @@ def check_output_file(path: str | Path, flag: str, *, create_parent: bool = Fals
 def prepare_output_dir(path: str | Path, flag: str = "--out", files: Sequence[str] = ()) -> Path:
     """Create output folder ``path`` (and its parents) and check that files can be written in it, and
     that none of ``files`` (the names the command writes there) is taken by a folder or another
-    non-file: before, a folder named report.md failed the command after its runs."""
+    non-file, so that a folder named report.md fails the command before its runs, not after."""
     out = Path(path)
     why = _dangling_link(out)
     if why is not None:
@@ -100,7 +100,7 @@ def prepare_output_dir(path: str | Path, flag: str = "--out", files: Sequence[st
 
 def write_json(path: str | Path, doc: Any, indent: int = 1) -> None:
     """Write ``doc`` as JSON (one-line error when the write fails after all). Streamed: the whole text
-    at once was 600 MB of chunks beside an 80 MB document (a 10,000-task run)."""
+    at once takes several times the document's memory (hundreds of MB for a 10,000-task run)."""
     try:
         with Path(path).open("w") as f:
             json.dump(doc, f, indent=indent)

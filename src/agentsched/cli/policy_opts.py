@@ -120,8 +120,8 @@ def _apply_items(
 
 def _llm_item(flags: PolicyFlags) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The LLM settings of the --llm-* flags and of a ``-O llm={...}`` beside them, each field given
-    once, and the items left. Why: the flags used to replace that mapping whole, and a ``base_url``
-    given in it was then reported missing."""
+    once, and the items left. Why merged, not replaced: the flags replacing that mapping whole would
+    drop a ``base_url`` given in it, and report it missing."""
     mine = [item for item in flags.items if _is_llm_item(item)]
     if not flags.llm or not mine:
         return dict(flags.llm), flags.items

@@ -59,7 +59,7 @@ def parse_inputs(items: list[str], json_file: Path | None) -> dict[str, Any]:
             raise AgentschedError(f"--input {item!r} is not NAME=VALUE")
         if name.strip() in seen:  # keeping only the last would drop a value silently
             raise AgentschedError(f"--input {name.strip()!r} is given more than once (give each input once)")
-        if name.strip() in inputs:  # the same: --input used to win over the file, silently
+        if name.strip() in inputs:  # the same: --input would win over the file, silently
             raise AgentschedError(
                 f"--input {name.strip()!r} is given by --input-json {json_file} too (give each input once)"
             )

@@ -358,7 +358,7 @@ def _run_ablation(
 
 def fallback_notes(records: Sequence[BenchRecord]) -> list[str]:
     """One note per policy some of whose rounds its fallback reasoner decided (an LLM that answered
-    garbage: before, its bench row read as the LLM's own results, with no note)."""
+    garbage), so that its bench row does not read as the LLM's own results."""
     rounds: dict[str, list[int]] = {}
     for r in records:
         counts = rounds.setdefault(r.policy, [0, 0])

@@ -1,4 +1,4 @@
-"""Open-loop HTTP load generator: an arrival stream fired at a running ``agentsched serve`` (issue 19).
+"""Open-loop HTTP load generator: an arrival stream fired at a running ``agentsched serve``.
 
 The stream is the one ``agentsched load`` simulates (``seeded_arrivals``: the same kind, rate,
 duration, workflow mix and seed give the same arrivals). Each arrival is sent as

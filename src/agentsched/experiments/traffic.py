@@ -1,14 +1,14 @@
-"""Scheduling under load (issue 19): policies over arrival streams of a workflow mix, at given loads.
+"""Scheduling under load: policies over arrival streams of a workflow mix, at given loads.
 
 **Load** = arrival rate / capacity. The **capacity** of a mix (per second) is measured, not assumed:
 the highest Poisson arrival rate that a baseline *sustains* on the machine (``sustains``: a fixed
 noise-free stream as long as the study's (within 60-120 s), and of at least ``MIN_CAPACITY_ARRIVALS``
-arrivals, in which every invocation completes, no oom,
-and the last one ends within ``DRAIN_FRACTION`` of the duration after the stream, or within the
-longest isolated latency of the mix when that is longer (an invocation arriving at the very end
-needs that much alone): an overloaded machine's backlog grows without bound), found by doubling and bisection; capacity = the best of
-every baseline with and without admission (``CAPACITY_POLICIES``; agentsched is not part of the
-definition). A load of 0.9 is then a stream at 90% of the highest rate any baseline sustains.
+arrivals, in which every invocation completes, no oom, and the last one ends within ``DRAIN_FRACTION``
+of the duration after the stream, or within the longest isolated latency of the mix when that is
+longer (an invocation arriving at the very end needs that much alone): an overloaded machine's backlog
+grows without bound), found by doubling and bisection; capacity = the best of every baseline with and
+without admission (``CAPACITY_POLICIES``; the traffic-aware decider is not part of the definition).
+A load of 0.9 is then a stream at 90% of the highest rate any baseline sustains.
 "Throughput at saturation" of a policy is its own sustainable rate by the same search.
 
 Per policy and load a row ``{"policy", "load", "rate_per_s", "p50_ms", "p95_ms", "p99_ms",
@@ -86,7 +86,7 @@ def percentile(xs: list[float], q: float) -> float | None:
 def isolation_floor(load: float, streams: Sequence[Sequence[Arrival]], isolated_ms: Sequence[float]) -> dict[str, Any]:
     """The percentiles no policy goes below on these streams (noise aside): each arrival's latency
     alone (``isolated_ms`` by workflow index), pooled as a row's are. Why: a target on a percentile
-    is only as reachable as the floor lets it be (S1-S13 at 60%: the floor's p50 was 0.80x the best
+    is only as reachable as the floor lets it be (a mix's floor p50 can be well below the best
     baseline's)."""
     lat = [isolated_ms[a.workflow] for stream in streams for a in stream]
     return {"load": load, "p50_ms": _rnd(percentile(lat, 0.5)), "p99_ms": _rnd(percentile(lat, 0.99))}

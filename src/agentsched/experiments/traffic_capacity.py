@@ -104,9 +104,8 @@ def isolated_ms(
     mapping (brute force, when there are at most ``ISOLATION_MAPPINGS`` distinct ones) and of every
     policy's run alone (``ISOLATION_DECIDERS``, its oracle mapping among them). Why not its oracle
     mapping's alone: that is the best on the workflow's own VRAM budget, not on the shared machine's
-    (S13's oracle takes 637 ms alone where all-gpu takes 219 ms on 8192 MB; a 10-task generated
-    workflow whose oracle does not fit took dmda's 9,274 ms, agentsched's 2,653 ms): slowdowns vs
-    isolation were understated up to 3.5x."""
+    (S13's oracle takes 637 ms alone where all-gpu takes 219 ms on 8192 MB, and an oracle may not fit
+    the shared budget at all): slowdowns vs isolation would be understated."""
     kwargs = machine.kwargs(0, noise=False)
     out = {}
     for wf in workflows:

@@ -33,7 +33,7 @@ class PolicyName(str, enum.Enum):
     AGENT_RULES = "agent-rules"
     AGENT_RULES_COLD = "agent-rules-cold"  # agent-rules with --start cold, as its own row in reports
     AGENT_LLM = "agent-llm"
-    AGENT_PLAN = "agent-plan"  # model-based planner (issue 9)
+    AGENT_PLAN = "agent-plan"  # model-based planner
     AGENT_PLAN_COLD = "agent-plan-cold"  # agent-plan from names and tags only
 
     def __str__(self) -> str:

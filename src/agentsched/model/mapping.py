@@ -38,7 +38,7 @@ def parse_mode(text: str, space: DecisionSpace) -> Mode:
 def validate_mapping(workflow: Workflow, mapping: Mapping[str, Mode | str] | str) -> MappingT:
     """A complete mapping in task order; one-line errors for missing/unknown tasks or bad modes.
     ``mapping`` may be given as the text ``A=gpu_now,B=cpu`` (``parse_mapping``)."""
-    if isinstance(mapping, str):  # (before, a text was read letter by letter: "unknown task(s) =, c, p, u")
+    if isinstance(mapping, str):  # a text is parsed, not iterated letter by letter as a mapping
         return parse_mapping(workflow, mapping)
     if not isinstance(mapping, Mapping):
         raise MappingError(

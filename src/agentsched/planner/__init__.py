@@ -1,4 +1,4 @@
-"""agent-plan: a model-based planner (issue 9).
+"""agent-plan: a model-based planner.
 
 One small module per concern:
 

@@ -40,9 +40,9 @@ REPLAN_EVALS = 300  # a later decision's local search around the previous candid
 
 
 # Largest workflow the planner takes on. Why: every decision runs a few hundred discrete-event
-# predictions of the whole workflow, so a round costs ~tasks x 150 predicted task runs: 20 rounds x 5
-# runs of 5,000 tasks took 210-232 s on a 2-core machine, of 10,000 tasks ~28 s a round (over 9 minutes;
-# docs/planner.md). Beyond it the planner is refused in one line, before any run.
+# predictions of the whole workflow, so a round costs ~tasks x 150 predicted task runs: at 5,000 tasks a
+# bench of 20 rounds takes minutes on a small machine, and twice that many tasks takes several times as
+# long (docs/results/planner.md). Beyond it the planner is refused in one line, before any run.
 MAX_PLAN_TASKS = 5_000
 
 
@@ -180,7 +180,7 @@ def _descend(
     n = len(choices)
     while not book.exhausted:
         order = list(focus(key)) if focus is not None else []
-        focused = set(order)  # once per pass: a set per index was quadratic (10 s of a profiled round at 5,000 tasks)
+        focused = set(order)  # once per pass: a set per index would be quadratic in the tasks
         rest = [i for i in range(n) if i not in focused]
         rng.shuffle(order)
         rng.shuffle(rest)

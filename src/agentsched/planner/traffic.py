@@ -1,4 +1,4 @@
-"""agentsched under load: a load-aware ``Decider`` (issue 19), named ``agentsched``.
+"""The traffic-aware decider: places the tasks of many invocations sharing one machine (``traffic-aware``).
 
 Late binding: each task is placed when it becomes ready, from the live state (``MachineSnapshot``: GPU
 tasks running with their card-based remaining time, VRAM in use, GPU queue, CPU slots busy and
@@ -37,7 +37,8 @@ starts when they drain, in arrival order, so older invocations finish before new
 them (what cuts the tail). ``admission=False`` turns it off (``traffic-aware-noadm``).
 
 Its tuned numbers are one ``TrafficConfig`` (``traffic_config.py``: where they were chosen), a
-constructor parameter.
+constructor parameter. The guide is ``docs/load.md``; the measurements behind each rule are in
+``docs/results/load-tuning.md``.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ def cpu_harm_ms(card: ToolCard, live: MachineSnapshot, weight: float = DEFAULT_C
     behind it. Charged to a task with slack, or while invocations wait at the door
     (``_best_start``). Why: without it a task with slack (its sibling ends later anyway) is priced
     free on the CPU however long it holds a slot, while its GPU harm counts: on a mix whose CPU
-    demand is near the slots, slow CPU runs of GPU tools (clip 2 s, against 0.1 s on the GPU) then
-    saturated the CPU and the stream's backlog grew without bound at 90% load."""
+    demand is near the slots, slow CPU runs of GPU tools (clip 2 s, against 0.1 s on the GPU)
+    saturate the CPU and the stream's backlog grows without bound at high load."""
     waiting = live.cpu_waiting
     return weight * card.cpu_ms * waiting / live.cpu_slots if waiting else 0.0
 
@@ -130,26 +131,24 @@ def door_harm_ms(
     run_ms: float, at_door: float, vram_share: float = 1.0, weight: float = DEFAULT_CONFIG.door_harm_weight
 ) -> float:
     """The delay a hold for VRAM inflicts on the ``at_door`` invocations waiting at admission (the
-    planner passes their time average over ``door_tau_ms``: a burst that fills the door for a few
-    seconds sent 6.4 GB models to 19 s CPU runs, and its p99 doubled on bursty streams). The
-    door stays shut until every task held for VRAM fits (``TrafficPlanner.admit``); holds queued for
+    planner passes their time average over ``door_tau_ms``, not the count of now: a burst that fills
+    the door for a few seconds would send 6.4 GB models to 19 s CPU runs). The door stays shut
+    until every task held for VRAM fits (``TrafficPlanner.admit``); holds queued for
     VRAM fit one after the other as runs before them free it, so one more hold keeps the door shut
     about one GPU run longer: its own ``run_ms`` stands in for it. Counted in full by each hold
     (not shared among them), and also while the door is shut for saturated devices. Why: the door
-    hid the backlog from placement. Under overload a hold's own wait stays short (the door keeps
-    new work out), so a 6.4 GB llama_3b kept waiting for the GPU (768 ms there, 19 s on the CPU)
-    while invocations waited at the door for tens of seconds and most CPU slots idled; under an
-    unseen world (perturbed:2) the planner then sustained 0.875x dmda+adm's rate on a tuning mix
-    (1.00x with this delay; docs/load.md).
+    hides the backlog from placement. Under overload a hold's own wait stays short (the door keeps
+    new work out), so without this delay a 6.4 GB llama_3b (768 ms on the GPU, 19 s on the CPU)
+    keeps waiting for the GPU while invocations wait at the door for tens of seconds and most CPU
+    slots idle.
 
     ``vram_share``: the hold's VRAM over the budget (at most 1). The GPU runs tasks side by side
     while their VRAM fits, so holds queued for VRAM fit one after the other only when each needs
     the GPU's memory to itself (a 6.4 GB model on 8-12 GB); a hold of a small share waits for its
     share of the VRAM-time, run_ms x vram / budget (as ``cpu_harm_ms`` charges a CPU run its slot
-    time over the slots). Why: charged a whole run each, holds of 250-660 MB on a full 8192 MB GPU
-    (a5500-saturating, S4+S9+S11) were priced 10-30x their delay and sent 1.9-3.2 s CPU runs of
-    tools that take 0.1-0.4 s on the GPU to a saturated CPU; the CPU then shut the door too,
-    which raised the charge again (0.906x dmda+adm's sustained rate; docs/load.md)."""
+    time over the slots). Why: charged a whole run each, small holds (250-660 MB on a full 8192 MB
+    GPU) are priced many times their delay and send CPU runs of seconds, of tools that take 0.1-0.4 s
+    on the GPU, to a saturated CPU; the CPU then shuts the door too, which raises the charge again."""
     return weight * run_ms * at_door * max(0.0, min(1.0, vram_share))
 
 
@@ -375,10 +374,10 @@ class TrafficPlanner(PlaceDecider):
     ) -> tuple[Mode, float, float]:
         """The cheapest start now: (mode, its predicted finish, its cost)."""
         # why only with slack: without it the CPU run's length already sets the invocation's end, and
-        # its harm pushed a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU.
+        # its harm would push a task whose GPU runs vary 20x (image_resize, sensitivity 5.4) onto the GPU.
         # But always while invocations wait at the door: a hold for VRAM is then charged the door's delay
         # (door_harm_ms), so the CPU run that replaces it is charged its queue's, or a crowded door
-        # sent every hold to a saturated CPU (a bursty stream, a superlinear law: p50 64 s, not 38)
+        # would send every hold to a saturated CPU (bursty streams under a superlinear law)
         cpu_harm = (
             cpu_harm_ms(card, live, self.config.cpu_harm_weight)
             if cost.has_slack(cpu_ms) or self._at_door(live)
@@ -413,9 +412,9 @@ class TrafficPlanner(PlaceDecider):
         """(its predicted finish through the GPU queue, the delay its run inflicts). The queue admits
         its head only once the head's VRAM fits, so it starts no sooner than the running GPU tasks free
         the most VRAM that it or a task queued before it needs. Why: priced by the queue's backlog
-        alone, a 6.4 GB llama_3b (768 ms) went to the queue as if it would start at once, and waited
-        there 30-40 s while `gpu_now` starts kept the VRAM full (bursty tuning mixes at 90% load:
-        most of the p99 invocations held such a wait)."""
+        alone, a 6.4 GB llama_3b (768 ms) would go to the queue as if it would start at once, then
+        wait there for tens of seconds while ``gpu_now`` starts keep the VRAM full (on bursty streams
+        at high load, the tail invocations are those that hold such a wait)."""
         backlog = sum(g.remaining_ms for g in gpu if g.loading)
         backlog += live.queue_backlog_ms
         need = max([card.vram_needed_mb] + [c.vram_needed_mb for c in live.queued_cards()])
@@ -433,13 +432,11 @@ class TrafficPlanner(PlaceDecider):
         if not self.admission:
             return True
         self._door.sample(live.now_ms, self._at_door(live))
-        # why: under a law superlinear in the crowd the planner kept admitting while tasks waited for
-        # VRAM; every new invocation added GPU work to a full GPU, and throughput collapsed (a sweep
-        # draw: p50 4x and p99 42x dmda+adm's at 90% load, docs/load.md)
+        # why: under a law superlinear in the crowd, admitting while tasks wait for VRAM adds GPU work
+        # to a full GPU with every new invocation, and throughput collapses at high load
         # ... but not for a wait that one running task's end ends (``waits_for_one_run``): new
-        # invocations do not prolong it, and shutting the door for it made every invocation wait behind
-        # a model of which one copy fits at a time (a sweep draw, llama_3b on 12,288 MB: 6.6 s at the
-        # door on average, p50 1.97x dmda+adm's at 90% load; docs/load.md)
+        # invocations do not prolong it, and shutting the door for it would make every invocation wait
+        # behind a model of which one copy fits at a time (docs/results/load-tuning.md)
         if self._vram_wait:
             biggest_mb = max((g.vram_mb for g in live.running(gpu=True)), default=0.0)
             if any(

@@ -3,8 +3,8 @@
 A ``TrafficConfig`` is a constructor parameter of the decider (``TrafficPlanner(config=...)``,
 ``loop/registry.decider_by_name("traffic-aware", config=...)``): each value is checked here, once.
 The defaults were chosen on streams that the load benchmark (``benchmarks/load_targets.py``, arrival
-seeds 0-2) never uses: S1-S13 with arrival seeds 100-102 at 30/60/90% load, a second generated mix
-(generator seed 11), and a second contention law (a5500-max); the results are flat around them.
+seeds 0-2) never uses, so that its figures are not fitted to it; the results are flat around them
+(the streams and the sweeps: docs/results/load-tuning.md).
 """
 
 from __future__ import annotations

@@ -100,10 +100,10 @@ class MeasuredRatio:
     Why, beside the learner above: the learner fits the linear law (``model/contention.py``); where
     the machine follows another (superlinear slowdown in the crowd, only the strongest co-runner
     counting), its predictions stay biased at the load the stream runs at, whatever (s, p) it
-    learns, and a sensitive tool went on being started on a GPU where its runs took several times
-    the prediction (docs/load.md). The prediction compared is the planner's own at the start (the
-    running set then, the background pressure, future co-runners unknown), so the factor also
-    absorbs what that prediction cannot see.
+    learns, and a sensitive tool would go on being started on a GPU where its runs take several
+    times the prediction (docs/results/load-tuning.md, "The measured ratio"). The prediction compared
+    is the planner's own at the start (the running set then, the background pressure, future
+    co-runners unknown), so the factor also absorbs what that prediction cannot see.
     """
 
     RATE = 0.05  # weight of a new run in the average (about the last 20 runs of the tool count)

@@ -45,8 +45,8 @@ def build_policy(policy: str | Policy, wf: Workflow, options: dict[str, Any] | N
 def cold_start_options(name: str, wf: Workflow, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """Policy ``name``'s options for ``wf``: unchanged when every task has a card; else a policy that
     needs cards is refused in one line, and an agent runs in cold start (``start`` warm refused). The
-    one rule for ``invoke``, ``serve`` and ``run``: before, ``run`` showed an agent placeholder cards
-    as if profiled (cpu 1 ms, 0 MB) and ran heft on them."""
+    one rule for ``invoke``, ``serve`` and ``run``, so that none shows an agent placeholder cards as
+    if profiled (cpu 1 ms, 0 MB) or runs a card-based policy on them."""
     opts = dict(options or {})
     if wf.unprofiled:
         tasks = ", ".join(sorted(wf.unprofiled))
@@ -87,7 +87,7 @@ def check_sim_cards(
 
 
 def check_runtime_arguments(seed: Any, store: Any, policy_options: Any) -> None:
-    """One-line errors naming the argument (before, a wrong type was a bare TypeError, or accepted)."""
+    """One-line errors naming the argument: a wrong type is neither a bare TypeError nor accepted."""
     from agentsched.store import Store
 
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -4,12 +4,12 @@ that is locked past its wait (another process holding it), read-only or full for
 The invocation is answered at once (without its id in the store); its record, and every later
 one, wait in order. While records wait, a write does not wait for the store at all: it joins
 them, and at most every ``RETRY_EVERY_S`` they are tried again, each try waiting at most
-``RETRY_WAIT_S`` for a lock (before, every invocation waited the store's whole busy timeout). At
+``RETRY_WAIT_S`` for a lock (not the store's whole busy timeout, which every invocation would wait). At
 close they are tried once more with the store's full wait. What the store still refuses then, the
 oldest records beyond ``limit``, and a record the store refuses for good (a corrupt file) are kept
 on disk (``store/unwritten.py``: beside the store, else in the user's state folder), and the next
 store opened at that path writes them; only a record that cannot be kept there either is lost,
-and said. Before, one refused write stopped the runtime; later, those records were lost.
+and said. Why: a store refusing a write must neither stop the runtime nor lose the records.
 """
 
 from __future__ import annotations

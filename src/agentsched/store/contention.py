@@ -1,4 +1,4 @@
-"""The store's ``contention`` table: what the load-aware planner learned per unit tool, kept across
+"""The store's ``contention`` table: what the traffic-aware decider learned per unit tool, kept across
 restarts (``service/contention_memory.py`` reads and writes it).
 
 One row per unit tool and card hash (the card it was learned with, on one machine): the learned

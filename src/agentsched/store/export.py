@@ -5,8 +5,8 @@ round size, exploration share, seed and testbed; no API key or URL is ever store
 holds none either.
 
 The export is streamed: one execution at a time, and a column larger than ``WHOLE_BYTES`` copied
-from SQLite in ``CHUNK_BYTES`` pieces, so memory stays bounded whatever a row holds (a 300 MB row
-was read, decoded and encoded whole). A record that large is copied as stored, checked to be a JSON
+from SQLite in ``CHUNK_BYTES`` pieces, so memory stays bounded whatever a row holds (a row of
+hundreds of MB is never read, decoded and encoded whole). A record that large is copied as stored, checked to be a JSON
 object by its first and last character rather than decoded. The file is written whole or not at all:
 a temporary file created exclusively under an unpredictable name beside ``out`` (never one planted
 there, nor a link's target), renamed over ``out``.
@@ -186,7 +186,7 @@ def looks_like_export(path: Path) -> bool:
 
 def read_export(path: str | Path) -> dict[str, Any]:
     """An export read back (checked to be one); a one-line ``StoreError`` otherwise."""
-    path = Path(path)  # (a text path, as docs/runtime.md writes it, was an AttributeError)
+    path = Path(path)  # a text path too, as docs/runtime.md writes it
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:

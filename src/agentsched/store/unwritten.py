@@ -3,8 +3,8 @@
 folder, ``$XDG_STATE_HOME/agentsched/unwritten/``), written by a runtime's write-behind
 (``runtime/write_behind.py``) for the records still refused at close, those beyond its limit, and
 those the store refused for good (a corrupt file). The next writable ``Store`` of that path writes
-them (``Store.write_unwritten``) and removes the file. Why: before, those records were lost, and
-the store's history with them.
+them (``Store.write_unwritten``) and removes the file. Why: otherwise those records would be lost,
+and the store's history with them.
 
 Each line is one record: ``{"op": "execution", "learner": KEY, "seq", "kind", "round",
 "execution": DOC}`` or ``{"op": "round", "learner": KEY, "round", "mapping", "status", "e2e_ms",

@@ -27,8 +27,8 @@ one device (``device``, e.g. ``cuda:0``) shares that device's GPU queue and VRAM
 and their queued nodes take turns. A ``cpu`` node holds one of its graph's slots (its
 ``cpu_workers``) and one of the host's (``_Host``), shared by every graph of the process: as many as
 the CPU count, or the most any graph asks for (a graph whose CPU tools wait on I/O may ask for more
-than the cores). Why: before, two graphs with the default slots (the CPU count each) ran twice as
-many CPU nodes as the host has cores.
+than the cores). Why: with slots per graph alone, two graphs with the default slots (the CPU count
+each) would run twice as many CPU nodes as the host has cores.
 
 Deadlock-free: a node takes its tool first and then one device resource, and everything it may wait
 for is held by a node that is running its tool, which needs nothing more to finish.

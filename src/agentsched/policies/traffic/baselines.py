@@ -1,4 +1,4 @@
-"""Baselines under load (issue 19), as ``Decider``s:
+"""Baselines under load, as ``Decider``s:
 
 * ``all-gpu``: every GPU tool ``gpu_now``, per invocation; blind to VRAM in use (oom when it does not fit);
 * ``oracle-static``: each workflow's isolated oracle mapping (computed offline by the caller, in

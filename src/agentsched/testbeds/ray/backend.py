@@ -26,7 +26,7 @@ from agentsched.testbeds.ray.placement import lease_options, plan, resolve_user_
 from agentsched.testbeds.real import base_and_k, load_failure, task_timeout
 
 # Loading the tools before the clock: its own bound, not the task timeout (a first load may import
-# libraries or download a model; before, a short --task-timeout-s failed every run while loading)
+# libraries or download a model, which a short --task-timeout-s would fail while loading)
 LOAD_TIMEOUT_S = 3600.0
 # A lease's start-up beside its run: a cold worker process, the imports its inputs and output need
 # (torch for a tensor: seconds), their transfer. The driver waits this much beyond the task timeout;
