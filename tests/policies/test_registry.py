@@ -111,7 +111,12 @@ def test_options_are_read_from_the_constructor_signature(monkeypatch):
     from agentsched.loop.registry import get_spec, option_defaults
 
     assert get_spec("agent-plan").options == {"start", "probe_fraction", "probes_per_round", "min_gain", "config"}
-    assert get_spec("agent-plan-cold").options == {"probe_fraction", "probes_per_round", "min_gain", "config"}  # start fixed
+    assert get_spec("agent-plan-cold").options == {
+        "probe_fraction",
+        "probes_per_round",
+        "min_gain",
+        "config",
+    }  # start fixed
     assert get_spec("agent-llm").options == {"start", "llm", "monitor", "stability", "initial", "predictions"}
     assert get_spec("agent-rules").options == {"start", "monitor", "stability", "initial"}  # not the LLM's
     assert get_spec("oracle").options == {"oracle"} and get_spec("oracle").public_options == set()
