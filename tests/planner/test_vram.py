@@ -9,6 +9,7 @@ import pytest
 from agentsched.model.execution import Execution, Status, TaskSpan
 from agentsched.model.generate import generate_workflow
 from agentsched.model.workflow import Mode
+from agentsched.model.workflow_io import parse_workflow
 from agentsched.planner.vram import (
     DEFAULT_TIMING_SD,
     VramSafety,
@@ -30,6 +31,31 @@ def test_near_miss_of_two_concurrent_gpu_tasks_has_small_slack():
     assert timing_slack(wf, 1000.0, ["B", "C"], {"B": (0.0, 100.0, 600.0), "C": (300.0, 400.0, 600.0)}) > 0.4
     assert timing_slack(wf, 1200.0, ["B", "C"], holds) == math.inf
     assert timing_slack(wf, None, ["B", "C"], holds) == math.inf
+
+
+def test_a_holder_never_meets_its_descendant_at_a_start():
+    # B -> E, C -> E, B -> F: F starts as B and C end (C predicted to end in the same instant) beside E;
+    # C may outlive F's start only by delaying E, so C's and E's VRAM never add up at F's start
+    tasks = {"B": "llama_1b", "C": "llama_1b", "E": "llama_3b", "F": "distilbert"}
+    doc = {
+        "name": "descendant",
+        "cards": "a5500",
+        "decision_space": "three_way",
+        "tasks": {t: {"tool": tool, "repeat": 1} for t, tool in tasks.items()},
+        "edges": [["B", "E"], ["C", "E"], ["B", "F"]],
+    }
+    wf = parse_workflow(doc, "descendant")
+    holds = {
+        "B": (0.0, 549.3, 2484.0),
+        "C": (0.0, 549.3, 2484.0),
+        "E": (549.3, 1470.9, 6440.0),
+        "F": (549.3, 1717.9, 314.0),
+    }
+    assert timing_slack(wf, 7046.9, ["B", "C", "E", "F"], holds) > 0.4  # E + F = 6754 MB fits; C + F too
+    # were C concurrent with E (no edge C -> E), C ending late would put all three beside F: no slack
+    doc["edges"] = [["B", "E"], ["B", "F"]]
+    loose = parse_workflow(doc, "loose")
+    assert timing_slack(loose, 7046.9, ["B", "C", "E", "F"], holds) == 0.0
 
 
 def test_overlap_already_over_budget_has_no_slack():

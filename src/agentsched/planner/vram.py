@@ -54,7 +54,9 @@ def timing_slack(
     """The smallest relative timing error ``rel`` under which some ``gpu_now`` start may break the budget
     (0: it already does; inf: no order can, or none within ``MAX_SLACK``). ``holds[t] = (start_ms, end_ms, vram_mb)`` of every task
     that held VRAM. A holder Y meets X's start s once b*(1+rel) > s*(1-rel) (Y ends before s) or
-    a*(1-rel) <= s*(1+rel) (Y starts after s); the holders join in the order of those thresholds."""
+    a*(1-rel) <= s*(1+rel) (Y starts after s); the holders join in the order of those thresholds. A holder
+    ordered with counted ones (their ancestor or descendant) cannot hold beside them: it replaces them only
+    where it holds more."""
     if budget_mb is None:
         return math.inf
     limit = budget_mb + VRAM_EPS_MB - margin_mb
@@ -68,24 +70,35 @@ def timing_slack(
     for x in gpu_now:
         s, _, held = holds[x]
         beside = concurrent[x]
-        joins: list[tuple[float, float]] = []
+        joins: list[tuple[float, float, str]] = []
+        members: dict[str, float] = {}  # the holders counted at s besides x
         # only holders whose interval comes within MAX_SLACK of s can matter (starts sorted: cut the late ones)
         for y, (a, b, v) in items[: bisect.bisect_right(starts, s * grow)]:
             if b <= s * shrink or y == x or y not in beside:
                 continue
             if a <= s < b:
                 held += v
+                members[y] = v
             elif b <= s:
-                joins.append(((s - b) / (s + b) if s + b > 0 else 0.0, v))
+                joins.append(((s - b) / (s + b) if s + b > 0 else 0.0, v, y))
             else:
-                joins.append(((a - s) / (a + s), v))
+                joins.append(((a - s) / (a + s), v, y))
         if held > limit:
             return 0.0
         joins.sort()
-        for r, v in joins:
+        for r, v, y in joins:
             if r >= slack:
                 break
-            held += v
+            # a holder ordered with a counted one (its ancestor or descendant) never holds beside it:
+            # the larger of the two sides is what may meet s
+            ordered = [m for m in members if m not in concurrent[y]]
+            freed = sum(members[m] for m in ordered)
+            if freed >= v:
+                continue
+            for m in ordered:
+                del members[m]
+            held += v - freed
+            members[y] = v
             if held > limit:
                 slack = r
                 break
