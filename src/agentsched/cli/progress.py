@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 
@@ -59,12 +60,8 @@ class ScenarioLines:
 
 
 @contextlib.contextmanager
-def bench_progress(console: Console, *, scenarios: int, runs_per_scenario: int) -> Iterator[Callable[[str], None]]:
-    """A ``progress(label)`` callback for ``run_bench``: a transient bar with elapsed time and ETA on
-    a terminal, ``ScenarioLines`` otherwise."""
-    if not console.is_terminal:
-        yield ScenarioLines(console, scenarios=scenarios, runs_per_scenario=runs_per_scenario)
-        return
+def _eta_bar(console: Console, name: str, total: int) -> Iterator[tuple[Any, Any]]:
+    """A transient bar with elapsed time and ETA (a terminal only): yields the bar and its task."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -84,7 +81,17 @@ def bench_progress(console: Console, *, scenarios: int, runs_per_scenario: int) 
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("bench", total=scenarios * runs_per_scenario)
+        yield bar, bar.add_task(name, total=total)
+
+
+@contextlib.contextmanager
+def bench_progress(console: Console, *, scenarios: int, runs_per_scenario: int) -> Iterator[Callable[[str], None]]:
+    """A ``progress(label)`` callback for ``run_bench``: a transient bar with elapsed time and ETA on
+    a terminal, ``ScenarioLines`` otherwise."""
+    if not console.is_terminal:
+        yield ScenarioLines(console, scenarios=scenarios, runs_per_scenario=runs_per_scenario)
+        return
+    with _eta_bar(console, "bench", scenarios * runs_per_scenario) as (bar, task):
         yield lambda label: bar.update(task, advance=1, description=label)
 
 
@@ -95,26 +102,7 @@ def load_progress(console: Console, *, steps: int) -> Iterator[Callable[[str], N
     if not console.is_terminal:
         yield lambda label: console.print(label, highlight=False, markup=False, soft_wrap=True)
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("load study", total=max(1, steps))
+    with _eta_bar(console, "load study", max(1, steps)) as (bar, task):
 
         def advance(label: str) -> None:
             bar.console.print(label, highlight=False, markup=False, soft_wrap=True)  # above the bar, kept
